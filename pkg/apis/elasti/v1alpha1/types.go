@@ -1,0 +1,207 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Finalizer holds an ElastiService until serving is restored and the objects
+// the operator generated for it are gone.
+const Finalizer = "elasti.truefoundry.com/finalizer"
+
+// Modes reported in status.mode.
+const (
+	// ModeProxy routes the public Service to the resolver: the target has no
+	// Ready pod.
+	ModeProxy = "proxy"
+	// ModeServe routes the public Service straight to the target's pods.
+	ModeServe = "serve"
+)
+
+// Scale target kinds. The lowercase plural forms are KubeElasti's legacy
+// spellings; Canonical maps them onto the real kinds.
+const (
+	KindDeployment        = "Deployment"
+	KindStatefulSet       = "StatefulSet"
+	KindRollout           = "Rollout"
+	LegacyKindDeployments = "deployments"
+	LegacyKindRollouts    = "rollouts"
+)
+
+// API versions a scale target may have.
+const (
+	APIVersionApps   = "apps/v1"
+	APIVersionArgoV1 = "argoproj.io/v1alpha1"
+)
+
+// Trigger and autoscaler types.
+const (
+	TriggerTypePrometheus = "prometheus"
+	AutoscalerTypeHPA     = "hpa"
+	AutoscalerTypeKEDA    = "keda"
+)
+
+// Match types for probeResponse rules.
+const (
+	MatchExact             = "Exact"
+	MatchPathPrefix        = "PathPrefix"
+	MatchRegularExpression = "RegularExpression"
+)
+
+// Spec defaults; the CRD schema applies the same values server-side.
+const (
+	DefaultMinTargetReplicas     = 1
+	DefaultCooldownPeriodSeconds = 900
+	MaxCooldownPeriodSeconds     = 604800
+	DefaultEnabledSchedule       = "0 0 * * *"
+	DefaultEnabledDuration       = "24h"
+)
+
+// Condition types and reasons in status.conditions.
+const (
+	ConditionReady = "Ready"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ElastiService scales a target to zero while its public Service is idle and
+// wakes it on the first request.
+type ElastiService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ElastiServiceSpec   `json:"spec,omitempty"`
+	Status ElastiServiceStatus `json:"status,omitempty"`
+}
+
+// ElastiServiceSpec is the desired behaviour of an ElastiService.
+//
+// Scalar fields with defaults are omitempty, as in KubeElasti, so the operator
+// never sends a whole spec back to the apiserver: a zero cooldownPeriod would
+// be dropped and defaulted to 900. It patches metadata and writes status
+// through the subresource instead.
+type ElastiServiceSpec struct {
+	// ScaleTargetRef names the workload that is scaled to and from zero.
+	ScaleTargetRef ScaleTargetRef `json:"scaleTargetRef"`
+	// Service is the public Service, in the ElastiService's namespace, whose
+	// traffic wakes the target.
+	Service string `json:"service"`
+	// MinTargetReplicas is the replica count a wake scales the target to.
+	MinTargetReplicas int32 `json:"minTargetReplicas,omitempty"`
+	// CooldownPeriod is how many seconds the triggers must stay idle, and the
+	// last wake must be in the past, before the target is scaled to zero.
+	CooldownPeriod int32 `json:"cooldownPeriod,omitempty"`
+	// Triggers decide when the target is idle; all must be below threshold.
+	Triggers []ScaleTrigger `json:"triggers,omitempty"`
+	// Autoscaler is the HPA or KEDA ScaledObject that scales the target above
+	// zero, so elasti can keep out of its way.
+	Autoscaler *AutoscalerSpec `json:"autoscaler,omitempty"`
+	// EnabledPeriod limits scale-to-zero to a recurring window. Outside it the
+	// target is held at minTargetReplicas. Omitted means always enabled.
+	EnabledPeriod *EnabledPeriod `json:"enabledPeriod,omitempty"`
+	// ProbeResponse lists requests the resolver answers itself while the
+	// target is at zero, so health checkers do not wake it.
+	ProbeResponse []ProbeResponseRule `json:"probeResponse,omitempty"`
+}
+
+// ScaleTargetRef identifies a workload with a scale subresource.
+type ScaleTargetRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+}
+
+// Canonical returns the kind with KubeElasti's legacy plural spellings
+// mapped to the real kind names.
+func (r ScaleTargetRef) Canonical() ScaleTargetRef {
+	switch r.Kind {
+	case LegacyKindDeployments:
+		r.Kind = KindDeployment
+	case LegacyKindRollouts:
+		r.Kind = KindRollout
+	}
+	return r
+}
+
+// ScaleTrigger is one idleness signal.
+type ScaleTrigger struct {
+	// Type is the trigger kind; only "prometheus" exists.
+	Type string `json:"type"`
+	// Metadata is free-form and read by the trigger's own parser: query,
+	// serverAddress, threshold, uptimeFilter, headers.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// AutoscalerSpec names the autoscaler that owns the target above zero.
+type AutoscalerSpec struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+// EnabledPeriod is a recurring window, in UTC, during which scale-to-zero is
+// allowed.
+type EnabledPeriod struct {
+	// Schedule is a 5-field cron expression that opens the window.
+	Schedule string `json:"schedule,omitempty"`
+	// Duration is how long the window stays open, as a Go duration.
+	Duration string `json:"duration,omitempty"`
+}
+
+// ProbeResponseRule matches a request that the resolver answers without
+// waking the target. Every field that is set must match.
+type ProbeResponseRule struct {
+	Path        *PathMatch        `json:"path,omitempty"`
+	Headers     []NameValueMatch  `json:"headers,omitempty"`
+	QueryParams []NameValueMatch  `json:"queryParams,omitempty"`
+	Method      string            `json:"method,omitempty"`
+	Response    ProbeCannedAnswer `json:"response"`
+}
+
+// PathMatch matches the request path.
+type PathMatch struct {
+	// Type is Exact, PathPrefix or RegularExpression.
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// NameValueMatch matches one header or query parameter.
+type NameValueMatch struct {
+	Name string `json:"name"`
+	// Type is Exact or RegularExpression.
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// ProbeCannedAnswer is what the resolver replies to a matched probe.
+type ProbeCannedAnswer struct {
+	Status int32  `json:"status"`
+	Body   string `json:"body,omitempty"`
+}
+
+// ElastiServiceStatus is the observed state of an ElastiService.
+type ElastiServiceStatus struct {
+	// LastReconciledTime is when the operator last wrote this status.
+	LastReconciledTime *metav1.Time `json:"lastReconciledTime,omitempty"`
+	// LastScaledUpTime is when a request last woke the target; scale-to-zero
+	// waits cooldownPeriod after it.
+	LastScaledUpTime *metav1.Time `json:"lastScaledUpTime,omitempty"`
+	// Mode is "proxy" while traffic goes to the resolver and "serve" while it
+	// goes to the target's pods.
+	Mode string `json:"mode,omitempty"`
+	// ObservedGeneration is the spec generation the status describes.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions hold at least Ready, with a reason saying why not.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ElastiServiceList is a list of ElastiServices.
+type ElastiServiceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ElastiService `json:"items"`
+}
