@@ -130,6 +130,14 @@ build_kwok() {
   rm -rf "$kwok_dir"; mv "$kwok_dir.tmp" "$kwok_dir"
 }
 
+# Test packages start in parallel; only one of them may build at a time.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/build.lock"
+if ! flock -n 9; then
+  log "another build holds $CACHE/build.lock; waiting for it"
+  flock 9
+fi
+
 build_etcd
 build_kwok
 build_kube

@@ -1,0 +1,481 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+const (
+	// NodeName is the single kwok-managed node every pod lands on.
+	NodeName = "kwok-node-0"
+	// PodCIDR is where kwok allocates pod IPs. It is fake: nothing outside a
+	// network namespace built by the test run may connect to it.
+	PodCIDR = "10.244.0.0/16"
+	// UnprivilegedUser authenticates with the unprivileged kubeconfig and holds
+	// no permissions until a test binds a role to it.
+	UnprivilegedUser = "elasti-unprivileged"
+
+	stateFile  = "state.json"
+	stopGrace  = 10 * time.Second
+	startLimit = 3 * time.Minute
+)
+
+// Options controls Start.
+type Options struct {
+	// Dir holds data, logs and kubeconfigs; a temporary one is made if empty.
+	Dir string
+	// Detach lets the cluster outlive the calling process (make cluster-up).
+	Detach bool
+	// Progress receives human-readable progress lines; nil discards them.
+	Progress io.Writer
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	Dir                    string `json:"dir"`
+	BinDir                 string `json:"binDir"`
+	Kubeconfig             string `json:"kubeconfig"`
+	UnprivilegedKubeconfig string `json:"unprivilegedKubeconfig"`
+	APIServerURL           string `json:"apiServerURL"`
+	// AuditLog records every mutating request (Metadata level), so tests can
+	// count the writes a component made.
+	AuditLog string         `json:"auditLog"`
+	PIDs     map[string]int `json:"pids"`
+
+	procs   []*process
+	ownsDir bool
+}
+
+// Start builds or reuses the binaries and brings a control plane up. It
+// returns only once the apiserver is ready and the kwok node is Ready.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(progress, "[localcluster %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+
+	binDir, err := EnsureBinaries(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+
+	c = &Cluster{Dir: opts.Dir, BinDir: binDir, PIDs: map[string]int{}}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "elasti-cluster-"); err != nil {
+			return nil, err
+		}
+		c.ownsDir = true
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(ctx, startLimit)
+	defer cancel()
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+
+	adminToken, unprivToken := randomToken(), randomToken()
+	if err := c.writeAPIServerInputs(adminToken, unprivToken); err != nil {
+		return nil, err
+	}
+
+	logf("starting etcd on 127.0.0.1:%d", etcdPort)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	etcd, err := c.start("etcd", opts.Detach,
+		"--name=default",
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--listen-metrics-urls=",
+		"--unsafe-no-fsync",
+		"--quota-backend-bytes=8589934592",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, etcd, httpOK(etcdURL+"/health", "")); err != nil {
+		return nil, err
+	}
+
+	logf("starting kube-apiserver on %s", c.APIServerURL)
+	apiserver, err := c.start("kube-apiserver", opts.Detach,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(c.Dir, "certs"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+filepath.Join(c.Dir, "sa.pub"),
+		"--service-account-signing-key-file="+filepath.Join(c.Dir, "sa.key"),
+		"--authorization-mode=RBAC",
+		"--token-auth-file="+filepath.Join(c.Dir, "tokens.csv"),
+		"--service-cluster-ip-range=10.0.0.0/16",
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--max-requests-inflight=2000",
+		"--max-mutating-requests-inflight=1000",
+		"--audit-policy-file="+filepath.Join(c.Dir, "audit-policy.yaml"),
+		"--audit-log-path="+filepath.Join(c.Dir, "audit.log"),
+		"--audit-log-maxsize=500",
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.AuditLog = filepath.Join(c.Dir, "audit.log")
+	if err := waitFor(ctx, apiserver, httpOK(c.APIServerURL+"/readyz", adminToken)); err != nil {
+		return nil, err
+	}
+
+	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
+	c.UnprivilegedKubeconfig = filepath.Join(c.Dir, "unprivileged.kubeconfig")
+	if err := writeKubeconfig(c.Kubeconfig, c.APIServerURL, "admin", adminToken); err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfig(c.UnprivilegedKubeconfig, c.APIServerURL, UnprivilegedUser, unprivToken); err != nil {
+		return nil, err
+	}
+
+	logf("starting kube-controller-manager, kube-scheduler and kwok")
+	if _, err := c.start("kube-controller-manager", opts.Detach,
+		"--kubeconfig="+c.Kubeconfig,
+		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--kube-api-qps=1000",
+		"--kube-api-burst=2000",
+		"--concurrent-deployment-syncs=20",
+		"--concurrent-replicaset-syncs=20",
+		"--concurrent-service-endpoint-syncs=20",
+		"--concurrent-namespace-syncs=20",
+	); err != nil {
+		return nil, err
+	}
+	if _, err := c.start("kube-scheduler", opts.Detach,
+		"--kubeconfig="+c.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--kube-api-qps=1000",
+		"--kube-api-burst=2000",
+	); err != nil {
+		return nil, err
+	}
+	kwok, err := c.start("kwok", opts.Detach,
+		"--kubeconfig="+c.Kubeconfig,
+		"--config="+filepath.Join(binDir, "stages.yaml"),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.1/16",
+		"--node-ip=10.245.0.1",
+		"--node-port=0",
+	)
+	if err != nil {
+		return nil, err
+	}
+
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := createNode(ctx, cs); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, kwok, nodeReady(cs)); err != nil {
+		return nil, err
+	}
+	if err := c.saveState(); err != nil {
+		return nil, err
+	}
+	logf("cluster ready; KUBECONFIG=%s", c.Kubeconfig)
+	return c, nil
+}
+
+// RESTConfig returns an admin client config with limits high enough that the
+// client never throttles a test or benchmark.
+func (c *Cluster) RESTConfig() *rest.Config {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		// The kubeconfig is written by Start; failing to read it is a bug.
+		panic(fmt.Sprintf("read kubeconfig %s: %v", c.Kubeconfig, err))
+	}
+	cfg.QPS, cfg.Burst = 2000, 4000
+	return cfg
+}
+
+// UnprivilegedRESTConfig authenticates as UnprivilegedUser.
+func (c *Cluster) UnprivilegedRESTConfig() *rest.Config {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.UnprivilegedKubeconfig)
+	if err != nil {
+		panic(fmt.Sprintf("read kubeconfig %s: %v", c.UnprivilegedKubeconfig, err))
+	}
+	return cfg
+}
+
+// Kubectl runs the cluster's own kubectl (matching the server version)
+// against the admin kubeconfig and returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// Stop ends every component this process started and removes a temporary
+// directory. A detached cluster is stopped with StopDir instead.
+func (c *Cluster) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		c.procs[i].stop(stopGrace)
+	}
+	c.procs = nil
+	if c.ownsDir {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+// Load reads a running cluster's state from its directory.
+func Load(dir string) (*Cluster, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, fmt.Errorf("no cluster in %s: %w", dir, err)
+	}
+	c := &Cluster{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("corrupt %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return c, nil
+}
+
+// StopDir stops a detached cluster recorded in dir, in reverse start order.
+func StopDir(dir string) error {
+	c, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+		killGroup(c.PIDs[name], stopGrace)
+	}
+	return os.Remove(filepath.Join(dir, stateFile))
+}
+
+func (c *Cluster) start(name string, detach bool, args ...string) (*process, error) {
+	p, err := startProcess(c.Dir, name, filepath.Join(c.BinDir, name), args, detach)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	c.PIDs[name] = p.cmd.Process.Pid
+	return p, nil
+}
+
+func (c *Cluster) saveState() error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.Dir, stateFile), b, 0o600)
+}
+
+// auditPolicy logs who wrote what, without bodies. Leases and events are
+// left out: they are frequent and no test counts them.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+  - group: ""
+    resources: ["events"]
+  - group: events.k8s.io
+    resources: ["events"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
+func (c *Cluster) writeAPIServerInputs(adminToken, unprivToken string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"sa.key":            pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+		"sa.pub":            pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
+		"tokens.csv":        fmt.Appendf(nil, "%s,admin,admin,\"system:masters\"\n%s,%s,%s\n", adminToken, unprivToken, UnprivilegedUser, UnprivilegedUser),
+		"audit-policy.yaml": []byte(auditPolicy),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(c.Dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeKubeconfig(path, server, user, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	// The apiserver's serving certificate is self-signed and only on loopback.
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func createNode(ctx context.Context, cs kubernetes.Interface) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("1000"),
+		corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods:   resource.MustParse("100000"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{
+				"type":                   "kwok",
+				"kubernetes.io/hostname": NodeName,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+			},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func nodeReady(cs kubernetes.Interface) func(context.Context) error {
+	return func(ctx context.Context) error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return errors.New("node not Ready yet")
+	}
+}
+
+var insecureLoopbackClient = &http.Client{
+	Timeout: 2 * time.Second,
+	Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed loopback apiserver
+	},
+}
+
+func httpOK(url, token string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := insecureLoopbackClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+		}
+		return nil
+	}
+}
+
+// freePorts reserves n distinct loopback ports by binding them all at once,
+// then releases them for the components to bind.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Healthy reports whether the apiserver answers /readyz.
+func (c *Cluster) Healthy(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return err
+	}
+	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
+}

@@ -1,0 +1,108 @@
+// Package clustertest shares one local control plane among the tests of a
+// package. Call Main from TestMain; tests then call Get.
+//
+// A package starts its own cluster unless ELASTI_TEST_CLUSTER names the
+// directory of one already running (make cluster-up). A cluster that cannot
+// start fails the package loudly: integration tests never skip.
+package clustertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster"
+)
+
+// ReuseEnv names a running cluster's directory to use instead of starting one.
+const ReuseEnv = "ELASTI_TEST_CLUSTER"
+
+var shared *localcluster.Cluster
+
+// Main starts (or attaches to) the package's cluster, runs the tests and
+// stops the cluster. Use it as: func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
+func Main(m *testing.M) int {
+	if dir := os.Getenv(ReuseEnv); dir != "" {
+		c, err := localcluster.Load(dir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %s=%s: %v\n", ReuseEnv, dir, err)
+			return 1
+		}
+		shared = c
+		return m.Run()
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: the local control plane could not start, so no integration test can run:\n%v\n", err)
+		return 1
+	}
+	shared = c
+
+	// An interrupted run still stops the control plane; Pdeathsig covers a
+	// killed one.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-sigs; ok {
+			c.Stop()
+			os.Exit(1)
+		}
+	}()
+	code := m.Run()
+	signal.Stop(sigs)
+	close(sigs)
+	c.Stop()
+	return code
+}
+
+// Get returns the package's cluster.
+func Get(t testing.TB) *localcluster.Cluster {
+	t.Helper()
+	if shared == nil {
+		t.Fatal("clustertest.Main must be called from TestMain before clustertest.Get")
+	}
+	return shared
+}
+
+// Clientset returns an admin clientset for the package's cluster.
+func Clientset(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(Get(t).RESTConfig())
+	if err != nil {
+		t.Fatalf("clientset: %v", err)
+	}
+	return cs
+}
+
+// Namespace creates a namespace unique to the test and deletes it when the
+// test ends, so tests sharing a cluster never see each other's objects.
+func Namespace(t testing.TB) string {
+	t.Helper()
+	cs := Clientset(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "t-" + hex.EncodeToString(b)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	return name
+}
