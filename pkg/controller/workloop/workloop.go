@@ -1,0 +1,131 @@
+// Package workloop drains a rate-limited typed workqueue with a pool of
+// workers. Every controller in elasti shares it, so retry, backoff and
+// shutdown behave the same for each queue.
+package workloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// DefaultMaxRetries bounds how often a failing key is retried before it is
+// dropped. With the default controller rate limiter the per-key delays are
+// 5ms, 10ms, 20ms, ... doubling to about 82s at the 15th retry: roughly
+// 2.7 minutes of retrying in all. A dropped key comes back on the next
+// informer event or resync, so nothing is lost for good.
+const DefaultMaxRetries = 15
+
+// SyncFunc reconciles one key. A nil error forgets the key's failures.
+type SyncFunc[T comparable] func(ctx context.Context, key T) error
+
+// Loop owns a queue and the workers that drain it.
+type Loop[T comparable] struct {
+	name       string
+	queue      workqueue.TypedRateLimitingInterface[T]
+	sync       SyncFunc[T]
+	maxRetries int
+	// OnDrop is called when a key exhausts its retries (Sentry reporting).
+	OnDrop func(ctx context.Context, key T, err error)
+}
+
+// New makes a loop with a named queue; name labels the queue's metrics.
+func New[T comparable](name string, sync SyncFunc[T], metrics workqueue.MetricsProvider) *Loop[T] {
+	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: metrics}
+	return &Loop[T]{
+		name:       name,
+		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](), cfg),
+		sync:       sync,
+		maxRetries: DefaultMaxRetries,
+	}
+}
+
+// Name is the queue's name.
+func (l *Loop[T]) Name() string { return l.name }
+
+// Add queues key for the workers.
+func (l *Loop[T]) Add(key T) { l.queue.Add(key) }
+
+// AddAfter queues key once d has passed; used to batch bursts and to revisit
+// a key on a deadline.
+func (l *Loop[T]) AddAfter(key T, d time.Duration) { l.queue.AddAfter(key, d) }
+
+// Len is the number of keys waiting.
+func (l *Loop[T]) Len() int { return l.queue.Len() }
+
+// Run starts workers and blocks until ctx ends and every in-flight sync has
+// returned, so a shutdown never cuts a sync in half.
+func (l *Loop[T]) Run(ctx context.Context, workers int) {
+	logger := klog.FromContext(ctx).WithValues("queue", l.name)
+	ctx = klog.NewContext(ctx, logger)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for l.processNextWorkItem(ctx) {
+			}
+		})
+	}
+	logger.V(2).Info("Workers started", "count", workers)
+	<-ctx.Done()
+	l.queue.ShutDownWithDrain()
+	wg.Wait()
+	logger.V(2).Info("Workers stopped")
+}
+
+// ShutDown stops the queue without waiting for Run (tests and early exits).
+func (l *Loop[T]) ShutDown() { l.queue.ShutDown() }
+
+func (l *Loop[T]) processNextWorkItem(ctx context.Context) bool {
+	key, quit := l.queue.Get()
+	if quit {
+		return false
+	}
+	defer l.queue.Done(key)
+	err := l.sync(ctx, key)
+	l.handleErr(ctx, err, key)
+	return true
+}
+
+// RequeueAfter asks the loop to revisit a key after a delay without treating
+// it as a failure, e.g. while waiting on a deadline.
+type RequeueAfter time.Duration
+
+func (r RequeueAfter) Error() string { return fmt.Sprintf("requeue after %s", time.Duration(r)) }
+
+func (l *Loop[T]) handleErr(ctx context.Context, err error, key T) {
+	logger := klog.FromContext(ctx)
+	if err == nil {
+		l.queue.Forget(key)
+		return
+	}
+	var after RequeueAfter
+	if errors.As(err, &after) {
+		l.queue.Forget(key)
+		l.queue.AddAfter(key, time.Duration(after))
+		return
+	}
+	// An optimistic-lock conflict means our cache was stale; the fresh
+	// object is already on its way, so retry quietly.
+	if apierrors.IsConflict(err) {
+		logger.V(4).Info("Conflict, retrying with fresh state", "key", key)
+		l.queue.AddRateLimited(key)
+		return
+	}
+	if n := l.queue.NumRequeues(key); n < l.maxRetries {
+		logger.V(2).Info("Sync failed, will retry", "key", key, "retries", n, "err", err)
+		l.queue.AddRateLimited(key)
+		return
+	}
+	l.queue.Forget(key)
+	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key after too many retries", "key", key, "queue", l.name)
+	if l.OnDrop != nil {
+		l.OnDrop(ctx, key, err)
+	}
+}

@@ -1,0 +1,112 @@
+// Package directory is the "CRD directory": an in-memory map from a public
+// Service to the ElastiService that manages it. The controller writes it on
+// every sync; the scale-from-zero server reads it on every request, so reads
+// take a shared lock and return copies.
+package directory
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// Entry is what a request path needs to wake a service without an API read.
+type Entry struct {
+	// ElastiService is the owning ElastiService's namespace/name.
+	ElastiService types.NamespacedName
+	// Target is the scale target with legacy kinds canonicalised.
+	Target            elastiv1alpha1.ScaleTargetRef
+	MinTargetReplicas int32
+	// Autoscaler is nil when none is configured.
+	Autoscaler *elastiv1alpha1.AutoscalerSpec
+}
+
+// Directory is safe for concurrent use.
+type Directory struct {
+	mu      sync.RWMutex
+	entries map[types.NamespacedName]Entry
+}
+
+// New returns an empty directory.
+func New() *Directory {
+	return &Directory{entries: map[types.NamespacedName]Entry{}}
+}
+
+// EntryFor builds the directory entry for an ElastiService.
+func EntryFor(es *elastiv1alpha1.ElastiService) Entry {
+	e := Entry{
+		ElastiService:     types.NamespacedName{Namespace: es.Namespace, Name: es.Name},
+		Target:            es.Spec.ScaleTargetRef.Canonical(),
+		MinTargetReplicas: es.Spec.MinTargetReplicas,
+	}
+	if e.MinTargetReplicas < 1 {
+		e.MinTargetReplicas = elastiv1alpha1.DefaultMinTargetReplicas
+	}
+	if es.Spec.Autoscaler != nil {
+		a := *es.Spec.Autoscaler
+		e.Autoscaler = &a
+	}
+	return e
+}
+
+// Claim records that the entry's ElastiService manages service. If another
+// ElastiService already holds the service, nothing changes and the holder is
+// returned with ok=false.
+func (d *Directory) Claim(service types.NamespacedName, e Entry) (holder types.NamespacedName, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur, exists := d.entries[service]; exists && cur.ElastiService != e.ElastiService {
+		return cur.ElastiService, false
+	}
+	d.entries[service] = e
+	return e.ElastiService, true
+}
+
+// Release forgets service if es holds it.
+func (d *Directory) Release(service, es types.NamespacedName) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur, ok := d.entries[service]; ok && cur.ElastiService == es {
+		delete(d.entries, service)
+	}
+}
+
+// ReleaseAll forgets every service es holds; used when the ElastiService is
+// gone or now names a different service.
+func (d *Directory) ReleaseAll(es types.NamespacedName, except ...types.NamespacedName) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+outer:
+	for svc, cur := range d.entries {
+		if cur.ElastiService != es {
+			continue
+		}
+		for _, keep := range except {
+			if svc == keep {
+				continue outer
+			}
+		}
+		delete(d.entries, svc)
+	}
+}
+
+// Lookup returns the entry for a public Service.
+func (d *Directory) Lookup(service types.NamespacedName) (Entry, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	e, ok := d.entries[service]
+	if ok && e.Autoscaler != nil {
+		a := *e.Autoscaler
+		e.Autoscaler = &a
+	}
+	return e, ok
+}
+
+// Len is the number of services in the directory.
+func (d *Directory) Len() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.entries)
+}
