@@ -11,8 +11,6 @@ trap 'rm -rf "$TMP"' EXIT
 # Generate into a copy of the module so the working tree is never touched.
 mkdir -p "$TMP/src"
 cp -a "$ROOT/go.mod" "$ROOT/go.sum" "$ROOT/hack" "$ROOT/pkg" "$TMP/src/"
-rm -rf "$TMP/src/pkg/generated"
-find "$TMP/src/pkg/apis" -name 'zz_generated.*.go' -delete
 (cd "$TMP/src" && OUTPUT_ROOT="$TMP/src" ./hack/update-codegen.sh >/dev/null)
 
 status=0
