@@ -194,7 +194,9 @@ func bindOperatorRolesTo(t *testing.T, cs kubernetes.Interface, user string) []a
 		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, nb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), nb.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), nb.Name, metav1.DeleteOptions{})
+		})
 		granted = append(granted, expand(role.Rules, "")...)
 	}
 	for _, b := range rbs {
@@ -212,7 +214,9 @@ func bindOperatorRolesTo(t *testing.T, cs kubernetes.Interface, user string) []a
 		if _, err := cs.RbacV1().RoleBindings(b.Namespace).Create(ctx, nb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cs.RbacV1().RoleBindings(nb.Namespace).Delete(context.Background(), nb.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = cs.RbacV1().RoleBindings(nb.Namespace).Delete(context.Background(), nb.Name, metav1.DeleteOptions{})
+		})
 		granted = append(granted, expand(role.Rules, b.Namespace)...)
 	}
 	return granted
