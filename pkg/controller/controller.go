@@ -1,0 +1,388 @@
+// Package controller is the operator's control loop. Three rate-limited
+// queues, each drained by its own workers, turn informer events into
+// ElastiService syncs:
+//
+//   - ElastiService keys: the sync itself (finalizer, private Service,
+//     proxy/serve mode, resolver EndpointSlice, status).
+//   - scale-target keys (Deployment, StatefulSet, Rollout): mapped to the
+//     ElastiServices that name them through an index.
+//   - Service keys from EndpointSlice events: a public Service's endpoints
+//     decide the mode; the resolver's endpoints feed every proxy slice.
+//
+// All watches are shared and cluster- (or --watch-namespace-) wide, so the
+// number of watches does not grow with the number of ElastiServices.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/controller/workloop"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
+	elastischeme "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/scheme"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// AgentName is the event source and field manager of the operator.
+const AgentName = "elasti-operator"
+
+// Event reasons. Constant, so events group and alert cleanly.
+const (
+	ReasonSwitchedToProxy     = "SwitchedToProxy"
+	ReasonSwitchedToServe     = "SwitchedToServe"
+	ReasonServiceNotFound     = "ServiceNotFound"
+	ReasonTargetNotFound      = "TargetNotFound"
+	ReasonUnsupportedTarget   = "UnsupportedTarget"
+	ReasonResolverUnavailable = "ResolverUnavailable"
+	ReasonServiceConflict     = "ServiceConflict"
+	ReasonReconciled          = "Reconciled"
+	ReasonTargetRestored      = "TargetRestored"
+	ReasonWaitingForTarget    = "WaitingForTarget"
+	ReasonFinalized           = "Finalized"
+	ReasonSyncFailed          = "SyncFailed"
+)
+
+// Labels and values on the objects the operator creates.
+const (
+	// ManagedByValue marks resolver EndpointSlices as ours, so the
+	// EndpointSlice controller leaves them alone and our mode check ignores
+	// them when counting the target's endpoints.
+	ManagedByValue = "elasti-operator.elasti.truefoundry.com"
+	// LabelManagedBy is the generic managed-by label on private Services.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+)
+
+// Index names.
+const (
+	indexByService = "byService" // ElastiServices and EndpointSlices by namespace/public Service
+	indexByTarget  = "byTarget"  // ElastiServices by namespace/Kind/name of the target
+	indexByOwner   = "byOwner"   // generated objects by namespace/name of the owning ElastiService
+)
+
+// Config holds the operator's tunables.
+type Config struct {
+	// ResolverNamespace/ResolverService locate the resolver, whose Ready
+	// endpoints fill every proxy-mode slice.
+	ResolverNamespace string
+	ResolverService   string
+	// ResolverProxyPort is the resolver port proxy-mode slices point at.
+	ResolverProxyPort int32
+	// Workers per queue.
+	ElastiServiceWorkers int
+	TargetWorkers        int
+	EndpointSliceWorkers int
+	// DeletionGrace bounds how long a deleted ElastiService keeps routing to
+	// the resolver while its restored target starts.
+	DeletionGrace time.Duration
+}
+
+// Informers the controller reads from. They must not have been started.
+type Informers struct {
+	ElastiServices elastiinformers.ElastiServiceInformer
+	Services       coreinformers.ServiceInformer
+	EndpointSlices discoveryinformers.EndpointSliceInformer
+	// ResolverSlices watches only the resolver Service's slices in the
+	// resolver namespace, which --watch-namespace may exclude from
+	// EndpointSlices.
+	ResolverSlices discoveryinformers.EndpointSliceInformer
+	Deployments    appsinformers.DeploymentInformer
+	StatefulSets   appsinformers.StatefulSetInformer
+	// Rollouts is optional.
+	Rollouts *scaletarget.RolloutInformer
+}
+
+// Controller reconciles ElastiServices.
+type Controller struct {
+	kubeClient   kubernetes.Interface
+	elastiClient versioned.Interface
+	scaler       *scaletarget.Scaler
+	directory    *directory.Directory
+	cfg          Config
+	clock        clock.PassiveClock
+
+	elastiServices       elastilisters.ElastiServiceLister
+	elastiServiceIndexer cache.Indexer
+	services             corelisters.ServiceLister
+	serviceIndexer       cache.Indexer
+	slices               discoverylisters.EndpointSliceLister
+	sliceIndexer         cache.Indexer
+	resolverSlices       discoverylisters.EndpointSliceLister
+	cacheSynced          []cache.InformerSynced
+
+	elastiServiceQueue *workloop.Loop[cache.ObjectName]
+	targetQueue        *workloop.Loop[scaletarget.Ref]
+	sliceQueue         *workloop.Loop[types.NamespacedName]
+
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+
+	// syncHandler is a field so tests can observe or replace it.
+	syncHandler func(ctx context.Context, key cache.ObjectName) error
+	// enqueue is a field so tests can capture keys.
+	enqueue func(key cache.ObjectName)
+}
+
+func init() {
+	utilruntime.Must(elastischeme.AddToScheme(scheme.Scheme))
+}
+
+// New wires the controller's handlers onto the informers. Start the
+// informers after New and before Run.
+func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interface, scaler *scaletarget.Scaler,
+	dir *directory.Directory, inf Informers, cfg Config, metrics workqueue.MetricsProvider) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	c := &Controller{
+		kubeClient:     kube,
+		elastiClient:   elasti,
+		scaler:         scaler,
+		directory:      dir,
+		cfg:            cfg,
+		clock:          clock.RealClock{},
+		elastiServices: inf.ElastiServices.Lister(),
+		services:       inf.Services.Lister(),
+		slices:         inf.EndpointSlices.Lister(),
+		resolverSlices: inf.ResolverSlices.Lister(),
+		broadcaster:    broadcaster,
+		recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName}),
+	}
+	c.syncHandler = c.syncElastiService
+	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
+		return c.syncHandler(ctx, key)
+	}, metrics)
+	c.targetQueue = workloop.New("scaletarget", c.syncTarget, metrics)
+	c.sliceQueue = workloop.New("endpointslice", c.syncSliceService, metrics)
+	c.enqueue = c.elastiServiceQueue.Add
+
+	esInformer := inf.ElastiServices.Informer()
+	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget}); err != nil {
+		return nil, err
+	}
+	c.elastiServiceIndexer = esInformer.GetIndexer()
+	if err := inf.EndpointSlices.Informer().AddIndexers(cache.Indexers{indexByService: indexSliceByService, indexByOwner: indexByOwnerElastiService}); err != nil {
+		return nil, err
+	}
+	c.sliceIndexer = inf.EndpointSlices.Informer().GetIndexer()
+	if err := inf.Services.Informer().AddIndexers(cache.Indexers{indexByOwner: indexByOwnerElastiService}); err != nil {
+		return nil, err
+	}
+	c.serviceIndexer = inf.Services.Informer().GetIndexer()
+
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{esInformer, cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onElastiService,
+			UpdateFunc: func(old, cur any) { c.onElastiServiceUpdate(old, cur) },
+			DeleteFunc: c.onElastiServiceDelete,
+		}},
+		{inf.Services.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onService,
+			UpdateFunc: func(old, cur any) { c.onServiceUpdate(old, cur) },
+			DeleteFunc: c.onService,
+		}},
+		{inf.EndpointSlices.Informer(), sliceHandler(c.sliceQueue)},
+		{inf.ResolverSlices.Informer(), sliceHandler(c.sliceQueue)},
+		{inf.Deployments.Informer(), targetHandler(c.targetQueue, elastiv1alpha1.KindDeployment)},
+		{inf.StatefulSets.Informer(), targetHandler(c.targetQueue, elastiv1alpha1.KindStatefulSet)},
+	}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+			return nil, err
+		}
+		c.cacheSynced = append(c.cacheSynced, h.informer.HasSynced)
+	}
+	if inf.Rollouts != nil {
+		c.cacheSynced = append(c.cacheSynced, inf.Rollouts.HasSynced)
+	}
+	logger.V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
+	return c, nil
+}
+
+// OnRolloutChange is the Rollout informer's callback.
+func (c *Controller) OnRolloutChange(ref scaletarget.Ref) { c.targetQueue.Add(ref) }
+
+// CacheSynced lists the informers Run waits for.
+func (c *Controller) CacheSynced() []cache.InformerSynced { return c.cacheSynced }
+
+// Run waits for the caches, starts the three worker pools and blocks until
+// ctx ends and every worker has finished its current sync.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	c.broadcaster.StartStructuredLogging(3)
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
+	defer c.broadcaster.Shutdown()
+
+	logger.Info("Waiting for informer caches to sync")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cacheSynced...) {
+		c.elastiServiceQueue.ShutDown()
+		c.targetQueue.ShutDown()
+		c.sliceQueue.ShutDown()
+		return fmt.Errorf("caches did not sync before shutdown")
+	}
+	logger.Info("Starting workers",
+		"elastiservice", c.cfg.ElastiServiceWorkers, "scaletarget", c.cfg.TargetWorkers, "endpointslice", c.cfg.EndpointSliceWorkers)
+	done := make(chan struct{}, 3)
+	run := func(f func()) {
+		go func() { f(); done <- struct{}{} }()
+	}
+	run(func() { c.elastiServiceQueue.Run(ctx, c.cfg.ElastiServiceWorkers) })
+	run(func() { c.targetQueue.Run(ctx, c.cfg.TargetWorkers) })
+	run(func() { c.sliceQueue.Run(ctx, c.cfg.EndpointSliceWorkers) })
+	for range 3 {
+		<-done
+	}
+	logger.Info("Controller stopped")
+	return nil
+}
+
+// Enqueue asks for a sync of an ElastiService (the scale server uses it to
+// hasten the switch back to serve).
+func (c *Controller) Enqueue(key cache.ObjectName) { c.enqueue(key) }
+
+// ---- event handlers: no API calls, only index lookups and queue adds ----
+
+func (c *Controller) onElastiService(obj any) {
+	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+		c.enqueue(cache.MetaObjectToName(es))
+	}
+}
+
+func (c *Controller) onElastiServiceUpdate(old, cur any) {
+	o, ok1 := old.(*elastiv1alpha1.ElastiService)
+	n, ok2 := cur.(*elastiv1alpha1.ElastiService)
+	if !ok1 || !ok2 {
+		return
+	}
+	c.enqueue(cache.MetaObjectToName(n))
+	// A changed spec.service frees the old Service for another claimant.
+	if o.Spec.Service != n.Spec.Service {
+		c.enqueueByService(o.Namespace, o.Spec.Service)
+	}
+}
+
+func (c *Controller) onElastiServiceDelete(obj any) {
+	es, ok := unwrapTombstone(obj).(*elastiv1alpha1.ElastiService)
+	if !ok {
+		return
+	}
+	c.enqueue(cache.MetaObjectToName(es))
+	// Another ElastiService may have been waiting for this one's Service.
+	c.enqueueByService(es.Namespace, es.Spec.Service)
+}
+
+func (c *Controller) onService(obj any) {
+	svc, ok := unwrapTombstone(obj).(*corev1.Service)
+	if !ok {
+		return
+	}
+	c.enqueueByService(svc.Namespace, svc.Name)
+	c.enqueueOwner(svc)
+}
+
+func (c *Controller) onServiceUpdate(old, cur any) {
+	o, ok1 := old.(*corev1.Service)
+	n, ok2 := cur.(*corev1.Service)
+	if !ok1 || !ok2 || o.ResourceVersion == n.ResourceVersion {
+		return
+	}
+	c.onService(n)
+}
+
+func (c *Controller) enqueueByService(namespace, service string) {
+	objs, err := c.elastiServiceIndexer.ByIndex(indexByService, namespace+"/"+service)
+	if err != nil {
+		return
+	}
+	for _, obj := range objs {
+		c.enqueue(cache.MetaObjectToName(obj.(*elastiv1alpha1.ElastiService)))
+	}
+}
+
+// enqueueOwner re-syncs the ElastiService that owns a generated object, so a
+// hand-edited or deleted private Service is put back.
+func (c *Controller) enqueueOwner(obj metav1.Object) {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == "ElastiService" && ref.APIVersion == elastiv1alpha1.SchemeGroupVersion.String() {
+			c.enqueue(cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+		}
+	}
+}
+
+func sliceHandler(q *workloop.Loop[types.NamespacedName]) cache.ResourceEventHandler {
+	add := func(obj any) {
+		slice, ok := unwrapTombstone(obj).(*discoveryv1.EndpointSlice)
+		if !ok {
+			return
+		}
+		if svc := slice.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			q.Add(types.NamespacedName{Namespace: slice.Namespace, Name: svc})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: add,
+		UpdateFunc: func(old, cur any) {
+			if old.(*discoveryv1.EndpointSlice).ResourceVersion != cur.(*discoveryv1.EndpointSlice).ResourceVersion {
+				add(cur)
+			}
+		},
+		DeleteFunc: add,
+	}
+}
+
+type objectWithMeta interface {
+	GetNamespace() string
+	GetName() string
+	GetResourceVersion() string
+}
+
+func targetHandler(q *workloop.Loop[scaletarget.Ref], kind string) cache.ResourceEventHandler {
+	add := func(obj any) {
+		if o, ok := unwrapTombstone(obj).(objectWithMeta); ok {
+			q.Add(scaletarget.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: add,
+		UpdateFunc: func(old, cur any) {
+			if old.(objectWithMeta).GetResourceVersion() != cur.(objectWithMeta).GetResourceVersion() {
+				add(cur)
+			}
+		},
+		DeleteFunc: add,
+	}
+}
+
+func unwrapTombstone(obj any) any {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tomb.Obj
+	}
+	return obj
+}

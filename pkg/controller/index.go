@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"context"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+func indexElastiServiceByService(obj any) ([]string, error) {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok || es.Spec.Service == "" {
+		return nil, nil
+	}
+	return []string{es.Namespace + "/" + es.Spec.Service}, nil
+}
+
+func indexElastiServiceByTarget(obj any) ([]string, error) {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok {
+		return nil, nil
+	}
+	return []string{targetIndexKey(scaletarget.RefFor(es))}, nil
+}
+
+func targetIndexKey(r scaletarget.Ref) string { return r.Namespace + "/" + r.Kind + "/" + r.Name }
+
+func indexSliceByService(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	if svc := slice.Labels[discoveryv1.LabelServiceName]; svc != "" {
+		return []string{slice.Namespace + "/" + svc}, nil
+	}
+	return nil, nil
+}
+
+// indexByOwnerElastiService finds generated objects by their owner, so
+// objects left behind by an earlier spec.service can be cleaned up.
+func indexByOwnerElastiService(obj any) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, ref := range m.GetOwnerReferences() {
+		if ref.Kind == "ElastiService" && ref.APIVersion == elastiv1alpha1.SchemeGroupVersion.String() {
+			keys = append(keys, m.GetNamespace()+"/"+ref.Name)
+		}
+	}
+	return keys, nil
+}
+
+// syncTarget maps a scale-target event to the ElastiServices that name it.
+func (c *Controller) syncTarget(ctx context.Context, ref scaletarget.Ref) error {
+	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		es := obj.(*elastiv1alpha1.ElastiService)
+		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es))
+		c.enqueue(cache.MetaObjectToName(es))
+	}
+	return nil
+}
+
+// syncSliceService maps an EndpointSlice event, keyed by its Service, to the
+// ElastiServices that care: the resolver's slices concern every ElastiService
+// not serving directly; any other Service's slices concern the
+// ElastiServices fronting it.
+func (c *Controller) syncSliceService(ctx context.Context, svc types.NamespacedName) error {
+	if svc.Namespace == c.cfg.ResolverNamespace && svc.Name == c.cfg.ResolverService {
+		all, err := c.elastiServices.List(labels.Everything())
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, es := range all {
+			if es.Status.Mode != elastiv1alpha1.ModeServe {
+				c.enqueue(cache.MetaObjectToName(es))
+				n++
+			}
+		}
+		klog.FromContext(ctx).V(4).Info("Resolver endpoints changed", "elastiServicesEnqueued", n)
+		return nil
+	}
+	c.enqueueByService(svc.Namespace, svc.Name)
+	return nil
+}

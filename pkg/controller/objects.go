@@ -1,0 +1,322 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/names"
+)
+
+// ownerRef makes the ElastiService own a generated object, so the garbage
+// collector removes it if the ElastiService is ever force-deleted.
+// BlockOwnerDeletion stays off: it would need update rights on
+// elastiservices/finalizers under OwnerReferencesPermissionEnforcement.
+func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: elastiv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "ElastiService",
+		Name:       es.Name,
+		UID:        es.UID,
+		Controller: ptr.To(true),
+	}
+}
+
+func hasOwnerRef(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
+	for _, r := range refs {
+		if r.UID == es.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// ensurePrivateService keeps elasti-<svc>-pvt-<hash> a ClusterIP copy of the
+// public Service's selector and ports, so the target's pods stay reachable
+// while the public Service points at the resolver.
+func (c *Controller) ensurePrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) error {
+	name := names.PrivateService(public.Name)
+	ports := make([]corev1.ServicePort, 0, len(public.Spec.Ports))
+	for _, p := range public.Spec.Ports {
+		p.NodePort = 0
+		ports = append(ports, p)
+	}
+	selector := maps.Clone(public.Spec.Selector)
+
+	existing, err := c.services.Services(es.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            name,
+				Namespace:       es.Namespace,
+				Labels:          map[string]string{LabelManagedBy: AgentName},
+				OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
+			},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: selector, Ports: ports},
+		}
+		if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+			// AlreadyExists means our cache is behind: retry with fresh state.
+			return fmt.Errorf("create private service %s: %w", name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Created private service", "service", klog.KRef(es.Namespace, name))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if existing.Spec.Type == corev1.ServiceTypeClusterIP &&
+		equality.Semantic.DeepEqual(existing.Spec.Selector, selector) &&
+		equality.Semantic.DeepEqual(existing.Spec.Ports, ports) &&
+		hasOwnerRef(existing.OwnerReferences, es) {
+		return nil
+	}
+	updated := existing.DeepCopy()
+	updated.Spec.Type = corev1.ServiceTypeClusterIP
+	updated.Spec.Selector = selector
+	updated.Spec.Ports = ports
+	if !hasOwnerRef(updated.OwnerReferences, es) {
+		updated.OwnerReferences = append(updated.OwnerReferences, ownerRef(es))
+	}
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	updated.Labels[LabelManagedBy] = AgentName
+	if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+		return fmt.Errorf("update private service %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Mirrored public service onto private service", "service", klog.KRef(es.Namespace, name))
+	return nil
+}
+
+// hasReadyEndpoints reports whether the public Service has a ready endpoint
+// of its own, i.e. one that is not our resolver slice. Judging from the
+// Service's slices rather than the target's replica count means serve mode
+// starts only once traffic can really reach a ready pod.
+func (c *Controller) hasReadyEndpoints(namespace, service string) bool {
+	objs, err := c.sliceIndexer.ByIndex(indexByService, namespace+"/"+service)
+	if err != nil {
+		return false
+	}
+	resolverSlice := names.ResolverSlice(service)
+	for _, obj := range objs {
+		slice := obj.(*discoveryv1.EndpointSlice)
+		if slice.Name == resolverSlice || slice.Labels[discoveryv1.LabelManagedBy] == ManagedByValue {
+			continue
+		}
+		for _, ep := range slice.Endpoints {
+			if endpointReady(ep) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// endpointReady follows the EndpointSlice API: a nil ready condition means
+// ready, and terminating endpoints are never ready.
+func endpointReady(ep discoveryv1.Endpoint) bool {
+	if ep.Conditions.Terminating != nil && *ep.Conditions.Terminating {
+		return false
+	}
+	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
+}
+
+// resolverEndpoints lists the resolver's ready IPv4 endpoints, one per
+// address, in a stable order so unchanged input never rewrites a slice.
+func (c *Controller) resolverEndpoints() []discoveryv1.Endpoint {
+	list, err := c.resolverSlices.EndpointSlices(c.cfg.ResolverNamespace).List(
+		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: c.cfg.ResolverService}))
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []discoveryv1.Endpoint
+	for _, slice := range list {
+		if slice.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		for _, ep := range slice.Endpoints {
+			if !endpointReady(ep) {
+				continue
+			}
+			for _, addr := range ep.Addresses {
+				if seen[addr] {
+					continue
+				}
+				seen[addr] = true
+				out = append(out, discoveryv1.Endpoint{
+					Addresses:  []string{addr},
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+					TargetRef:  ep.TargetRef,
+					NodeName:   ep.NodeName,
+					Zone:       ep.Zone,
+				})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addresses[0] < out[j].Addresses[0] })
+	return out
+}
+
+// ensureResolverSlice points the public Service at the resolver: one
+// endpoint per ready resolver pod, and one port per public Service port,
+// named like it, on the resolver's proxy port.
+func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, endpoints []discoveryv1.Endpoint) error {
+	name := names.ResolverSlice(public.Name)
+	var ports []discoveryv1.EndpointPort
+	for _, p := range public.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		ports = append(ports, discoveryv1.EndpointPort{
+			Name:     ptr.To(p.Name),
+			Port:     ptr.To(c.cfg.ResolverProxyPort),
+			Protocol: ptr.To(corev1.ProtocolTCP),
+		})
+	}
+	if endpoints == nil {
+		endpoints = []discoveryv1.Endpoint{}
+	}
+	wantLabels := map[string]string{
+		discoveryv1.LabelServiceName: public.Name,
+		discoveryv1.LabelManagedBy:   ManagedByValue,
+	}
+
+	existing, err := c.slices.EndpointSlices(es.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            name,
+				Namespace:       es.Namespace,
+				Labels:          wantLabels,
+				OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   endpoints,
+			Ports:       ports,
+		}
+		if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+			return fmt.Errorf("create resolver slice %s: %w", name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	labelsOK := true
+	for k, v := range wantLabels {
+		labelsOK = labelsOK && existing.Labels[k] == v
+	}
+	if labelsOK && hasOwnerRef(existing.OwnerReferences, es) && existing.AddressType == discoveryv1.AddressTypeIPv4 &&
+		sameEndpoints(existing.Endpoints, endpoints) && equality.Semantic.DeepEqual(existing.Ports, ports) {
+		return nil
+	}
+	if existing.AddressType != discoveryv1.AddressTypeIPv4 {
+		// addressType is immutable: replace the slice.
+		if err := c.deleteResolverSlice(ctx, es); err != nil {
+			return err
+		}
+		return fmt.Errorf("replaced resolver slice %s with a non-IPv4 address type", name)
+	}
+	updated := existing.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	maps.Copy(updated.Labels, wantLabels)
+	if !hasOwnerRef(updated.OwnerReferences, es) {
+		updated.OwnerReferences = append(updated.OwnerReferences, ownerRef(es))
+	}
+	updated.Endpoints = endpoints
+	updated.Ports = ports
+	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+		return fmt.Errorf("update resolver slice %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
+	return nil
+}
+
+func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !equality.Semantic.DeepEqual(a[i].Addresses, b[i].Addresses) || endpointReady(a[i]) != endpointReady(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Controller) resolverSliceExists(es *elastiv1alpha1.ElastiService) bool {
+	_, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	return err == nil
+}
+
+func (c *Controller) deleteResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	name := names.ResolverSlice(es.Spec.Service)
+	if !c.resolverSliceExists(es) {
+		return nil
+	}
+	err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete resolver slice %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(es.Namespace, name))
+	return nil
+}
+
+// deleteStaleObjects removes generated objects that belong to an earlier
+// spec.service of this ElastiService.
+func (c *Controller) deleteStaleObjects(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	return c.deleteOwned(ctx, es, names.PrivateService(es.Spec.Service), names.ResolverSlice(es.Spec.Service))
+}
+
+// deleteOwned deletes the Services and EndpointSlices es owns, except those
+// named keepService and keepSlice.
+func (c *Controller) deleteOwned(ctx context.Context, es *elastiv1alpha1.ElastiService, keepService, keepSlice string) error {
+	key := es.Namespace + "/" + es.Name
+	svcs, err := c.serviceIndexer.ByIndex(indexByOwner, key)
+	if err != nil {
+		return err
+	}
+	for _, obj := range svcs {
+		svc := obj.(*corev1.Service)
+		if svc.Name == keepService || !hasOwnerRef(svc.OwnerReferences, es) {
+			continue
+		}
+		if err := c.kubeClient.CoreV1().Services(es.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete service %s: %w", svc.Name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Deleted generated service", "service", klog.KObj(svc))
+	}
+	slices, err := c.sliceIndexer.ByIndex(indexByOwner, key)
+	if err != nil {
+		return err
+	}
+	for _, obj := range slices {
+		slice := obj.(*discoveryv1.EndpointSlice)
+		if slice.Name == keepSlice || !hasOwnerRef(slice.OwnerReferences, es) {
+			continue
+		}
+		if err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete endpointslice %s: %w", slice.Name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Deleted generated endpointslice", "endpointSlice", klog.KObj(slice))
+	}
+	return nil
+}
+
+func jsonMergePatch(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,0 +1,282 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/controller/workloop"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// errWaiting marks a sync that cannot finish until something else changes
+// (a missing Service, target or resolver). It backs off with the queue's
+// rate limiter; the watch on the missing object usually heals it sooner.
+type errWaiting struct{ reason, message string }
+
+func (e *errWaiting) Error() string { return e.reason + ": " + e.message }
+
+// syncElastiService converges one ElastiService. It is idempotent and keeps
+// no state between calls beyond the directory, which it rebuilds, so an
+// operator killed mid-sync converges on restart.
+func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", key.String())
+	ctx = klog.NewContext(ctx, logger)
+	start := c.clock.Now()
+	defer func() { logger.V(4).Info("Finished syncing", "duration", c.clock.Since(start)) }()
+
+	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.directory.ReleaseAll(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if es.DeletionTimestamp != nil {
+		return c.finalize(ctx, es)
+	}
+	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
+		if es, err = c.patchFinalizers(ctx, es, append(slices.Clone(es.Finalizers), elastiv1alpha1.Finalizer)); err != nil {
+			return err
+		}
+	}
+	return c.reconcile(ctx, es)
+}
+
+func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	esKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
+
+	c.directory.ReleaseAll(esKey, svcKey)
+	holder, ok := c.directory.Claim(svcKey, directory.EntryFor(es))
+	if !ok && c.goneFromCache(holder) {
+		// The holder was deleted and its own sync has not released the
+		// Service yet; events for the two keys may be handled in any order.
+		c.directory.ReleaseAll(holder)
+		holder, ok = c.directory.Claim(svcKey, directory.EntryFor(es))
+	}
+	if !ok {
+		// Only one ElastiService may drive a Service's endpoints. This one
+		// waits until the holder lets go; its deletion re-enqueues us.
+		return c.setNotReady(ctx, es, "", ReasonServiceConflict,
+			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), false)
+	}
+	if err := c.deleteStaleObjects(ctx, es); err != nil {
+		return err
+	}
+
+	public, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
+	if apierrors.IsNotFound(err) {
+		return c.setNotReady(ctx, es, "", ReasonServiceNotFound,
+			fmt.Sprintf("Service %q does not exist in namespace %q", es.Spec.Service, es.Namespace), true)
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.ensurePrivateService(ctx, es, public); err != nil {
+		return err
+	}
+
+	ref := scaletarget.RefFor(es)
+	if _, err := c.scaler.Get(ref); err != nil {
+		switch {
+		case errors.Is(err, scaletarget.ErrUnsupportedKind):
+			return c.setNotReady(ctx, es, "", ReasonUnsupportedTarget,
+				fmt.Sprintf("scale target kind %q is not supported; use Deployment, StatefulSet or Rollout", es.Spec.ScaleTargetRef.Kind), false)
+		case scaletarget.IsNotFound(err):
+			// Without a target, switching modes would only strand traffic;
+			// keep routing as it is until the target exists.
+			msg := fmt.Sprintf("scale target %s %q does not exist", ref.Kind, ref.Name)
+			if errors.Is(err, scaletarget.ErrRolloutsUnavailable) {
+				msg = err.Error()
+			}
+			return c.setNotReady(ctx, es, "", ReasonTargetNotFound, msg, true)
+		default:
+			return err
+		}
+	}
+
+	if c.hasReadyEndpoints(es.Namespace, es.Spec.Service) {
+		if err := c.deleteResolverSlice(ctx, es); err != nil {
+			return err
+		}
+		return c.writeStatus(ctx, es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
+			"The target has a ready pod; traffic goes straight to it")
+	}
+
+	endpoints := c.resolverEndpoints()
+	if err := c.ensureResolverSlice(ctx, es, public, endpoints); err != nil {
+		return err
+	}
+	if len(endpoints) == 0 {
+		return c.setNotReady(ctx, es, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
+			fmt.Sprintf("no ready pod behind resolver Service %s/%s; requests to %q cannot be held until one is ready",
+				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), true)
+	}
+	return c.writeStatus(ctx, es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
+		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request")
+}
+
+// setNotReady records why the ElastiService cannot be reconciled. With
+// retry the key backs off and is retried; without, only a change to the
+// ElastiService or a watched object brings it back.
+func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, mode, reason, message string, retry bool) error {
+	if es.Status.Mode != mode || !conditionIs(es, metav1.ConditionFalse, reason) {
+		c.recorder.Event(es, corev1.EventTypeWarning, reason, message)
+	}
+	if err := c.writeStatus(ctx, es, mode, metav1.ConditionFalse, reason, message); err != nil {
+		return err
+	}
+	if retry {
+		return &errWaiting{reason: reason, message: message}
+	}
+	return nil
+}
+
+// writeStatus updates status through the subresource, only when something
+// changed. An empty mode leaves the mode as it is.
+func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string, status metav1.ConditionStatus, reason, message string) error {
+	next := es.Status.DeepCopy()
+	if mode != "" {
+		next.Mode = mode
+	}
+	next.ObservedGeneration = es.Generation
+	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
+		Type:               elastiv1alpha1.ConditionReady,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: es.Generation,
+	})
+	if equality.Semantic.DeepEqual(&es.Status, next) {
+		return nil
+	}
+	now := metav1.NewTime(c.clock.Now())
+	next.LastReconciledTime = &now
+	updated := es.DeepCopy()
+	updated.Status = *next
+	if _, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	if mode != "" && es.Status.Mode != mode {
+		c.recordModeSwitch(ctx, es, mode)
+	}
+	return nil
+}
+
+func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
+	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
+	if mode == elastiv1alpha1.ModeProxy {
+		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToProxy,
+			"Target has no ready pod: Service %q now routes to the resolver", es.Spec.Service)
+	} else {
+		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToServe,
+			"Target has a ready pod: Service %q routes straight to it", es.Spec.Service)
+	}
+}
+
+func conditionIs(es *elastiv1alpha1.ElastiService, status metav1.ConditionStatus, reason string) bool {
+	cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
+	return cond != nil && cond.Status == status && cond.Reason == reason
+}
+
+// patchFinalizers writes the finalizer list with the object's
+// resourceVersion, so a concurrent change conflicts instead of being lost.
+// A merge patch never sends the spec back, so server-side defaults stay.
+func (c *Controller) patchFinalizers(ctx context.Context, es *elastiv1alpha1.ElastiService, finalizers []string) (*elastiv1alpha1.ElastiService, error) {
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	patch, err := jsonMergePatch(map[string]any{
+		"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": es.ResourceVersion},
+	})
+	if err != nil {
+		return nil, err
+	}
+	updated, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).Patch(ctx, es.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: AgentName})
+	if err != nil {
+		return nil, fmt.Errorf("patch finalizers: %w", err)
+	}
+	return updated, nil
+}
+
+// finalize restores serving before letting the ElastiService go: a target at
+// zero is scaled back up, and the resolver slice stays until the target has a
+// ready pod (or DeletionGrace passes), so the public Service is never left
+// with no endpoints at all.
+func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	ref := scaletarget.RefFor(es)
+	state, err := c.scaler.Get(ref)
+	targetPresent := err == nil
+	if err != nil && !scaletarget.IsNotFound(err) && !errors.Is(err, scaletarget.ErrUnsupportedKind) {
+		return err
+	}
+	if targetPresent && state.Replicas == 0 {
+		replicas := directory.EntryFor(es).MinTargetReplicas
+		if err := c.scaler.Scale(ctx, ref, replicas); err != nil {
+			return err
+		}
+		logger.V(2).Info("Restored target before deletion", "target", ref.String(), "replicas", replicas)
+		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
+			"Scaled %s %q to %d replicas before removing the ElastiService", ref.Kind, ref.Name, replicas)
+		// The target's update event brings us back with a fresh cache.
+		return nil
+	}
+
+	if c.resolverSliceExists(es) {
+		_, svcErr := c.services.Services(es.Namespace).Get(es.Spec.Service)
+		waiting := targetPresent && svcErr == nil && !c.hasReadyEndpoints(es.Namespace, es.Spec.Service)
+		deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
+		if waiting && c.clock.Now().Before(deadline) {
+			logger.V(2).Info("Keeping the resolver slice until the target has a ready pod", "deadline", deadline)
+			if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
+				c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonWaitingForTarget,
+					"Waiting up to %s for a ready pod before the resolver stops fronting Service %q", c.cfg.DeletionGrace, es.Spec.Service)
+			}
+			return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
+		}
+		if err := c.deleteResolverSlice(ctx, es); err != nil {
+			return err
+		}
+	}
+	if err := c.deleteOwned(ctx, es, "", ""); err != nil {
+		return err
+	}
+	// Release the Service before the object can vanish, so a waiting
+	// ElastiService for the same Service can claim it as soon as it hears of
+	// the deletion. A failed patch below re-claims on the retry.
+	c.directory.ReleaseAll(types.NamespacedName{Namespace: es.Namespace, Name: es.Name})
+	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
+	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	logger.V(2).Info("Finalized")
+	return nil
+}
+
+// goneFromCache reports whether an ElastiService no longer exists.
+func (c *Controller) goneFromCache(key types.NamespacedName) bool {
+	_, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
+	return apierrors.IsNotFound(err)
+}

@@ -1,0 +1,218 @@
+// Package operator assembles the elasti operator: clients, the shared
+// informers, the CRD directory and the controller.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/controller"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// Options configure the operator. Defaults suit thousands of ElastiServices.
+type Options struct {
+	// WatchNamespace scopes every informer; empty means all namespaces.
+	WatchNamespace string
+	// Resolver location (KubeElasti: ELASTI_RESOLVER_*).
+	ResolverNamespace string
+	ResolverService   string
+	ResolverProxyPort int32
+	// API client rate limits.
+	QPS   float32
+	Burst int
+	// Workers per queue.
+	ElastiServiceWorkers int
+	TargetWorkers        int
+	EndpointSliceWorkers int
+	// DeletionGrace bounds how long a deleted ElastiService waits for its
+	// restored target before the resolver stops fronting it.
+	DeletionGrace time.Duration
+	// ResyncPeriod re-syncs every ElastiService periodically to repair drift
+	// no event reports.
+	ResyncPeriod time.Duration
+	// QueueMetrics receives workqueue metrics; nil disables them.
+	QueueMetrics workqueue.MetricsProvider
+}
+
+// DefaultOptions returns KubeElasti's defaults for the resolver and limits
+// sized for large fleets.
+func DefaultOptions() Options {
+	return Options{
+		ResolverNamespace:    "elasti",
+		ResolverService:      "elasti-resolver-service",
+		ResolverProxyPort:    8012,
+		QPS:                  500,
+		Burst:                1000,
+		ElastiServiceWorkers: 32,
+		TargetWorkers:        4,
+		EndpointSliceWorkers: 4,
+		DeletionGrace:        2 * time.Minute,
+		ResyncPeriod:         10 * time.Minute,
+	}
+}
+
+// Validate reports the first unusable option.
+func (o Options) Validate() error {
+	switch {
+	case o.ResolverNamespace == "":
+		return fmt.Errorf("resolver namespace must be set (--resolver-namespace or ELASTI_RESOLVER_NAMESPACE)")
+	case o.ResolverService == "":
+		return fmt.Errorf("resolver service must be set (--resolver-service or ELASTI_RESOLVER_SERVICE_NAME)")
+	case o.ResolverProxyPort < 1 || o.ResolverProxyPort > 65535:
+		return fmt.Errorf("resolver proxy port %d is not a TCP port (1-65535)", o.ResolverProxyPort)
+	case o.QPS <= 0 || o.Burst < 1:
+		return fmt.Errorf("client QPS (%v) and burst (%d) must be positive", o.QPS, o.Burst)
+	case o.ElastiServiceWorkers < 1 || o.TargetWorkers < 1 || o.EndpointSliceWorkers < 1:
+		return fmt.Errorf("every queue needs at least one worker")
+	case o.DeletionGrace < 0:
+		return fmt.Errorf("deletion grace must not be negative")
+	}
+	return nil
+}
+
+// Operator is an assembled, not yet running operator.
+type Operator struct {
+	Directory  *directory.Directory
+	Controller *controller.Controller
+	Scaler     *scaletarget.Scaler
+	Kube       kubernetes.Interface
+	Elasti     versioned.Interface
+
+	kubeFactory     informers.SharedInformerFactory
+	resolverFactory informers.SharedInformerFactory
+	elastiFactory   elastiinformers.SharedInformerFactory
+	rollouts        *scaletarget.RolloutInformer
+}
+
+// New builds the operator against cfg. Nothing runs until Run.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cfg.UserAgent = rest.DefaultKubernetesUserAgent() + " " + controller.AgentName
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	elasti, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	apiext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti}
+	o.kubeFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(opts.WatchNamespace), informers.WithTransform(trimForCache))
+	// The resolver's slices may live outside --watch-namespace; one more
+	// narrow watch covers them.
+	o.resolverFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(opts.ResolverNamespace), informers.WithTransform(trimForCache),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: opts.ResolverService}).String()
+		}))
+	o.elastiFactory = elastiinformers.NewSharedInformerFactoryWithOptions(elasti, opts.ResyncPeriod,
+		elastiinformers.WithNamespace(opts.WatchNamespace), elastiinformers.WithTransform(trimForCache))
+
+	deployments := o.kubeFactory.Apps().V1().Deployments()
+	statefulSets := o.kubeFactory.Apps().V1().StatefulSets()
+	var ctrl *controller.Controller
+	o.rollouts = scaletarget.NewRolloutInformer(dyn, apiext, opts.WatchNamespace, func(r scaletarget.Ref) {
+		if ctrl != nil {
+			ctrl.OnRolloutChange(r)
+		}
+	})
+	o.Scaler = scaletarget.NewScaler(kube, dyn, deployments.Lister(), statefulSets.Lister(), o.rollouts)
+
+	ctrl, err = controller.New(ctx, kube, elasti, o.Scaler, o.Directory, controller.Informers{
+		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),
+		Services:       o.kubeFactory.Core().V1().Services(),
+		EndpointSlices: o.kubeFactory.Discovery().V1().EndpointSlices(),
+		ResolverSlices: o.resolverFactory.Discovery().V1().EndpointSlices(),
+		Deployments:    deployments,
+		StatefulSets:   statefulSets,
+		Rollouts:       o.rollouts,
+	}, controller.Config{
+		ResolverNamespace:    opts.ResolverNamespace,
+		ResolverService:      opts.ResolverService,
+		ResolverProxyPort:    opts.ResolverProxyPort,
+		ElastiServiceWorkers: opts.ElastiServiceWorkers,
+		TargetWorkers:        opts.TargetWorkers,
+		EndpointSliceWorkers: opts.EndpointSliceWorkers,
+		DeletionGrace:        opts.DeletionGrace,
+	}, opts.QueueMetrics)
+	if err != nil {
+		return nil, err
+	}
+	o.Controller = ctrl
+	return o, nil
+}
+
+// StartInformers starts every watch. Followers run them too, so a new
+// leader starts with warm caches.
+func (o *Operator) StartInformers(ctx context.Context) {
+	o.kubeFactory.Start(ctx.Done())
+	o.resolverFactory.Start(ctx.Done())
+	o.elastiFactory.Start(ctx.Done())
+	go o.rollouts.Run(ctx)
+}
+
+// ShutdownInformers waits for the informers' goroutines after ctx ends.
+func (o *Operator) ShutdownInformers() {
+	o.kubeFactory.Shutdown()
+	o.resolverFactory.Shutdown()
+	o.elastiFactory.Shutdown()
+}
+
+// Run starts the informers and the controller and blocks until ctx ends.
+func (o *Operator) Run(ctx context.Context) error {
+	klog.FromContext(ctx).Info("Starting elasti operator")
+	o.StartInformers(ctx)
+	defer o.ShutdownInformers()
+	return o.Controller.Run(ctx)
+}
+
+// trimForCache drops what the operator never reads before objects enter the
+// informer caches: managedFields everywhere, and pod templates of
+// Deployments and StatefulSets, usually their largest part. This keeps
+// memory flat for clusters with thousands of workloads.
+func trimForCache(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.ManagedFields = nil
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *appsv1.StatefulSet:
+		o.ManagedFields = nil
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.VolumeClaimTemplates = nil
+	case metav1.Object:
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,172 @@
+package scaletarget
+
+import (
+	"context"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// RolloutInformer watches Argo Rollouts only while their CRD exists. Argo is
+// optional, so a plain informer would fail its list forever on clusters
+// without it; instead one watch on that single CRD starts and stops the
+// Rollout informer.
+type RolloutInformer struct {
+	dynamic   dynamic.Interface
+	namespace string
+	onChange  func(Ref)
+	crds      cache.SharedIndexInformer
+	factory   apiextensionsinformers.SharedInformerFactory
+
+	mu       sync.RWMutex
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+}
+
+// NewRolloutInformer watches the Rollout CRD; onChange receives every
+// Rollout added, updated or deleted while it is installed.
+func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interface, namespace string, onChange func(Ref)) *RolloutInformer {
+	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(apiext, 0,
+		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", RolloutCRDName).String()
+		}))
+	return &RolloutInformer{
+		dynamic:   dyn,
+		namespace: namespace,
+		onChange:  onChange,
+		crds:      factory.Apiextensions().V1().CustomResourceDefinitions().Informer(),
+		factory:   factory,
+	}
+}
+
+// Run watches the CRD until ctx ends.
+func (r *RolloutInformer) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	_, _ = r.crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.reconcile(ctx, obj) },
+		UpdateFunc: func(_, obj any) { r.reconcile(ctx, obj) },
+		DeleteFunc: func(any) { r.stopInformer(ctx) },
+	})
+	r.factory.Start(ctx.Done())
+	<-ctx.Done()
+	r.factory.Shutdown()
+	r.stopInformer(ctx)
+	logger.V(4).Info("Rollout watch stopped")
+}
+
+// HasSynced reports whether the CRD watch, and the Rollout informer if it
+// runs, have synced.
+func (r *RolloutInformer) HasSynced() bool {
+	if !r.crds.HasSynced() {
+		return false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.informer == nil || r.informer.HasSynced()
+}
+
+// Available reports whether Rollouts are being watched.
+func (r *RolloutInformer) Available() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.informer != nil
+}
+
+// Get returns a Rollout from the cache.
+func (r *RolloutInformer) Get(namespace, name string) (*unstructured.Unstructured, error) {
+	r.mu.RLock()
+	informer := r.informer
+	r.mu.RUnlock()
+	if informer == nil {
+		return nil, ErrRolloutsUnavailable
+	}
+	obj, exists, err := informer.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, apierrors.NewNotFound(RolloutGVR.GroupResource(), name)
+	}
+	return obj.(*unstructured.Unstructured), nil
+}
+
+func (r *RolloutInformer) reconcile(ctx context.Context, obj any) {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok || !established(crd) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.informer != nil {
+		return
+	}
+	informer := dynamicinformer.NewFilteredDynamicInformer(r.dynamic, RolloutGVR, r.namespace, 0, cache.Indexers{}, nil).Informer()
+	_ = informer.SetTransform(stripManagedFields)
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.notify,
+		UpdateFunc: func(_, obj any) { r.notify(obj) },
+		DeleteFunc: r.notify,
+	})
+	informerCtx, cancel := context.WithCancel(ctx)
+	r.informer, r.stop = informer, cancel
+	go informer.RunWithContext(informerCtx)
+	klog.FromContext(ctx).V(2).Info("Argo Rollouts CRD present; watching Rollouts")
+}
+
+func (r *RolloutInformer) stopInformer(ctx context.Context) {
+	r.mu.Lock()
+	informer, stop := r.informer, r.stop
+	r.informer, r.stop = nil, nil
+	r.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	klog.FromContext(ctx).V(2).Info("Argo Rollouts CRD gone; stopped watching Rollouts")
+	// Every cached Rollout target is now missing: tell their owners.
+	for _, obj := range informer.GetStore().List() {
+		r.notify(obj)
+	}
+}
+
+func (r *RolloutInformer) notify(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	r.onChange(Ref{Kind: elastiv1alpha1.KindRollout, Namespace: u.GetNamespace(), Name: u.GetName()})
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// stripManagedFields drops managedFields from cached objects; the operator
+// never reads them and they are often the largest part of an object.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+

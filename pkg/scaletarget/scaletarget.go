@@ -1,0 +1,143 @@
+// Package scaletarget reads and scales the workloads an ElastiService names.
+// Reads come from informer caches so request paths make no API read; writes
+// go through the scale subresource, which every supported kind has.
+package scaletarget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// RolloutGVR is Argo Rollouts' resource.
+var RolloutGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+
+// RolloutCRDName is the CRD whose presence enables Rollout targets.
+const RolloutCRDName = "rollouts.argoproj.io"
+
+// Ref identifies one scale target; Kind is canonical (see ScaleTargetRef.Canonical).
+type Ref struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// RefFor returns the target of an ElastiService.
+func RefFor(es *elastiv1alpha1.ElastiService) Ref {
+	c := es.Spec.ScaleTargetRef.Canonical()
+	return Ref{Kind: c.Kind, Namespace: es.Namespace, Name: c.Name}
+}
+
+func (r Ref) String() string { return r.Kind + " " + r.Namespace + "/" + r.Name }
+
+// ErrUnsupportedKind is returned for a kind without a scale path.
+var ErrUnsupportedKind = errors.New("unsupported scale target kind")
+
+// ErrRolloutsUnavailable is returned for a Rollout target while the Argo
+// Rollout CRD is not installed.
+var ErrRolloutsUnavailable = errors.New("the Argo Rollouts CRD (rollouts.argoproj.io) is not installed")
+
+// State is what the cache says about a target.
+type State struct {
+	// Replicas is spec.replicas (desired), defaulting to 1 when unset as the
+	// apiserver does.
+	Replicas int32
+}
+
+// Scaler reads targets from caches and scales them.
+type Scaler struct {
+	kube         kubernetes.Interface
+	dynamic      dynamic.Interface
+	deployments  appslisters.DeploymentLister
+	statefulSets appslisters.StatefulSetLister
+	rollouts     *RolloutInformer
+}
+
+// NewScaler wires a Scaler. rollouts may be nil when Rollouts are not watched.
+func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments appslisters.DeploymentLister, statefulSets appslisters.StatefulSetLister, rollouts *RolloutInformer) *Scaler {
+	return &Scaler{kube: kube, dynamic: dyn, deployments: deployments, statefulSets: statefulSets, rollouts: rollouts}
+}
+
+// Get returns the cached state of a target; a missing target is a NotFound
+// API error so callers can use apierrors.IsNotFound.
+func (s *Scaler) Get(ref Ref) (State, error) {
+	switch ref.Kind {
+	case elastiv1alpha1.KindDeployment:
+		d, err := s.deployments.Deployments(ref.Namespace).Get(ref.Name)
+		if err != nil {
+			return State{}, err
+		}
+		return State{Replicas: replicasOrDefault(d.Spec.Replicas)}, nil
+	case elastiv1alpha1.KindStatefulSet:
+		st, err := s.statefulSets.StatefulSets(ref.Namespace).Get(ref.Name)
+		if err != nil {
+			return State{}, err
+		}
+		return State{Replicas: replicasOrDefault(st.Spec.Replicas)}, nil
+	case elastiv1alpha1.KindRollout:
+		if s.rollouts == nil {
+			return State{}, ErrRolloutsUnavailable
+		}
+		obj, err := s.rollouts.Get(ref.Namespace, ref.Name)
+		if err != nil {
+			return State{}, err
+		}
+		replicas, found, err := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		if err != nil {
+			return State{}, fmt.Errorf("rollout %s/%s: spec.replicas: %w", ref.Namespace, ref.Name, err)
+		}
+		if !found {
+			replicas = 1
+		}
+		return State{Replicas: int32(replicas)}, nil
+	}
+	return State{}, fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
+}
+
+// Scale sets the target's replicas through its scale subresource.
+func (s *Scaler) Scale(ctx context.Context, ref Ref, replicas int32) error {
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	opts := metav1.PatchOptions{}
+	var err error
+	switch ref.Kind {
+	case elastiv1alpha1.KindDeployment:
+		_, err = s.kube.AppsV1().Deployments(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
+	case elastiv1alpha1.KindStatefulSet:
+		_, err = s.kube.AppsV1().StatefulSets(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
+	case elastiv1alpha1.KindRollout:
+		if s.rollouts == nil || !s.rollouts.Available() {
+			return ErrRolloutsUnavailable
+		}
+		_, err = s.dynamic.Resource(RolloutGVR).Namespace(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
+	default:
+		return fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("scale %s to %d: %w", ref, replicas, err)
+	}
+	return nil
+}
+
+// IsNotFound reports whether err means the target does not exist (or its
+// kind is not served).
+func IsNotFound(err error) bool {
+	return apierrors.IsNotFound(err) || errors.Is(err, ErrRolloutsUnavailable)
+}
+
+func replicasOrDefault(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
