@@ -169,4 +169,3 @@ func stripManagedFields(obj any) (any, error) {
 	}
 	return obj, nil
 }
-
