@@ -1,0 +1,104 @@
+// Package schedule evaluates an ElastiService's spec.enabledPeriod: a cron
+// schedule that opens a window of a fixed duration, in UTC, during which
+// scale-to-zero is allowed.
+//
+// The operator asks every ElastiService's window on every poll, so Active
+// must be cheap: it walks back from now to the latest firing time, skipping
+// whole months, days and hours that cannot match, instead of stepping minute
+// by minute through the duration.
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// maxLookback is how far back Active ever needs to search. The longest gap
+// between two firings of a schedule that fires at all is eight years: a
+// February 29th schedule across a century year that is not a leap year (2096
+// to 2104). A longer duration cannot make an older firing the latest one.
+const maxLookback = 9 * 366 * 24 * time.Hour
+
+// Window is a recurring enabled period. The zero Window is always active, so
+// that an ElastiService without enabledPeriod allows scale-to-zero at any
+// time.
+type Window struct {
+	bounded  bool
+	never    bool
+	cron     cron
+	schedule string
+	duration time.Duration
+}
+
+// Always returns the window of an ElastiService without enabledPeriod.
+func Always() Window {
+	return Window{}
+}
+
+// FromSpec builds the window for spec.enabledPeriod. A nil period means
+// always enabled; fields left empty take the CRD defaults.
+func FromSpec(ep *v1alpha1.EnabledPeriod) (Window, error) {
+	if ep == nil {
+		return Always(), nil
+	}
+	return Parse(ep.Schedule, ep.Duration)
+}
+
+// Parse builds a window from a 5-field cron schedule (minute hour
+// day-of-month month day-of-week) evaluated in UTC, and a Go duration that
+// must be positive. Empty values take the CRD defaults, as the apiserver
+// would have, so objects created before the defaults existed behave the same.
+func Parse(schedule, duration string) (Window, error) {
+	if strings.TrimSpace(schedule) == "" {
+		schedule = v1alpha1.DefaultEnabledSchedule
+	}
+	if duration == "" {
+		duration = v1alpha1.DefaultEnabledDuration
+	}
+	c, err := parseCron(schedule)
+	if err != nil {
+		return Window{}, fmt.Errorf("enabledPeriod.schedule %q: %w", schedule, err)
+	}
+	d, err := time.ParseDuration(duration)
+	if err != nil {
+		return Window{}, fmt.Errorf("enabledPeriod.duration %q: not a Go duration such as 30m or 8h", duration)
+	}
+	if d <= 0 {
+		return Window{}, fmt.Errorf("enabledPeriod.duration %q: must be greater than 0", duration)
+	}
+	return Window{
+		bounded:  true,
+		never:    !c.canFire(),
+		cron:     c,
+		schedule: strings.Join(strings.Fields(schedule), " "),
+		duration: d,
+	}, nil
+}
+
+// Active reports whether now falls in the window: whether the schedule fired
+// at some whole minute t, in UTC, with t <= now < t+duration.
+func (w Window) Active(now time.Time) bool {
+	if !w.bounded {
+		return true
+	}
+	if w.never {
+		return false
+	}
+	now = now.UTC()
+	// The latest firing at or before now decides: if it is too old, every
+	// earlier one is older still.
+	after := now.Add(-min(w.duration, maxLookback))
+	_, ok := w.cron.latest(now.Truncate(time.Minute), after)
+	return ok
+}
+
+// String describes the window for logs and events.
+func (w Window) String() string {
+	if !w.bounded {
+		return "always"
+	}
+	return fmt.Sprintf("%q for %s", w.schedule, w.duration)
+}

@@ -1,0 +1,235 @@
+// Package triggers decides whether an ElastiService is idle by running its
+// Prometheus triggers, the same metadata KubeElasti reads, and comparing each
+// value with its threshold.
+//
+// Any doubt counts as not idle: an unreachable Prometheus, an empty result or
+// a NaN is an error, never a zero that would scale a busy service down.
+package triggers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultUptimeFilter selects the Prometheus server's own up series for the
+// health check, as KubeElasti does.
+const DefaultUptimeFilter = `container="prometheus"`
+
+// Defaults are the operator-wide settings a trigger falls back on.
+type Defaults struct {
+	// ServerAddress is used when a trigger has no serverAddress
+	// (PROMETHEUS_TRIGGER_SERVER_ADDRESS).
+	ServerAddress string
+	// AuthorizationHeader is sent as Authorization when a trigger sets no
+	// Authorization header of its own
+	// (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER).
+	AuthorizationHeader string
+	// UptimeFilter replaces DefaultUptimeFilter when a trigger has none.
+	UptimeFilter string
+}
+
+// Prometheus is a parsed prometheus trigger with the defaults applied.
+type Prometheus struct {
+	Query         string
+	ServerAddress string
+	// Threshold is finite; the service is idle while the query's value is
+	// strictly below it.
+	Threshold    float64
+	UptimeFilter string
+	// Headers are sent on every query, including the default Authorization
+	// when the trigger set none. Values may be secrets; String redacts them.
+	Headers map[string]string
+}
+
+// String describes the trigger without header values or URL passwords, so
+// that logging it cannot leak credentials.
+func (p Prometheus) String() string {
+	names := slices.Sorted(maps.Keys(p.Headers))
+	return fmt.Sprintf("prometheus{server=%s query=%q threshold=%g uptimeFilter=%q headers=%v}",
+		redactURL(p.ServerAddress), p.Query, p.Threshold, p.UptimeFilter, names)
+}
+
+// metadata is the JSON in spec.triggers[].metadata. Threshold stays raw
+// because KubeElasti writes it as a string but a number is an easy mistake.
+type metadata struct {
+	Query         string            `json:"query"`
+	ServerAddress string            `json:"serverAddress"`
+	Threshold     json.RawMessage   `json:"threshold"`
+	UptimeFilter  string            `json:"uptimeFilter"`
+	Headers       map[string]string `json:"headers"`
+}
+
+// ParsePrometheus parses a prometheus trigger's metadata and applies d.
+// Unknown keys are ignored, as KubeElasti ignores them. Every error has
+// ReasonInvalidMetadata.
+func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata is missing")
+	}
+	var m metadata
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
+	}
+
+	if strings.TrimSpace(m.Query) == "" {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.query is required")
+	}
+
+	addr, from := strings.TrimSpace(m.ServerAddress), "metadata.serverAddress"
+	if addr == "" {
+		addr, from = strings.TrimSpace(d.ServerAddress), "the default server address (PROMETHEUS_TRIGGER_SERVER_ADDRESS)"
+	}
+	if addr == "" {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.serverAddress is required when the operator has no default server address (PROMETHEUS_TRIGGER_SERVER_ADDRESS)")
+	}
+	if err := checkServerAddress(addr); err != nil {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "%s: %w", from, err)
+	}
+
+	threshold, err := parseThreshold(m.Threshold)
+	if err != nil {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.threshold: %w", err)
+	}
+
+	filter := m.UptimeFilter
+	if filter == "" {
+		filter = d.UptimeFilter
+	}
+	if filter == "" {
+		filter = DefaultUptimeFilter
+	}
+
+	headers := make(map[string]string, len(m.Headers)+1)
+	hasAuth := false
+	for name, value := range m.Headers {
+		if err := checkHeader(name, value); err != nil {
+			return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
+		}
+		if http.CanonicalHeaderKey(name) == "Authorization" {
+			hasAuth = true
+		}
+		headers[name] = value
+	}
+	if !hasAuth && d.AuthorizationHeader != "" {
+		if err := checkHeader("Authorization", d.AuthorizationHeader); err != nil {
+			return Prometheus{}, errorf(ReasonInvalidMetadata, "default authorization header (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER): %w", err)
+		}
+		headers["Authorization"] = d.AuthorizationHeader
+	}
+	if len(headers) == 0 {
+		headers = nil
+	}
+
+	return Prometheus{
+		Query:         m.Query,
+		ServerAddress: addr,
+		Threshold:     threshold,
+		UptimeFilter:  filter,
+		Headers:       headers,
+	}, nil
+}
+
+// parseThreshold reads a threshold written as a string, as KubeElasti's CRD
+// documents it, or as a JSON number.
+func parseThreshold(raw json.RawMessage) (float64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, fmt.Errorf("is required, as a number in a string such as \"0.5\"")
+	}
+	var text string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return 0, fmt.Errorf("is not a string: %w", err)
+		}
+	} else {
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return 0, fmt.Errorf("must be a number in a string such as \"0.5\"")
+		}
+		text = n.String()
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil && !isRangeError(err) {
+		return 0, fmt.Errorf("%q is not a number", truncate(text, 64))
+	}
+	// A range error comes back as ±Inf, so this also rejects 1e999.
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a finite number", truncate(text, 64))
+	}
+	return v, nil
+}
+
+func isRangeError(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+// checkServerAddress requires an absolute http or https URL. A bare host
+// name would otherwise parse as a relative path and fail only at query time,
+// with a much less helpful message.
+func checkServerAddress(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil {
+		// The parse error repeats the address, which may hold a password.
+		return fmt.Errorf("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http or https URL", u.Redacted())
+	}
+	return nil
+}
+
+// checkHeader rejects what net/http would refuse at send time, so the
+// mistake surfaces as invalid metadata instead of an unreachable Prometheus.
+// Values are never quoted: they are often credentials.
+func checkHeader(name, value string) error {
+	if name == "" {
+		return fmt.Errorf("empty header name")
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return fmt.Errorf("header name %q is not a valid HTTP token", truncate(name, 64))
+		}
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return fmt.Errorf("header %q has a control character in its value", name)
+		}
+	}
+	return nil
+}
+
+// isTokenChar reports whether c may appear in an HTTP token (RFC 9110).
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// redactURL hides a password in addr for messages and logs.
+func redactURL(addr string) string {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	return u.Redacted()
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence, so
+// that echoing user or server text keeps messages short.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
