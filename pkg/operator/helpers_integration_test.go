@@ -118,6 +118,25 @@ func (e *env) startOperator() {
 		})
 	}
 	e.t.Cleanup(e.stop)
+	// Runs before the stop above: delete every ElastiService while an
+	// operator can still finalize it, so no namespace is left terminating.
+	e.t.Cleanup(e.finalizeAll)
+}
+
+func (e *env) finalizeAll() {
+	ctx := e.ctx()
+	err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err != nil {
+		e.t.Errorf("cleanup: delete ElastiServices: %v", err)
+		return
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, nil
+	})
+	if err != nil {
+		e.t.Errorf("cleanup: ElastiServices were not finalized within %s", waitTimeout)
+	}
 }
 
 func (e *env) ctx() context.Context { return context.Background() }

@@ -1,0 +1,200 @@
+// Command elasti-operator scales idle HTTP services to zero and wakes them on
+// the first request. See README.md for flags and behaviour.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/operator"
+)
+
+func main() {
+	klog.InitFlags(flag.CommandLine)
+	opts, finish := bindFlags(flag.CommandLine, os.Getenv)
+	flag.Parse()
+	if err := finish(); err != nil {
+		fmt.Fprintf(os.Stderr, "elasti-operator: invalid configuration:\n%v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if err := run(ctx, opts); err != nil {
+		klog.FromContext(ctx).Error(err, "Operator failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+func run(ctx context.Context, o *options) error {
+	logger := klog.FromContext(ctx)
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	op, err := operator.New(ctx, cfg, o.operator)
+	if err != nil {
+		return err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// leading gates readiness: a follower is not ready, so the operator
+	// Service sends scale requests to the leader only.
+	var leading atomic.Bool
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	synced := func() bool {
+		for _, s := range op.Controller.CacheSynced() {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}
+	if !disabled(o.healthProbeBindAddress) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			switch {
+			case !synced():
+				http.Error(w, "informer caches are not synced", http.StatusServiceUnavailable)
+			case !leading.Load():
+				http.Error(w, "not the leader", http.StatusServiceUnavailable)
+			default:
+				fmt.Fprintln(w, "ok")
+			}
+		})
+		go serve(ctx, "health", o.healthProbeBindAddress, mux)
+	}
+	if !disabled(o.metricsBindAddress) {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+		go serve(ctx, "metrics", o.metricsBindAddress, mux)
+	}
+
+	// Followers keep their caches warm so failover is quick.
+	op.StartInformers(ctx)
+	defer op.ShutdownInformers()
+
+	if !o.leaderElect {
+		leading.Store(true)
+		return op.Controller.Run(ctx)
+	}
+
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	identity := host + "_" + string(uuid.NewUUID())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.leaderElectNamespace, Name: o.leaderElectName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+
+	// The election has its own context so that on shutdown the workers drain
+	// first and the Lease is released only afterwards: a new leader never
+	// overlaps with our last syncs.
+	electionCtx, cancelElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelElection()
+	workersDone := make(chan struct{})
+	var lost atomic.Bool
+	go func() {
+		<-ctx.Done()
+		if leading.Load() {
+			select {
+			case <-workersDone:
+			case <-time.After(o.renewDeadline):
+				logger.Info("Workers did not drain before the renew deadline; releasing the lease anyway")
+			}
+		}
+		cancelElection()
+	}()
+	logger.Info("Waiting for leadership", "lease", o.leaderElectNamespace+"/"+o.leaderElectName, "identity", identity)
+	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        watchdog,
+		Name:            "elasti-operator",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leaderCtx context.Context) {
+				defer close(workersDone)
+				workCtx, cancel := context.WithCancel(leaderCtx)
+				defer cancel()
+				stopOnSignal := context.AfterFunc(ctx, cancel)
+				defer stopOnSignal()
+				leading.Store(true)
+				logger.Info("Became leader", "identity", identity)
+				if err := op.Controller.Run(workCtx); err != nil {
+					logger.Error(err, "Controller stopped")
+				}
+			},
+			OnStoppedLeading: func() {
+				leading.Store(false)
+				if ctx.Err() == nil {
+					lost.Store(true)
+				}
+			},
+		},
+	})
+	if lost.Load() {
+		// Another replica may already act; exit so this one restarts clean.
+		return errors.New("lost leadership")
+	}
+	return nil
+}
+
+func serve(ctx context.Context, name, addr string, h http.Handler) {
+	logger := klog.FromContext(ctx).WithValues("server", name, "address", addr)
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	logger.Info("Serving")
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error(err, "Server failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+}

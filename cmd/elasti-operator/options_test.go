@@ -1,0 +1,87 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parse(t *testing.T, env map[string]string, args ...string) (*options, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o, finish := bindFlags(fs, func(k string) string { return env[k] })
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return o, finish()
+}
+
+func TestDefaultsWithoutEnvironment(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil {
+		t.Fatalf("no flags and no environment must work: %v", err)
+	}
+	if o.operator.ResolverNamespace != "elasti" || o.operator.ResolverService != "elasti-resolver-service" || o.operator.ResolverProxyPort != 8012 {
+		t.Errorf("resolver defaults = %+v", o.operator)
+	}
+	if o.metricsBindAddress != ":8080" || o.healthProbeBindAddress != ":8081" || o.leaderElect {
+		t.Errorf("server defaults: metrics %q health %q leader %v", o.metricsBindAddress, o.healthProbeBindAddress, o.leaderElect)
+	}
+}
+
+func TestKubeElastiEnvironmentIsHonoured(t *testing.T) {
+	o, err := parse(t, map[string]string{
+		"ELASTI_RESOLVER_NAMESPACE":    "infra",
+		"ELASTI_RESOLVER_SERVICE_NAME": "resolver-svc",
+		"ELASTI_RESOLVER_PROXY_PORT":   "9012",
+		"ELASTI_OPERATOR_NAMESPACE":    "ops",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.operator.ResolverNamespace != "infra" || o.operator.ResolverService != "resolver-svc" || o.operator.ResolverProxyPort != 9012 || o.leaderElectNamespace != "ops" {
+		t.Errorf("environment not honoured: %+v lease ns %q", o.operator, o.leaderElectNamespace)
+	}
+	// A flag beats the environment.
+	o, err = parse(t, map[string]string{"ELASTI_RESOLVER_PROXY_PORT": "9012"}, "--resolver-proxy-port=7000")
+	if err != nil || o.operator.ResolverProxyPort != 7000 {
+		t.Errorf("flag did not override env: %v %d", err, o.operator.ResolverProxyPort)
+	}
+}
+
+func TestKubeElastiFlagsAreAccepted(t *testing.T) {
+	o, err := parse(t, nil, "--leader-elect", "--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--watch-namespace=team-a", "--enable-http2=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.leaderElect || !disabled(o.metricsBindAddress) || o.operator.WatchNamespace != "team-a" {
+		t.Errorf("parsed %+v", o)
+	}
+}
+
+func TestBadInputIsAClearError(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"ELASTI_RESOLVER_PROXY_PORT": "http"}, nil, `ELASTI_RESOLVER_PROXY_PORT="http" is not a TCP port`},
+		{map[string]string{"ELASTI_RESOLVER_PROXY_PORT": "70000"}, nil, "is not a TCP port"},
+		{nil, []string{"--resolver-proxy-port=0"}, "--resolver-proxy-port=0 is not a TCP port"},
+		{nil, []string{"--kube-api-qps=0"}, "client QPS"},
+		{nil, []string{"--elastiservice-workers=0"}, "at least one worker"},
+		{nil, []string{"--metrics-secure"}, "--metrics-secure=true is not supported"},
+		{nil, []string{"--leader-elect", "--leader-elect-renew-deadline=20s"}, "retry-period"},
+	}
+	for _, c := range cases {
+		_, err := parse(t, c.env, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("env %v args %v: err %v, want it to contain %q", c.env, c.args, err, c.want)
+		}
+	}
+	if _, err := parse(t, nil, "--deletion-grace=banana"); err == nil {
+		t.Error("an unparsable duration flag was accepted")
+	}
+	_ = time.Second
+}
