@@ -227,6 +227,9 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 // OnRolloutChange is the Rollout informer's callback.
 func (c *Controller) OnRolloutChange(ref scaletarget.Ref) { c.targetQueue.Add(ref) }
 
+// Recorder is the event recorder, shared with the idle poller.
+func (c *Controller) Recorder() record.EventRecorder { return c.recorder }
+
 // CacheSynced lists the informers Run waits for.
 func (c *Controller) CacheSynced() []cache.InformerSynced { return c.cacheSynced }
 

@@ -19,6 +19,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -63,9 +64,10 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 
 	c.directory.ReleaseAll(esKey, svcKey)
 	holder, ok := c.directory.Claim(svcKey, directory.EntryFor(es))
-	if !ok && c.goneFromCache(holder) {
-		// The holder was deleted and its own sync has not released the
-		// Service yet; events for the two keys may be handled in any order.
+	if !ok && c.letGo(holder, svcKey) {
+		// The holder was deleted or now names another Service, and its own
+		// sync has not released this one yet; events for the two keys may be
+		// handled in any order.
 		c.directory.ReleaseAll(holder)
 		holder, ok = c.directory.Claim(svcKey, directory.EntryFor(es))
 	}
@@ -135,7 +137,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 // retry the key backs off and is retried; without, only a change to the
 // ElastiService or a watched object brings it back.
 func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, mode, reason, message string, retry bool) error {
-	if es.Status.Mode != mode || !conditionIs(es, metav1.ConditionFalse, reason) {
+	if (mode != "" && es.Status.Mode != mode) || !conditionIs(es, metav1.ConditionFalse, reason) {
 		c.recorder.Event(es, corev1.EventTypeWarning, reason, message)
 	}
 	if err := c.writeStatus(ctx, es, mode, metav1.ConditionFalse, reason, message); err != nil {
@@ -156,6 +158,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	}
 	next.ObservedGeneration = es.Generation
 	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
+		LastTransitionTime: metav1.NewTime(c.clock.Now()),
 		Type:               elastiv1alpha1.ConditionReady,
 		Status:             status,
 		Reason:             reason,
@@ -223,6 +226,9 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		return nil
 	}
 	logger := klog.FromContext(ctx)
+	if !c.managesService(es) {
+		return c.removeFinalizer(ctx, es)
+	}
 	ref := scaletarget.RefFor(es)
 	state, err := c.scaler.Get(ref)
 	targetPresent := err == nil
@@ -248,8 +254,12 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		if waiting && c.clock.Now().Before(deadline) {
 			logger.V(2).Info("Keeping the resolver slice until the target has a ready pod", "deadline", deadline)
 			if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
-				c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonWaitingForTarget,
-					"Waiting up to %s for a ready pod before the resolver stops fronting Service %q", c.cfg.DeletionGrace, es.Spec.Service)
+				msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %q",
+					c.cfg.DeletionGrace, es.Spec.Service)
+				if err := c.writeStatus(ctx, es, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
+					return err
+				}
+				c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)
 			}
 			return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
 		}
@@ -257,12 +267,16 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 			return err
 		}
 	}
-	if err := c.deleteOwned(ctx, es, "", ""); err != nil {
+	if err := c.deleteOwned(ctx, es, "", names.ResolverSlice(es.Spec.Service)); err != nil { // the resolver slice was handled above
 		return err
 	}
+	return c.removeFinalizer(ctx, es)
+}
+
+func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
 	// Release the Service before the object can vanish, so a waiting
 	// ElastiService for the same Service can claim it as soon as it hears of
-	// the deletion. A failed patch below re-claims on the retry.
+	// the deletion. If the patch fails, the queue retries the finalizer.
 	c.directory.ReleaseAll(types.NamespacedName{Namespace: es.Namespace, Name: es.Name})
 	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
 	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
@@ -271,12 +285,27 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		return err
 	}
-	logger.V(2).Info("Finalized")
+	klog.FromContext(ctx).V(2).Info("Finalized")
 	return nil
 }
 
-// goneFromCache reports whether an ElastiService no longer exists.
-func (c *Controller) goneFromCache(key types.NamespacedName) bool {
-	_, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
-	return apierrors.IsNotFound(err)
+// letGo reports whether holder no longer claims svc according to the cache:
+// it is gone, or its spec names another Service.
+func (c *Controller) letGo(holder, svc types.NamespacedName) bool {
+	es, err := c.elastiServices.ElastiServices(holder.Namespace).Get(holder.Name)
+	return apierrors.IsNotFound(err) || (err == nil && es.Spec.Service != svc.Name)
+}
+
+// managesService reports whether es may change its Service's routing. An
+// ElastiService that lost a ServiceConflict never did, so its deletion must
+// not wake the holder's target or remove the holder's resolver slice.
+func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
+	me := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	if entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}); ok {
+		return entry.ElastiService == me
+	}
+	// Nobody holds it in memory (e.g. just after a restart): the resolver
+	// slice's owner is the one in charge.
+	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	return err != nil || len(slice.OwnerReferences) == 0 || hasOwnerRef(slice.OwnerReferences, es)
 }
