@@ -68,18 +68,7 @@ func run(ctx context.Context, o *options) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// leading gates readiness: a follower is not ready, so the operator
-	// Service sends scale requests to the leader only.
-	var leading atomic.Bool
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	synced := func() bool {
-		for _, s := range op.Controller.CacheSynced() {
-			if !s() {
-				return false
-			}
-		}
-		return true
-	}
 	if !disabled(o.healthProbeBindAddress) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -90,10 +79,12 @@ func run(ctx context.Context, o *options) error {
 			fmt.Fprintln(w, "ok")
 		})
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			// A follower is not ready, so the operator Service sends scale
+			// requests to the leader only.
 			switch {
-			case !synced():
+			case !op.Synced():
 				http.Error(w, "informer caches are not synced", http.StatusServiceUnavailable)
-			case !leading.Load():
+			case !op.Leading():
 				http.Error(w, "not the leader", http.StatusServiceUnavailable)
 			default:
 				fmt.Fprintln(w, "ok")
@@ -107,13 +98,18 @@ func run(ctx context.Context, o *options) error {
 		go serve(ctx, "metrics", o.metricsBindAddress, mux)
 	}
 
-	// Followers keep their caches warm so failover is quick.
-	op.StartInformers(ctx)
-	defer op.ShutdownInformers()
+	if !disabled(o.scaleServerBindAddress) {
+		go serve(ctx, "scale", o.scaleServerBindAddress, op.ScaleServer.Handler())
+	}
+
+	// Followers keep their caches warm so failover is quick. Informers stop
+	// only when their context ends, so end it before waiting for them.
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer func() { stopInformers(); op.ShutdownInformers() }()
+	op.StartInformers(informerCtx)
 
 	if !o.leaderElect {
-		leading.Store(true)
-		return op.Controller.Run(ctx)
+		return op.RunLeader(ctx)
 	}
 
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -137,7 +133,7 @@ func run(ctx context.Context, o *options) error {
 	var lost atomic.Bool
 	go func() {
 		<-ctx.Done()
-		if leading.Load() {
+		if op.Leading() {
 			select {
 			case <-workersDone:
 			case <-time.After(o.renewDeadline):
@@ -162,14 +158,12 @@ func run(ctx context.Context, o *options) error {
 				defer cancel()
 				stopOnSignal := context.AfterFunc(ctx, cancel)
 				defer stopOnSignal()
-				leading.Store(true)
 				logger.Info("Became leader", "identity", identity)
-				if err := op.Controller.Run(workCtx); err != nil {
+				if err := op.RunLeader(workCtx); err != nil {
 					logger.Error(err, "Controller stopped")
 				}
 			},
 			OnStoppedLeading: func() {
-				leading.Store(false)
 				if ctx.Err() == nil {
 					lost.Store(true)
 				}

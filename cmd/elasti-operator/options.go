@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/operator"
+	"github.com/elasti-dev/elasti/pkg/scaleserver"
 )
 
 // Environment variables KubeElasti's deployments set; flags fall back to them.
@@ -16,6 +17,10 @@ const (
 	envResolverServiceName = "ELASTI_RESOLVER_SERVICE_NAME"
 	envResolverProxyPort   = "ELASTI_RESOLVER_PROXY_PORT"
 	envOperatorNamespace   = "ELASTI_OPERATOR_NAMESPACE"
+	envOperatorPort        = "ELASTI_OPERATOR_PORT"
+	envPollingInterval     = "POLLING_INTERVAL"
+	envPrometheusAddress   = "PROMETHEUS_TRIGGER_SERVER_ADDRESS"
+	envPrometheusAuth      = "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER"
 )
 
 // options is everything the command line and environment configure.
@@ -23,6 +28,7 @@ type options struct {
 	kubeconfig             string
 	metricsBindAddress     string
 	healthProbeBindAddress string
+	scaleServerBindAddress string
 	leaderElect            bool
 	leaderElectNamespace   string
 	leaderElectName        string
@@ -45,6 +51,19 @@ func (e *envDefaults) str(name, def string) string {
 		return v
 	}
 	return def
+}
+
+func (e *envDefaults) duration(name string, def time.Duration) time.Duration {
+	v := e.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive Go duration such as 30s", name, v))
+		return def
+	}
+	return d
 }
 
 func (e *envDefaults) port(name string, def int32) int32 {
@@ -72,6 +91,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080", `Address of the /metrics endpoint; "0" disables it.`)
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
+	fs.StringVar(&o.scaleServerBindAddress, "scale-server-bind-address", fmt.Sprintf(":%d", env.port(envOperatorPort, 8013)),
+		"Address of the scale-from-zero endpoint POST "+scaleserver.Path+` the resolver calls (port from env `+envOperatorPort+`); "0" disables it.`)
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica acts; followers keep warm caches.")
 	fs.StringVar(&o.leaderElectNamespace, "leader-elect-namespace", env.str(envOperatorNamespace, "elasti"), "Namespace of the leader-election Lease (env "+envOperatorNamespace+").")
 	fs.StringVar(&o.leaderElectName, "leader-elect-lease-name", "elasti-operator-leader", "Name of the leader-election Lease.")
@@ -90,6 +111,12 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.IntVar(&op.TargetWorkers, "scaletarget-workers", def.TargetWorkers, "Workers mapping scale-target events to ElastiServices.")
 	fs.IntVar(&op.EndpointSliceWorkers, "endpointslice-workers", def.EndpointSliceWorkers, "Workers mapping EndpointSlice events to ElastiServices.")
 	fs.DurationVar(&op.DeletionGrace, "deletion-grace", def.DeletionGrace, "How long a deleted ElastiService keeps the resolver in front while its restored target starts.")
+	fs.DurationVar(&op.PollingInterval, "polling-interval", env.duration(envPollingInterval, def.PollingInterval), "How often idle triggers are evaluated (env "+envPollingInterval+").")
+	fs.IntVar(&op.PollParallelism, "poll-parallelism", def.PollParallelism, "ElastiServices whose triggers are evaluated at once.")
+	fs.DurationVar(&op.QueryTimeout, "prometheus-query-timeout", def.QueryTimeout, "Timeout of each Prometheus query.")
+	fs.StringVar(&op.PrometheusServerAddress, "prometheus-server-address", env.str(envPrometheusAddress, ""), "Prometheus used by triggers that set no serverAddress (env "+envPrometheusAddress+").")
+	op.PrometheusAuthorizationHeader = env.str(envPrometheusAuth, "")
+	fs.DurationVar(&op.ScaleTimeout, "scale-timeout", def.ScaleTimeout, "Timeout of one scale-from-zero call.")
 	fs.DurationVar(&op.ResyncPeriod, "resync-period", def.ResyncPeriod, "How often every ElastiService is re-synced to repair unreported drift.")
 
 	finish := func() error {

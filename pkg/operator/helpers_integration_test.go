@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -93,7 +94,9 @@ func newEnv(t *testing.T) *env {
 }
 
 // startOperator runs an operator in-process until the test ends or stop.
-func (e *env) startOperator() {
+func (e *env) startOperator() { e.t.Helper(); e.startOperatorReturning() }
+
+func (e *env) startOperatorReturning() *operator.Operator {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", e.t.Name())))
 	op, err := operator.New(ctx, clustertest.Get(e.t).RESTConfig(), e.opts)
@@ -121,6 +124,7 @@ func (e *env) startOperator() {
 	// Runs before the stop above: delete every ElastiService while an
 	// operator can still finalize it, so no namespace is left terminating.
 	e.t.Cleanup(e.finalizeAll)
+	return op
 }
 
 func (e *env) finalizeAll() {
@@ -209,6 +213,11 @@ func (e *env) resolver(replicas int32) {
 
 func (e *env) elastiService(name, service, kind, target string) *elastiv1alpha1.ElastiService {
 	e.t.Helper()
+	return e.elastiServiceWith(name, service, kind, target, nil)
+}
+
+func (e *env) elastiServiceWith(name, service, kind, target string, mutate func(*elastiv1alpha1.ElastiService)) *elastiv1alpha1.ElastiService {
+	e.t.Helper()
 	apiVersion := elastiv1alpha1.APIVersionApps
 	if kind == elastiv1alpha1.KindRollout {
 		apiVersion = elastiv1alpha1.APIVersionArgoV1
@@ -221,6 +230,9 @@ func (e *env) elastiService(name, service, kind, target string) *elastiv1alpha1.
 			MinTargetReplicas: 2,
 			CooldownPeriod:    60,
 		},
+	}
+	if mutate != nil {
+		mutate(es)
 	}
 	created, err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).Create(e.ctx(), es, metav1.CreateOptions{})
 	if err != nil {
@@ -362,4 +374,22 @@ func watchCount(t *testing.T) int {
 		total += int(v)
 	}
 	return total
+}
+
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func createStatefulSet(t *testing.T, e *env, name string, replicas int32) {
+	t.Helper()
+	st := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To(replicas),
+			ServiceName: name,
+			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template:    podTemplate(name),
+		},
+	}
+	if _, err := e.kube.AppsV1().StatefulSets(e.ns).Create(e.ctx(), st, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

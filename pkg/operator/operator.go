@@ -5,6 +5,8 @@ package operator
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -24,7 +27,10 @@ import (
 	"github.com/elasti-dev/elasti/pkg/directory"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/idle"
+	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
 // Options configure the operator. Defaults suit thousands of ElastiServices.
@@ -50,6 +56,20 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// QueueMetrics receives workqueue metrics; nil disables them.
 	QueueMetrics workqueue.MetricsProvider
+
+	// PollingInterval is how often idle triggers are evaluated
+	// (KubeElasti: POLLING_INTERVAL).
+	PollingInterval time.Duration
+	// PollParallelism bounds concurrent trigger evaluations.
+	PollParallelism int
+	// QueryTimeout bounds each Prometheus query.
+	QueryTimeout time.Duration
+	// Prometheus defaults for trigger metadata (KubeElasti:
+	// PROMETHEUS_TRIGGER_SERVER_ADDRESS, PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER).
+	PrometheusServerAddress       string
+	PrometheusAuthorizationHeader string
+	// ScaleTimeout bounds one scale-from-zero call.
+	ScaleTimeout time.Duration
 }
 
 // DefaultOptions returns KubeElasti's defaults for the resolver and limits
@@ -66,6 +86,10 @@ func DefaultOptions() Options {
 		EndpointSliceWorkers: 4,
 		DeletionGrace:        2 * time.Minute,
 		ResyncPeriod:         10 * time.Minute,
+		PollingInterval:      30 * time.Second,
+		PollParallelism:      16,
+		QueryTimeout:         5 * time.Second,
+		ScaleTimeout:         10 * time.Second,
 	}
 }
 
@@ -84,6 +108,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("every queue needs at least one worker")
 	case o.DeletionGrace < 0:
 		return fmt.Errorf("deletion grace must not be negative")
+	case o.PollingInterval <= 0:
+		return fmt.Errorf("polling interval must be positive (--polling-interval or POLLING_INTERVAL)")
+	case o.PollParallelism < 1:
+		return fmt.Errorf("poll parallelism must be at least 1")
+	case o.QueryTimeout <= 0 || o.ScaleTimeout <= 0:
+		return fmt.Errorf("query and scale timeouts must be positive")
 	}
 	return nil
 }
@@ -95,6 +125,13 @@ type Operator struct {
 	Scaler     *scaletarget.Scaler
 	Kube       kubernetes.Interface
 	Elasti     versioned.Interface
+	// ScaleServer answers the resolver's scale-from-zero requests; it acts
+	// only while Ready.
+	ScaleServer *scaleserver.Server
+	// Poller scales idle targets to zero; it runs only on the leader.
+	Poller *idle.Poller
+
+	leading atomic.Bool
 
 	kubeFactory     informers.SharedInformerFactory
 	resolverFactory informers.SharedInformerFactory
@@ -171,7 +208,52 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	o.Controller = ctrl
+	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
+		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: 5 * time.Second})
+	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, ctrl.Recorder(), idle.Config{
+		Interval:     opts.PollingInterval,
+		Parallelism:  opts.PollParallelism,
+		QueryTimeout: opts.QueryTimeout,
+		Defaults: triggers.Defaults{
+			ServerAddress:       opts.PrometheusServerAddress,
+			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
+		},
+	})
 	return o, nil
+}
+
+// Synced reports whether every informer cache has synced.
+func (o *Operator) Synced() bool {
+	for _, synced := range o.Controller.CacheSynced() {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Ready reports whether this replica may act: it leads and its caches are
+// synced. Followers answer scale requests with 503.
+func (o *Operator) Ready() bool { return o.leading.Load() && o.Synced() }
+
+// Leading reports whether RunLeader is running.
+func (o *Operator) Leading() bool { return o.leading.Load() }
+
+// RunLeader runs everything that acts on the cluster: the controller's
+// workers and the idle poller. It blocks until ctx ends and both stopped.
+func (o *Operator) RunLeader(ctx context.Context) error {
+	o.leading.Store(true)
+	defer o.leading.Store(false)
+	var pollerDone sync.WaitGroup
+	pollerDone.Go(func() {
+		if cache.WaitForCacheSync(ctx.Done(), o.Controller.CacheSynced()...) {
+			o.Poller.Run(ctx)
+		}
+	})
+	err := o.Controller.Run(ctx)
+	pollerDone.Wait()
+	o.ScaleServer.Wait()
+	return err
 }
 
 // StartInformers starts every watch. Followers run them too, so a new
@@ -193,9 +275,11 @@ func (o *Operator) ShutdownInformers() {
 // Run starts the informers and the controller and blocks until ctx ends.
 func (o *Operator) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting elasti operator")
+	ctx, cancel := context.WithCancel(ctx)
+	// Informers stop only when ctx ends, so end it before waiting for them.
+	defer func() { cancel(); o.ShutdownInformers() }()
 	o.StartInformers(ctx)
-	defer o.ShutdownInformers()
-	return o.Controller.Run(ctx)
+	return o.RunLeader(ctx)
 }
 
 // trimForCache drops what the operator never reads before objects enter the

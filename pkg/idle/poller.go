@@ -1,0 +1,229 @@
+// Package idle scales targets to zero when their triggers say they are idle.
+// Every interval it evaluates all ElastiServices concurrently, with bounded
+// parallelism, and only ever scales down on a clean, unanimous verdict: any
+// error leaves the target alone.
+package idle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/schedule"
+	"github.com/elasti-dev/elasti/pkg/triggers"
+)
+
+// Event reasons.
+const (
+	ReasonScaledToZero        = "ScaledToZero"
+	ReasonTriggerError        = "TriggerError"
+	ReasonInvalidSchedule     = "InvalidEnabledPeriod"
+	ReasonOutsideEnabledRange = "ScaledUpOutsideEnabledPeriod"
+	ReasonScaleFailed         = "ScaleFailed"
+)
+
+// Outcomes of one evaluation; a fixed set, used as a metric label.
+const (
+	OutcomeScaledToZero    = "scaled_to_zero"
+	OutcomeBusy            = "busy"
+	OutcomeCooldown        = "cooldown"
+	OutcomeAlreadyZero     = "already_zero"
+	OutcomeOutsideWindow   = "outside_window"
+	OutcomeTriggerError    = "trigger_error"
+	OutcomeInvalidSchedule = "invalid_schedule"
+	OutcomeTargetMissing   = "target_missing"
+	OutcomeScaleFailed     = "scale_failed"
+	OutcomeDeleting        = "deleting"
+)
+
+// Scaler is what the poller needs of scaletarget.Scaler.
+type Scaler interface {
+	Get(ref scaletarget.Ref) (scaletarget.State, error)
+	Scale(ctx context.Context, ref scaletarget.Ref, replicas int32) error
+	SetKEDAPaused(ctx context.Context, namespace, name string, paused bool) error
+}
+
+// Config tunes the poller.
+type Config struct {
+	Interval    time.Duration
+	Parallelism int
+	// Defaults fill in trigger metadata (server address, Authorization).
+	Defaults triggers.Defaults
+	// QueryTimeout bounds each Prometheus query.
+	QueryTimeout time.Duration
+}
+
+// Poller evaluates triggers and scales idle targets to zero.
+type Poller struct {
+	lister   elastilisters.ElastiServiceLister
+	scaler   Scaler
+	client   *triggers.Client
+	recorder record.EventRecorder
+	cfg      Config
+	clock    clock.PassiveClock
+	// Observe, when set, receives each evaluation's outcome and the trigger
+	// failure reason (empty unless the outcome is trigger_error).
+	Observe func(outcome string, reason triggers.Reason)
+	// ObserveRun, when set, receives each poll's start and duration.
+	ObserveRun func(start time.Time, d time.Duration)
+}
+
+// New returns a poller.
+func New(lister elastilisters.ElastiServiceLister, scaler Scaler, recorder record.EventRecorder, cfg Config) *Poller {
+	if cfg.Parallelism < 1 {
+		cfg.Parallelism = 1
+	}
+	return &Poller{
+		lister: lister, scaler: scaler, recorder: recorder, cfg: cfg, clock: clock.RealClock{},
+		client: &triggers.Client{Timeout: cfg.QueryTimeout},
+	}
+}
+
+// Run polls every interval until ctx ends. Run it only on the leader.
+func (p *Poller) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("idle-poller")
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting idle poller", "interval", p.cfg.Interval, "parallelism", p.cfg.Parallelism)
+	ticker := time.NewTicker(p.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			p.PollOnce(ctx)
+		}
+	}
+}
+
+// PollOnce evaluates every ElastiService once and waits for all of them.
+func (p *Poller) PollOnce(ctx context.Context) {
+	start := p.clock.Now()
+	all, err := p.lister.List(labels.Everything())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot list ElastiServices")
+		return
+	}
+	work := make(chan *elastiv1alpha1.ElastiService)
+	var wg sync.WaitGroup
+	for range min(p.cfg.Parallelism, max(len(all), 1)) {
+		wg.Go(func() {
+			for es := range work {
+				outcome, reason := p.Evaluate(ctx, es)
+				if p.Observe != nil {
+					p.Observe(outcome, reason)
+				}
+			}
+		})
+	}
+	for _, es := range all {
+		select {
+		case work <- es:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if p.ObserveRun != nil {
+		p.ObserveRun(start, p.clock.Since(start))
+	}
+	klog.FromContext(ctx).V(4).Info("Poll finished", "elastiServices", len(all), "duration", p.clock.Since(start))
+}
+
+// Evaluate decides and acts for one ElastiService.
+func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (string, triggers.Reason) {
+	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
+	if es.DeletionTimestamp != nil {
+		return OutcomeDeleting, ""
+	}
+	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
+	if err != nil {
+		p.recorder.Event(es, corev1.EventTypeWarning, ReasonInvalidSchedule, err.Error())
+		return OutcomeInvalidSchedule, ""
+	}
+	ref := scaletarget.RefFor(es)
+	state, err := p.scaler.Get(ref)
+	if err != nil {
+		return OutcomeTargetMissing, ""
+	}
+	entry := directory.EntryFor(es)
+	now := p.clock.Now()
+
+	if !window.Active(now) {
+		// Outside the window the service must be available.
+		if state.Replicas == 0 {
+			if err := p.scaleUp(ctx, es, ref, entry); err != nil {
+				return OutcomeScaleFailed, ""
+			}
+			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
+				"Outside the enabled period %s: scaled %s %q to %d", window, ref.Kind, ref.Name, entry.MinTargetReplicas)
+		}
+		return OutcomeOutsideWindow, ""
+	}
+	if state.Replicas == 0 {
+		return OutcomeAlreadyZero, ""
+	}
+	cooldown := time.Duration(es.Spec.CooldownPeriod) * time.Second
+	if now.Sub(es.CreationTimestamp.Time) < cooldown {
+		return OutcomeCooldown, ""
+	}
+	if last := es.Status.LastScaledUpTime; last != nil && now.Sub(last.Time) < cooldown {
+		return OutcomeCooldown, ""
+	}
+
+	verdict, err := triggers.Evaluate(ctx, p.client, es.Spec.Triggers, cooldown, p.cfg.Defaults)
+	if err != nil {
+		reason := triggers.ReasonOf(err)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return OutcomeTriggerError, reason
+		}
+		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonTriggerError, "Not scaling to zero: %v", err)
+		return OutcomeTriggerError, reason
+	}
+	if !verdict.Idle {
+		logger.V(4).Info("Not idle", "reason", verdict.Reason, "detail", verdict.Detail)
+		return OutcomeBusy, ""
+	}
+
+	// Pause KEDA first, so it does not scale the target straight back up.
+	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
+		if err := p.scaler.SetKEDAPaused(ctx, es.Namespace, a.Name, true); err != nil {
+			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
+			return OutcomeScaleFailed, ""
+		}
+	}
+	if err := p.scaler.Scale(ctx, ref, 0); err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling to zero failed: %v", err)
+		return OutcomeScaleFailed, ""
+	}
+	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", verdict.Detail)
+	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", cooldown, verdict.Detail, ref.Kind, ref.Name)
+	return OutcomeScaledToZero, ""
+}
+
+func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) error {
+	if err := p.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)
+		return err
+	}
+	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
+		if err := p.scaler.SetKEDAPaused(ctx, es.Namespace, a.Name, false); err != nil {
+			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Resuming KEDA failed: %v", err)
+			return fmt.Errorf("resume KEDA: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,505 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/idle"
+	"github.com/elasti-dev/elasti/pkg/install"
+	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/operator"
+	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// fakePrometheus speaks enough of /api/v1/query for the triggers: the uptime
+// query and one metric, on loopback.
+type fakePrometheus struct {
+	*httptest.Server
+	mu      sync.Mutex
+	value   string // the metric's value
+	up      string // the uptime query's value
+	mode    string // "", "garbage", "two-series", "error-500"
+	queries atomic.Int64
+}
+
+func newFakePrometheus(t *testing.T) *fakePrometheus {
+	p := &fakePrometheus{value: "0", up: "1"}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.queries.Add(1)
+		p.mu.Lock()
+		value, up, mode := p.value, p.up, p.mode
+		p.mu.Unlock()
+		if r.URL.Path != "/api/v1/query" {
+			http.NotFound(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Query().Get("query"), "min_over_time(") {
+			value = up
+		}
+		switch mode {
+		case "garbage":
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"value":[1, "not json`)
+			return
+		case "error-500":
+			http.Error(w, "storage unavailable", http.StatusInternalServerError)
+			return
+		case "two-series":
+			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"%s"]},{"metric":{"a":"2"},"value":[1,"%s"]}]}}`, value, value)
+			return
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"%s"]}]}}`, value)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *fakePrometheus) set(value, up, mode string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.value, p.up, p.mode = value, up, mode
+}
+
+// startScaling starts an operator that polls fast, with its scale endpoint
+// on a loopback server.
+func (e *env) startScaling(prom *fakePrometheus) string {
+	e.t.Helper()
+	e.opts.PollingInterval = 200 * time.Millisecond
+	e.opts.QueryTimeout = time.Second
+	if prom != nil {
+		e.opts.PrometheusServerAddress = prom.URL
+	}
+	op := e.startOperatorReturning()
+	srv := httptest.NewServer(op.ScaleServer.Handler())
+	e.t.Cleanup(srv.Close)
+	return srv.URL + scaleserver.Path
+}
+
+func idleTrigger(threshold string) []elastiv1alpha1.ScaleTrigger {
+	return []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: []byte(`{"query":"sum(rate(http_requests_total[1m]))","threshold":"` + threshold + `"}`)}}
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func wakeBody(svc, ns string) string {
+	return fmt.Sprintf(`{"count":1,"svc":%q,"namespace":%q}`, svc, ns)
+}
+
+func (e *env) replicas(kind, name string) int32 {
+	e.t.Helper()
+	switch kind {
+	case elastiv1alpha1.KindStatefulSet:
+		s, err := e.kube.AppsV1().StatefulSets(e.ns).Get(e.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return ptr.Deref(s.Spec.Replicas, 1)
+	default:
+		d, err := e.kube.AppsV1().Deployments(e.ns).Get(e.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return ptr.Deref(d.Spec.Replicas, 1)
+	}
+}
+
+func (e *env) waitReplicas(kind, name string, want int32) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("%s %s at %d replicas", kind, name, want), func() (bool, string) {
+		got := e.replicas(kind, name)
+		return got == want, fmt.Sprintf("%d replicas", got)
+	})
+}
+
+// holdsReplicas asserts the target stays at want for d.
+func (e *env) holdsReplicas(kind, name string, want int32, d time.Duration) {
+	e.t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got := e.replicas(kind, name); got != want {
+			e.t.Fatalf("%s %s went to %d replicas; it must stay at %d", kind, name, got, want)
+		}
+	}
+}
+
+func (e *env) hasEvent(object, reason string) (bool, string) {
+	evs, err := e.kube.CoreV1().Events(e.ns).List(e.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
+	if err != nil {
+		return false, err.Error()
+	}
+	var seen []string
+	for _, ev := range evs.Items {
+		if ev.Reason == reason {
+			return true, ev.Message
+		}
+		seen = append(seen, ev.Reason)
+	}
+	return false, strings.Join(seen, ",")
+}
+
+func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prom := newFakePrometheus(t)
+	scaleURL := e.startScaling(prom)
+	e.resolver(1)
+	e.app("web", 2)
+	e.elastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = 2
+		es.Spec.Triggers = idleTrigger("0.5")
+	})
+	// Younger than the cooldown: nothing happens yet.
+	e.holdsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
+	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e.eventually("a ScaledToZero event", func() (bool, string) { return e.hasEvent("web", idle.ReasonScaledToZero) })
+
+	// KubeElasti's resolver request, byte for byte.
+	code, body := post(t, scaleURL, wakeBody("web", e.ns))
+	if code != http.StatusOK || !strings.Contains(body, scaleserver.OutcomeScaled) {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	if got := e.replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
+		t.Fatalf("the 200 came before the scale write: replicas %d", got)
+	}
+	e.waitMode("web", elastiv1alpha1.ModeServe)
+	e.eventually("lastScaledUpTime recorded", func() (bool, string) {
+		es := e.get("web")
+		return es.Status.LastScaledUpTime != nil, fmt.Sprintf("%v", es.Status.LastScaledUpTime)
+	})
+
+	// The cooldown counts from the wake: still idle, but it stays up...
+	e.holdsReplicas(elastiv1alpha1.KindDeployment, "web", 2, 1200*time.Millisecond)
+	// ...until the cooldown has passed.
+	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+}
+
+func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scaleURL := e.startScaling(nil)
+	e.resolver(1)
+	e.app("web", 0)
+	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.waitMode("web", elastiv1alpha1.ModeProxy)
+
+	const n = 1000
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	var wg sync.WaitGroup
+	var ok, bad atomic.Int64
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			resp, err := client.Post(scaleURL, "application/json", strings.NewReader(wakeBody("web", e.ns)))
+			if err != nil {
+				bad.Add(1)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				ok.Add(1)
+			} else {
+				bad.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ok.Load() != n {
+		t.Fatalf("%d of %d requests answered 200 (%d failed)", ok.Load(), n, bad.Load())
+	}
+	e.waitMode("web", elastiv1alpha1.ModeServe)
+	writes := countScaleWrites(t, e.ns, "deployments", "web")
+	t.Logf("%d concurrent requests caused %d scale writes", n, writes)
+	if writes < 1 || writes > 2 {
+		t.Errorf("%d concurrent requests caused %d scale writes; want 1 (at most 2)", n, writes)
+	}
+}
+
+// countScaleWrites counts writes to a target's scale subresource in the
+// apiserver's audit log.
+func countScaleWrites(t *testing.T, namespace, resource, name string) int {
+	t.Helper()
+	data, err := readFile(clustertest.Get(t).AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var ev struct {
+			Verb      string `json:"verb"`
+			Stage     string `json:"stage"`
+			ObjectRef struct {
+				Resource, Namespace, Name, Subresource string
+			} `json:"objectRef"`
+		}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			continue
+		}
+		r := ev.ObjectRef
+		if ev.Stage == "ResponseComplete" && (ev.Verb == "patch" || ev.Verb == "update") &&
+			r.Resource == resource && r.Namespace == namespace && r.Name == name && r.Subresource == "scale" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestNoScaleDownWhenTriggersFail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prom := newFakePrometheus(t)
+	// A closed server: Prometheus unreachable.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	e.startScaling(prom)
+	e.resolver(1)
+	cases := []struct{ name, mode, value, up, server string }{
+		{"unreachable", "", "0", "1", deadURL},
+		{"garbage", "garbage", "0", "1", ""},
+		{"two-series", "two-series", "0", "1", ""},
+		{"server-error", "error-500", "0", "1", ""},
+		{"prometheus-was-down", "", "0", "0", ""},
+		{"nan", "", "NaN", "1", ""},
+	}
+	for _, c := range cases {
+		name := "svc-" + c.name
+		e.app(name, 1)
+		e.elastiServiceWith(name, name, elastiv1alpha1.KindDeployment, name, func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.CooldownPeriod = 1
+			md := map[string]string{"query": "q-" + c.name, "threshold": "1"}
+			if c.server != "" {
+				md["serverAddress"] = c.server
+			}
+			raw, _ := json.Marshal(md)
+			es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: raw}}
+		})
+	}
+	// The fake answers per mode for every query, so run the modes one at a
+	// time; the unreachable case fails on its own address throughout.
+	for _, c := range cases[1:] {
+		prom.set(c.value, c.up, c.mode)
+		name := "svc-" + c.name
+		e.eventually(name+": a TriggerError event", func() (bool, string) { return e.hasEvent(name, idle.ReasonTriggerError) })
+		e.holdsReplicas(elastiv1alpha1.KindDeployment, name, 1, 600*time.Millisecond)
+	}
+	e.eventually("svc-unreachable: a TriggerError event", func() (bool, string) { return e.hasEvent("svc-unreachable", idle.ReasonTriggerError) })
+	for _, c := range cases {
+		if got := e.replicas(elastiv1alpha1.KindDeployment, "svc-"+c.name); got != 1 {
+			t.Errorf("%s: scaled to %d on an error", c.name, got)
+		}
+	}
+	// Control: with a healthy, idle Prometheus the same setup does scale down.
+	prom.set("0", "1", "")
+	e.waitReplicas(elastiv1alpha1.KindDeployment, "svc-garbage", 0)
+}
+
+func TestOutsideEnabledPeriodKeepsTheTargetUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prom := newFakePrometheus(t)
+	e.startScaling(prom)
+	e.resolver(1)
+	e.app("web", 0)
+	// A window that opens at midnight on 1 January only: not now.
+	closed := time.Now().UTC()
+	schedule := "0 0 1 1 *"
+	if closed.Month() == time.January && closed.Day() == 1 {
+		schedule = "0 0 1 7 *"
+	}
+	e.elastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = 1
+		es.Spec.Triggers = idleTrigger("1")
+		es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: schedule, Duration: "1h"}
+	})
+	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 2)
+	e.eventually("a ScaledUpOutsideEnabledPeriod event", func() (bool, string) {
+		return e.hasEvent("web", idle.ReasonOutsideEnabledRange)
+	})
+	e.holdsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
+}
+
+var scaledObjectCRD = &apiextensionsv1.CustomResourceDefinition{
+	ObjectMeta: metav1.ObjectMeta{Name: "scaledobjects.keda.sh"},
+	Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+		Group: "keda.sh",
+		Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "scaledobjects", Singular: "scaledobject", Kind: "ScaledObject", ListKind: "ScaledObjectList"},
+		Scope: apiextensionsv1.NamespaceScoped,
+		Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+			Name: "v1alpha1", Served: true, Storage: true,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}},
+		}},
+	},
+}
+
+func TestKEDAIsPausedForZeroAndResumedOnWake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := clustertest.Get(t).RESTConfig()
+	if err := install.ApplyCRDs(e.ctx(), cfg, scaledObjectCRD.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	soGVR := schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
+	so := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+		"metadata": map[string]any{"name": "web-so", "namespace": e.ns},
+		"spec":     map[string]any{"scaleTargetRef": map[string]any{"name": "web"}},
+	}}
+	if _, err := dyn.Resource(soGVR).Namespace(e.ns).Create(e.ctx(), so, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	annotations := func() map[string]string {
+		got, err := dyn.Resource(soGVR).Namespace(e.ns).Get(e.ctx(), "web-so", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.GetAnnotations()
+	}
+
+	prom := newFakePrometheus(t)
+	scaleURL := e.startScaling(prom)
+	e.resolver(1)
+	e.app("web", 1)
+	e.elastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = 1
+		es.Spec.Triggers = idleTrigger("1")
+		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"}
+	})
+	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+	a := annotations()
+	if a[scaletarget.KEDAPausedAnnotation] != "true" || a[scaletarget.KEDAPausedReplicasAnnotation] != "0" {
+		t.Fatalf("after scale-to-zero the ScaledObject annotations are %v; want paused=true and paused-replicas=0", a)
+	}
+
+	prom.set("5", "1", "") // busy from now on, so it stays awake
+	if code, body := post(t, scaleURL, wakeBody("web", e.ns)); code != http.StatusOK {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	a = annotations()
+	if a[scaletarget.KEDAPausedAnnotation] != "false" {
+		t.Errorf("after wake paused = %q, want false", a[scaletarget.KEDAPausedAnnotation])
+	}
+	if _, ok := a[scaletarget.KEDAPausedReplicasAnnotation]; ok {
+		t.Errorf("after wake paused-replicas is still set: %v", a)
+	}
+}
+
+func TestStatefulSetWakesThroughTheEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scaleURL := e.startScaling(nil)
+	e.resolver(1)
+	createStatefulSet(t, e, "db", 0)
+	e.service("db", "db")
+	e.elastiService("db", "db", elastiv1alpha1.KindStatefulSet, "db")
+	e.waitMode("db", elastiv1alpha1.ModeProxy)
+	if code, body := post(t, scaleURL, wakeBody("db", e.ns)); code != http.StatusOK {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	e.waitReplicas(elastiv1alpha1.KindStatefulSet, "db", 2)
+	e.waitMode("db", elastiv1alpha1.ModeServe)
+}
+
+func TestBadScaleRequestsGetClearCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scaleURL := e.startScaling(nil)
+	e.resolver(1)
+	e.app("web", 0)
+	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.waitMode("web", elastiv1alpha1.ModeProxy)
+
+	cases := []struct {
+		name, method, body string
+		code               int
+		want               string
+	}{
+		{"malformed JSON", "POST", `{"svc":`, http.StatusBadRequest, "malformed JSON"},
+		{"not an object", "POST", `[1,2]`, http.StatusBadRequest, "malformed JSON"},
+		{"missing svc", "POST", `{"count":1,"namespace":"` + e.ns + `"}`, http.StatusBadRequest, `"svc" is required`},
+		{"missing namespace", "POST", `{"count":1,"svc":"web"}`, http.StatusBadRequest, `"namespace" is required`},
+		{"bad name", "POST", `{"count":1,"svc":"Web_1","namespace":"` + e.ns + `"}`, http.StatusBadRequest, "is not a Service name"},
+		{"oversized", "POST", `{"count":1,"svc":"web","namespace":"` + e.ns + `","pad":"` + strings.Repeat("x", 10000) + `"}`, http.StatusRequestEntityTooLarge, "too large"},
+		{"GET", "GET", "", http.StatusMethodNotAllowed, "POST"},
+		{"PUT", "PUT", wakeBody("web", e.ns), http.StatusMethodNotAllowed, "POST"},
+		{"unknown service", "POST", wakeBody("nope", e.ns), http.StatusNotFound, "nope"},
+	}
+	for _, c := range cases {
+		req, err := http.NewRequest(c.method, scaleURL, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Outcome, Message string }
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != c.code || !strings.Contains(got.Message, c.want) {
+			t.Errorf("%s: %d %+v (decode: %v); want %d with a message containing %q", c.name, resp.StatusCode, got, err, c.code, c.want)
+		}
+	}
+	if got := e.replicas(elastiv1alpha1.KindDeployment, "web"); got != 0 {
+		t.Errorf("bad requests scaled the target to %d", got)
+	}
+}
+
+// A follower answers 503 and never scales.
+func TestFollowerAnswers503(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.resolver(1)
+	e.app("web", 0)
+	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	ctx, cancel := context.WithCancel(context.Background())
+	op, err := operator.New(ctx, clustertest.Get(t).RESTConfig(), e.opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	op.StartInformers(ctx) // caches only: not leading
+	defer func() { cancel(); op.ShutdownInformers() }()
+	srv := httptest.NewServer(op.ScaleServer.Handler())
+	defer srv.Close()
+	code, body := post(t, srv.URL+scaleserver.Path, wakeBody("web", e.ns))
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
+		t.Errorf("follower answered %d %s, want 503", code, body)
+	}
+	if got := e.replicas(elastiv1alpha1.KindDeployment, "web"); got != 0 {
+		t.Errorf("a follower scaled the target to %d", got)
+	}
+}

@@ -1,0 +1,77 @@
+// Package scaleserver is the scale-from-zero endpoint. The resolver POSTs
+// here when a request arrives for a service at zero; the server scales the
+// target up and answers with what really happened.
+package scaleserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Path is KubeElasti's route, which existing resolvers call.
+const Path = "/informer/incoming-request"
+
+// MaxBodyBytes caps a request body; a real one is under 200 bytes.
+const MaxBodyBytes = 8 << 10
+
+// Request is KubeElasti's body: {"count":1,"svc":"<public svc>","namespace":"<ns>"}.
+type Request struct {
+	Count     int    `json:"count"`
+	Svc       string `json:"svc"`
+	Namespace string `json:"namespace"`
+}
+
+// errTooLarge marks a body over MaxBodyBytes.
+var errTooLarge = errors.New("request body too large")
+
+// DecodeRequest reads and validates one request body. Unknown fields are
+// ignored so newer resolvers keep working; missing or malformed names are
+// errors.
+func DecodeRequest(r io.Reader) (Request, error) {
+	body, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
+	if err != nil {
+		return Request{}, fmt.Errorf("read body: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return Request{}, fmt.Errorf("%w: over %d bytes", errTooLarge, MaxBodyBytes)
+	}
+	var req Request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, fmt.Errorf(`malformed JSON, want {"count":1,"svc":"<service>","namespace":"<namespace>"}: %w`, err)
+	}
+	if dec.More() {
+		return Request{}, errors.New("malformed JSON: more than one value in the body")
+	}
+	var problems []string
+	if req.Svc == "" {
+		problems = append(problems, `"svc" is required`)
+	} else if errs := validation.IsDNS1035Label(req.Svc); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf(`"svc" %q is not a Service name: %s`, truncate(req.Svc), strings.Join(errs, "; ")))
+	}
+	if req.Namespace == "" {
+		problems = append(problems, `"namespace" is required`)
+	} else if errs := validation.IsDNS1123Label(req.Namespace); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf(`"namespace" %q is not a namespace name: %s`, truncate(req.Namespace), strings.Join(errs, "; ")))
+	}
+	if req.Count < 0 {
+		problems = append(problems, `"count" must not be negative`)
+	}
+	if len(problems) > 0 {
+		return Request{}, errors.New(strings.Join(problems, "; "))
+	}
+	return req, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

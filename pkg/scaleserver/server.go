@@ -1,0 +1,222 @@
+package scaleserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// Scaler is what the server needs of scaletarget.Scaler.
+type Scaler interface {
+	Get(ref scaletarget.Ref) (scaletarget.State, error)
+	Scale(ctx context.Context, ref scaletarget.Ref, replicas int32) error
+	SetKEDAPaused(ctx context.Context, namespace, name string, paused bool) error
+}
+
+// StatusRecorder stores status.lastScaledUpTime.
+type StatusRecorder interface {
+	RecordScaledUp(ctx context.Context, es types.NamespacedName, at time.Time) error
+}
+
+// Outcomes of a wake, also the values of the scale metric's label.
+const (
+	OutcomeScaled      = "scaled"
+	OutcomeAlreadyUp   = "already_up"
+	OutcomeUnknown     = "unknown_service"
+	OutcomeFailed      = "failed"
+	OutcomeBadRequest  = "bad_request"
+	OutcomeUnavailable = "unavailable"
+)
+
+// Config tunes the server.
+type Config struct {
+	// ScaleTimeout bounds one scale call, shared by every coalesced request.
+	ScaleTimeout time.Duration
+	// SettleWindow is how long after a successful scale-up further requests
+	// are answered from memory while the informer cache catches up, so a
+	// burst never turns into repeated writes.
+	SettleWindow time.Duration
+}
+
+// DefaultConfig suits production.
+func DefaultConfig() Config {
+	return Config{ScaleTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
+}
+
+// Server handles POST /informer/incoming-request.
+type Server struct {
+	dir    *directory.Directory
+	scaler Scaler
+	status StatusRecorder
+	// ready reports whether this replica may act: leader with synced caches.
+	ready   func() bool
+	cfg     Config
+	clock   clock.PassiveClock
+	baseCtx context.Context
+	// Observe, when set, receives every request's outcome and duration.
+	Observe func(outcome string, d time.Duration)
+
+	mu       sync.Mutex
+	inFlight map[types.NamespacedName]*call
+	settled  map[types.NamespacedName]time.Time
+	// statusWrites serialises the asynchronous status writes per service.
+	statusWrites sync.WaitGroup
+}
+
+type call struct {
+	done    chan struct{}
+	outcome string
+	err     error
+}
+
+// New returns a server. baseCtx outlives requests: a scale started for one
+// client finishes even if that client hangs up, because others may wait on it.
+func New(baseCtx context.Context, dir *directory.Directory, scaler Scaler, status StatusRecorder, ready func() bool, cfg Config) *Server {
+	return &Server{
+		dir: dir, scaler: scaler, status: status, ready: ready, cfg: cfg,
+		clock: clock.RealClock{}, baseCtx: baseCtx,
+		inFlight: map[types.NamespacedName]*call{},
+		settled:  map[types.NamespacedName]time.Time{},
+	}
+}
+
+// Handler serves the scale route and nothing else.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(Path, s)
+	return mux
+}
+
+type response struct {
+	Outcome string `json:"outcome"`
+	Message string `json:"message"`
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.clock.Now()
+	outcome, code, msg := s.handle(r)
+	if s.Observe != nil {
+		s.Observe(outcome, s.clock.Since(start))
+	}
+	if code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(response{Outcome: outcome, Message: msg})
+}
+
+func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) {
+	if r.Method != http.MethodPost {
+		return OutcomeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
+	}
+	if !s.ready() {
+		return OutcomeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
+	}
+	req, err := DecodeRequest(r.Body)
+	if errors.Is(err, errTooLarge) {
+		return OutcomeBadRequest, http.StatusRequestEntityTooLarge, err.Error()
+	}
+	if err != nil {
+		return OutcomeBadRequest, http.StatusBadRequest, err.Error()
+	}
+	svc := types.NamespacedName{Namespace: req.Namespace, Name: req.Svc}
+	entry, ok := s.dir.Lookup(svc)
+	if !ok {
+		return OutcomeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
+	}
+	outcome, err = s.wake(svc, entry)
+	if err != nil {
+		return OutcomeFailed, http.StatusBadGateway, err.Error()
+	}
+	if outcome == OutcomeScaled {
+		return outcome, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
+	}
+	return outcome, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
+}
+
+// wake coalesces concurrent requests for one service into a single scale
+// call whose result every waiter shares.
+func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, error) {
+	s.mu.Lock()
+	if at, ok := s.settled[svc]; ok && s.clock.Since(at) < s.cfg.SettleWindow {
+		s.mu.Unlock()
+		return OutcomeAlreadyUp, nil
+	}
+	if c, ok := s.inFlight[svc]; ok {
+		s.mu.Unlock()
+		<-c.done
+		return c.outcome, c.err
+	}
+	c := &call{done: make(chan struct{})}
+	s.inFlight[svc] = c
+	s.mu.Unlock()
+
+	c.outcome, c.err = s.scaleUp(entry)
+
+	s.mu.Lock()
+	delete(s.inFlight, svc)
+	if c.err == nil {
+		s.settled[svc] = s.clock.Now()
+		// Old entries only matter inside the window; drop the rest so the
+		// map stays as small as the set of recently woken services.
+		for k, at := range s.settled {
+			if s.clock.Since(at) >= s.cfg.SettleWindow {
+				delete(s.settled, k)
+			}
+		}
+	}
+	s.mu.Unlock()
+	close(c.done)
+	return c.outcome, c.err
+}
+
+func (s *Server) scaleUp(entry directory.Entry) (string, error) {
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
+	defer cancel()
+	logger := klog.FromContext(ctx).WithValues("elastiService", entry.ElastiService.String())
+	ref := scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
+	state, err := s.scaler.Get(ref)
+	if err != nil {
+		return OutcomeFailed, fmt.Errorf("cannot read scale target %s: %w", ref, err)
+	}
+	if state.Replicas >= entry.MinTargetReplicas {
+		return OutcomeAlreadyUp, nil
+	}
+	if err := s.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
+		return OutcomeFailed, err
+	}
+	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
+	if a := entry.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
+		if err := s.scaler.SetKEDAPaused(ctx, ref.Namespace, a.Name, false); err != nil {
+			// The target is up; KEDA staying paused only delays scaling
+			// beyond the minimum, so report it without failing the wake.
+			logger.Error(err, "Could not resume KEDA after scale-up")
+		}
+	}
+	// The status write must never delay the answer to the resolver.
+	now := s.clock.Now()
+	s.statusWrites.Go(func() {
+		ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
+		defer cancel()
+		if err := s.status.RecordScaledUp(ctx, entry.ElastiService, now); err != nil {
+			logger.Error(err, "Could not record lastScaledUpTime")
+		}
+	})
+	return OutcomeScaled, nil
+}
+
+// Wait blocks until pending status writes finish (shutdown and tests).
+func (s *Server) Wait() { s.statusWrites.Wait() }
