@@ -40,6 +40,11 @@ func TestKubeElastiEnvironmentIsHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o2, err := parse(t, map[string]string{"POLLING_INTERVAL": "45s", "ELASTI_OPERATOR_PORT": "9013", "PROMETHEUS_TRIGGER_SERVER_ADDRESS": "http://prom:9090", "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER": "Bearer x"})
+	if err != nil || o2.operator.PollingInterval != 45*time.Second || o2.scaleServerBindAddress != ":9013" ||
+		o2.operator.PrometheusServerAddress != "http://prom:9090" || o2.operator.PrometheusAuthorizationHeader != "Bearer x" {
+		t.Errorf("scaling environment not honoured: %v %+v %q", err, o2.operator, o2.scaleServerBindAddress)
+	}
 	if o.operator.ResolverNamespace != "infra" || o.operator.ResolverService != "resolver-svc" || o.operator.ResolverProxyPort != 9012 || o.leaderElectNamespace != "ops" {
 		t.Errorf("environment not honoured: %+v lease ns %q", o.operator, o.leaderElectNamespace)
 	}
@@ -73,6 +78,9 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{nil, []string{"--elastiservice-workers=0"}, "at least one worker"},
 		{nil, []string{"--metrics-secure"}, "--metrics-secure=true is not supported"},
 		{nil, []string{"--leader-elect", "--leader-elect-renew-deadline=20s"}, "retry-period"},
+		{map[string]string{"POLLING_INTERVAL": "soon"}, nil, `POLLING_INTERVAL="soon" is not a positive Go duration`},
+		{map[string]string{"POLLING_INTERVAL": "-5s"}, nil, "POLLING_INTERVAL"},
+		{map[string]string{"ELASTI_OPERATOR_PORT": "x"}, nil, "ELASTI_OPERATOR_PORT"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.env, c.args...)
@@ -83,5 +91,4 @@ func TestBadInputIsAClearError(t *testing.T) {
 	if _, err := parse(t, nil, "--deletion-grace=banana"); err == nil {
 		t.Error("an unparsable duration flag was accepted")
 	}
-	_ = time.Second
 }

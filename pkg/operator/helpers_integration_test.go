@@ -42,7 +42,7 @@ const (
 
 var crdOnce sync.Once
 
-func installCRD(t *testing.T) {
+func installCRD(t testing.TB) {
 	t.Helper()
 	var err error
 	crdOnce.Do(func() {
@@ -66,7 +66,7 @@ func installCRD(t *testing.T) {
 // env is one test's namespace with its own operator watching only it, so
 // tests can run in parallel on one cluster.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ns     string
 	kube   kubernetes.Interface
 	elasti versioned.Interface
@@ -74,7 +74,10 @@ type env struct {
 	stop   func()
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newBenchEnv(t) }
+
+// newBenchEnv is newEnv for benchmarks too.
+func newBenchEnv(t testing.TB) *env {
 	t.Helper()
 	installCRD(t)
 	cfg := clustertest.Get(t).RESTConfig()

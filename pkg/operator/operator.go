@@ -70,6 +70,9 @@ type Options struct {
 	PrometheusAuthorizationHeader string
 	// ScaleTimeout bounds one scale-from-zero call.
 	ScaleTimeout time.Duration
+	// ScaleSettleWindow is how long after a wake further requests for the
+	// same Service are answered without looking again (see scaleserver).
+	ScaleSettleWindow time.Duration
 }
 
 // DefaultOptions returns KubeElasti's defaults for the resolver and limits
@@ -90,6 +93,7 @@ func DefaultOptions() Options {
 		PollParallelism:      16,
 		QueryTimeout:         5 * time.Second,
 		ScaleTimeout:         10 * time.Second,
+		ScaleSettleWindow:    5 * time.Second,
 	}
 }
 
@@ -209,7 +213,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 	o.Controller = ctrl
 	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
-		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: 5 * time.Second})
+		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow})
 	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, ctrl.Recorder(), idle.Config{
 		Interval:     opts.PollingInterval,
 		Parallelism:  opts.PollParallelism,

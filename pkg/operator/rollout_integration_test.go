@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/install"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -60,7 +63,7 @@ func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
 		t.Fatal("the Rollout CRD is already installed; this test needs a cluster without it")
 	}
 
-	e.startOperator()
+	op := e.startOperatorReturning()
 	e.resolver(1)
 	e.service("ro", "ro")
 	e.elastiService("ro", "ro", elastiv1alpha1.KindRollout, "ro")
@@ -87,6 +90,25 @@ func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
 	}
 	// No Argo controller runs here, so the Rollout has no pods: proxy.
 	e.waitMode("ro", elastiv1alpha1.ModeProxy)
+
+	// A request wakes it through the scale subresource.
+	srv := httptest.NewServer(op.ScaleServer.Handler())
+	defer srv.Close()
+	if code, body := post(t, srv.URL+scaleserver.Path, wakeBody("ro", e.ns)); code != 200 {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	e.eventually("the Rollout woken to minTargetReplicas", func() (bool, string) {
+		got, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.ns).Get(e.ctx(), "ro", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas")
+		return r == 2, fmt.Sprintf("replicas %d", r)
+	})
+	scale := []byte(`{"spec":{"replicas":0}}`)
+	if _, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.ns).Patch(e.ctx(), "ro", types.MergePatchType, scale, metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatal(err)
+	}
 
 	// Deleting the ElastiService scales the Rollout up through its scale
 	// subresource.

@@ -1,0 +1,181 @@
+package scaleserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+type fakeScaler struct {
+	mu       sync.Mutex
+	replicas int32
+	scales   atomic.Int32
+	keda     []bool
+	fail     error
+	delay    time.Duration
+}
+
+func (f *fakeScaler) Get(scaletarget.Ref) (scaletarget.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return scaletarget.State{Replicas: f.replicas}, nil
+}
+
+func (f *fakeScaler) Scale(_ context.Context, _ scaletarget.Ref, n int32) error {
+	time.Sleep(f.delay)
+	f.scales.Add(1)
+	if f.fail != nil {
+		return f.fail
+	}
+	f.mu.Lock()
+	f.replicas = n
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keda = append(f.keda, paused)
+	return nil
+}
+
+type fakeStatus struct{ writes atomic.Int32 }
+
+func (f *fakeStatus) RecordScaledUp(context.Context, types.NamespacedName, time.Time) error {
+	f.writes.Add(1)
+	return nil
+}
+
+func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeStatus, string) {
+	t.Helper()
+	dir := directory.New()
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           "web",
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinTargetReplicas: 3,
+			Autoscaler:        &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"},
+		},
+	}
+	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	status := &fakeStatus{}
+	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, DefaultConfig())
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return s, status, srv.URL + Path
+}
+
+const body = `{"count":1,"svc":"web","namespace":"shop"}`
+
+func TestWakeScalesResumesKEDAAndRecordsStatus(t *testing.T) {
+	scaler := &fakeScaler{}
+	s, status, url := setup(t, true, scaler)
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || scaler.replicas != 3 {
+		t.Fatalf("status %d, replicas %d; want 200 and 3", resp.StatusCode, scaler.replicas)
+	}
+	s.Wait()
+	if status.writes.Load() != 1 || len(scaler.keda) != 1 || scaler.keda[0] {
+		t.Errorf("status writes %d, KEDA calls %v; want one write and one resume", status.writes.Load(), scaler.keda)
+	}
+}
+
+func TestBurstCoalescesIntoOneScale(t *testing.T) {
+	scaler := &fakeScaler{delay: 50 * time.Millisecond}
+	_, _, url := setup(t, true, scaler)
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for range 300 {
+		wg.Go(func() {
+			resp, err := http.Post(url, "application/json", strings.NewReader(body))
+			if err == nil {
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 300 || scaler.scales.Load() != 1 {
+		t.Errorf("%d of 300 answered 200 with %d scale calls; want all and exactly 1", ok.Load(), scaler.scales.Load())
+	}
+}
+
+func TestAlreadyUpMakesNoWrite(t *testing.T) {
+	scaler := &fakeScaler{replicas: 5}
+	_, status, url := setup(t, true, scaler)
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || scaler.scales.Load() != 0 || status.writes.Load() != 0 {
+		t.Errorf("status %d, scale calls %d, status writes %d; want 200 and no writes", resp.StatusCode, scaler.scales.Load(), status.writes.Load())
+	}
+}
+
+func TestFailedScaleIs502WithReasonAndIsNotRemembered(t *testing.T) {
+	scaler := &fakeScaler{fail: errors.New("deployments.apps \"web\" is forbidden")}
+	_, _, url := setup(t, true, scaler)
+	for i := range 2 {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := new(strings.Builder)
+		_, _ = readAll(b, resp)
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(b.String(), "forbidden") {
+			t.Errorf("attempt %d: %d %s; want 502 with the reason", i, resp.StatusCode, b)
+		}
+	}
+	if scaler.scales.Load() != 2 {
+		t.Errorf("a failure was cached: %d scale calls for 2 requests", scaler.scales.Load())
+	}
+}
+
+func TestNotReadyIs503(t *testing.T) {
+	scaler := &fakeScaler{}
+	_, _, url := setup(t, false, scaler)
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || scaler.scales.Load() != 0 {
+		t.Errorf("status %d with %d scale calls; want 503 and none", resp.StatusCode, scaler.scales.Load())
+	}
+}
+
+func readAll(b *strings.Builder, resp *http.Response) (int64, error) {
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	var n int64
+	for {
+		m, err := resp.Body.Read(buf)
+		b.Write(buf[:m])
+		n += int64(m)
+		if err != nil {
+			return n, nil
+		}
+	}
+}
