@@ -1,0 +1,145 @@
+package resolver
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Defaults for Config. They match KubeElasti's resolver where it has one.
+const (
+	DefaultProxyPort            = 8012
+	DefaultRequestTimeout       = 120 * time.Second
+	DefaultPerServiceQueue      = 1000
+	DefaultGlobalQueue          = 10000
+	DefaultOperatorURL          = "http://elasti-operator-controller-service.elasti.svc.cluster.local:8013"
+	DefaultOperatorTimeout      = 5 * time.Second
+	DefaultOperatorRetryInitial = 500 * time.Millisecond
+	DefaultOperatorRetryMax     = 10 * time.Second
+	DefaultClusterDomain        = "cluster.local"
+	DefaultDialTimeout          = 3 * time.Second
+	DefaultRetryAfter           = 5 * time.Second
+)
+
+// IncomingRequestPath is the operator endpoint a held request is reported to.
+const IncomingRequestPath = "/informer/incoming-request"
+
+// Config tunes the resolver. Zero fields take the defaults above, so a
+// partially filled Config is valid.
+type Config struct {
+	// ProxyPort is the port the command listens on for proxied traffic. The
+	// resolver itself does not listen; the field is here so the command has
+	// one place for its settings (KubeElasti: ELASTI_RESOLVER_PROXY_PORT).
+	ProxyPort int
+	// RequestTimeout is how long a request may be held waiting for a Ready
+	// endpoint before it is answered 504 (KubeElasti: REQ_TIMEOUT).
+	RequestTimeout time.Duration
+	// PerServiceQueue bounds the requests held for one service.
+	PerServiceQueue int
+	// GlobalQueue bounds the requests held for all services together.
+	GlobalQueue int
+	// OperatorURL is the base URL of the operator; IncomingRequestPath is
+	// appended to it.
+	OperatorURL string
+	// OperatorTimeout bounds one POST to the operator.
+	OperatorTimeout time.Duration
+	// OperatorRetryInitial and OperatorRetryMax bound the exponential backoff
+	// between POSTs while the operator rejects them or cannot be reached.
+	// After a successful POST the next one for a still-held service waits
+	// OperatorRetryMax.
+	OperatorRetryInitial time.Duration
+	OperatorRetryMax     time.Duration
+	// ClusterDomain is the suffix accepted after <svc>.<ns>.svc in the Host
+	// (KubeElasti: KUBERNETES_CLUSTER_DOMAIN).
+	ClusterDomain string
+	// HostHeader names a header that carries the target host instead of
+	// Host (KubeElasti: HEADER_FOR_HOST). Empty means the Host header. When
+	// the named header is absent, Host is used.
+	HostHeader string
+	// DialTimeout bounds a TCP connect to a pod.
+	DialTimeout time.Duration
+	// RetryAfter is sent in the Retry-After header of overflow answers.
+	RetryAfter time.Duration
+}
+
+// DefaultConfig returns a Config with every field set to its default.
+func DefaultConfig() Config {
+	return Config{
+		ProxyPort:            DefaultProxyPort,
+		RequestTimeout:       DefaultRequestTimeout,
+		PerServiceQueue:      DefaultPerServiceQueue,
+		GlobalQueue:          DefaultGlobalQueue,
+		OperatorURL:          DefaultOperatorURL,
+		OperatorTimeout:      DefaultOperatorTimeout,
+		OperatorRetryInitial: DefaultOperatorRetryInitial,
+		OperatorRetryMax:     DefaultOperatorRetryMax,
+		ClusterDomain:        DefaultClusterDomain,
+		DialTimeout:          DefaultDialTimeout,
+		RetryAfter:           DefaultRetryAfter,
+	}
+}
+
+// complete fills zero fields with defaults and checks the result.
+func (c Config) complete() (Config, error) {
+	d := DefaultConfig()
+	if c.ProxyPort == 0 {
+		c.ProxyPort = d.ProxyPort
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = d.RequestTimeout
+	}
+	if c.PerServiceQueue == 0 {
+		c.PerServiceQueue = d.PerServiceQueue
+	}
+	if c.GlobalQueue == 0 {
+		c.GlobalQueue = d.GlobalQueue
+	}
+	if c.OperatorURL == "" {
+		c.OperatorURL = d.OperatorURL
+	}
+	if c.OperatorTimeout == 0 {
+		c.OperatorTimeout = d.OperatorTimeout
+	}
+	if c.OperatorRetryInitial == 0 {
+		c.OperatorRetryInitial = d.OperatorRetryInitial
+	}
+	if c.OperatorRetryMax == 0 {
+		c.OperatorRetryMax = d.OperatorRetryMax
+	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = d.ClusterDomain
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = d.RetryAfter
+	}
+
+	switch {
+	case c.ProxyPort < 1 || c.ProxyPort > 65535:
+		return c, fmt.Errorf("proxy port %d is not in 1-65535", c.ProxyPort)
+	case c.RequestTimeout < 0:
+		return c, fmt.Errorf("request timeout %v is negative", c.RequestTimeout)
+	case c.PerServiceQueue < 0:
+		return c, fmt.Errorf("per-service queue bound %d is negative", c.PerServiceQueue)
+	case c.GlobalQueue < 0:
+		return c, fmt.Errorf("global queue bound %d is negative", c.GlobalQueue)
+	case c.OperatorTimeout < 0 || c.OperatorRetryInitial < 0 || c.OperatorRetryMax < 0:
+		return c, fmt.Errorf("operator timeout and retry intervals must not be negative")
+	case c.OperatorRetryMax < c.OperatorRetryInitial:
+		return c, fmt.Errorf("operator retry max %v is below the initial interval %v", c.OperatorRetryMax, c.OperatorRetryInitial)
+	case c.DialTimeout < 0:
+		return c, fmt.Errorf("dial timeout %v is negative", c.DialTimeout)
+	case c.RetryAfter < 0:
+		return c, fmt.Errorf("retry-after %v is negative", c.RetryAfter)
+	}
+	u, err := url.Parse(c.OperatorURL)
+	if err != nil {
+		return c, fmt.Errorf("operator URL %q: %w", c.OperatorURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("operator URL %q must be an absolute http(s) URL", c.OperatorURL)
+	}
+	return c, nil
+}

@@ -1,0 +1,141 @@
+package resolver
+
+import (
+	"errors"
+	"slices"
+	"sync"
+
+	"k8s.io/klog/v2"
+)
+
+// ServiceRef names a public Service.
+type ServiceRef struct {
+	Namespace string
+	Name      string
+}
+
+func (s ServiceRef) String() string { return s.Namespace + "/" + s.Name }
+
+// kref is the structured-logging form of s.
+func (s ServiceRef) kref() klog.ObjectRef { return klog.KRef(s.Namespace, s.Name) }
+
+// ErrServiceNotFound is returned by an EndpointSource for a public Service
+// it does not know.
+var ErrServiceNotFound = errors.New("service not found")
+
+// Target is what an EndpointSource knows about one port of a public
+// Service right now.
+type Target struct {
+	// Addrs are the Ready endpoints as "ip:port", sorted, without
+	// duplicates.
+	Addrs []string
+	// H2C is set when the Service port declares an HTTP/2 cleartext
+	// appProtocol (kubernetes.io/h2c, h2c, grpc), so every request is
+	// forwarded over h2c.
+	H2C bool
+	// Changed is closed when anything that may change the answer changes.
+	// It is only set when Addrs is empty: a caller that needs to wait for a
+	// Ready endpoint blocks on it and then asks again.
+	Changed <-chan struct{}
+}
+
+// EndpointSource yields the Ready endpoints of the private Service behind a
+// public Service. Unit tests feed one by hand (MemoryEndpoints); the
+// command uses NewInformerEndpoints.
+type EndpointSource interface {
+	// Lookup resolves the public Service svc. hostPort is the port from the
+	// Host, or "" when it had none; it selects the Service port. An
+	// unknown Service is ErrServiceNotFound.
+	Lookup(svc ServiceRef, hostPort string) (Target, error)
+}
+
+// broadcaster hands out one channel per key and closes it on the next
+// notify for that key: every waiter wakes at once, nobody polls. A key is
+// only in the map while someone asked to watch it since its last change.
+type broadcaster[K comparable] struct {
+	mu    sync.Mutex
+	chans map[K]chan struct{}
+}
+
+func newBroadcaster[K comparable]() *broadcaster[K] {
+	return &broadcaster[K]{chans: map[K]chan struct{}{}}
+}
+
+// watch returns the channel closed on the next notify(k).
+func (b *broadcaster[K]) watch(k K) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch, ok := b.chans[k]
+	if !ok {
+		ch = make(chan struct{})
+		b.chans[k] = ch
+	}
+	return ch
+}
+
+// notify wakes every watcher of k.
+func (b *broadcaster[K]) notify(k K) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ch, ok := b.chans[k]; ok {
+		close(ch)
+		delete(b.chans, k)
+	}
+}
+
+// MemoryEndpoints is an EndpointSource set by hand. Every Service it is
+// asked about exists; one never Set has no Ready endpoint. It is meant for
+// tests and for harnesses without an apiserver.
+type MemoryEndpoints struct {
+	mu    sync.RWMutex
+	addrs map[ServiceRef][]string
+	h2c   map[ServiceRef]bool
+	b     *broadcaster[ServiceRef]
+}
+
+// NewMemoryEndpoints returns an empty MemoryEndpoints.
+func NewMemoryEndpoints() *MemoryEndpoints {
+	return &MemoryEndpoints{
+		addrs: map[ServiceRef][]string{},
+		h2c:   map[ServiceRef]bool{},
+		b:     newBroadcaster[ServiceRef](),
+	}
+}
+
+// Set replaces the Ready endpoints ("ip:port") of svc and wakes its waiters.
+func (m *MemoryEndpoints) Set(svc ServiceRef, addrs ...string) {
+	a := slices.Clone(addrs)
+	slices.Sort(a)
+	a = slices.Compact(a)
+	m.mu.Lock()
+	m.addrs[svc] = a
+	m.mu.Unlock()
+	m.b.notify(svc)
+}
+
+// SetH2C marks svc's port as speaking h2c.
+func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
+	m.mu.Lock()
+	m.h2c[svc] = h2c
+	m.mu.Unlock()
+	m.b.notify(svc)
+}
+
+// Lookup implements EndpointSource.
+func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Target, error) {
+	get := func() Target {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return Target{Addrs: m.addrs[svc], H2C: m.h2c[svc]}
+	}
+	if t := get(); len(t.Addrs) > 0 {
+		return t, nil
+	}
+	// Watch before the second read, so a Set in between is not missed.
+	ch := m.b.watch(svc)
+	t := get()
+	if len(t.Addrs) == 0 {
+		t.Changed = ch
+	}
+	return t, nil
+}

@@ -1,0 +1,265 @@
+package resolver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// The rule for every test here: connect to 127.0.0.1 only. Endpoints carry
+// fake pod addresses (10.244.x.y); fakeNet maps them to loopback listeners
+// and refuses everything else without dialing.
+
+type fakeNet struct {
+	mu    sync.Mutex
+	m     map[string]string
+	dials map[string]int
+}
+
+func newFakeNet() *fakeNet { return &fakeNet{m: map[string]string{}, dials: map[string]int{}} }
+
+// route makes fake reach real, which must be a loopback address.
+func (f *fakeNet) route(fake, real string) {
+	host, _, err := net.SplitHostPort(real)
+	if err != nil || !net.ParseIP(host).IsLoopback() {
+		panic("fakeNet: refusing non-loopback target " + real)
+	}
+	f.mu.Lock()
+	f.m[fake] = real
+	f.mu.Unlock()
+}
+
+func (f *fakeNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	f.mu.Lock()
+	real, ok := f.m[addr]
+	f.dials[addr]++
+	f.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("fakeNet: connect %s: connection refused", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, real)
+}
+
+func (f *fakeNet) dialCount(addr string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dials[addr]
+}
+
+// fakeOperator counts scale-up POSTs.
+type fakeOperator struct {
+	srv   *httptest.Server
+	posts atomic.Int64
+	// mode: "up" answers 200, "reject" 503, "down" drops the connection.
+	mode   atomic.Value
+	mu     sync.Mutex
+	bodies []string
+	ctypes []string
+	paths  []string
+	onPost func(incomingRequest)
+}
+
+func newFakeOperator(t *testing.T) *fakeOperator {
+	o := &fakeOperator{}
+	o.mode.Store("up")
+	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		o.posts.Add(1)
+		o.mu.Lock()
+		o.bodies = append(o.bodies, string(body))
+		o.ctypes = append(o.ctypes, r.Header.Get("Content-Type"))
+		o.paths = append(o.paths, r.Method+" "+r.URL.Path)
+		hook := o.onPost
+		o.mu.Unlock()
+		switch o.mode.Load().(string) {
+		case "down":
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = c.Close()
+			}
+			return
+		case "reject":
+			http.Error(w, "no", http.StatusServiceUnavailable)
+			return
+		}
+		if hook != nil {
+			var in incomingRequest
+			_ = json.Unmarshal(body, &in)
+			hook(in)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(o.srv.Close)
+	return o
+}
+
+func (o *fakeOperator) setOnPost(f func(incomingRequest)) {
+	o.mu.Lock()
+	o.onPost = f
+	o.mu.Unlock()
+}
+
+type testEnv struct {
+	r     *Resolver
+	srv   *httptest.Server
+	eps   *MemoryEndpoints
+	net   *fakeNet
+	op    *fakeOperator
+	reg   *prometheus.Registry
+	probe *ProbeIndex
+}
+
+// testConfig has short intervals; RequestTimeout stays long unless a test
+// shortens it.
+func testConfig() Config {
+	c := DefaultConfig()
+	c.RequestTimeout = 10 * time.Second
+	c.OperatorRetryInitial = 20 * time.Millisecond
+	c.OperatorRetryMax = 5 * time.Second
+	c.OperatorTimeout = 2 * time.Second
+	c.DialTimeout = time.Second
+	return c
+}
+
+func newEnv(t *testing.T, cfg Config) *testEnv {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	e := &testEnv{eps: NewMemoryEndpoints(), net: newFakeNet(), op: newFakeOperator(t), reg: prometheus.NewRegistry()}
+	e.probe = NewStaticProbeIndex(ctx)
+	cfg.OperatorURL = e.op.srv.URL
+	r, err := New(ctx, cfg, Options{Endpoints: e.eps, Probes: e.probe, Registerer: e.reg, Dial: e.net.dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r = r
+	e.srv = httptest.NewUnstartedServer(r)
+	ConfigureServer(e.srv.Config)
+	e.srv.Start()
+	t.Cleanup(func() {
+		e.srv.CloseClientConnections()
+		e.srv.Close()
+		r.Close()
+	})
+	return e
+}
+
+// backend starts a loopback server and routes the fake pod address to it.
+func (e *testEnv) backend(t *testing.T, fake string, h http.Handler) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(func() { s.CloseClientConnections(); s.Close() })
+	e.net.route(fake, s.Listener.Addr().String())
+	return s
+}
+
+var testSvc = ServiceRef{Namespace: "team", Name: "web"}
+
+const testHost = "web.team.svc.cluster.local"
+
+func (e *testEnv) request(t *testing.T, ctx context.Context, method, path string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, e.srv.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = testHost
+	return req
+}
+
+func newClient(t *testing.T) *http.Client {
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 15 * time.Second}
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return string(b)
+}
+
+func metricValue(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 8)
+	c.Collect(ch)
+	close(ch)
+	var sum float64
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case d.Gauge != nil:
+			sum += d.Gauge.GetValue()
+		case d.Counter != nil:
+			sum += d.Counter.GetValue()
+		case d.Histogram != nil:
+			sum += float64(d.Histogram.GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// eventually polls cond every 5ms for at most d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkNoLeaks fails the test if goroutines running this package's code
+// outlive it. Register it first so it runs after every other cleanup.
+func checkNoLeaks(t *testing.T) {
+	t.Cleanup(func() {
+		var stuck string
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			stuck = leakedGoroutines()
+			if stuck == "" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if stuck != "" {
+			t.Errorf("leaked goroutines:\n%s", stuck)
+		}
+	})
+}
+
+func leakedGoroutines() string {
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	stacks := strings.Split(string(buf), "\n\n")
+	var leaked []string
+	for _, s := range stacks[1:] { // the first is the caller
+		if strings.Contains(s, "elasti/pkg/resolver.") && !strings.Contains(s, "testing.tRunner") && !strings.Contains(s, "resolver.leakedGoroutines") {
+			leaked = append(leaked, s)
+		}
+	}
+	return strings.Join(leaked, "\n\n")
+}

@@ -1,0 +1,280 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/names"
+)
+
+// privateServiceIndex indexes EndpointSlices of elasti private Services by
+// "<namespace>/<kubernetes.io/service-name>".
+const privateServiceIndex = "github.com/elasti-dev/elasti/pkg/resolver:private-service"
+
+// InformerEndpoints is the EndpointSource of a running resolver: the
+// private Service's EndpointSlices and both Services come from shared
+// informers, and every informer event wakes the requests waiting on that
+// service.
+type InformerEndpoints struct {
+	services corelisters.ServiceLister
+	slices   cache.Indexer
+	synced   []cache.InformerSynced
+	// b is keyed by the private Service, the one name every event maps to.
+	b      *broadcaster[ServiceRef]
+	logger klog.Logger
+}
+
+// NewInformerEndpoints registers an index and event handlers on the shared
+// Service and EndpointSlice informers. Call it before the informer factory
+// is started. ctx only carries the logger.
+func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) (*InformerEndpoints, error) {
+	e := &InformerEndpoints{
+		services: services.Lister(),
+		slices:   endpointSlices.Informer().GetIndexer(),
+		b:        newBroadcaster[ServiceRef](),
+		logger:   klog.FromContext(ctx).WithName("endpoints"),
+	}
+	if _, exists := e.slices.GetIndexers()[privateServiceIndex]; !exists {
+		if err := endpointSlices.Informer().AddIndexers(cache.Indexers{privateServiceIndex: indexByPrivateService}); err != nil {
+			return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+		}
+	}
+
+	sliceReg, err := endpointSlices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    e.sliceChanged,
+		UpdateFunc: func(old, cur any) { e.sliceChanged(old); e.sliceChanged(cur) },
+		DeleteFunc: e.sliceChanged,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding EndpointSlice handler: %w", err)
+	}
+	svcReg, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    e.serviceChanged,
+		UpdateFunc: func(_, cur any) { e.serviceChanged(cur) },
+		DeleteFunc: e.serviceChanged,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding Service handler: %w", err)
+	}
+	e.synced = []cache.InformerSynced{
+		endpointSlices.Informer().HasSynced, services.Informer().HasSynced,
+		sliceReg.HasSynced, svcReg.HasSynced,
+	}
+	return e, nil
+}
+
+// HasSynced reports whether both informers and their handlers have synced.
+func (e *InformerEndpoints) HasSynced() bool {
+	for _, s := range e.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup implements EndpointSource.
+func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Target, error) {
+	t, err := e.resolve(svc, hostPort)
+	if err != nil || len(t.Addrs) > 0 {
+		return t, err
+	}
+	// Watch, then read again: an event between the two reads closes ch.
+	// Informers update their store before they call handlers, so a change
+	// is either seen by the second read or wakes ch.
+	ch := e.b.watch(ServiceRef{svc.Namespace, names.PrivateService(svc.Name)})
+	t, err = e.resolve(svc, hostPort)
+	if err == nil && len(t.Addrs) == 0 {
+		t.Changed = ch
+	}
+	return t, err
+}
+
+func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Target, error) {
+	pub, err := e.services.Services(svc.Namespace).Get(svc.Name)
+	if apierrors.IsNotFound(err) {
+		return Target{}, fmt.Errorf("%w: %s", ErrServiceNotFound, svc)
+	}
+	if err != nil {
+		return Target{}, err
+	}
+	privName := names.PrivateService(svc.Name)
+	priv, err := e.services.Services(svc.Namespace).Get(privName)
+	if err != nil {
+		// The operator creates the private Service; until it shows up there
+		// is no endpoint, and the caller waits on Changed.
+		priv = nil
+	}
+	objs, err := e.slices.ByIndex(privateServiceIndex, svc.Namespace+"/"+privName)
+	if err != nil {
+		return Target{}, err
+	}
+	list := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			list = append(list, s)
+		}
+	}
+	return resolveTarget(pub, priv, list, hostPort)
+}
+
+// resolveTarget picks the port the way kube-proxy would and lists the Ready
+// endpoints of the slices for it.
+//
+// The public Service port is the one whose number is hostPort, else the
+// first. The private Service mirrors the public ports, so its port of the
+// same name (or, failing that, number) names the slice port; the slice port
+// carries the pod's port, with named targetPorts already resolved by the
+// EndpointSlice controller. priv may be nil.
+func resolveTarget(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Target, error) {
+	if len(pub.Spec.Ports) == 0 {
+		return Target{}, fmt.Errorf("service %s/%s has no ports", pub.Namespace, pub.Name)
+	}
+	port := &pub.Spec.Ports[0]
+	if n, err := strconv.Atoi(hostPort); err == nil {
+		for i := range pub.Spec.Ports {
+			if int(pub.Spec.Ports[i].Port) == n {
+				port = &pub.Spec.Ports[i]
+				break
+			}
+		}
+	}
+	portName, appProtocol := port.Name, port.AppProtocol
+	if priv != nil && len(priv.Spec.Ports) > 0 {
+		var pp *corev1.ServicePort
+		for i := range priv.Spec.Ports {
+			if priv.Spec.Ports[i].Name == port.Name {
+				pp = &priv.Spec.Ports[i]
+				break
+			}
+		}
+		if pp == nil {
+			for i := range priv.Spec.Ports {
+				if priv.Spec.Ports[i].Port == port.Port {
+					pp = &priv.Spec.Ports[i]
+					break
+				}
+			}
+		}
+		if pp != nil {
+			portName = pp.Name
+			if pp.AppProtocol != nil {
+				appProtocol = pp.AppProtocol
+			}
+		}
+	}
+
+	var addrs []string
+	for _, s := range list {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		var num int32
+		found := false
+		for _, p := range s.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			if name == portName && p.Port != nil {
+				num, found = *p.Port, true
+				break
+			}
+		}
+		if !found {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if !endpointReady(ep) || len(ep.Addresses) == 0 {
+				continue
+			}
+			addrs = append(addrs, net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(num))))
+		}
+	}
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	return Target{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol)}, nil
+}
+
+// endpointReady is kube-proxy's rule for a serving endpoint: ready unset or
+// true, and not terminating.
+func endpointReady(ep discoveryv1.Endpoint) bool {
+	c := ep.Conditions
+	if c.Ready != nil && !*c.Ready {
+		return false
+	}
+	return c.Terminating == nil || !*c.Terminating
+}
+
+func isH2CAppProtocol(p *string) bool {
+	if p == nil {
+		return false
+	}
+	switch strings.ToLower(*p) {
+	case "kubernetes.io/h2c", "h2c", "grpc":
+		return true
+	}
+	return false
+}
+
+// isPrivateServiceName reports whether name looks like names.PrivateService.
+func isPrivateServiceName(name string) bool {
+	return strings.HasPrefix(name, "elasti-") && strings.Contains(name, "-pvt-")
+}
+
+func indexByPrivateService(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if !isPrivateServiceName(name) {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + name}, nil
+}
+
+func (e *InformerEndpoints) sliceChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if !isPrivateServiceName(name) {
+		return
+	}
+	e.logger.V(4).Info("EndpointSlice changed", "endpointSlice", klog.KObj(s), "service", klog.KRef(s.Namespace, name))
+	e.b.notify(ServiceRef{s.Namespace, name})
+}
+
+func (e *InformerEndpoints) serviceChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	if isPrivateServiceName(s.Name) {
+		e.b.notify(ServiceRef{s.Namespace, s.Name})
+	}
+	// The public Service decides the port; waiters are keyed by the private
+	// name. Notifying a key nobody watches is a map lookup.
+	e.b.notify(ServiceRef{s.Namespace, names.PrivateService(s.Name)})
+}

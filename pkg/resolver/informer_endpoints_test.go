@@ -1,0 +1,309 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/elasti-dev/elasti/pkg/names"
+)
+
+func service(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: ports},
+	}
+}
+
+func svcPort(name string, port int32, target intstr.IntOrString) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: port, TargetPort: target, Protocol: corev1.ProtocolTCP}
+}
+
+type sliceEP struct {
+	ip                 string
+	ready, terminating *bool
+}
+
+func slice(ns, name, svcName string, ports map[string]int32, eps ...sliceEP) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svcName},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	for n, p := range ports {
+		s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: ptr.To(n), Port: ptr.To(p)})
+	}
+	for _, e := range eps {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{e.ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Terminating: e.terminating},
+		})
+	}
+	return s
+}
+
+func ep(ip string) sliceEP { return sliceEP{ip: ip} }
+
+func TestResolveTarget(t *testing.T) {
+	pubName := "web"
+	privName := names.PrivateService(pubName)
+	twoPorts := service("team", pubName,
+		svcPort("http", 80, intstr.FromString("web")),
+		svcPort("metrics", 9090, intstr.FromInt32(9100)))
+	privTwo := service("team", privName,
+		svcPort("http", 80, intstr.FromString("web")),
+		svcPort("metrics", 9090, intstr.FromInt32(9100)))
+	// The pod's named port "web" is 8080: the EndpointSlice controller put
+	// that number on the slice port named after the Service port.
+	twoSlicePorts := map[string]int32{"http": 8080, "metrics": 9100}
+
+	tests := []struct {
+		name     string
+		pub      *corev1.Service
+		priv     *corev1.Service
+		slices   []*discoveryv1.EndpointSlice
+		hostPort string
+		want     []string
+		h2c      bool
+		wantErr  bool
+	}{
+		{
+			name: "no host port picks the first port, named targetPort resolved by the slice",
+			pub:  twoPorts, priv: privTwo,
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"), ep("10.244.0.2"))},
+			want:   []string{"10.244.0.1:8080", "10.244.0.2:8080"},
+		},
+		{
+			name: "host port selects the Service port by number",
+			pub:  twoPorts, priv: privTwo, hostPort: "9090",
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:9100"},
+		},
+		{
+			name: "unknown host port falls back to the first port",
+			pub:  twoPorts, priv: privTwo, hostPort: "1234",
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:8080"},
+		},
+		{
+			name:   "single unnamed port",
+			pub:    service("team", pubName, svcPort("", 80, intstr.FromInt32(8000))),
+			priv:   service("team", privName, svcPort("", 80, intstr.FromInt32(8000))),
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, map[string]int32{"": 8000}, ep("10.244.0.7"))},
+			want:   []string{"10.244.0.7:8000"},
+		},
+		{
+			name:   "private port found by number when its name differs",
+			pub:    service("team", pubName, svcPort("http", 80, intstr.FromInt32(8000))),
+			priv:   service("team", privName, svcPort("web", 80, intstr.FromInt32(8000))),
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, map[string]int32{"web": 8000}, ep("10.244.0.7"))},
+			want:   []string{"10.244.0.7:8000"},
+		},
+		{
+			name: "missing private Service: the public port name is used",
+			pub:  twoPorts, priv: nil, hostPort: "9090",
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:9100"},
+		},
+		{
+			name: "multiple slices, duplicates, not ready and terminating excluded",
+			pub:  twoPorts, priv: privTwo,
+			slices: []*discoveryv1.EndpointSlice{
+				slice("team", "a", privName, twoSlicePorts, ep("10.244.0.3"), sliceEP{ip: "10.244.0.4", ready: ptr.To(false)}),
+				slice("team", "b", privName, twoSlicePorts, ep("10.244.0.1"), sliceEP{ip: "10.244.0.5", ready: ptr.To(true), terminating: ptr.To(true)}, ep("10.244.0.3")),
+				slice("team", "c", privName, twoSlicePorts, sliceEP{ip: "10.244.0.6", ready: ptr.To(true), terminating: ptr.To(false)}),
+			},
+			want: []string{"10.244.0.1:8080", "10.244.0.3:8080", "10.244.0.6:8080"},
+		},
+		{
+			name: "slice without the port is skipped",
+			pub:  twoPorts, priv: privTwo,
+			slices: []*discoveryv1.EndpointSlice{
+				slice("team", "a", privName, map[string]int32{"metrics": 9100}, ep("10.244.0.1")),
+				slice("team", "b", privName, twoSlicePorts, ep("10.244.0.2")),
+			},
+			want: []string{"10.244.0.2:8080"},
+		},
+		{
+			name: "FQDN slices are ignored",
+			pub:  twoPorts, priv: privTwo,
+			slices: func() []*discoveryv1.EndpointSlice {
+				s := slice("team", "a", privName, twoSlicePorts, ep("pod.example"))
+				s.AddressType = discoveryv1.AddressTypeFQDN
+				return []*discoveryv1.EndpointSlice{s}
+			}(),
+		},
+		{
+			name: "IPv6",
+			pub:  twoPorts, priv: privTwo,
+			slices: func() []*discoveryv1.EndpointSlice {
+				s := slice("team", "a", privName, twoSlicePorts, ep("fd00::1"))
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				return []*discoveryv1.EndpointSlice{s}
+			}(),
+			want: []string{"[fd00::1]:8080"},
+		},
+		{
+			name: "h2c appProtocol",
+			pub: func() *corev1.Service {
+				p := svcPort("grpc", 50051, intstr.FromInt32(50051))
+				p.AppProtocol = ptr.To("kubernetes.io/h2c")
+				return service("team", pubName, p)
+			}(),
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, map[string]int32{"grpc": 50051}, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:50051"},
+			h2c:    true,
+		},
+		{
+			name:    "service without ports",
+			pub:     service("team", pubName),
+			wantErr: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveTarget(tc.pub, tc.priv, tc.slices, tc.hostPort)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("want an error, got %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Addrs, tc.want) {
+				t.Errorf("addrs = %v, want %v", got.Addrs, tc.want)
+			}
+			if got.H2C != tc.h2c {
+				t.Errorf("h2c = %v, want %v", got.H2C, tc.h2c)
+			}
+		})
+	}
+}
+
+func TestInformerEndpoints(t *testing.T) {
+	checkNoLeaks(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	privName := names.PrivateService("web")
+	client := fake.NewClientset(
+		service("team", "web", svcPort("http", 80, intstr.FromString("web"))),
+		service("team", privName, svcPort("http", 80, intstr.FromString("web"))),
+		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, sliceEP{ip: "10.244.0.1", ready: ptr.To(false)}),
+		// The public Service's own slice (to the resolver) must not count.
+		slice("team", names.ResolverSlice("web"), "web", map[string]int32{"http": 8012}, ep("10.244.9.9")),
+	)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.HasSynced() {
+		t.Fatal("HasSynced before the informers started")
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer cancel()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("cache for %v did not sync", typ)
+		}
+	}
+	eventually(t, 5*time.Second, "handlers synced", e.HasSynced)
+
+	if _, err := e.Lookup(ServiceRef{"team", "nope"}, ""); !errors.Is(err, ErrServiceNotFound) {
+		t.Fatalf("unknown service: err = %v, want ErrServiceNotFound", err)
+	}
+
+	svc := ServiceRef{"team", "web"}
+	tgt, err := e.Lookup(svc, "80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tgt.Addrs) != 0 || tgt.Changed == nil {
+		t.Fatalf("not-ready endpoint: got %+v, want no addresses and a Changed channel", tgt)
+	}
+
+	// The endpoint turns Ready: the waiter wakes at once, with no polling.
+	s := slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, ep("10.244.0.1"), sliceEP{ip: "10.244.0.2", ready: ptr.To(false)})
+	if _, err := client.DiscoveryV1().EndpointSlices("team").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tgt.Changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changed was not closed after the endpoint became Ready")
+	}
+	tgt, err = e.Lookup(svc, "80")
+	if err != nil || !slices.Equal(tgt.Addrs, []string{"10.244.0.1:8080"}) || tgt.Changed != nil {
+		t.Fatalf("after Ready: got %+v, %v", tgt, err)
+	}
+
+	// A second slice adds an endpoint.
+	s2 := slice("team", privName+"-def", privName, map[string]int32{"http": 8080}, ep("10.244.0.3"))
+	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, s2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "second slice", func() bool {
+		tgt, _ := e.Lookup(svc, "")
+		return slices.Equal(tgt.Addrs, []string{"10.244.0.1:8080", "10.244.0.3:8080"})
+	})
+
+	// Removing the first endpoint from its slice removes it from every
+	// later answer.
+	s = slice("team", privName+"-abc", privName, map[string]int32{"http": 8080})
+	if _, err := client.DiscoveryV1().EndpointSlices("team").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "endpoint removal", func() bool {
+		tgt, _ := e.Lookup(svc, "")
+		return slices.Equal(tgt.Addrs, []string{"10.244.0.3:8080"})
+	})
+
+	// Deleting the last slice: no endpoint, and a waiter is woken by the
+	// next slice.
+	if err := client.DiscoveryV1().EndpointSlices("team").Delete(ctx, s2.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "slice deletion", func() bool {
+		tgt, _ := e.Lookup(svc, "")
+		return len(tgt.Addrs) == 0
+	})
+	tgt, _ = e.Lookup(svc, "")
+	s3 := slice("team", privName+"-ghi", privName, map[string]int32{"http": 8080}, ep("10.244.0.4"))
+	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, s3, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tgt.Changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changed was not closed by a new slice")
+	}
+
+	// Deleting the public Service wakes waiters too; then it is unknown.
+	if err := client.CoreV1().Services("team").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "service deletion", func() bool {
+		_, err := e.Lookup(svc, "")
+		return errors.Is(err, ErrServiceNotFound)
+	})
+	cancel()
+	factory.Shutdown()
+}

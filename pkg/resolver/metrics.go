@@ -1,0 +1,111 @@
+package resolver
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values. Every label is bounded: there are no per-service labels.
+const (
+	OutcomeSuccess     = "success"
+	OutcomeRejected    = "rejected"
+	OutcomeUnreachable = "unreachable"
+
+	ScopeService = "service"
+	ScopeGlobal  = "global"
+)
+
+// Metrics are the resolver's Prometheus metrics, all prefixed
+// elasti_resolver_.
+type Metrics struct {
+	// Queued is the number of requests held right now.
+	Queued prometheus.Gauge
+	// ColdStartWait is the time from holding a request until a Ready
+	// endpoint released it.
+	ColdStartWait prometheus.Histogram
+	// Proxied counts forwarded requests by the class of the status the
+	// backend (or the resolver, on a failed connection) answered.
+	Proxied *prometheus.CounterVec
+	// Notifications counts POSTs to the operator by outcome.
+	Notifications *prometheus.CounterVec
+	// Overflow counts requests refused because a queue bound was reached,
+	// by scope (service or global).
+	Overflow *prometheus.CounterVec
+	// Timeouts counts held requests answered 504.
+	Timeouts prometheus.Counter
+	// ProbeResponses counts requests answered by a probeResponse rule.
+	ProbeResponses prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg; a nil reg
+// leaves them unregistered. Registering twice on one registry is an error.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_queued_requests",
+			Help: "Requests held while their service has no Ready endpoint.",
+		}),
+		ColdStartWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "elasti_resolver_cold_start_wait_seconds",
+			Help:    "Seconds a request was held until its service had a Ready endpoint.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300},
+		}),
+		Proxied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_proxied_requests_total",
+			Help: "Requests forwarded to a pod, by response status class.",
+		}, []string{"code_class"}),
+		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_operator_notifications_total",
+			Help: "Scale-up notifications sent to the operator, by outcome.",
+		}, []string{"outcome"}),
+		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_queue_overflow_total",
+			Help: "Requests answered 503 because a hold queue was full, by queue scope.",
+		}, []string{"scope"}),
+		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_queue_timeouts_total",
+			Help: "Held requests answered 504 because no endpoint became Ready in time.",
+		}),
+		ProbeResponses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_probe_responses_total",
+			Help: "Requests answered by a probeResponse rule without waking the target.",
+		}),
+	}
+	// Initialise every label value so each series exists from the start.
+	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		m.Proxied.WithLabelValues(c)
+	}
+	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable} {
+		m.Notifications.WithLabelValues(o)
+	}
+	for _, s := range []string{ScopeService, ScopeGlobal} {
+		m.Overflow.WithLabelValues(s)
+	}
+	if reg != nil {
+		var errs []error
+		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.Timeouts, m.ProbeResponses} {
+			errs = append(errs, reg.Register(c))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// codeClass maps a status code to its class label.
+func codeClass(code int) string {
+	switch {
+	case code < 200:
+		return "1xx"
+	case code < 300:
+		return "2xx"
+	case code < 400:
+		return "3xx"
+	case code < 500:
+		return "4xx"
+	default:
+		return "5xx"
+	}
+}

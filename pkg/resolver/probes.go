@@ -1,0 +1,345 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+)
+
+// ProbeAnswer is a canned reply to a matched probe.
+type ProbeAnswer struct {
+	Status int
+	Body   string
+}
+
+// ProbeMatcher answers health-checker requests for a Service whose target is
+// at zero, so they do not wake it.
+type ProbeMatcher interface {
+	// MatchProbe returns the answer of the first rule of svc's
+	// ElastiService that matches req.
+	MatchProbe(svc ServiceRef, req *http.Request) (ProbeAnswer, bool)
+}
+
+// ProbeIndex is a ProbeMatcher over ElastiServices, keyed by namespace and
+// spec.service. Rules are compiled once per ElastiService generation.
+type ProbeIndex struct {
+	mu     sync.RWMutex
+	byName map[types.NamespacedName]*probeEntry
+	bySvc  map[ServiceRef][]*probeEntry // sorted by ElastiService name
+	synced []cache.InformerSynced
+	logger klog.Logger
+}
+
+type probeEntry struct {
+	name    string
+	svc     ServiceRef
+	version string
+	rules   []compiledRule
+}
+
+// NewProbeIndex returns a ProbeIndex kept up to date by the ElastiService
+// informer. Call it before the informer factory is started. ctx only
+// carries the logger.
+func NewProbeIndex(ctx context.Context, informer elastiinformers.ElastiServiceInformer) (*ProbeIndex, error) {
+	p := NewStaticProbeIndex(ctx)
+	reg, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.onUpsert,
+		UpdateFunc: func(_, cur any) { p.onUpsert(cur) },
+		DeleteFunc: p.onDelete,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding ElastiService handler: %w", err)
+	}
+	p.synced = []cache.InformerSynced{informer.Informer().HasSynced, reg.HasSynced}
+	return p, nil
+}
+
+// NewStaticProbeIndex returns an empty ProbeIndex fed only through Upsert
+// and Delete.
+func NewStaticProbeIndex(ctx context.Context) *ProbeIndex {
+	return &ProbeIndex{
+		byName: map[types.NamespacedName]*probeEntry{},
+		bySvc:  map[ServiceRef][]*probeEntry{},
+		logger: klog.FromContext(ctx).WithName("probes"),
+	}
+}
+
+// HasSynced reports whether the ElastiService informer has synced.
+func (p *ProbeIndex) HasSynced() bool {
+	for _, s := range p.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *ProbeIndex) onUpsert(obj any) {
+	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+		p.Upsert(es)
+	}
+}
+
+func (p *ProbeIndex) onDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+		p.Delete(es.Namespace, es.Name)
+	}
+}
+
+// Upsert indexes es's probe rules, compiling them unless this generation is
+// already compiled. es is only read.
+func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
+	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	svc := ServiceRef{es.Namespace, es.Spec.Service}
+	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
+	if es.Generation == 0 {
+		// Objects that never went through an apiserver (tests, fakes) have
+		// no generation; the resource version still changes with the spec.
+		version += "/" + es.ResourceVersion
+	}
+
+	p.mu.RLock()
+	old := p.byName[key]
+	p.mu.RUnlock()
+	if old != nil && old.version == version && old.svc == svc {
+		return
+	}
+
+	var entry *probeEntry
+	if len(es.Spec.ProbeResponse) > 0 {
+		logger := p.logger.WithValues("elastiService", klog.KObj(es), "generation", es.Generation)
+		entry = &probeEntry{name: es.Name, svc: svc, version: version, rules: compileRules(logger, es.Spec.ProbeResponse)}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.removeLocked(key)
+	if entry == nil {
+		return
+	}
+	p.byName[key] = entry
+	// Copy on write: MatchProbe iterates a list after dropping the lock.
+	list := append(slices.Clone(p.bySvc[svc]), entry)
+	slices.SortFunc(list, func(a, b *probeEntry) int { return strings.Compare(a.name, b.name) })
+	p.bySvc[svc] = list
+}
+
+// Delete forgets the ElastiService ns/name.
+func (p *ProbeIndex) Delete(ns, name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.removeLocked(types.NamespacedName{Namespace: ns, Name: name})
+}
+
+func (p *ProbeIndex) removeLocked(key types.NamespacedName) {
+	old, ok := p.byName[key]
+	if !ok {
+		return
+	}
+	delete(p.byName, key)
+	list := slices.DeleteFunc(slices.Clone(p.bySvc[old.svc]), func(e *probeEntry) bool { return e == old })
+	if len(list) == 0 {
+		delete(p.bySvc, old.svc)
+	} else {
+		p.bySvc[old.svc] = list
+	}
+}
+
+// MatchProbe implements ProbeMatcher.
+func (p *ProbeIndex) MatchProbe(svc ServiceRef, req *http.Request) (ProbeAnswer, bool) {
+	p.mu.RLock()
+	list := p.bySvc[svc]
+	p.mu.RUnlock()
+	// Entries are immutable once indexed, so matching needs no lock.
+	var query map[string][]string
+	for _, e := range list {
+		for i := range e.rules {
+			r := &e.rules[i]
+			if r.invalid {
+				continue
+			}
+			if query == nil && len(r.query) > 0 {
+				query = req.URL.Query()
+			}
+			if r.matches(req, query) {
+				return r.answer, true
+			}
+		}
+	}
+	return ProbeAnswer{}, false
+}
+
+// compiledRule is a ProbeResponseRule with its regular expressions
+// compiled. An invalid rule never matches.
+type compiledRule struct {
+	invalid bool
+	method  string
+	path    *stringMatcher
+	headers []nameMatcher
+	query   []nameMatcher
+	answer  ProbeAnswer
+}
+
+type stringMatcher struct {
+	kind  string // Exact, PathPrefix or RegularExpression
+	value string
+	re    *regexp.Regexp
+}
+
+type nameMatcher struct {
+	name string
+	stringMatcher
+}
+
+func compileRules(logger klog.Logger, rules []elastiv1alpha1.ProbeResponseRule) []compiledRule {
+	out := make([]compiledRule, len(rules))
+	for i, r := range rules {
+		c, err := compileRule(r)
+		if err != nil {
+			// Logged once per generation: rules are only compiled when the
+			// generation changes.
+			logger.Error(err, "probeResponse rule is invalid and will never match", "rule", i)
+			c = compiledRule{invalid: true}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func compileRule(r elastiv1alpha1.ProbeResponseRule) (compiledRule, error) {
+	c := compiledRule{method: strings.TrimSpace(r.Method)}
+	status := int(r.Response.Status)
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if status < 200 || status > 599 {
+		return c, fmt.Errorf("response status %d is not in 200-599", r.Response.Status)
+	}
+	c.answer = ProbeAnswer{Status: status, Body: r.Response.Body}
+	if r.Path != nil {
+		kind := r.Path.Type
+		if kind == "" {
+			kind = elastiv1alpha1.MatchPathPrefix
+		}
+		m, err := newStringMatcher(kind, r.Path.Value, true)
+		if err != nil {
+			return c, fmt.Errorf("path: %w", err)
+		}
+		c.path = &m
+	}
+	for _, h := range r.Headers {
+		m, err := newStringMatcher(h.Type, h.Value, false)
+		if err != nil {
+			return c, fmt.Errorf("header %q: %w", h.Name, err)
+		}
+		c.headers = append(c.headers, nameMatcher{name: http.CanonicalHeaderKey(h.Name), stringMatcher: m})
+	}
+	for _, q := range r.QueryParams {
+		m, err := newStringMatcher(q.Type, q.Value, false)
+		if err != nil {
+			return c, fmt.Errorf("query parameter %q: %w", q.Name, err)
+		}
+		c.query = append(c.query, nameMatcher{name: q.Name, stringMatcher: m})
+	}
+	return c, nil
+}
+
+// newStringMatcher compiles one match. A regular expression must match the
+// whole value, as in the Gateway API. An empty type means Exact.
+func newStringMatcher(kind, value string, isPath bool) (stringMatcher, error) {
+	if kind == "" {
+		kind = elastiv1alpha1.MatchExact
+	}
+	m := stringMatcher{kind: kind, value: value}
+	switch kind {
+	case elastiv1alpha1.MatchExact:
+	case elastiv1alpha1.MatchPathPrefix:
+		if !isPath {
+			return m, fmt.Errorf("match type %s is only valid for paths", kind)
+		}
+		m.value = strings.TrimRight(value, "/")
+	case elastiv1alpha1.MatchRegularExpression:
+		re, err := regexp.Compile("^(?:" + value + ")$")
+		if err != nil {
+			return m, fmt.Errorf("regular expression %q: %w", value, err)
+		}
+		m.re = re
+	default:
+		return m, fmt.Errorf("unknown match type %q", kind)
+	}
+	return m, nil
+}
+
+func (m *stringMatcher) match(s string) bool {
+	switch m.kind {
+	case elastiv1alpha1.MatchExact:
+		return s == m.value
+	case elastiv1alpha1.MatchPathPrefix:
+		// Element-wise, as in the Gateway API: /api matches /api and
+		// /api/x, not /apix. A value of "/" matches every path.
+		if !strings.HasPrefix(s, m.value) {
+			return false
+		}
+		rest := s[len(m.value):]
+		return rest == "" || rest[0] == '/' || m.value == ""
+	case elastiv1alpha1.MatchRegularExpression:
+		return m.re.MatchString(s)
+	}
+	return false
+}
+
+func (r *compiledRule) matches(req *http.Request, query map[string][]string) bool {
+	if r.method != "" && !strings.EqualFold(r.method, req.Method) {
+		return false
+	}
+	if r.path != nil {
+		path := req.URL.Path
+		if path == "" {
+			path = "/"
+		}
+		if !r.path.match(path) {
+			return false
+		}
+	}
+	for i := range r.headers {
+		values := req.Header.Values(r.headers[i].name)
+		if r.headers[i].name == "Host" {
+			values = []string{req.Host}
+		}
+		if !anyMatches(&r.headers[i].stringMatcher, values) {
+			return false
+		}
+	}
+	for i := range r.query {
+		if !anyMatches(&r.query[i].stringMatcher, query[r.query[i].name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// anyMatches: a header or parameter given several times matches if one of
+// its values does; an absent one never matches.
+func anyMatches(m *stringMatcher, values []string) bool {
+	for _, v := range values {
+		if m.match(v) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+package resolver
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+
+	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+)
+
+func elastiService(ns, name, svc string, gen int64, rules ...v1.ProbeResponseRule) *v1.ElastiService {
+	return &v1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: gen, UID: types.UID("uid-" + name)},
+		Spec:       v1.ElastiServiceSpec{Service: svc, ProbeResponse: rules},
+	}
+}
+
+func answer(status int32, body string) v1.ProbeCannedAnswer {
+	return v1.ProbeCannedAnswer{Status: status, Body: body}
+}
+
+func TestProbeRuleMatching(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	rules := []v1.ProbeResponseRule{
+		// 0: exact path, GET only.
+		{Method: "GET", Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, "alive")},
+		// 1: prefix with a header (case-insensitive name) and query regex.
+		{
+			Path:        &v1.PathMatch{Type: v1.MatchPathPrefix, Value: "/probe/"},
+			Headers:     []v1.NameValueMatch{{Name: "user-agent", Type: v1.MatchRegularExpression, Value: "kube-probe/.*"}},
+			QueryParams: []v1.NameValueMatch{{Name: "deep", Type: v1.MatchExact, Value: "0"}},
+			Response:    answer(204, ""),
+		},
+		// 2: invalid regex: never matches, never panics.
+		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "(["}, Response: answer(200, "broken")},
+		// 3: regex path, full match only.
+		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/ready[0-9]"}, Response: answer(503, "not yet")},
+		// 4: header only, any method and path.
+		{Headers: []v1.NameValueMatch{{Name: "X-Probe", Value: "lb"}}, Response: answer(200, "lb ok")},
+		// 5: unknown match type: invalid.
+		{Path: &v1.PathMatch{Type: "Glob", Value: "/*"}, Response: answer(200, "glob")},
+		// 6: Host header.
+		{Headers: []v1.NameValueMatch{{Name: "host", Type: v1.MatchRegularExpression, Value: "probe\\..*"}}, Response: answer(200, "by host")},
+	}
+	p := NewStaticProbeIndex(ctx)
+	p.Upsert(elastiService("team", "es", "web", 1, rules...))
+	svc := ServiceRef{"team", "web"}
+
+	tests := []struct {
+		method, target string
+		headers        map[string]string
+		host           string
+		want           string // body of the expected answer, "" for no match
+		status         int
+	}{
+		{"GET", "/healthz", nil, "", "alive", 200},
+		{"get", "/healthz", nil, "", "alive", 200},
+		{"POST", "/healthz", nil, "", "", 0},
+		{"GET", "/healthz/", nil, "", "", 0},
+		{"GET", "/healthz?x=1", nil, "", "alive", 200},
+		{"GET", "/probe?deep=0", map[string]string{"User-Agent": "kube-probe/1.36"}, "", "-", 204},
+		{"GET", "/probe/x?deep=0&deep=1", map[string]string{"USER-AGENT": "kube-probe/1.36"}, "", "-", 204},
+		{"GET", "/prober?deep=0", map[string]string{"User-Agent": "kube-probe/1.36"}, "", "", 0},
+		{"GET", "/probe?deep=1", map[string]string{"User-Agent": "kube-probe/1.36"}, "", "", 0},
+		{"GET", "/probe?deep=0", map[string]string{"User-Agent": "curl/8"}, "", "", 0},
+		{"GET", "/probe?deep=0", nil, "", "", 0},
+		{"GET", "/ready1", nil, "", "not yet", 503},
+		{"GET", "/ready12", nil, "", "", 0},
+		{"GET", "/x/ready1", nil, "", "", 0},
+		{"PUT", "/anything", map[string]string{"x-probe": "lb"}, "", "lb ok", 200},
+		{"PUT", "/anything", map[string]string{"x-probe": "LB"}, "", "", 0},
+		{"GET", "/", nil, "probe.team", "by host", 200},
+		{"GET", "/", nil, "", "", 0},
+	}
+	for _, tc := range tests {
+		req := httptest.NewRequest(tc.method, "http://web.team"+tc.target, nil)
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		for k, v := range tc.headers {
+			req.Header.Set(k, v)
+		}
+		a, ok := p.MatchProbe(svc, req)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("%s %s %v: matched %+v, want no match", tc.method, tc.target, tc.headers, a)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("%s %s %v: no match, want %q", tc.method, tc.target, tc.headers, tc.want)
+			continue
+		}
+		if a.Status != tc.status || (tc.want != "-" && a.Body != tc.want) {
+			t.Errorf("%s %s: got %+v, want %d %q", tc.method, tc.target, a, tc.status, tc.want)
+		}
+	}
+
+	if _, ok := p.MatchProbe(ServiceRef{"other", "web"}, httptest.NewRequest("GET", "/healthz", nil)); ok {
+		t.Error("a rule of team/web matched other/web")
+	}
+}
+
+func TestPathPrefixSemantics(t *testing.T) {
+	cases := []struct {
+		prefix, path string
+		want         bool
+	}{
+		{"/", "/", true}, {"/", "/a/b", true},
+		{"/api", "/api", true}, {"/api", "/api/", true}, {"/api", "/api/v1", true},
+		{"/api", "/apis", false}, {"/api/", "/api", true}, {"/api/", "/api/x", true},
+		{"/api", "/", false},
+	}
+	for _, c := range cases {
+		m, err := newStringMatcher(v1.MatchPathPrefix, c.prefix, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.match(c.path); got != c.want {
+			t.Errorf("PathPrefix %q on %q = %v, want %v", c.prefix, c.path, got, c.want)
+		}
+	}
+	if _, err := newStringMatcher(v1.MatchPathPrefix, "/x", false); err == nil {
+		t.Error("PathPrefix accepted for a header")
+	}
+}
+
+func TestProbeCompiledOncePerGeneration(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := NewStaticProbeIndex(ctx)
+	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/h.*"}, Response: answer(200, "a")}
+	es := elastiService("team", "es", "web", 3, rule)
+	p.Upsert(es)
+	first := p.bySvc[ServiceRef{"team", "web"}][0]
+	es2 := es.DeepCopy()
+	es2.ResourceVersion = "99" // status-only change: same generation
+	p.Upsert(es2)
+	if p.bySvc[ServiceRef{"team", "web"}][0] != first {
+		t.Error("rules were recompiled for the same generation")
+	}
+	es3 := es.DeepCopy()
+	es3.Generation = 4
+	es3.Spec.ProbeResponse[0].Response.Body = "b"
+	p.Upsert(es3)
+	if a, _ := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/health", nil)); a.Body != "b" {
+		t.Errorf("after a new generation got %q, want b", a.Body)
+	}
+	// Moving the ElastiService to another Service moves its rules.
+	es4 := es3.DeepCopy()
+	es4.Spec.Service = "api"
+	p.Upsert(es4)
+	if _, ok := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/health", nil)); ok {
+		t.Error("rules stayed on the old Service")
+	}
+	if _, ok := p.MatchProbe(ServiceRef{"team", "api"}, httptest.NewRequest("GET", "/health", nil)); !ok {
+		t.Error("rules did not move to the new Service")
+	}
+	p.Delete("team", "es")
+	if len(p.byName) != 0 || len(p.bySvc) != 0 {
+		t.Errorf("index not empty after delete: %v %v", p.byName, p.bySvc)
+	}
+	// Bad status: the rule is invalid.
+	p.Upsert(elastiService("team", "bad", "web", 1, v1.ProbeResponseRule{Response: answer(42, "x")}))
+	if _, ok := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/", nil)); ok {
+		t.Error("a rule with status 42 matched")
+	}
+}
+
+func TestProbeIndexFromInformer(t *testing.T) {
+	checkNoLeaks(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, "ok")}
+	client := elastifake.NewSimpleClientset(elastiService("team", "es", "web", 1, rule))
+	factory := elastiinformers.NewSharedInformerFactory(client, 0)
+	p, err := NewProbeIndex(ctx, factory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer cancel()
+	factory.WaitForCacheSync(ctx.Done())
+	eventually(t, 5*time.Second, "probe index synced", p.HasSynced)
+
+	svc := ServiceRef{"team", "web"}
+	if a, ok := p.MatchProbe(svc, httptest.NewRequest("GET", "/healthz", nil)); !ok || a.Body != "ok" {
+		t.Fatalf("initial rule: %+v %v", a, ok)
+	}
+	es, err := client.ElastiV1alpha1().ElastiServices("team").Get(ctx, "es", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Generation = 2
+	es.Spec.ProbeResponse[0].Response.Body = "updated"
+	if _, err := client.ElastiV1alpha1().ElastiServices("team").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "updated rule", func() bool {
+		a, _ := p.MatchProbe(svc, httptest.NewRequest("GET", "/healthz", nil))
+		return a.Body == "updated"
+	})
+	if err := client.ElastiV1alpha1().ElastiServices("team").Delete(ctx, "es", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "rule removal", func() bool {
+		_, ok := p.MatchProbe(svc, httptest.NewRequest("GET", "/healthz", nil))
+		return !ok
+	})
+	cancel()
+	factory.Shutdown()
+}

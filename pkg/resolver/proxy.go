@@ -1,0 +1,249 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// DialFunc opens a connection to a pod. Tests inject one that maps pod
+// addresses to loopback listeners.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// forwarder reverse-proxies a request to a Ready pod: HTTP/1.1 with
+// keep-alive, or h2c for gRPC and HTTP/2 clients, streaming both ways.
+type forwarder struct {
+	h1, h2  *http.Transport
+	proxy   *httputil.ReverseProxy
+	metrics *Metrics
+	logger  klog.Logger
+	// next holds a round-robin counter per service.
+	next sync.Map // ServiceRef -> *atomic.Uint64
+}
+
+// forwardInfo travels in the outbound request's context from ServeHTTP to
+// the transport.
+type forwardInfo struct {
+	svc   ServiceRef
+	addrs []string // in try order
+	h2c   bool
+}
+
+type forwardInfoKey struct{}
+
+// dialError marks a failure to connect, the one error a request can be
+// retried on without having sent anything.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logger) *forwarder {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	wrapped := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, &dialError{err}
+		}
+		return c, nil
+	}
+	newTransport := func() *http.Transport {
+		return &http.Transport{
+			Proxy:       nil, // never an HTTP proxy from the environment
+			DialContext: wrapped,
+			// Pass Accept-Encoding and bodies through untouched.
+			DisableCompression:    true,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	f := &forwarder{h1: newTransport(), h2: newTransport(), metrics: metrics, logger: logger}
+	f.h1.Protocols = new(http.Protocols)
+	f.h1.Protocols.SetHTTP1(true)
+	// HTTP/2 with prior knowledge over cleartext, as gRPC servers expect.
+	f.h2.Protocols = new(http.Protocols)
+	f.h2.Protocols.SetUnencryptedHTTP2(true)
+
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      f,
+		FlushInterval:  -1,
+		ErrorLog:       log.New(logWriter{logger}, "", 0),
+		ModifyResponse: f.modifyResponse,
+		ErrorHandler:   f.errorHandler,
+	}
+	return f
+}
+
+// serve forwards req to one of t's endpoints.
+func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceRef, t Target) {
+	upgrade := req.Header.Get("Upgrade") != ""
+	info := &forwardInfo{
+		svc:   svc,
+		addrs: f.order(svc, t.Addrs),
+		// WebSocket and other upgrades exist only in HTTP/1.1.
+		h2c: !upgrade && (t.H2C || req.ProtoMajor == 2 || isGRPC(req)),
+	}
+	if req.ProtoMajor == 1 && !upgrade {
+		// Let a streaming backend answer while the client still sends.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
+	f.logger.V(4).Info("Forwarding request", "service", svc.kref(), "method", req.Method, "h2c", info.h2c, "endpoints", len(t.Addrs))
+	f.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), forwardInfoKey{}, info)))
+}
+
+// order returns at most two endpoints: the next in round-robin order, then
+// its successor for the single retry.
+func (f *forwarder) order(svc ServiceRef, addrs []string) []string {
+	n := len(addrs)
+	if n <= 1 {
+		return addrs
+	}
+	c, ok := f.next.Load(svc)
+	if !ok {
+		c, _ = f.next.LoadOrStore(svc, new(atomic.Uint64))
+	}
+	i := int(c.(*atomic.Uint64).Add(1) % uint64(n))
+	return []string{addrs[i], addrs[(i+1)%n]}
+}
+
+func isGRPC(req *http.Request) bool {
+	ct := req.Header.Get("Content-Type")
+	return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;")
+}
+
+// rewrite keeps method, path, query, Host and headers, and appends to the
+// X-Forwarded-* headers instead of replacing what an ingress set.
+func rewrite(pr *httputil.ProxyRequest) {
+	info := pr.In.Context().Value(forwardInfoKey{}).(*forwardInfo)
+	pr.Out.URL.Scheme = "http"
+	if len(info.addrs) > 0 {
+		pr.Out.URL.Host = info.addrs[0] // the transport sets it per attempt
+	}
+	pr.Out.Host = pr.In.Host
+	if prior, ok := pr.In.Header["X-Forwarded-For"]; ok {
+		pr.Out.Header["X-Forwarded-For"] = prior
+	}
+	pr.SetXForwarded()
+	for _, h := range []string{"X-Forwarded-Proto", "X-Forwarded-Host"} {
+		if v := pr.In.Header.Values(h); len(v) > 0 {
+			pr.Out.Header[h] = v
+		}
+	}
+}
+
+// RoundTrip sends the request to the first endpoint and, if connecting
+// failed before any of the body was read, once to the second.
+func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
+	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
+	rt := f.h1
+	if info.h2c {
+		rt = f.h2
+	}
+	var body *trackedBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &trackedBody{rc: req.Body}
+	}
+	var err error
+	for i, addr := range info.addrs {
+		out := req.WithContext(req.Context()) // shallow copy
+		u := *req.URL
+		u.Host = addr
+		out.URL = &u
+		if body != nil {
+			out.Body = body
+		}
+		var resp *http.Response
+		resp, err = rt.RoundTrip(out)
+		if err == nil {
+			return resp, nil
+		}
+		var de *dialError
+		if !errors.As(err, &de) || (body != nil && body.read.Load()) || req.Context().Err() != nil || i == len(info.addrs)-1 {
+			break
+		}
+		f.logger.V(2).Info("Connecting to endpoint failed, trying another", "service", info.svc.kref(), "endpoint", addr, "err", err)
+	}
+	if err == nil {
+		err = errors.New("no endpoint")
+	}
+	return nil, err
+}
+
+// trackedBody records whether the transport started reading the body, and
+// keeps the transport from closing it between attempts; the server closes
+// the inbound body when the handler returns.
+type trackedBody struct {
+	rc   io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.rc.Read(p)
+}
+
+func (b *trackedBody) Close() error { return nil }
+
+func (f *forwarder) modifyResponse(resp *http.Response) error {
+	f.metrics.Proxied.WithLabelValues(codeClass(resp.StatusCode)).Inc()
+	if len(resp.Trailer) > 0 && resp.Request != nil && resp.Request.ProtoMajor < 2 {
+		// An h2 backend may announce trailers and still send a length. An
+		// HTTP/1.1 client only gets trailers in a chunked body, and the
+		// server only chunks without a Content-Length.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
+	return nil
+}
+
+func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err error) {
+	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
+	logger := f.logger.WithValues("service", info.svc.kref())
+	if req.Context().Err() != nil {
+		logger.V(4).Info("Client went away while forwarding", "err", err)
+		return
+	}
+	f.metrics.Proxied.WithLabelValues("5xx").Inc()
+	var de *dialError
+	if errors.As(err, &de) {
+		logger.V(2).Info("No endpoint accepted the connection", "err", err)
+		httpError(w, http.StatusBadGateway, fmt.Sprintf("could not connect to a ready pod of service %s", info.svc))
+		return
+	}
+	logger.V(2).Info("Forwarding failed", "err", err)
+	httpError(w, http.StatusBadGateway, fmt.Sprintf("error while forwarding to service %s", info.svc))
+}
+
+func (f *forwarder) closeIdle() {
+	f.h1.CloseIdleConnections()
+	f.h2.CloseIdleConnections()
+}
+
+// httpError answers with a plain-text message prefixed by the component.
+func httpError(w http.ResponseWriter, code int, msg string) {
+	http.Error(w, "elasti-resolver: "+msg, code)
+}
+
+// logWriter sends httputil.ReverseProxy's own log lines to klog.
+type logWriter struct{ logger klog.Logger }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.logger.V(2).Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
