@@ -72,6 +72,8 @@ type env struct {
 	elasti versioned.Interface
 	opts   operator.Options
 	stop   func()
+	// lastOperator is the most recently started operator.
+	lastOperator *operator.Operator
 }
 
 func newEnv(t *testing.T) *env { return newBenchEnv(t) }
@@ -107,6 +109,7 @@ func (e *env) startOperatorReturning() *operator.Operator {
 		cancel()
 		e.t.Fatalf("operator.New: %v", err)
 	}
+	e.lastOperator = op
 	done := make(chan error, 1)
 	go func() { done <- op.Run(ctx) }()
 	var once sync.Once

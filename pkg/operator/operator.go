@@ -28,6 +28,7 @@ import (
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/idle"
+	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -134,6 +135,8 @@ type Operator struct {
 	ScaleServer *scaleserver.Server
 	// Poller scales idle targets to zero; it runs only on the leader.
 	Poller *idle.Poller
+	// Metrics is the operator's own registry, served on /metrics.
+	Metrics *metrics.Operator
 
 	leading atomic.Bool
 
@@ -168,7 +171,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 
-	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti}
+	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
 	o.kubeFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(opts.WatchNamespace), informers.WithTransform(trimForCache))
 	// The resolver's slices may live outside --watch-namespace; one more
@@ -223,6 +226,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
 		},
 	})
+	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
+	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
+	o.Poller.ObserveRun = o.Metrics.ObservePoll
 	return o, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
 // fakePrometheus speaks enough of /api/v1/query for the triggers: the uptime
@@ -285,6 +287,7 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	deadURL := dead.URL
 	dead.Close()
 	e.startScaling(prom)
+	op := e.lastOperator
 	e.resolver(1)
 	cases := []struct{ name, mode, value, up, server string }{
 		{"unreachable", "", "0", "1", deadURL},
@@ -319,6 +322,13 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	for _, c := range cases {
 		if got := e.replicas(elastiv1alpha1.KindDeployment, "svc-"+c.name); got != 1 {
 			t.Errorf("%s: scaled to %d on an error", c.name, got)
+		}
+	}
+	// Every failure reached the metric with a bounded reason.
+	for _, reason := range []triggers.Reason{triggers.ReasonUnreachable, triggers.ReasonBadResponse, triggers.ReasonMultipleSeries,
+		triggers.ReasonBadStatus, triggers.ReasonPrometheusDown, triggers.ReasonNotFinite} {
+		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(idle.OutcomeTriggerError, string(reason))); got < 1 {
+			t.Errorf("trigger errors with reason %s = %v, want at least 1", reason, got)
 		}
 	}
 	// Control: with a healthy, idle Prometheus the same setup does scale down.
