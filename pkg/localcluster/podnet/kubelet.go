@@ -1,0 +1,240 @@
+package podnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/controller/workloop"
+)
+
+// kubeletName names the work queue (and its metrics).
+const kubeletName = "podnet-kubelet"
+
+// Kubelet is a fake kubelet for the pod network: it keeps a pod's IP on the
+// namespace's lo while the pod is Ready, so a backend listening in the
+// namespace "runs" in every Ready pod. It watches pods in all namespaces and
+// touches only IPs inside PodCIDR; pods with other IPs (host network, other
+// ranges) are ignored. kwok may hand a deleted pod's IP to a new pod, so an
+// IP is removed only when no Ready pod holds it any more.
+//
+// Event handlers only queue pod keys; a single worker reconciles them, with
+// the bounded retries of workloop.
+type Kubelet struct {
+	net      *Network
+	onChange func(ip string, ready bool)
+
+	factory   informers.SharedInformerFactory
+	podLister corelisters.PodLister
+	podSynced cache.InformerSynced
+
+	loop *workloop.Loop[cache.ObjectName]
+	// syncHandler is a field so tests can swap it.
+	syncHandler func(ctx context.Context, key cache.ObjectName) error
+
+	mu      sync.Mutex
+	podIP   map[cache.ObjectName]string           // IP each pod holds on lo
+	holders map[string]sets.Set[cache.ObjectName] // pods holding each IP
+
+	started atomic.Bool
+	synced  atomic.Bool
+	done    chan struct{}
+}
+
+// NewKubelet wires a fake kubelet for n to kube. onChange, if not nil, is
+// called from the worker after an IP was added (ready true) or removed
+// (ready false); it must not block for long. Start it with Run.
+func NewKubelet(n *Network, kube kubernetes.Interface, onChange func(ip string, ready bool)) (*Kubelet, error) {
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	pods := factory.Core().V1().Pods()
+	k := &Kubelet{
+		net:       n,
+		onChange:  onChange,
+		factory:   factory,
+		podLister: pods.Lister(),
+		podSynced: pods.Informer().HasSynced,
+		podIP:     map[cache.ObjectName]string{},
+		holders:   map[string]sets.Set[cache.ObjectName]{},
+		done:      make(chan struct{}),
+	}
+	k.syncHandler = k.syncPod
+	k.loop = workloop.New(kubeletName, func(ctx context.Context, key cache.ObjectName) error {
+		return k.syncHandler(ctx, key)
+	}, nil)
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    k.enqueue,
+		UpdateFunc: func(_, obj any) { k.enqueue(obj) },
+		DeleteFunc: k.enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("podnet: pod event handler: %w", err)
+	}
+	return k, nil
+}
+
+// RunKubelet starts a fake kubelet for n in the background; it stops when
+// ctx ends (Done then closes). Wait for HasSynced before relying on the IPs
+// of pods that already existed.
+func (n *Network) RunKubelet(ctx context.Context, kube kubernetes.Interface, onChange func(ip string, ready bool)) (*Kubelet, error) {
+	k, err := NewKubelet(n, kube, onChange)
+	if err != nil {
+		return nil, err
+	}
+	go k.Run(ctx)
+	return k, nil
+}
+
+// Run starts the informer, applies every existing pod once, then reconciles
+// pod events until ctx ends. It blocks until the worker and the informer
+// have stopped. Run may be called once; IPs stay on lo after it returns
+// (Network.Close removes everything).
+func (k *Kubelet) Run(ctx context.Context) {
+	if !k.started.CompareAndSwap(false, true) {
+		utilruntime.HandleErrorWithContext(ctx, errors.New("podnet: Kubelet.Run called twice"), "Not starting")
+		return
+	}
+	defer close(k.done)
+	logger := klog.FromContext(ctx).WithValues("controller", kubeletName)
+	ctx = klog.NewContext(ctx, logger)
+
+	k.factory.Start(ctx.Done())
+	defer k.factory.Shutdown()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, k.podSynced) {
+		k.loop.ShutDown()
+		return
+	}
+	// Apply the initial state before HasSynced reports true. The informer
+	// queued the same keys; the worker finds them already done.
+	pods, err := k.podLister.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Listing pods from cache")
+	}
+	for _, pod := range pods {
+		if err := k.syncHandler(ctx, cache.MetaObjectToName(pod)); err != nil {
+			logger.V(2).Info("Initial sync failed, the worker retries", "pod", klog.KObj(pod), "err", err)
+		}
+	}
+	k.synced.Store(true)
+	logger.V(2).Info("Synced", "pods", len(pods))
+	k.loop.Run(ctx, 1)
+}
+
+// HasSynced reports whether the pod cache has synced and every pod seen in
+// the initial list has been applied.
+func (k *Kubelet) HasSynced() bool { return k.synced.Load() }
+
+// Done is closed when Run has returned.
+func (k *Kubelet) Done() <-chan struct{} { return k.done }
+
+// enqueue queues a pod's key; it unwraps delete tombstones.
+func (k *Kubelet) enqueue(obj any) {
+	key, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("podnet kubelet: key for %T: %w", obj, err))
+		return
+	}
+	k.loop.Add(key)
+}
+
+// syncPod makes the IP held for key match the pod's current state.
+func (k *Kubelet) syncPod(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.FromContext(ctx)
+	want := ""
+	pod, err := k.podLister.Pods(key.Namespace).Get(key.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		want = servingIP(pod)
+	}
+
+	type change struct {
+		ip    string
+		ready bool
+	}
+	var changes []change
+	err = func() error {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		have := k.podIP[key]
+		if have == want {
+			return nil
+		}
+		if have != "" {
+			others := k.holders[have].Len() - 1
+			if others == 0 {
+				if err := k.net.RemoveIP(have); err != nil {
+					return err
+				}
+				changes = append(changes, change{have, false})
+				logger.V(2).Info("Removed pod IP", "pod", key, "ip", have)
+			} else {
+				logger.V(4).Info("Pod IP still held by another pod", "pod", key, "ip", have, "holders", others)
+			}
+			k.holders[have].Delete(key)
+			if k.holders[have].Len() == 0 {
+				delete(k.holders, have)
+			}
+			delete(k.podIP, key)
+		}
+		if want != "" {
+			if k.holders[want].Len() == 0 {
+				if err := k.net.AddIP(want); err != nil {
+					return err
+				}
+				changes = append(changes, change{want, true})
+				logger.V(2).Info("Added pod IP", "pod", key, "ip", want)
+				k.holders[want] = sets.New[cache.ObjectName]()
+			}
+			k.holders[want].Insert(key)
+			k.podIP[key] = want
+		}
+		return nil
+	}()
+	if k.onChange != nil {
+		for _, c := range changes {
+			k.onChange(c.ip, c.ready)
+		}
+	}
+	if errors.Is(err, ErrClosed) {
+		// Nothing left to keep in step; retrying cannot help.
+		logger.V(4).Info("Network closed, ignoring pod", "pod", key)
+		return nil
+	}
+	return err
+}
+
+// servingIP is the pod IP that should answer for pod, or "" if none: the pod
+// must be Ready, not being deleted, and have an IP inside PodCIDR.
+func servingIP(pod *corev1.Pod) string {
+	if pod.DeletionTimestamp != nil || !podReady(pod) {
+		return ""
+	}
+	addr, err := ParsePodIP(pod.Status.PodIP)
+	if err != nil {
+		return ""
+	}
+	return addr.String()
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,214 @@
+package podnet
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func pod(ns, name, ip string, ready bool) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			PodIP:      ip,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}},
+		},
+	}
+}
+
+// eventLog records onChange calls.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) record(ip string, ready bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	state := "-"
+	if ready {
+		state = "+"
+	}
+	l.events = append(l.events, state+ip)
+}
+
+func (l *eventLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+// waitFor polls cond every 20ms for at most 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hasIP(t *testing.T, n *Network, ip string) bool {
+	t.Helper()
+	ips, err := n.IPs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(ips, ip)
+}
+
+// startKubelet runs a fake kubelet until the test ends.
+func startKubelet(t *testing.T, n *Network, kube *fake.Clientset) (*Kubelet, *eventLog) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	log := &eventLog{}
+	k, err := n.RunKubelet(ctx, kube, log.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-k.Done():
+		case <-time.After(10 * time.Second):
+			t.Errorf("kubelet did not stop")
+		}
+	})
+	waitFor(t, "kubelet sync", k.HasSynced)
+	return k, log
+}
+
+func TestKubeletFollowsReadyPods(t *testing.T) {
+	n := newNetwork(t)
+	const port = 18081
+	serve(t, n, "0.0.0.0:18081")
+
+	kube := fake.NewClientset(
+		pod("a", "ready", "10.244.3.4", true),
+		pod("a", "notready", "10.244.3.5", false),
+		pod("b", "outside", "10.1.2.3", true),
+		pod("b", "noip", "", true),
+	)
+	_, log := startKubelet(t, n, kube)
+	ctx := t.Context()
+
+	// Existing pods are applied by the time HasSynced is true.
+	if ips, err := n.IPs(); err != nil || !slices.Equal(ips, []string{"10.244.3.4"}) {
+		t.Fatalf("IPs after sync = %v, %v; want [10.244.3.4]", ips, err)
+	}
+	if err := n.Reachable(ctx, "10.244.3.4", port); err != nil {
+		t.Errorf("backend in Ready pod: %v", err)
+	}
+	if _, err := get(n, "10.244.3.5", port); err == nil {
+		t.Errorf("not-Ready pod answered")
+	}
+
+	pods := kube.CoreV1().Pods("a")
+	// Not Ready -> Ready -> not Ready.
+	if _, err := pods.UpdateStatus(ctx, pod("a", "notready", "10.244.3.5", true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "10.244.3.5 added", func() bool { return hasIP(t, n, "10.244.3.5") })
+	if err := n.Reachable(ctx, "10.244.3.5", port); err != nil {
+		t.Errorf("pod that became Ready: %v", err)
+	}
+	if _, err := pods.UpdateStatus(ctx, pod("a", "notready", "10.244.3.5", false), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "10.244.3.5 removed", func() bool { return !hasIP(t, n, "10.244.3.5") })
+
+	// Deleted -> removed, and no longer answers.
+	if err := pods.Delete(ctx, "ready", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "10.244.3.4 removed", func() bool { return !hasIP(t, n, "10.244.3.4") })
+	if _, err := get(n, "10.244.3.4", port); err == nil {
+		t.Errorf("deleted pod still answers")
+	}
+
+	// A deletionTimestamp is enough.
+	if _, err := pods.Create(ctx, pod("a", "terminating", "10.244.3.6", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "10.244.3.6 added", func() bool { return hasIP(t, n, "10.244.3.6") })
+	p := pod("a", "terminating", "10.244.3.6", true)
+	now := metav1.Now()
+	p.DeletionTimestamp = &now
+	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "10.244.3.6 removed", func() bool { return !hasIP(t, n, "10.244.3.6") })
+
+	want := []string{"+10.244.3.4", "+10.244.3.5", "-10.244.3.5", "-10.244.3.4", "+10.244.3.6", "-10.244.3.6"}
+	if got := log.get(); !slices.Equal(got, want) {
+		t.Errorf("onChange calls = %v, want %v", got, want)
+	}
+	if ips, err := n.IPs(); err != nil || len(ips) != 0 {
+		t.Errorf("IPs at the end = %v, %v; want none (10.1.2.3 must never be added)", ips, err)
+	}
+}
+
+// kwok may give a new pod the IP of one that is still going away.
+func TestKubeletSharedIP(t *testing.T) {
+	n := newNetwork(t)
+	kube := fake.NewClientset()
+	_, log := startKubelet(t, n, kube)
+	ctx := t.Context()
+	pods := kube.CoreV1().Pods("a")
+
+	const ip = "10.244.7.7"
+	for _, name := range []string{"old", "new"} {
+		if _, err := pods.Create(ctx, pod("a", name, ip, true), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, ip+" added", func() bool { return hasIP(t, n, ip) })
+	if err := pods.Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The queue is FIFO with one worker: once a later pod is applied, the
+	// deletion has been too.
+	if _, err := pods.Create(ctx, pod("a", "barrier", "10.244.7.8", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "barrier added", func() bool { return hasIP(t, n, "10.244.7.8") })
+	if !hasIP(t, n, ip) {
+		t.Fatalf("%s removed although pod a/new still holds it", ip)
+	}
+	if err := pods.Delete(ctx, "new", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ip+" removed", func() bool { return !hasIP(t, n, ip) })
+	want := []string{"+" + ip, "+10.244.7.8", "-" + ip}
+	if got := log.get(); !slices.Equal(got, want) {
+		t.Errorf("onChange calls = %v, want %v", got, want)
+	}
+}
+
+// A pod whose IP changes (not something kwok does, but cheap to get right)
+// moves its address.
+func TestKubeletIPChange(t *testing.T) {
+	n := newNetwork(t)
+	kube := fake.NewClientset(pod("a", "p", "10.244.8.1", true))
+	startKubelet(t, n, kube)
+	if !hasIP(t, n, "10.244.8.1") {
+		t.Fatal("10.244.8.1 not added")
+	}
+	if _, err := kube.CoreV1().Pods("a").UpdateStatus(t.Context(), pod("a", "p", "10.244.8.2", true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "IP moved", func() bool { return hasIP(t, n, "10.244.8.2") && !hasIP(t, n, "10.244.8.1") })
+}
