@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -78,6 +79,9 @@ type Poller struct {
 	Observe func(outcome string, reason triggers.Reason)
 	// ObserveRun, when set, receives each poll's start and duration.
 	ObserveRun func(start time.Time, d time.Duration)
+	// RecentWake, when set, reports a wake that status.lastScaledUpTime may
+	// not show yet, so a poll right after a wake never undoes it.
+	RecentWake func(es types.NamespacedName) (time.Time, bool)
 }
 
 // New returns a poller.
@@ -179,7 +183,7 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 	if now.Sub(es.CreationTimestamp.Time) < cooldown {
 		return OutcomeCooldown, ""
 	}
-	if last := es.Status.LastScaledUpTime; last != nil && now.Sub(last.Time) < cooldown {
+	if last := p.lastWake(es); !last.IsZero() && now.Sub(last) < cooldown {
 		return OutcomeCooldown, ""
 	}
 
@@ -212,6 +216,21 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", verdict.Detail)
 	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", cooldown, verdict.Detail, ref.Kind, ref.Name)
 	return OutcomeScaledToZero, ""
+}
+
+// lastWake is the later of status.lastScaledUpTime and a wake this replica
+// made that the status does not show yet.
+func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
+	var last time.Time
+	if es.Status.LastScaledUpTime != nil {
+		last = es.Status.LastScaledUpTime.Time
+	}
+	if p.RecentWake != nil {
+		if t, ok := p.RecentWake(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}); ok && t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) error {

@@ -229,6 +229,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
 	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
 	o.Poller.ObserveRun = o.Metrics.ObservePoll
+	o.Poller.RecentWake = o.ScaleServer.LastWake
 	return o, nil
 }
 

@@ -40,6 +40,9 @@ const (
 	OutcomeUnavailable = "unavailable"
 )
 
+// wakeMemory is how long LastWake remembers a wake.
+const wakeMemory = 10 * time.Minute
+
 // Config tunes the server.
 type Config struct {
 	// ScaleTimeout bounds one scale call, shared by every coalesced request.
@@ -71,6 +74,10 @@ type Server struct {
 	mu       sync.Mutex
 	inFlight map[types.NamespacedName]*call
 	settled  map[types.NamespacedName]time.Time
+	// woken holds each ElastiService's last wake by this replica, which the
+	// idle poller reads: status.lastScaledUpTime is written asynchronously
+	// and may reach the cache after the next poll.
+	woken map[types.NamespacedName]time.Time
 	// statusWrites serialises the asynchronous status writes per service.
 	statusWrites sync.WaitGroup
 }
@@ -89,7 +96,16 @@ func New(baseCtx context.Context, dir *directory.Directory, scaler Scaler, statu
 		clock: clock.RealClock{}, baseCtx: baseCtx,
 		inFlight: map[types.NamespacedName]*call{},
 		settled:  map[types.NamespacedName]time.Time{},
+		woken:    map[types.NamespacedName]time.Time{},
 	}
+}
+
+// LastWake returns when this replica last scaled es up from a request.
+func (s *Server) LastWake(es types.NamespacedName) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.woken[es]
+	return t, ok
 }
 
 // Handler serves the scale route and nothing else.
@@ -208,6 +224,15 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 	}
 	// The status write must never delay the answer to the resolver.
 	now := s.clock.Now()
+	s.mu.Lock()
+	s.woken[entry.ElastiService] = now
+	for k, at := range s.woken {
+		// By then the status write has landed or failed for good.
+		if now.Sub(at) > wakeMemory {
+			delete(s.woken, k)
+		}
+	}
+	s.mu.Unlock()
 	s.statusWrites.Go(func() {
 		ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
 		defer cancel()

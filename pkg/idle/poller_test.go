@@ -1,0 +1,185 @@
+package idle
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/triggers"
+)
+
+type fakeScaler struct {
+	mu       sync.Mutex
+	replicas int32
+	missing  bool
+	scaled   []int32
+	keda     []bool
+}
+
+func (f *fakeScaler) Get(scaletarget.Ref) (scaletarget.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.missing {
+		return scaletarget.State{}, fmt.Errorf("not found")
+	}
+	return scaletarget.State{Replicas: f.replicas}, nil
+}
+
+func (f *fakeScaler) Scale(_ context.Context, _ scaletarget.Ref, n int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scaled = append(f.scaled, n)
+	f.replicas = n
+	return nil
+}
+
+func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keda = append(f.keda, paused)
+	return nil
+}
+
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) // a Saturday
+
+// prometheus answers value for the metric and 1 for the uptime query.
+func prometheus(t *testing.T, value string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := value
+		if strings.HasPrefix(r.URL.Query().Get("query"), "min_over_time(") {
+			v = "1"
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"%s"]}]}}`, v)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func elastiService(mutate func(*elastiv1alpha1.ElastiService)) *elastiv1alpha1.ElastiService {
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           "web",
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinTargetReplicas: 2,
+			CooldownPeriod:    60,
+			Triggers:          []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: []byte(`{"query":"q","threshold":"1"}`)}},
+		},
+	}
+	if mutate != nil {
+		mutate(es)
+	}
+	return es
+}
+
+func TestEvaluate(t *testing.T) {
+	idleProm := func(t *testing.T) string { return prometheus(t, "0") }
+	busyProm := func(t *testing.T) string { return prometheus(t, "5") }
+	cases := []struct {
+		name       string
+		es         *elastiv1alpha1.ElastiService
+		replicas   int32
+		prom       func(*testing.T) string
+		recentWake time.Duration // ago; 0 means none
+		want       string
+		wantScaled []int32
+		wantKEDA   []bool
+	}{
+		{"idle scales to zero", elastiService(nil), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, nil},
+		{"busy stays", elastiService(nil), 2, busyProm, 0, OutcomeBusy, nil, nil},
+		{"younger than cooldown", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.CreationTimestamp = metav1.NewTime(now.Add(-30 * time.Second))
+		}), 2, idleProm, 0, OutcomeCooldown, nil, nil},
+		{"woken within cooldown (status)", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Status.LastScaledUpTime = &metav1.Time{Time: now.Add(-30 * time.Second)}
+		}), 2, idleProm, 0, OutcomeCooldown, nil, nil},
+		{"woken within cooldown (status not written yet)", elastiService(nil), 2, idleProm, 10 * time.Second, OutcomeCooldown, nil, nil},
+		{"old wake does not block", elastiService(nil), 2, idleProm, 2 * time.Minute, OutcomeScaledToZero, []int32{0}, nil},
+		{"already zero", elastiService(nil), 0, idleProm, 0, OutcomeAlreadyZero, nil, nil},
+		{"keda paused before zero", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "so"}
+		}), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, []bool{true}},
+		{"hpa left alone", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "hpa", Name: "web"}
+		}), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, nil},
+		{"outside the window at zero scales up", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
+		}), 0, idleProm, 0, OutcomeOutsideWindow, []int32{2}, nil},
+		{"outside the window and up stays", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
+		}), 2, idleProm, 0, OutcomeOutsideWindow, nil, nil},
+		{"inside the window scales to zero", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 10 * * *", Duration: "4h"}
+		}), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, nil},
+		{"invalid schedule does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "61 * * * *", Duration: "1h"}
+		}), 2, idleProm, 0, OutcomeInvalidSchedule, nil, nil},
+		{"bad trigger metadata does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.Triggers[0].Metadata = []byte(`{"query":"q","threshold":"lots"}`)
+		}), 2, idleProm, 0, OutcomeTriggerError, nil, nil},
+		{"no triggers does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = nil }),
+			2, idleProm, 0, OutcomeBusy, nil, nil},
+		{"being deleted does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			es.DeletionTimestamp = &metav1.Time{Time: now}
+		}), 2, idleProm, 0, OutcomeDeleting, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			scaler := &fakeScaler{replicas: c.replicas}
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			_ = indexer.Add(c.es)
+			recorder := record.NewFakeRecorder(10)
+			p := New(elastilisters.NewElastiServiceLister(indexer), scaler, recorder, Config{
+				Interval: time.Second, Parallelism: 2, QueryTimeout: time.Second,
+				Defaults: triggers.Defaults{ServerAddress: c.prom(t)},
+			})
+			p.clock = clocktesting.NewFakePassiveClock(now)
+			if c.recentWake > 0 {
+				p.RecentWake = func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true }
+			}
+			got, _ := p.Evaluate(context.Background(), c.es)
+			if got != c.want {
+				t.Errorf("outcome %q, want %q", got, c.want)
+			}
+			if fmt.Sprint(scaler.scaled) != fmt.Sprint(c.wantScaled) || fmt.Sprint(scaler.keda) != fmt.Sprint(c.wantKEDA) {
+				t.Errorf("scaled %v keda %v; want %v and %v", scaler.scaled, scaler.keda, c.wantScaled, c.wantKEDA)
+			}
+		})
+	}
+}
+
+func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T) {
+	scaler := &fakeScaler{replicas: 2}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for i := range 40 {
+		_ = indexer.Add(elastiService(func(es *elastiv1alpha1.ElastiService) { es.Name = fmt.Sprintf("web-%d", i) }))
+	}
+	p := New(elastilisters.NewElastiServiceLister(indexer), scaler, record.NewFakeRecorder(100), Config{
+		Interval: time.Second, Parallelism: 4, QueryTimeout: time.Second,
+		Defaults: triggers.Defaults{ServerAddress: prometheus(t, "5")},
+	})
+	p.clock = clocktesting.NewFakePassiveClock(now)
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	p.Observe = func(o string, _ triggers.Reason) { mu.Lock(); outcomes[o]++; mu.Unlock() }
+	ran := false
+	p.ObserveRun = func(time.Time, time.Duration) { ran = true }
+	p.PollOnce(context.Background())
+	if outcomes[OutcomeBusy] != 40 || !ran {
+		t.Errorf("outcomes %v, run observed %v; want 40 busy verdicts", outcomes, ran)
+	}
+}
