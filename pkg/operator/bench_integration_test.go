@@ -10,6 +10,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 // BenchmarkWakeLatency measures, on the local control plane, the time from a
@@ -19,22 +20,22 @@ import (
 // and reports their median and 90th percentile.
 func BenchmarkWakeLatency(b *testing.B) {
 	const wakeSamples = 20
-	e := newBenchEnv(b)
-	e.opts.ScaleSettleWindow = 200 * time.Millisecond
-	op := e.startOperatorReturning()
+	e := testenv.New(b)
+	e.Opts.ScaleSettleWindow = 200 * time.Millisecond
+	op := e.StartOperatorReturning()
 	srv := httptest.NewServer(op.ScaleServer.Handler())
 	defer srv.Close()
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 
 	var toScaled, toServe []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		for range wakeSamples {
 			start := time.Now()
-			resp, err := http.Post(srv.URL+scaleserver.Path, "application/json", strings.NewReader(wakeBody("web", e.ns)))
+			resp, err := http.Post(srv.URL+scaleserver.Path, "application/json", strings.NewReader(testenv.WakeBody("web", e.NS)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -43,12 +44,12 @@ func BenchmarkWakeLatency(b *testing.B) {
 				b.Fatalf("wake answered %d", resp.StatusCode)
 			}
 			toScaled = append(toScaled, time.Since(start))
-			e.waitMode("web", elastiv1alpha1.ModeServe)
+			e.WaitMode("web", elastiv1alpha1.ModeServe)
 			toServe = append(toServe, time.Since(start))
 
 			b.StopTimer()
-			e.scale(elastiv1alpha1.KindDeployment, "web", 0)
-			e.waitMode("web", elastiv1alpha1.ModeProxy)
+			e.Scale(elastiv1alpha1.KindDeployment, "web", 0)
+			e.WaitMode("web", elastiv1alpha1.ModeProxy)
 			// Past the server's settle window, so every wake really scales.
 			time.Sleep(300 * time.Millisecond)
 			b.StartTimer()

@@ -21,6 +21,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
@@ -28,23 +29,23 @@ func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
 // Not parallel: it runs alone before the parallel tests, so the apiserver's
 // watch count moves only with this operator.
 func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
-	e := newEnv(t)
-	before := watchCount(t)
-	e.startOperator()
-	e.resolver(1)
-	e.app("app-0", 0)
-	e.elastiService("es-0", "app-0", elastiv1alpha1.KindDeployment, "app-0")
-	e.waitMode("es-0", elastiv1alpha1.ModeProxy)
-	withOne := watchCount(t) - before
+	e := testenv.New(t)
+	before := testenv.WatchCount(t)
+	e.StartOperator()
+	e.Resolver(1)
+	e.App("app-0", 0)
+	e.ElastiService("es-0", "app-0", elastiv1alpha1.KindDeployment, "app-0")
+	e.WaitMode("es-0", elastiv1alpha1.ModeProxy)
+	withOne := testenv.WatchCount(t) - before
 
 	const n = 200
 	for i := 1; i < n; i++ {
 		name := fmt.Sprintf("app-%d", i)
-		e.app(name, 0)
-		e.elastiService(fmt.Sprintf("es-%d", i), name, elastiv1alpha1.KindDeployment, name)
+		e.App(name, 0)
+		e.ElastiService(fmt.Sprintf("es-%d", i), name, elastiv1alpha1.KindDeployment, name)
 	}
-	e.eventually(fmt.Sprintf("all %d ElastiServices in proxy mode", n), func() (bool, string) {
-		list, err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).List(e.ctx(), metav1.ListOptions{})
+	e.Eventually(fmt.Sprintf("all %d ElastiServices in proxy mode", n), func() (bool, string) {
+		list, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).List(e.Ctx(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -56,7 +57,7 @@ func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
 		}
 		return proxy == n, fmt.Sprintf("%d of %d in proxy", proxy, len(list.Items))
 	})
-	withMany := watchCount(t) - before
+	withMany := testenv.WatchCount(t) - before
 	t.Logf("operator watches: %d with 1 ElastiService, %d with %d", withOne, withMany, n)
 	if withMany != withOne {
 		t.Errorf("watches grew with ElastiServices: %d with 1, %d with %d", withOne, withMany, n)
@@ -68,14 +69,14 @@ func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
 
 func TestProxyAndServeFollowTheTarget(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(2)
-	e.app("web", 1)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeServe)
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(2)
+	e.App("web", 1)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
 
-	es := e.get("web")
+	es := e.Get("web")
 	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
 		t.Errorf("finalizers = %v, want %s", es.Finalizers, elastiv1alpha1.Finalizer)
 	}
@@ -83,7 +84,7 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		t.Errorf("status observedGeneration %d (generation %d), lastReconciledTime %v",
 			es.Status.ObservedGeneration, es.Generation, es.Status.LastReconciledTime)
 	}
-	pvt, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("private service: %v", err)
 	}
@@ -96,39 +97,39 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 	}
 
 	// Scale to zero: proxy, and the public Service points at the resolver.
-	e.scale(elastiv1alpha1.KindDeployment, "web", 0)
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
-	want := e.readyPodIPs(resolverName)
+	e.Scale(elastiv1alpha1.KindDeployment, "web", 0)
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	want := e.ReadyPodIPs(testenv.ResolverName)
 	if len(want) != 2 {
 		t.Fatalf("resolver has %d ready pods, want 2", len(want))
 	}
-	e.eventually("the resolver slice to list both resolver pods", func() (bool, string) {
-		s, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	e.Eventually("the resolver slice to list both resolver pods", func() (bool, string) {
+		s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return slices.Equal(sliceIPs(*s), want), fmt.Sprintf("%v", sliceIPs(*s))
+		return slices.Equal(testenv.SliceIPs(*s), want), fmt.Sprintf("%v", testenv.SliceIPs(*s))
 	})
-	s, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Labels["kubernetes.io/service-name"] != "web" || s.AddressType != "IPv4" {
 		t.Errorf("resolver slice labels %v addressType %s", s.Labels, s.AddressType)
 	}
-	if len(s.Ports) != 1 || ptr.Deref(s.Ports[0].Name, "") != "http" || ptr.Deref(s.Ports[0].Port, 0) != resolverProxyPort {
-		t.Errorf("resolver slice ports = %+v, want http → %d", s.Ports, resolverProxyPort)
+	if len(s.Ports) != 1 || ptr.Deref(s.Ports[0].Name, "") != "http" || ptr.Deref(s.Ports[0].Port, 0) != testenv.ResolverProxyPort {
+		t.Errorf("resolver slice ports = %+v, want http → %d", s.Ports, testenv.ResolverProxyPort)
 	}
 
 	// Scale up by hand: serve, and the resolver slice is gone.
-	e.scale(elastiv1alpha1.KindDeployment, "web", 1)
-	e.waitMode("web", elastiv1alpha1.ModeServe)
-	e.eventually("the resolver slice to be deleted", func() (bool, string) {
-		_, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	e.Scale(elastiv1alpha1.KindDeployment, "web", 1)
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
+	e.Eventually("the resolver slice to be deleted", func() (bool, string) {
+		_, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 	})
-	e.eventually("SwitchedToProxy and SwitchedToServe events", func() (bool, string) {
-		evs, err := e.kube.CoreV1().Events(e.ns).List(e.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=ElastiService"})
+	e.Eventually("SwitchedToProxy and SwitchedToServe events", func() (bool, string) {
+		evs, err := e.Kube.CoreV1().Events(e.NS).List(e.Ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=ElastiService"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -146,32 +147,32 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 // (so it never becomes Ready) until the test hands that node to kwok.
 func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	nodeName := "unmanaged-" + e.ns
+	e := testenv.New(t)
+	nodeName := "unmanaged-" + e.NS
 	capacity := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi")}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"elasti-test": e.ns}},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "elasti-test/unmanaged", Value: e.ns, Effect: corev1.TaintEffectNoSchedule}}},
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"elasti-test": e.NS}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "elasti-test/unmanaged", Value: e.NS, Effect: corev1.TaintEffectNoSchedule}}},
 		Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
-	if _, err := e.kube.CoreV1().Nodes().Create(e.ctx(), node, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().Create(e.Ctx(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.kube.CoreV1().Nodes().Delete(e.ctx(), nodeName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(e.Ctx(), nodeName, metav1.DeleteOptions{}) })
 
-	e.startOperator()
-	e.resolver(1)
-	e.deployment("slow", 0, func(d *appsv1.Deployment) {
-		d.Spec.Template.Spec.NodeSelector = map[string]string{"elasti-test": e.ns}
+	e.StartOperator()
+	e.Resolver(1)
+	e.Deployment("slow", 0, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.NodeSelector = map[string]string{"elasti-test": e.NS}
 		d.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "elasti-test/unmanaged", Operator: corev1.TolerationOpExists}}
 	})
-	e.service("slow", "slow")
-	e.elastiService("slow", "slow", elastiv1alpha1.KindDeployment, "slow")
-	e.waitMode("slow", elastiv1alpha1.ModeProxy)
+	e.Service("slow", "slow")
+	e.ElastiService("slow", "slow", elastiv1alpha1.KindDeployment, "slow")
+	e.WaitMode("slow", elastiv1alpha1.ModeProxy)
 
-	e.scale(elastiv1alpha1.KindDeployment, "slow", 1)
-	e.eventually("a pod scheduled on the unmanaged node", func() (bool, string) {
-		pods, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx(), metav1.ListOptions{LabelSelector: "app=slow"})
+	e.Scale(elastiv1alpha1.KindDeployment, "slow", 1)
+	e.Eventually("a pod scheduled on the unmanaged node", func() (bool, string) {
+		pods, err := e.Kube.CoreV1().Pods(e.NS).List(e.Ctx(), metav1.ListOptions{LabelSelector: "app=slow"})
 		if err != nil || len(pods.Items) == 0 {
 			return false, fmt.Sprintf("pods: %v", err)
 		}
@@ -180,11 +181,11 @@ func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 	// Replicas are 1 and a pod exists; for two seconds nothing may change.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		es := e.get("slow")
+		es := e.Get("slow")
 		if es.Status.Mode != elastiv1alpha1.ModeProxy {
 			t.Fatalf("switched to %q while the only pod is not Ready", es.Status.Mode)
 		}
-		if _, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("slow"), metav1.GetOptions{}); err != nil {
+		if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("slow"), metav1.GetOptions{}); err != nil {
 			t.Fatalf("resolver slice gone while the only pod is not Ready: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -192,41 +193,41 @@ func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 
 	// Hand the node to kwok: the pod becomes Ready, and only then serve.
 	patch := []byte(`{"metadata":{"annotations":{"kwok.x-k8s.io/node":"fake"}}}`)
-	if _, err := e.kube.CoreV1().Nodes().Patch(e.ctx(), nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Nodes().Patch(e.Ctx(), nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// kwok ignores pods bound before it adopted the node, so replace the
 	// stuck pod; its successor lands on the now-managed node.
-	if err := e.kube.CoreV1().Pods(e.ns).DeleteCollection(e.ctx(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+	if err := e.Kube.CoreV1().Pods(e.NS).DeleteCollection(e.Ctx(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
 		metav1.ListOptions{LabelSelector: "app=slow"}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitMode("slow", elastiv1alpha1.ModeServe)
-	if ips := e.readyPodIPs("slow"); len(ips) != 1 {
+	e.WaitMode("slow", elastiv1alpha1.ModeServe)
+	if ips := e.ReadyPodIPs("slow"); len(ips) != 1 {
 		t.Errorf("serve mode with %d ready pods", len(ips))
 	}
 }
 
 func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(1)
-	e.app("web", 1)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeServe)
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
+	e.App("web", 1)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
 
-	svc, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), "web", metav1.GetOptions{})
+	svc, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc.Spec.Selector = map[string]string{"app": "web", "tier": "frontend"}
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "grpc", Port: 9090, TargetPort: intstr.FromInt32(9090)})
-	if _, err := e.kube.CoreV1().Services(e.ns).Update(e.ctx(), svc, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Services(e.NS).Update(e.Ctx(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("the private service to mirror the new selector and ports", func() (bool, string) {
-		pvt, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	e.Eventually("the private service to mirror the new selector and ports", func() (bool, string) {
+		pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -235,16 +236,16 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 	})
 
 	// A hand edit of the private Service is put back.
-	pvt, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pvt.Spec.Selector = map[string]string{"app": "something-else"}
-	if _, err := e.kube.CoreV1().Services(e.ns).Update(e.ctx(), pvt, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.CoreV1().Services(e.NS).Update(e.Ctx(), pvt, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("the hand-edited private service to be restored", func() (bool, string) {
-		pvt, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	e.Eventually("the hand-edited private service to be restored", func() (bool, string) {
+		pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -254,110 +255,110 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 
 func TestResolverSliceFollowsResolverPods(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(2)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(2)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 
 	for _, n := range []int32{3, 1} {
-		e.scale(elastiv1alpha1.KindDeployment, resolverName, n)
-		e.eventually(fmt.Sprintf("the resolver slice to follow %d resolver pods", n), func() (bool, string) {
-			want := e.readyPodIPs(resolverName)
-			s, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+		e.Scale(elastiv1alpha1.KindDeployment, testenv.ResolverName, n)
+		e.Eventually(fmt.Sprintf("the resolver slice to follow %d resolver pods", n), func() (bool, string) {
+			want := e.ReadyPodIPs(testenv.ResolverName)
+			s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
-			got := sliceIPs(*s)
+			got := testenv.SliceIPs(*s)
 			return len(want) == int(n) && slices.Equal(got, want), fmt.Sprintf("slice %v, resolver pods %v", got, want)
 		})
 	}
 
 	// No resolver at all: a condition says so and the slice is kept.
-	e.scale(elastiv1alpha1.KindDeployment, resolverName, 0)
-	es := e.waitReason("web", metav1.ConditionFalse, controller.ReasonResolverUnavailable)
+	e.Scale(elastiv1alpha1.KindDeployment, testenv.ResolverName, 0)
+	es := e.WaitReason("web", metav1.ConditionFalse, controller.ReasonResolverUnavailable)
 	if es.Status.Mode != elastiv1alpha1.ModeProxy {
 		t.Errorf("mode = %q with no resolver, want proxy", es.Status.Mode)
 	}
-	e.scale(elastiv1alpha1.KindDeployment, resolverName, 1)
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e.Scale(elastiv1alpha1.KindDeployment, testenv.ResolverName, 1)
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 }
 
 func TestDeletionRestoresTheTargetAndCleansUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
-	if _, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
 		t.Fatalf("resolver slice before deletion: %v", err)
 	}
 
-	if err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).Delete(e.ctx(), "web", metav1.DeleteOptions{}); err != nil {
+	if err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Delete(e.Ctx(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Until the target has a ready pod the public Service must keep some
 	// endpoint: the resolver slice or the target's own.
-	e.eventually("the ElastiService to be gone", func() (bool, string) {
-		if len(e.readyPodIPs("web")) == 0 {
-			if _, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
+	e.Eventually("the ElastiService to be gone", func() (bool, string) {
+		if len(e.ReadyPodIPs("web")) == 0 {
+			if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
 				t.Fatalf("the public service lost every endpoint during deletion: no ready pod and resolver slice %v", err)
 			}
 		}
-		_, err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).Get(e.ctx(), "web", metav1.GetOptions{})
+		_, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 	})
-	d, err := e.kube.AppsV1().Deployments(e.ns).Get(e.ctx(), "web", metav1.GetOptions{})
+	d, err := e.Kube.AppsV1().Deployments(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 2 {
 		t.Errorf("target replicas after deletion = %d, want minTargetReplicas 2", got)
 	}
-	if _, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("resolver slice after deletion: %v, want NotFound", err)
 	}
-	if _, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("private service after deletion: %v, want NotFound", err)
 	}
 }
 
 func TestStatefulSetTarget(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(1)
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
 	st := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: e.NS},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    ptr.To[int32](1),
 			ServiceName: "db",
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template:    podTemplate("db"),
+			Template:    testenv.PodTemplate("db"),
 		},
 	}
-	if _, err := e.kube.AppsV1().StatefulSets(e.ns).Create(e.ctx(), st, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.AppsV1().StatefulSets(e.NS).Create(e.Ctx(), st, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.service("db", "db")
-	e.elastiService("db", "db", elastiv1alpha1.KindStatefulSet, "db")
-	e.waitMode("db", elastiv1alpha1.ModeServe)
-	e.scale(elastiv1alpha1.KindStatefulSet, "db", 0)
-	e.waitMode("db", elastiv1alpha1.ModeProxy)
-	e.scale(elastiv1alpha1.KindStatefulSet, "db", 1)
-	e.waitMode("db", elastiv1alpha1.ModeServe)
+	e.Service("db", "db")
+	e.ElastiService("db", "db", elastiv1alpha1.KindStatefulSet, "db")
+	e.WaitMode("db", elastiv1alpha1.ModeServe)
+	e.Scale(elastiv1alpha1.KindStatefulSet, "db", 0)
+	e.WaitMode("db", elastiv1alpha1.ModeProxy)
+	e.Scale(elastiv1alpha1.KindStatefulSet, "db", 1)
+	e.WaitMode("db", elastiv1alpha1.ModeServe)
 
 	// Deleting at zero restores the StatefulSet too.
-	e.scale(elastiv1alpha1.KindStatefulSet, "db", 0)
-	e.waitMode("db", elastiv1alpha1.ModeProxy)
-	if err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).Delete(e.ctx(), "db", metav1.DeleteOptions{}); err != nil {
+	e.Scale(elastiv1alpha1.KindStatefulSet, "db", 0)
+	e.WaitMode("db", elastiv1alpha1.ModeProxy)
+	if err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Delete(e.Ctx(), "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("the StatefulSet back at minTargetReplicas", func() (bool, string) {
-		got, err := e.kube.AppsV1().StatefulSets(e.ns).Get(e.ctx(), "db", metav1.GetOptions{})
+	e.Eventually("the StatefulSet back at minTargetReplicas", func() (bool, string) {
+		got, err := e.Kube.AppsV1().StatefulSets(e.NS).Get(e.Ctx(), "db", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -367,65 +368,65 @@ func TestStatefulSetTarget(t *testing.T) {
 
 func TestBadSpecsReportAndHealWithoutRestart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(1)
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
 
 	// Missing Service.
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	es := e.waitReason("web", metav1.ConditionFalse, controller.ReasonServiceNotFound)
-	if !strings.Contains(describe(es), `Service "web" does not exist`) {
-		t.Errorf("condition does not say which Service is missing: %s", describe(es))
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	es := e.WaitReason("web", metav1.ConditionFalse, controller.ReasonServiceNotFound)
+	if !strings.Contains(testenv.Describe(es), `Service "web" does not exist`) {
+		t.Errorf("condition does not say which Service is missing: %s", testenv.Describe(es))
 	}
 	// Service appears, target still missing.
-	e.service("web", "web")
-	es = e.waitReason("web", metav1.ConditionFalse, controller.ReasonTargetNotFound)
-	if !strings.Contains(describe(es), `Deployment "web" does not exist`) {
-		t.Errorf("condition does not name the missing target: %s", describe(es))
+	e.Service("web", "web")
+	es = e.WaitReason("web", metav1.ConditionFalse, controller.ReasonTargetNotFound)
+	if !strings.Contains(testenv.Describe(es), `Deployment "web" does not exist`) {
+		t.Errorf("condition does not name the missing target: %s", testenv.Describe(es))
 	}
 	// Target appears: healed by the watch, no restart.
-	e.deployment("web", 1, nil)
-	e.waitMode("web", elastiv1alpha1.ModeServe)
+	e.Deployment("web", 1, nil)
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
 
 	// A second ElastiService for the same Service is refused politely.
-	e.elastiService("web-dup", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitReason("web-dup", metav1.ConditionFalse, controller.ReasonServiceConflict)
+	e.ElastiService("web-dup", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitReason("web-dup", metav1.ConditionFalse, controller.ReasonServiceConflict)
 	// And takes over when the first goes.
-	if err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).Delete(e.ctx(), "web", metav1.DeleteOptions{}); err != nil {
+	if err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Delete(e.Ctx(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitMode("web-dup", elastiv1alpha1.ModeServe)
+	e.WaitMode("web-dup", elastiv1alpha1.ModeServe)
 }
 
 // An operator stopped in proxy mode and started again changes nothing.
 func TestRestartInProxyModeIsANoop(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
-	e.stop()
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	e.Stop()
 
-	before := e.get("web")
-	slice, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	before := e.Get("web")
+	slice, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pvt, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	e.startOperator()
+	e.StartOperator()
 	time.Sleep(3 * time.Second)
-	after := e.get("web")
+	after := e.Get("web")
 	if after.Status.Mode != elastiv1alpha1.ModeProxy || after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("restart rewrote the ElastiService: mode %q, resourceVersion %s → %s", after.Status.Mode, before.ResourceVersion, after.ResourceVersion)
 	}
 	ours := 0
-	for _, s := range e.slicesFor("web") {
+	for _, s := range e.SlicesFor("web") {
 		if s.Labels["endpointslice.kubernetes.io/managed-by"] == controller.ManagedByValue {
 			ours++
 			if s.UID != slice.UID || s.ResourceVersion != slice.ResourceVersion {
@@ -436,7 +437,7 @@ func TestRestartInProxyModeIsANoop(t *testing.T) {
 	if ours != 1 {
 		t.Errorf("%d resolver slices after restart, want 1", ours)
 	}
-	got, err := e.kube.CoreV1().Services(e.ns).Get(e.ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	got, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
 	if err != nil || got.UID != pvt.UID || got.ResourceVersion != pvt.ResourceVersion {
 		t.Errorf("private service changed on restart: %v", err)
 	}
@@ -446,28 +447,28 @@ func TestRestartInProxyModeIsANoop(t *testing.T) {
 // directions.
 func TestConvergesAfterChangesWhileDown(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.startOperator()
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 
-	e.stop()
-	e.scale(elastiv1alpha1.KindDeployment, "web", 1)
-	e.eventually("the target's pod ready while the operator is down", func() (bool, string) {
-		ips := e.readyPodIPs("web")
+	e.Stop()
+	e.Scale(elastiv1alpha1.KindDeployment, "web", 1)
+	e.Eventually("the target's pod ready while the operator is down", func() (bool, string) {
+		ips := e.ReadyPodIPs("web")
 		return len(ips) == 1, fmt.Sprintf("%v", ips)
 	})
-	e.startOperator()
-	e.waitMode("web", elastiv1alpha1.ModeServe)
-	e.eventually("the resolver slice removed after restart", func() (bool, string) {
-		_, err := e.kube.DiscoveryV1().EndpointSlices(e.ns).Get(e.ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	e.StartOperator()
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
+	e.Eventually("the resolver slice removed after restart", func() (bool, string) {
+		_, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
 
-	e.stop()
-	e.scale(elastiv1alpha1.KindDeployment, "web", 0)
-	e.startOperator()
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e.Stop()
+	e.Scale(elastiv1alpha1.KindDeployment, "web", 0)
+	e.StartOperator()
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 }

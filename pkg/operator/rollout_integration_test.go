@@ -22,6 +22,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 // rolloutCRD is the smallest Argo Rollout CRD the operator needs: the kind,
@@ -55,25 +56,25 @@ func rolloutCRD() *apiextensionsv1.CustomResourceDefinition {
 // Not parallel: the Rollout CRD is cluster-wide, and the first half needs it
 // absent.
 func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
-	e := newEnv(t)
-	e.opts.DeletionGrace = 2 * time.Second
+	e := testenv.New(t)
+	e.Opts.DeletionGrace = 2 * time.Second
 	cfg := clustertest.Get(t).RESTConfig()
 	apiext := apiextensionsclient.NewForConfigOrDie(cfg)
-	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Get(e.ctx(), scaletarget.RolloutCRDName, metav1.GetOptions{}); err == nil {
+	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Get(e.Ctx(), scaletarget.RolloutCRDName, metav1.GetOptions{}); err == nil {
 		t.Fatal("the Rollout CRD is already installed; this test needs a cluster without it")
 	}
 
-	op := e.startOperatorReturning()
-	e.resolver(1)
-	e.service("ro", "ro")
-	e.elastiService("ro", "ro", elastiv1alpha1.KindRollout, "ro")
-	es := e.waitReason("ro", metav1.ConditionFalse, controller.ReasonTargetNotFound)
-	if !strings.Contains(describe(es), "Argo Rollouts CRD") {
-		t.Errorf("condition does not say the Rollout CRD is missing: %s", describe(es))
+	op := e.StartOperatorReturning()
+	e.Resolver(1)
+	e.Service("ro", "ro")
+	e.ElastiService("ro", "ro", elastiv1alpha1.KindRollout, "ro")
+	es := e.WaitReason("ro", metav1.ConditionFalse, controller.ReasonTargetNotFound)
+	if !strings.Contains(testenv.Describe(es), "Argo Rollouts CRD") {
+		t.Errorf("condition does not say the Rollout CRD is missing: %s", testenv.Describe(es))
 	}
 
 	// Install the CRD and a Rollout: the operator notices both without a restart.
-	if err := install.ApplyCRDs(e.ctx(), cfg, rolloutCRD()); err != nil {
+	if err := install.ApplyCRDs(e.Ctx(), cfg, rolloutCRD()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -81,24 +82,24 @@ func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
 	})
 	rollout := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-		"metadata": map[string]any{"name": "ro", "namespace": e.ns},
+		"metadata": map[string]any{"name": "ro", "namespace": e.NS},
 		"spec":     map[string]any{"replicas": int64(0)},
 	}}
 	dyn := dynamic.NewForConfigOrDie(cfg)
-	if _, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.ns).Create(e.ctx(), rollout, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.NS).Create(e.Ctx(), rollout, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// No Argo controller runs here, so the Rollout has no pods: proxy.
-	e.waitMode("ro", elastiv1alpha1.ModeProxy)
+	e.WaitMode("ro", elastiv1alpha1.ModeProxy)
 
 	// A request wakes it through the scale subresource.
 	srv := httptest.NewServer(op.ScaleServer.Handler())
 	defer srv.Close()
-	if code, body := post(t, srv.URL+scaleserver.Path, wakeBody("ro", e.ns)); code != 200 {
+	if code, body := testenv.Post(t, srv.URL+scaleserver.Path, testenv.WakeBody("ro", e.NS)); code != 200 {
 		t.Fatalf("wake: %d %s", code, body)
 	}
-	e.eventually("the Rollout woken to minTargetReplicas", func() (bool, string) {
-		got, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.ns).Get(e.ctx(), "ro", metav1.GetOptions{})
+	e.Eventually("the Rollout woken to minTargetReplicas", func() (bool, string) {
+		got, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.NS).Get(e.Ctx(), "ro", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -106,17 +107,17 @@ func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
 		return r == 2, fmt.Sprintf("replicas %d", r)
 	})
 	scale := []byte(`{"spec":{"replicas":0}}`)
-	if _, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.ns).Patch(e.ctx(), "ro", types.MergePatchType, scale, metav1.PatchOptions{}, "scale"); err != nil {
+	if _, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.NS).Patch(e.Ctx(), "ro", types.MergePatchType, scale, metav1.PatchOptions{}, "scale"); err != nil {
 		t.Fatal(err)
 	}
 
 	// Deleting the ElastiService scales the Rollout up through its scale
 	// subresource.
-	if err := e.elasti.ElastiV1alpha1().ElastiServices(e.ns).Delete(e.ctx(), "ro", metav1.DeleteOptions{}); err != nil {
+	if err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Delete(e.Ctx(), "ro", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("the Rollout scaled to minTargetReplicas", func() (bool, string) {
-		got, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.ns).Get(e.ctx(), "ro", metav1.GetOptions{})
+	e.Eventually("the Rollout scaled to minTargetReplicas", func() (bool, string) {
+		got, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.NS).Get(e.Ctx(), "ro", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}

@@ -1,7 +1,6 @@
 package operator_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -82,16 +82,16 @@ func (p *fakePrometheus) set(value, up, mode string) {
 
 // startScaling starts an operator that polls fast, with its scale endpoint
 // on a loopback server.
-func (e *env) startScaling(prom *fakePrometheus) string {
-	e.t.Helper()
-	e.opts.PollingInterval = 200 * time.Millisecond
-	e.opts.QueryTimeout = time.Second
+func startScaling(e *testenv.Env, prom *fakePrometheus) string {
+	e.T.Helper()
+	e.Opts.PollingInterval = 200 * time.Millisecond
+	e.Opts.QueryTimeout = time.Second
 	if prom != nil {
-		e.opts.PrometheusServerAddress = prom.URL
+		e.Opts.PrometheusServerAddress = prom.URL
 	}
-	op := e.startOperatorReturning()
+	op := e.StartOperatorReturning()
 	srv := httptest.NewServer(op.ScaleServer.Handler())
-	e.t.Cleanup(srv.Close)
+	e.T.Cleanup(srv.Close)
 	return srv.URL + scaleserver.Path
 }
 
@@ -99,117 +99,54 @@ func idleTrigger(threshold string) []elastiv1alpha1.ScaleTrigger {
 	return []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: []byte(`{"query":"sum(rate(http_requests_total[1m]))","threshold":"` + threshold + `"}`)}}
 }
 
-func post(t *testing.T, url, body string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func wakeBody(svc, ns string) string {
-	return fmt.Sprintf(`{"count":1,"svc":%q,"namespace":%q}`, svc, ns)
-}
-
-func (e *env) replicas(kind, name string) int32 {
-	e.t.Helper()
-	switch kind {
-	case elastiv1alpha1.KindStatefulSet:
-		s, err := e.kube.AppsV1().StatefulSets(e.ns).Get(e.ctx(), name, metav1.GetOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		return ptr.Deref(s.Spec.Replicas, 1)
-	default:
-		d, err := e.kube.AppsV1().Deployments(e.ns).Get(e.ctx(), name, metav1.GetOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		return ptr.Deref(d.Spec.Replicas, 1)
-	}
-}
-
-func (e *env) waitReplicas(kind, name string, want int32) {
-	e.t.Helper()
-	e.eventually(fmt.Sprintf("%s %s at %d replicas", kind, name, want), func() (bool, string) {
-		got := e.replicas(kind, name)
-		return got == want, fmt.Sprintf("%d replicas", got)
-	})
-}
-
-// holdsReplicas asserts the target stays at want for d.
-func (e *env) holdsReplicas(kind, name string, want int32, d time.Duration) {
-	e.t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if got := e.replicas(kind, name); got != want {
-			e.t.Fatalf("%s %s went to %d replicas; it must stay at %d", kind, name, got, want)
-		}
-	}
-}
-
-func (e *env) hasEvent(object, reason string) (bool, string) {
-	evs, err := e.kube.CoreV1().Events(e.ns).List(e.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
-	if err != nil {
-		return false, err.Error()
-	}
-	var seen []string
-	for _, ev := range evs.Items {
-		if ev.Reason == reason {
-			return true, ev.Message
-		}
-		seen = append(seen, ev.Reason)
-	}
-	return false, strings.Join(seen, ",")
-}
-
 func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	const cooldownSeconds = 4
+	const cooldown = cooldownSeconds * time.Second
+	e := testenv.New(t)
 	prom := newFakePrometheus(t)
-	scaleURL := e.startScaling(prom)
-	e.resolver(1)
-	e.app("web", 2)
-	e.elastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
-		es.Spec.CooldownPeriod = 2
+	scaleURL := startScaling(e, prom)
+	e.Resolver(1)
+	e.App("web", 2)
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = cooldownSeconds
 		es.Spec.Triggers = idleTrigger("0.5")
 	})
 	// Younger than the cooldown: nothing happens yet.
-	e.holdsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
-	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
-	e.eventually("a ScaledToZero event", func() (bool, string) { return e.hasEvent("web", idle.ReasonScaledToZero) })
+	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	e.Eventually("a ScaledToZero event", func() (bool, string) { return e.HasEvent("web", idle.ReasonScaledToZero) })
 
 	// KubeElasti's resolver request, byte for byte.
-	code, body := post(t, scaleURL, wakeBody("web", e.ns))
+	wokeAt := time.Now()
+	code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS))
 	if code != http.StatusOK || !strings.Contains(body, scaleserver.OutcomeScaled) {
 		t.Fatalf("wake: %d %s", code, body)
 	}
-	if got := e.replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
+	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
 		t.Fatalf("the 200 came before the scale write: replicas %d", got)
 	}
-	e.waitMode("web", elastiv1alpha1.ModeServe)
-	e.eventually("lastScaledUpTime recorded", func() (bool, string) {
-		es := e.get("web")
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
+	e.Eventually("lastScaledUpTime recorded", func() (bool, string) {
+		es := e.Get("web")
 		return es.Status.LastScaledUpTime != nil, fmt.Sprintf("%v", es.Status.LastScaledUpTime)
 	})
 
 	// The cooldown counts from the wake: still idle, but it stays up...
-	e.holdsReplicas(elastiv1alpha1.KindDeployment, "web", 2, 1200*time.Millisecond)
+	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Until(wokeAt.Add(cooldown-500*time.Millisecond)))
 	// ...until the cooldown has passed.
-	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
 }
 
 func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	scaleURL := e.startScaling(nil)
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e := testenv.New(t)
+	scaleURL := startScaling(e, nil)
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 
 	const n = 1000
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
@@ -219,7 +156,7 @@ func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			resp, err := client.Post(scaleURL, "application/json", strings.NewReader(wakeBody("web", e.ns)))
+			resp, err := client.Post(scaleURL, "application/json", strings.NewReader(testenv.WakeBody("web", e.NS)))
 			if err != nil {
 				bad.Add(1)
 				return
@@ -238,57 +175,25 @@ func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
 	if ok.Load() != n {
 		t.Fatalf("%d of %d requests answered 200 (%d failed)", ok.Load(), n, bad.Load())
 	}
-	e.waitMode("web", elastiv1alpha1.ModeServe)
-	writes := countScaleWrites(t, e.ns, "deployments", "web")
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
+	writes := testenv.CountScaleWrites(t, e.NS, "deployments", "web")
 	t.Logf("%d concurrent requests caused %d scale writes", n, writes)
 	if writes < 1 || writes > 2 {
 		t.Errorf("%d concurrent requests caused %d scale writes; want 1 (at most 2)", n, writes)
 	}
 }
 
-// countScaleWrites counts writes to a target's scale subresource in the
-// apiserver's audit log.
-func countScaleWrites(t *testing.T, namespace, resource, name string) int {
-	t.Helper()
-	data, err := readFile(clustertest.Get(t).AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var ev struct {
-			Verb      string `json:"verb"`
-			Stage     string `json:"stage"`
-			ObjectRef struct {
-				Resource, Namespace, Name, Subresource string
-			} `json:"objectRef"`
-		}
-		if err := json.Unmarshal(line, &ev); err != nil {
-			continue
-		}
-		r := ev.ObjectRef
-		if ev.Stage == "ResponseComplete" && (ev.Verb == "patch" || ev.Verb == "update") &&
-			r.Resource == resource && r.Namespace == namespace && r.Name == name && r.Subresource == "scale" {
-			n++
-		}
-	}
-	return n
-}
-
 func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := testenv.New(t)
 	prom := newFakePrometheus(t)
 	// A closed server: Prometheus unreachable.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close()
-	e.startScaling(prom)
-	op := e.lastOperator
-	e.resolver(1)
+	startScaling(e, prom)
+	op := e.LastOperator
+	e.Resolver(1)
 	cases := []struct{ name, mode, value, up, server string }{
 		{"unreachable", "", "0", "1", deadURL},
 		{"garbage", "garbage", "0", "1", ""},
@@ -299,8 +204,8 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	}
 	for _, c := range cases {
 		name := "svc-" + c.name
-		e.app(name, 1)
-		e.elastiServiceWith(name, name, elastiv1alpha1.KindDeployment, name, func(es *elastiv1alpha1.ElastiService) {
+		e.App(name, 1)
+		e.ElastiServiceWith(name, name, elastiv1alpha1.KindDeployment, name, func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.CooldownPeriod = 1
 			md := map[string]string{"query": "q-" + c.name, "threshold": "1"}
 			if c.server != "" {
@@ -315,12 +220,12 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	for _, c := range cases[1:] {
 		prom.set(c.value, c.up, c.mode)
 		name := "svc-" + c.name
-		e.eventually(name+": a TriggerError event", func() (bool, string) { return e.hasEvent(name, idle.ReasonTriggerError) })
-		e.holdsReplicas(elastiv1alpha1.KindDeployment, name, 1, 600*time.Millisecond)
+		e.Eventually(name+": a TriggerError event", func() (bool, string) { return e.HasEvent(name, idle.ReasonTriggerError) })
+		e.HoldsReplicas(elastiv1alpha1.KindDeployment, name, 1, 600*time.Millisecond)
 	}
-	e.eventually("svc-unreachable: a TriggerError event", func() (bool, string) { return e.hasEvent("svc-unreachable", idle.ReasonTriggerError) })
+	e.Eventually("svc-unreachable: a TriggerError event", func() (bool, string) { return e.HasEvent("svc-unreachable", idle.ReasonTriggerError) })
 	for _, c := range cases {
-		if got := e.replicas(elastiv1alpha1.KindDeployment, "svc-"+c.name); got != 1 {
+		if got := e.Replicas(elastiv1alpha1.KindDeployment, "svc-"+c.name); got != 1 {
 			t.Errorf("%s: scaled to %d on an error", c.name, got)
 		}
 	}
@@ -333,32 +238,32 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	}
 	// Control: with a healthy, idle Prometheus the same setup does scale down.
 	prom.set("0", "1", "")
-	e.waitReplicas(elastiv1alpha1.KindDeployment, "svc-garbage", 0)
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "svc-garbage", 0)
 }
 
 func TestOutsideEnabledPeriodKeepsTheTargetUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := testenv.New(t)
 	prom := newFakePrometheus(t)
-	e.startScaling(prom)
-	e.resolver(1)
-	e.app("web", 0)
+	startScaling(e, prom)
+	e.Resolver(1)
+	e.App("web", 0)
 	// A window that opens at midnight on 1 January only: not now.
 	closed := time.Now().UTC()
 	schedule := "0 0 1 1 *"
 	if closed.Month() == time.January && closed.Day() == 1 {
 		schedule = "0 0 1 7 *"
 	}
-	e.elastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = 1
 		es.Spec.Triggers = idleTrigger("1")
 		es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: schedule, Duration: "1h"}
 	})
-	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 2)
-	e.eventually("a ScaledUpOutsideEnabledPeriod event", func() (bool, string) {
-		return e.hasEvent("web", idle.ReasonOutsideEnabledRange)
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 2)
+	e.Eventually("a ScaledUpOutsideEnabledPeriod event", func() (bool, string) {
+		return e.HasEvent("web", idle.ReasonOutsideEnabledRange)
 	})
-	e.holdsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
+	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
 }
 
 var scaledObjectCRD = &apiextensionsv1.CustomResourceDefinition{
@@ -376,23 +281,23 @@ var scaledObjectCRD = &apiextensionsv1.CustomResourceDefinition{
 
 func TestKEDAIsPausedForZeroAndResumedOnWake(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := testenv.New(t)
 	cfg := clustertest.Get(t).RESTConfig()
-	if err := install.ApplyCRDs(e.ctx(), cfg, scaledObjectCRD.DeepCopy()); err != nil {
+	if err := install.ApplyCRDs(e.Ctx(), cfg, scaledObjectCRD.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	soGVR := schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
 	so := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-		"metadata": map[string]any{"name": "web-so", "namespace": e.ns},
+		"metadata": map[string]any{"name": "web-so", "namespace": e.NS},
 		"spec":     map[string]any{"scaleTargetRef": map[string]any{"name": "web"}},
 	}}
-	if _, err := dyn.Resource(soGVR).Namespace(e.ns).Create(e.ctx(), so, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(soGVR).Namespace(e.NS).Create(e.Ctx(), so, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	annotations := func() map[string]string {
-		got, err := dyn.Resource(soGVR).Namespace(e.ns).Get(e.ctx(), "web-so", metav1.GetOptions{})
+		got, err := dyn.Resource(soGVR).Namespace(e.NS).Get(e.Ctx(), "web-so", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,22 +305,22 @@ func TestKEDAIsPausedForZeroAndResumedOnWake(t *testing.T) {
 	}
 
 	prom := newFakePrometheus(t)
-	scaleURL := e.startScaling(prom)
-	e.resolver(1)
-	e.app("web", 1)
-	e.elastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+	scaleURL := startScaling(e, prom)
+	e.Resolver(1)
+	e.App("web", 1)
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = 1
 		es.Spec.Triggers = idleTrigger("1")
 		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"}
 	})
-	e.waitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
 	a := annotations()
 	if a[scaletarget.KEDAPausedAnnotation] != "true" || a[scaletarget.KEDAPausedReplicasAnnotation] != "0" {
 		t.Fatalf("after scale-to-zero the ScaledObject annotations are %v; want paused=true and paused-replicas=0", a)
 	}
 
 	prom.set("5", "1", "") // busy from now on, so it stays awake
-	if code, body := post(t, scaleURL, wakeBody("web", e.ns)); code != http.StatusOK {
+	if code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS)); code != http.StatusOK {
 		t.Fatalf("wake: %d %s", code, body)
 	}
 	a = annotations()
@@ -429,28 +334,28 @@ func TestKEDAIsPausedForZeroAndResumedOnWake(t *testing.T) {
 
 func TestStatefulSetWakesThroughTheEndpoint(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	scaleURL := e.startScaling(nil)
-	e.resolver(1)
-	createStatefulSet(t, e, "db", 0)
-	e.service("db", "db")
-	e.elastiService("db", "db", elastiv1alpha1.KindStatefulSet, "db")
-	e.waitMode("db", elastiv1alpha1.ModeProxy)
-	if code, body := post(t, scaleURL, wakeBody("db", e.ns)); code != http.StatusOK {
+	e := testenv.New(t)
+	scaleURL := startScaling(e, nil)
+	e.Resolver(1)
+	testenv.CreateStatefulSet(t, e, "db", 0)
+	e.Service("db", "db")
+	e.ElastiService("db", "db", elastiv1alpha1.KindStatefulSet, "db")
+	e.WaitMode("db", elastiv1alpha1.ModeProxy)
+	if code, body := testenv.Post(t, scaleURL, testenv.WakeBody("db", e.NS)); code != http.StatusOK {
 		t.Fatalf("wake: %d %s", code, body)
 	}
-	e.waitReplicas(elastiv1alpha1.KindStatefulSet, "db", 2)
-	e.waitMode("db", elastiv1alpha1.ModeServe)
+	e.WaitReplicas(elastiv1alpha1.KindStatefulSet, "db", 2)
+	e.WaitMode("db", elastiv1alpha1.ModeServe)
 }
 
 func TestBadScaleRequestsGetClearCodes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	scaleURL := e.startScaling(nil)
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.waitMode("web", elastiv1alpha1.ModeProxy)
+	e := testenv.New(t)
+	scaleURL := startScaling(e, nil)
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 
 	cases := []struct {
 		name, method, body string
@@ -459,13 +364,13 @@ func TestBadScaleRequestsGetClearCodes(t *testing.T) {
 	}{
 		{"malformed JSON", "POST", `{"svc":`, http.StatusBadRequest, "malformed JSON"},
 		{"not an object", "POST", `[1,2]`, http.StatusBadRequest, "malformed JSON"},
-		{"missing svc", "POST", `{"count":1,"namespace":"` + e.ns + `"}`, http.StatusBadRequest, `"svc" is required`},
+		{"missing svc", "POST", `{"count":1,"namespace":"` + e.NS + `"}`, http.StatusBadRequest, `"svc" is required`},
 		{"missing namespace", "POST", `{"count":1,"svc":"web"}`, http.StatusBadRequest, `"namespace" is required`},
-		{"bad name", "POST", `{"count":1,"svc":"Web_1","namespace":"` + e.ns + `"}`, http.StatusBadRequest, "is not a Service name"},
-		{"oversized", "POST", `{"count":1,"svc":"web","namespace":"` + e.ns + `","pad":"` + strings.Repeat("x", 10000) + `"}`, http.StatusRequestEntityTooLarge, "too large"},
+		{"bad name", "POST", `{"count":1,"svc":"Web_1","namespace":"` + e.NS + `"}`, http.StatusBadRequest, "is not a Service name"},
+		{"oversized", "POST", `{"count":1,"svc":"web","namespace":"` + e.NS + `","pad":"` + strings.Repeat("x", 10000) + `"}`, http.StatusRequestEntityTooLarge, "too large"},
 		{"GET", "GET", "", http.StatusMethodNotAllowed, "POST"},
-		{"PUT", "PUT", wakeBody("web", e.ns), http.StatusMethodNotAllowed, "POST"},
-		{"unknown service", "POST", wakeBody("nope", e.ns), http.StatusNotFound, "nope"},
+		{"PUT", "PUT", testenv.WakeBody("web", e.NS), http.StatusMethodNotAllowed, "POST"},
+		{"unknown service", "POST", testenv.WakeBody("nope", e.NS), http.StatusNotFound, "nope"},
 	}
 	for _, c := range cases {
 		req, err := http.NewRequest(c.method, scaleURL, strings.NewReader(c.body))
@@ -483,7 +388,7 @@ func TestBadScaleRequestsGetClearCodes(t *testing.T) {
 			t.Errorf("%s: %d %+v (decode: %v); want %d with a message containing %q", c.name, resp.StatusCode, got, err, c.code, c.want)
 		}
 	}
-	if got := e.replicas(elastiv1alpha1.KindDeployment, "web"); got != 0 {
+	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 0 {
 		t.Errorf("bad requests scaled the target to %d", got)
 	}
 }
@@ -491,12 +396,12 @@ func TestBadScaleRequestsGetClearCodes(t *testing.T) {
 // A follower answers 503 and never scales.
 func TestFollowerAnswers503(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.resolver(1)
-	e.app("web", 0)
-	e.elastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
+	e := testenv.New(t)
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
 	ctx, cancel := context.WithCancel(context.Background())
-	op, err := operator.New(ctx, clustertest.Get(t).RESTConfig(), e.opts)
+	op, err := operator.New(ctx, clustertest.Get(t).RESTConfig(), e.Opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -505,11 +410,11 @@ func TestFollowerAnswers503(t *testing.T) {
 	defer func() { cancel(); op.ShutdownInformers() }()
 	srv := httptest.NewServer(op.ScaleServer.Handler())
 	defer srv.Close()
-	code, body := post(t, srv.URL+scaleserver.Path, wakeBody("web", e.ns))
+	code, body := testenv.Post(t, srv.URL+scaleserver.Path, testenv.WakeBody("web", e.NS))
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
 		t.Errorf("follower answered %d %s, want 503", code, body)
 	}
-	if got := e.replicas(elastiv1alpha1.KindDeployment, "web"); got != 0 {
+	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 0 {
 		t.Errorf("a follower scaled the target to %d", got)
 	}
 }

@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/testenv"
+)
+
+// stack is one test's namespace with the operator and a resolver running.
+type stack struct {
+	*testenv.Env
+	// ResolverURL is the resolver's proxy listener on loopback.
+	ResolverURL string
+	// ScaleURL is the operator's scale endpoint on loopback.
+	ScaleURL string
+}
+
+// newStack starts the operator and a resolver for a fresh namespace. The
+// idle poller is slowed right down so no test scales anything by accident.
+func newStack(t *testing.T, configure func(*resolver.Config)) *stack {
+	t.Helper()
+	podNetwork(t)
+	e := testenv.New(t)
+	e.Opts.PollingInterval = time.Hour
+	op := e.StartOperatorReturning()
+	scale := httptest.NewServer(op.ScaleServer.Handler())
+	t.Cleanup(scale.Close)
+	e.Resolver(1) // the pods the operator's resolver slice points at
+	s := &stack{Env: e, ScaleURL: scale.URL}
+	s.ResolverURL = s.startResolver(t, func(c *resolver.Config) {
+		c.OperatorURL = scale.URL
+		if configure != nil {
+			configure(c)
+		}
+	})
+	return s
+}
+
+// startResolver runs a resolver in-process, serving HTTP/1.1 and h2c on a
+// loopback port, until the test ends.
+func (s *stack) startResolver(t *testing.T, configure func(*resolver.Config)) string {
+	t.Helper()
+	cfg := clustertest.Get(t).RESTConfig()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name(), "component", "resolver")))
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(cfg), 0, informers.WithNamespace(s.NS))
+	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(versioned.NewForConfigOrDie(cfg), 0, elastiinformers.WithNamespace(s.NS))
+	eps, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes, err := resolver.NewProbeIndex(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := resolver.DefaultConfig()
+	rc.RequestTimeout = 30 * time.Second
+	rc.OperatorRetryInitial = 100 * time.Millisecond
+	rc.OperatorRetryMax = time.Second
+	configure(&rc)
+	r, err := resolver.New(ctx, rc, resolver.Options{Endpoints: eps, Probes: probes, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeFactory.Start(ctx.Done())
+	elastiFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), eps.HasSynced, probes.HasSynced) {
+		t.Fatal("resolver caches did not sync")
+	}
+	srv := httptest.NewUnstartedServer(r)
+	resolver.ConfigureServer(srv.Config)
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		r.Close()
+		cancel()
+		kubeFactory.Shutdown()
+		elastiFactory.Shutdown()
+	})
+	return srv.URL
+}
+
+// host is the Host header of a Service in the stack's namespace.
+func (s *stack) host(service string, port int) string {
+	return fmt.Sprintf("%s.%s.svc.cluster.local:%d", service, s.NS, port)
+}
+
+// get sends method path through the resolver to service.
+func (s *stack) do(t *testing.T, client *http.Client, method, service, path string, body io.Reader) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.ResolverURL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = s.host(service, 80)
+	return client.Do(req)
+}
+
+func decodeEcho(t *testing.T, resp *http.Response) echo {
+	t.Helper()
+	defer resp.Body.Close()
+	var got echo
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatalf("decode echo (status %d): %v", resp.StatusCode, err)
+	}
+	return got
+}
+
+// grpcApp is a Deployment and Service whose port speaks h2c.
+func (s *stack) grpcApp(t *testing.T, name string, replicas int32) {
+	t.Helper()
+	s.Deployment(name, replicas, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "grpc", ContainerPort: grpcPort}}
+	})
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Name: "grpc", Port: grpcPort, TargetPort: intstr.FromString("grpc"),
+				AppProtocol: ptr.To("kubernetes.io/h2c")}},
+		},
+	}
+	if _, err := s.Kube.CoreV1().Services(s.NS).Create(s.Ctx(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
