@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", defaultDir(), "directory for the cluster's data, logs and kubeconfigs")
+	dir := flag.String("dir", localcluster.DefaultDir(), "directory for the cluster's data, logs and kubeconfigs")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: %s [--dir DIR] up|down|dir\n", os.Args[0])
 		flag.PrintDefaults()
@@ -78,15 +78,4 @@ func printExport(c *localcluster.Cluster) {
 	fmt.Fprintf(os.Stderr, "use it with:\n")
 	fmt.Printf("export KUBECONFIG=%s\n", c.Kubeconfig)
 	fmt.Fprintf(os.Stderr, "kubectl matching the server: %s\n", filepath.Join(c.BinDir, "kubectl"))
-}
-
-func defaultDir() string {
-	if d := os.Getenv("ELASTI_CACHE_DIR"); d != "" {
-		return filepath.Join(d, "cluster")
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	return filepath.Join(cache, "elasti", "cluster")
 }

@@ -61,3 +61,16 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// DefaultDir is where make cluster-up keeps its cluster:
+// ${ELASTI_CACHE_DIR:-~/.cache/elasti}/cluster, beside the binaries.
+func DefaultDir() string {
+	if d := os.Getenv("ELASTI_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "cluster")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	return filepath.Join(cache, "elasti", "cluster")
+}
