@@ -64,6 +64,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	registry := op.Metrics.Registry
+	op.Metrics.RegisterClientGoMetrics()
 
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	if !disabled(o.healthProbeBindAddress) {

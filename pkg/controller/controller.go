@@ -83,6 +83,18 @@ const (
 	indexByOwner   = "byOwner"   // generated objects by namespace/name of the owning ElastiService
 )
 
+// Observer receives the controller's measurements. Nil fields are skipped.
+type Observer struct {
+	// Sync is called after every ElastiService sync.
+	Sync func(d time.Duration, err error)
+	// Mode reports an ElastiService's mode after a sync.
+	Mode func(es types.NamespacedName, mode string)
+	// Switched reports a mode switch as it is written.
+	Switched func(es types.NamespacedName, mode string, at time.Time)
+	// Gone reports an ElastiService that no longer exists.
+	Gone func(es types.NamespacedName)
+}
+
 // Config holds the operator's tunables.
 type Config struct {
 	// ResolverNamespace/ResolverService locate the resolver, whose Ready
@@ -140,6 +152,9 @@ type Controller struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 
+	// Observer receives measurements; set it before Run.
+	Observer Observer
+
 	// syncHandler is a field so tests can observe or replace it.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
 	// enqueue is a field so tests can capture keys.
@@ -172,7 +187,12 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}
 	c.syncHandler = c.syncElastiService
 	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
-		return c.syncHandler(ctx, key)
+		start := c.clock.Now()
+		err := c.syncHandler(ctx, key)
+		if c.Observer.Sync != nil {
+			c.Observer.Sync(c.clock.Since(start), err)
+		}
+		return err
 	}, metrics)
 	c.targetQueue = workloop.New("scaletarget", c.syncTarget, metrics)
 	c.sliceQueue = workloop.New("endpointslice", c.syncSliceService, metrics)

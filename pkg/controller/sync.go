@@ -41,7 +41,11 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 
 	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.directory.ReleaseAll(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+		c.directory.ReleaseAll(gone)
+		if c.Observer.Gone != nil {
+			c.Observer.Gone(gone)
+		}
 		return nil
 	}
 	if err != nil {
@@ -157,6 +161,9 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		next.Mode = mode
 	}
 	next.ObservedGeneration = es.Generation
+	if c.Observer.Mode != nil && es.DeletionTimestamp == nil {
+		c.Observer.Mode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, next.Mode)
+	}
 	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
 		LastTransitionTime: metav1.NewTime(c.clock.Now()),
 		Type:               elastiv1alpha1.ConditionReady,
@@ -183,6 +190,9 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 
 func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
 	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
+	if c.Observer.Switched != nil {
+		c.Observer.Switched(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, mode, c.clock.Now())
+	}
 	if mode == elastiv1alpha1.ModeProxy {
 		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToProxy,
 			"Target has no ready pod: Service %q now routes to the resolver", es.Spec.Service)

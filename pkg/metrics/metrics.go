@@ -4,11 +4,15 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -28,6 +32,22 @@ type Operator struct {
 	// PollerLastRun and PollerDuration show the poller is alive.
 	PollerLastRun  prometheus.Gauge
 	PollerDuration prometheus.Histogram
+	// Reconcile times ElastiService syncs; the name is KubeElasti's.
+	Reconcile *prometheus.HistogramVec
+	// Mode is 1 for proxy and 0 for serve, one series per ElastiService;
+	// the name is KubeElasti's.
+	Mode *prometheus.GaugeVec
+	// ColdStart times a wake: from the scale request to serve mode.
+	ColdStart prometheus.Histogram
+
+	// Queues reports workqueue metrics for every named queue.
+	Queues workqueue.MetricsProvider
+
+	queues   *queueMetrics
+	clientGo *clientGo
+
+	mu      sync.Mutex
+	pending map[types.NamespacedName]time.Time
 }
 
 // NewOperator registers the operator's metrics, plus Go and process
@@ -57,13 +77,84 @@ func NewOperator() *Operator {
 			Help:    "Duration of one idle poll over every ElastiService.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
+		Reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "elasti_operator_reconcile",
+			Help:    "Duration in seconds of ElastiService syncs, by result (success, error).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"result"}),
+		Mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "elasti_operator_mode",
+			Help: "Mode of each ElastiService: 1 proxy (target at zero, traffic to the resolver), 0 serve.",
+		}, []string{"namespace", "name"}),
+		ColdStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "elasti_operator_cold_start_seconds",
+			Help:    "Time from a scale-from-zero request to the ElastiService serving again.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+		}),
+		queues:   newQueueMetrics(),
+		clientGo: newClientGo(),
+		pending:  map[types.NamespacedName]time.Time{},
 	}
+	m.Queues = m.queues
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ScaleCounter, m.ScaleRequestDuration, m.IdleEvaluations, m.PollerLastRun, m.PollerDuration,
+		m.Reconcile, m.Mode, m.ColdStart,
 	)
+	m.Registry.MustRegister(m.queues.collectors()...)
+	m.Registry.MustRegister(m.clientGo.collectors()...)
 	return m
+}
+
+// ObserveSync is the controller's per-sync hook.
+func (m *Operator) ObserveSync(d time.Duration, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.Reconcile.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// ObserveMode records an ElastiService's current mode.
+func (m *Operator) ObserveMode(es types.NamespacedName, mode string) {
+	switch mode {
+	case elastiv1alpha1.ModeProxy:
+		m.Mode.WithLabelValues(es.Namespace, es.Name).Set(1)
+	case elastiv1alpha1.ModeServe:
+		m.Mode.WithLabelValues(es.Namespace, es.Name).Set(0)
+	}
+}
+
+// ForgetElastiService drops a deleted ElastiService's series.
+func (m *Operator) ForgetElastiService(es types.NamespacedName) {
+	m.Mode.DeleteLabelValues(es.Namespace, es.Name)
+	m.mu.Lock()
+	delete(m.pending, es)
+	m.mu.Unlock()
+}
+
+// WakeStarted marks the start of a cold start, when a request scaled es up.
+func (m *Operator) WakeStarted(es types.NamespacedName, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.pending[es]; !ok {
+		m.pending[es] = at
+	}
+}
+
+// ModeSwitched ends a cold start when es reaches serve mode.
+func (m *Operator) ModeSwitched(es types.NamespacedName, mode string, at time.Time) {
+	if mode != elastiv1alpha1.ModeServe {
+		return
+	}
+	m.mu.Lock()
+	start, ok := m.pending[es]
+	delete(m.pending, es)
+	m.mu.Unlock()
+	if ok {
+		m.ColdStart.Observe(at.Sub(start).Seconds())
+	}
 }
 
 // ObserveScaleRequest is the scale server's hook.

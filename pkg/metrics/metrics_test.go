@@ -1,11 +1,20 @@
 package metrics
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -22,6 +31,15 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	m.ObserveIdleEvaluation(idle.OutcomeTriggerError, triggers.ReasonUnreachable)
 	m.ObserveIdleEvaluation(idle.OutcomeScaledToZero, "")
 	m.ObservePoll(time.Unix(1700000000, 0), 20*time.Millisecond)
+	es := types.NamespacedName{Namespace: "shop", Name: "web"}
+	m.ObserveSync(2*time.Millisecond, nil)
+	m.ObserveMode(es, elastiv1alpha1.ModeProxy)
+	m.WakeStarted(es, time.Unix(100, 0))
+	m.WakeStarted(es, time.Unix(101, 0)) // a second request during the same wake
+	m.ModeSwitched(es, elastiv1alpha1.ModeServe, time.Unix(103, 0))
+	m.ModeSwitched(es, elastiv1alpha1.ModeServe, time.Unix(200, 0)) // no wake pending: not a cold start
+	q := m.Queues.NewAddsMetric("elastiservice")
+	q.Inc()
 
 	problems, err := testutil.GatherAndLint(m.Registry)
 	if err != nil {
@@ -44,5 +62,63 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.PollerLastRun); got != 1700000000 {
 		t.Errorf("poller last run = %v", got)
+	}
+	if got := testutil.ToFloat64(m.Mode.WithLabelValues("shop", "web")); got != 1 {
+		t.Errorf("mode gauge = %v, want 1 for proxy", got)
+	}
+	if n := histogramCount(t, m, "elasti_operator_cold_start_seconds"); n != 1 {
+		t.Errorf("cold starts observed = %d, want 1 (from the first request to serve)", n)
+	}
+	if sum := histogramSum(t, m, "elasti_operator_cold_start_seconds"); sum != 3 {
+		t.Errorf("cold start = %vs, want 3s", sum)
+	}
+	m.ForgetElastiService(es)
+	if n := testutil.CollectAndCount(m.Mode); n != 0 {
+		t.Errorf("%d mode series after the ElastiService went, want 0", n)
+	}
+}
+
+func histogram(t *testing.T, m *Operator, name string) *dto.Histogram {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetHistogram()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+func histogramCount(t *testing.T, m *Operator, name string) uint64 {
+	return histogram(t, m, name).GetSampleCount()
+}
+
+func histogramSum(t *testing.T, m *Operator, name string) float64 {
+	return histogram(t, m, name).GetSampleSum()
+}
+
+// client-go's requests reach the registry, labelled without URLs.
+func TestClientGoMetrics(t *testing.T) {
+	m := NewOperator()
+	m.RegisterClientGoMetrics()
+	apiserver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"NamespaceList","apiVersion":"v1","items":[]}`))
+	}))
+	defer apiserver.Close()
+	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: apiserver.URL})
+	if _, err := cs.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.clientGo.results.WithLabelValues("GET", "200")); got < 1 {
+		t.Errorf("rest_client_requests_total{method=GET,code=200} = %v, want >= 1", got)
+	}
+	problems, err := testutil.GatherAndLint(m.Registry, "rest_client_requests_total", "rest_client_request_duration_seconds")
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", err, problems)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/controller"
@@ -55,8 +54,6 @@ type Options struct {
 	// ResyncPeriod re-syncs every ElastiService periodically to repair drift
 	// no event reports.
 	ResyncPeriod time.Duration
-	// QueueMetrics receives workqueue metrics; nil disables them.
-	QueueMetrics workqueue.MetricsProvider
 
 	// PollingInterval is how often idle triggers are evaluated
 	// (KubeElasti: POLLING_INTERVAL).
@@ -210,7 +207,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
 		DeletionGrace:        opts.DeletionGrace,
-	}, opts.QueueMetrics)
+	}, o.Metrics.Queues)
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +223,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
 		},
 	})
+	o.Controller.Observer = controller.Observer{
+		Sync:     o.Metrics.ObserveSync,
+		Mode:     o.Metrics.ObserveMode,
+		Switched: o.Metrics.ModeSwitched,
+		Gone:     o.Metrics.ForgetElastiService,
+	}
+	o.ScaleServer.Woke = o.Metrics.WakeStarted
 	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
 	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
 	o.Poller.ObserveRun = o.Metrics.ObservePoll

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,6 +133,28 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 		es := e.Get("web")
 		return es.Status.LastScaledUpTime != nil, fmt.Sprintf("%v", es.Status.LastScaledUpTime)
 	})
+
+	// The key series moved.
+	m := e.LastOperator.Metrics
+	for name, got := range map[string]float64{
+		"scale up":               testutil.ToFloat64(m.ScaleCounter.WithLabelValues("up", "success")),
+		"scale down":             testutil.ToFloat64(m.ScaleCounter.WithLabelValues("down", "success")),
+		"scaled_to_zero verdict": testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(idle.OutcomeScaledToZero, "")),
+		"poller last run":        testutil.ToFloat64(m.PollerLastRun),
+		"queue adds":             testutil.ToFloat64(m.Queues.NewAddsMetric("elastiservice").(prometheus.Counter)),
+	} {
+		if got < 1 {
+			t.Errorf("%s metric = %v, want it to have moved", name, got)
+		}
+	}
+	if got := testutil.ToFloat64(m.Mode.WithLabelValues(e.NS, "web")); got != 0 {
+		t.Errorf("elasti_operator_mode = %v in serve mode, want 0", got)
+	}
+	for _, name := range []string{"elasti_operator_cold_start_seconds", "elasti_operator_reconcile", "elasti_operator_scale_request_duration_seconds"} {
+		if n, err := testutil.GatherAndCount(m.Registry, name); err != nil || n == 0 {
+			t.Errorf("%s has no samples (%v)", name, err)
+		}
+	}
 
 	// The cooldown counts from the wake: still idle, but it stays up...
 	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Until(wokeAt.Add(cooldown-500*time.Millisecond)))

@@ -70,6 +70,8 @@ type Server struct {
 	baseCtx context.Context
 	// Observe, when set, receives every request's outcome and duration.
 	Observe func(outcome string, d time.Duration)
+	// Woke, when set, is told of every scale-up a request caused.
+	Woke func(es types.NamespacedName, at time.Time)
 
 	mu       sync.Mutex
 	inFlight map[types.NamespacedName]*call
@@ -224,6 +226,9 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 	}
 	// The status write must never delay the answer to the resolver.
 	now := s.clock.Now()
+	if s.Woke != nil {
+		s.Woke(entry.ElastiService, now)
+	}
 	s.mu.Lock()
 	s.woken[entry.ElastiService] = now
 	for k, at := range s.woken {
