@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/testenv"
+)
+
+func countModes(e *testenv.Env) (proxy, serve int) {
+	list, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).List(e.Ctx(), metav1.ListOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	for _, es := range list.Items {
+		switch es.Status.Mode {
+		case elastiv1alpha1.ModeProxy:
+			proxy++
+		case elastiv1alpha1.ModeServe:
+			serve++
+		}
+	}
+	return proxy, serve
+}
+
+// Two replicas with leader election: one acts, the other keeps warm caches,
+// is not ready and refuses scale requests; when the leader dies the other
+// takes over within the lease duration and converges with nothing lost.
+func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Resolver(1)
+	const n = 10
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		e.App(name, 0)
+		e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
+	}
+	a := startOperatorProcess(t, e, "elasti-operator-a")
+	b := startOperatorProcess(t, e, "elasti-operator-b")
+
+	var leader, follower *operatorProcess
+	e.Eventually("exactly one ready replica", func() (bool, string) {
+		ra, rb := a.ready(), b.ready()
+		switch {
+		case ra && !rb:
+			leader, follower = a, b
+		case rb && !ra:
+			leader, follower = b, a
+		default:
+			return false, fmt.Sprintf("a ready=%v b ready=%v", ra, rb)
+		}
+		return true, ""
+	})
+	e.Eventually("every ElastiService in proxy mode", func() (bool, string) {
+		p, s := countModes(e)
+		return p == n, fmt.Sprintf("%d proxy, %d serve", p, s)
+	})
+	// The follower stays out: not ready, 503 on scale requests, no writes.
+	for range 5 {
+		if follower.ready() {
+			t.Fatalf("%s reports ready while %s leads", follower.name, leader.name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := testenv.Post(t, follower.scale, testenv.WakeBody("app-0", e.NS)); code != http.StatusServiceUnavailable {
+		t.Fatalf("the follower answered a scale request with %d %s, want 503", code, body)
+	}
+	if w := writesBy(t, e.NS, follower.name); w != 0 {
+		t.Errorf("the follower %s made %d writes; only the leader may act", follower.name, w)
+	}
+	if w := writesBy(t, e.NS, leader.name); w < n {
+		t.Errorf("the leader %s made %d writes for %d ElastiServices", leader.name, w, n)
+	}
+
+	// Kill the leader outright: the follower takes over within the lease.
+	killed := time.Now()
+	leader.signal(syscall.SIGKILL)
+	// Work that arrives with no leader must not be lost.
+	e.App("late", 0)
+	e.ElastiService("late", "late", elastiv1alpha1.KindDeployment, "late")
+	e.Eventually("the follower to take over", func() (bool, string) { return follower.ready(), "not ready" })
+	took := time.Since(killed)
+	t.Logf("failover took %s (lease duration 3s)", took.Round(time.Millisecond))
+	if took > 3*time.Second+5*time.Second {
+		t.Errorf("failover took %s; the lease duration is 3s", took)
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("app-%d", i)
+		if code, body := testenv.Post(t, follower.scale, testenv.WakeBody(name, e.NS)); code != http.StatusOK {
+			t.Fatalf("new leader: wake %s: %d %s", name, code, body)
+		}
+	}
+	e.Eventually("5 woken and 6 asleep after failover", func() (bool, string) {
+		p, s := countModes(e)
+		return p == n+1-5 && s == 5, fmt.Sprintf("%d proxy, %d serve", p, s)
+	})
+}
+
+// SIGTERM in the middle of a burst of mode switches: the operator drains,
+// releases its lease, exits cleanly, and a restarted operator converges.
+func TestSIGTERMDuringABurstConverges(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Resolver(1)
+	const n = 60
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		e.App(name, 1)
+		e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
+	}
+	first := startOperatorProcess(t, e, "elasti-operator-first")
+	e.Eventually("every ElastiService serving", func() (bool, string) {
+		p, s := countModes(e)
+		return s == n, fmt.Sprintf("%d proxy, %d serve", p, s)
+	})
+
+	for i := range n {
+		e.Scale(elastiv1alpha1.KindDeployment, fmt.Sprintf("app-%d", i), 0)
+	}
+	e.Eventually("the burst under way", func() (bool, string) {
+		p, _ := countModes(e)
+		return p > 0, fmt.Sprintf("%d switched", p)
+	})
+	first.signal(syscall.SIGTERM)
+	select {
+	case <-first.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operator did not exit within 30s of SIGTERM")
+	}
+	if code := first.state.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	lease, err := e.Kube.CoordinationV1().Leases(e.NS).Get(e.Ctx(), "elasti-operator-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the lease is still held by %q after a graceful shutdown", *h)
+	}
+	p, _ := countModes(e)
+	t.Logf("%d of %d switched to proxy before the shutdown", p, n)
+
+	second := startOperatorProcess(t, e, "elasti-operator-second")
+	start := time.Now()
+	e.Eventually("every ElastiService converged to proxy after the restart", func() (bool, string) {
+		p, s := countModes(e)
+		return p == n, fmt.Sprintf("%d proxy, %d serve", p, s)
+	})
+	t.Logf("converged %s after the restart", time.Since(start).Round(time.Millisecond))
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		ours := 0
+		for _, s := range e.SlicesFor(name) {
+			if s.Labels["endpointslice.kubernetes.io/managed-by"] == "elasti-operator.elasti.truefoundry.com" {
+				ours++
+			}
+		}
+		if ours != 1 {
+			t.Errorf("%s has %d resolver slices after the restart, want 1", name, ours)
+		}
+	}
+	_ = second
+}
