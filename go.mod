@@ -3,6 +3,7 @@ module github.com/elasti-dev/elasti
 go 1.26.0
 
 require (
+	github.com/getsentry/sentry-go v0.50.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	golang.org/x/sys v0.48.0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/errreport"
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
 
@@ -61,6 +63,21 @@ func run(ctx context.Context, o *options) error {
 	op, err := operator.New(ctx, cfg, o.operator)
 	if err != nil {
 		return err
+	}
+
+	// Sentry is on only when SENTRY_DSN is set; errors that exhaust their
+	// retries and panics are reported with the object they concern.
+	reporter, err := errreport.FromEnv(os.Getenv, "")
+	if err != nil {
+		return err
+	}
+	defer reporter.Close(5 * time.Second)
+	if reporter.Enabled() {
+		logger.Info("Reporting errors to Sentry", "environment", os.Getenv(errreport.EnvEnvironment))
+		utilruntime.PanicHandlers = append(utilruntime.PanicHandlers, reporter.PanicHandler())
+		op.Controller.OnDrop(func(ctx context.Context, queue, kind, key string, err error) {
+			reporter.ReportDropped(ctx, queue, key, err, errreport.ObjectRefFromKey(kind, key))
+		})
 	}
 
 	registry := op.Metrics.Registry

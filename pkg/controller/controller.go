@@ -244,6 +244,23 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	return c, nil
 }
 
+// DropHandler is told of a key that exhausted its retries, with the kind of
+// object the key names (ElastiService, a scale-target kind, or Service).
+type DropHandler func(ctx context.Context, queue, kind, key string, err error)
+
+// OnDrop reports keys every queue drops; set it before Run.
+func (c *Controller) OnDrop(h DropHandler) {
+	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
+		h(ctx, c.elastiServiceQueue.Name(), "ElastiService", k.String(), err)
+	}
+	c.targetQueue.OnDrop = func(ctx context.Context, r scaletarget.Ref, err error) {
+		h(ctx, c.targetQueue.Name(), r.Kind, r.Namespace+"/"+r.Name, err)
+	}
+	c.sliceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
+		h(ctx, c.sliceQueue.Name(), "Service", k.String(), err)
+	}
+}
+
 // OnRolloutChange is the Rollout informer's callback.
 func (c *Controller) OnRolloutChange(ref scaletarget.Ref) { c.targetQueue.Add(ref) }
 

@@ -1,0 +1,41 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// Dropped keys from every queue reach the handler with the object's kind.
+func TestOnDropNamesTheQueueAndTheObject(t *testing.T) {
+	f := newFixture(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	var got []string
+	c.OnDrop(func(_ context.Context, queue, kind, key string, err error) {
+		got = append(got, queue+" "+kind+" "+key+" "+err.Error())
+	})
+	boom := errors.New("boom")
+	c.elastiServiceQueue.OnDrop(ctx, cache.ObjectName{Namespace: "shop", Name: "web"}, boom)
+	c.targetQueue.OnDrop(ctx, scaletarget.Ref{Kind: "StatefulSet", Namespace: "shop", Name: "db"}, boom)
+	c.sliceQueue.OnDrop(ctx, types.NamespacedName{Namespace: "shop", Name: "web"}, boom)
+	want := []string{
+		"elastiservice ElastiService shop/web boom",
+		"scaletarget StatefulSet shop/db boom",
+		"endpointslice Service shop/web boom",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("drop %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
