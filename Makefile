@@ -9,6 +9,8 @@ PKGS      := ./...
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT  ?= 30m
 BENCH_TIME    ?= 1x
+# ElastiServices in the fleet benchmark.
+FLEET         ?= 1000
 
 .PHONY: all build test unit generate verify verify-codegen lint cluster-bins cluster-up cluster-down demo bench clean
 
@@ -46,8 +48,10 @@ cluster-down: ## Stop the local control plane
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
-bench: cluster-bins ## Go benchmarks on the local control plane
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 60m $(PKGS)
+bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000)
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
+	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./pkg/e2e/
+	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout 60m ./pkg/e2e/ -args -fleet-size=$(FLEET)
 
 clean:
 	rm -rf $(BIN)

@@ -16,6 +16,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,6 +156,16 @@ type Controller struct {
 
 	// Observer receives measurements; set it before Run.
 	Observer Observer
+	// EventClient writes Events; nil uses the main client. A separate
+	// client gives events their own rate limit, so a burst of events never
+	// delays reconciles.
+	EventClient kubernetes.Interface
+
+	// superseded remembers, per ElastiService, resourceVersions that our own
+	// writes replaced, so a sync that sees one knows the cache is behind
+	// and waits for the newer object's event instead of writing on stale
+	// state (which would only conflict).
+	superseded supersededVersions
 
 	// syncHandler is a field so tests can observe or replace it.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
@@ -163,6 +175,41 @@ type Controller struct {
 
 func init() {
 	utilruntime.Must(elastischeme.AddToScheme(scheme.Scheme))
+}
+
+// supersededVersions is safe for concurrent use.
+type supersededVersions struct {
+	mu sync.Mutex
+	m  map[cache.ObjectName][]string
+}
+
+// add records that our write replaced resourceVersion rv of key.
+func (s *supersededVersions) add(key cache.ObjectName, rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[cache.ObjectName][]string{}
+	}
+	// A handful is plenty: the cache is never more than a few writes behind.
+	s.m[key] = append(s.m[key][max(0, len(s.m[key])-3):], rv)
+}
+
+// stale reports whether rv is one our writes replaced; when it is not, the
+// cache has caught up and the record is dropped.
+func (s *supersededVersions) stale(key cache.ObjectName, rv string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.m[key], rv) {
+		return true
+	}
+	delete(s.m, key)
+	return false
+}
+
+func (s *supersededVersions) forget(key cache.ObjectName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
 }
 
 // New wires the controller's handlers onto the informers. Start the
@@ -277,7 +324,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 
 	c.broadcaster.StartStructuredLogging(3)
-	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
+	events := c.EventClient
+	if events == nil {
+		events = c.kubeClient
+	}
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer c.broadcaster.Shutdown()
 
 	logger.Info("Waiting for informer caches to sync")

@@ -42,6 +42,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+		c.superseded.forget(key)
 		c.directory.ReleaseAll(gone)
 		if c.Observer.Gone != nil {
 			c.Observer.Gone(gone)
@@ -50,6 +51,10 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 	}
 	if err != nil {
 		return err
+	}
+	if c.superseded.stale(key, es.ResourceVersion) {
+		logger.V(4).Info("Cache is behind our own write; waiting for its event", "resourceVersion", es.ResourceVersion)
+		return nil
 	}
 	if es.DeletionTimestamp != nil {
 		return c.finalize(ctx, es)
@@ -98,7 +103,8 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	}
 
 	ref := scaletarget.RefFor(es)
-	if _, err := c.scaler.Get(ref); err != nil {
+	state, err := c.scaler.Get(ref)
+	if err != nil {
 		switch {
 		case errors.Is(err, scaletarget.ErrUnsupportedKind):
 			return c.setNotReady(ctx, es, "", ReasonUnsupportedTarget,
@@ -116,7 +122,11 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		}
 	}
 
-	if c.hasReadyEndpoints(es.Namespace, es.Spec.Service) {
+	// Serve needs a pod that can take traffic now. Proxy starts as soon as
+	// the target is scaled to zero, before the cluster has removed the
+	// terminating pods' endpoints, so the resolver is in front before the
+	// Service's last endpoint goes.
+	if state.Replicas > 0 && c.hasReadyEndpoints(es.Namespace, es.Spec.Service) {
 		if err := c.deleteResolverSlice(ctx, es); err != nil {
 			return err
 		}
@@ -182,6 +192,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	if _, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
+	c.superseded.add(cache.MetaObjectToName(es), es.ResourceVersion)
 	if mode != "" && es.Status.Mode != mode {
 		c.recordModeSwitch(ctx, es, mode)
 	}
@@ -192,6 +203,11 @@ func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.El
 	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
 	if c.Observer.Switched != nil {
 		c.Observer.Switched(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, mode, c.clock.Now())
+	}
+	if es.Status.Mode == "" {
+		// A first mode is an adoption, not a switch: no event, so starting
+		// on a large fleet does not write one event per ElastiService.
+		return
 	}
 	if mode == elastiv1alpha1.ModeProxy {
 		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToProxy,
@@ -224,6 +240,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, es *elastiv1alpha1.Ela
 	if err != nil {
 		return nil, fmt.Errorf("patch finalizers: %w", err)
 	}
+	c.superseded.add(cache.MetaObjectToName(es), es.ResourceVersion)
 	return updated, nil
 }
 

@@ -66,7 +66,7 @@ func TestSyncNewElastiServiceAddsFinalizerAndPrivateService(t *testing.T) {
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
 	f.expectElasti(expectStatusUpdate(expectedStatus(withFinalizer, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
-	f.expectEvents("Normal " + ReasonSwitchedToProxy)
+	// A first mode is an adoption, not a switch: no event.
 
 	wantNoError(t, f.run(keyOf(es)))
 
@@ -154,6 +154,7 @@ func TestSyncModeFollowsReadyEndpoints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			es := proxySeed(f)
+			f.deployments[0].Spec.Replicas = ptr.To[int32](1)
 			f.endpointSlices = append(f.endpointSlices, tc.slice)
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
@@ -168,6 +169,34 @@ func TestSyncModeFollowsReadyEndpoints(t *testing.T) {
 	}
 }
 
+// A target scaled to zero switches to proxy at once, even while the cluster
+// still lists its terminating pods as ready.
+func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
+	f := newFixture(t)
+	es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
+	public := newPublicService("web")
+	f.elastiServices = append(f.elastiServices, es)
+	f.services = append(f.services, public, privateServiceFor(es, public))
+	f.deployments = append(f.deployments, newDeployment("web", 0))
+	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
+	f.resolverSlices = readyResolver()
+
+	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectEvents("Normal " + ReasonSwitchedToProxy)
+
+	wantNoError(t, f.run(keyOf(es)))
+}
+
+// scaleUp sets a seeded Deployment's replicas.
+func scaleUp(f *fixture, name string, replicas int32) {
+	for _, d := range f.deployments {
+		if d.Name == name {
+			d.Spec.Replicas = ptr.To(replicas)
+		}
+	}
+}
+
 // 4.
 func TestSyncConvergedWritesNothing(t *testing.T) {
 	for _, tc := range []struct {
@@ -177,6 +206,7 @@ func TestSyncConvergedWritesNothing(t *testing.T) {
 		{"proxy", func(f *fixture) { proxySeed(f) }},
 		{"serve", func(f *fixture) {
 			proxySeed(f)
+			f.deployments[0].Spec.Replicas = ptr.To[int32](1)
 			f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 		}},
 		{"new without finalizer", func(f *fixture) { proxySeed(f).Finalizers = nil }},
@@ -210,6 +240,7 @@ func TestSyncServeDeletesStaleResolverSlice(t *testing.T) {
 	proxySeed(f)
 	f = f.converged(keyOf(f.elastiService("web")))
 	es := f.elastiService("web")
+	scaleUp(f, "web", 1)
 	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 
 	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
@@ -285,7 +316,7 @@ func TestSyncResolverUnavailable(t *testing.T) {
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public)))
 	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonResolverUnavailable, t0)))
-	f.expectEvents("Warning "+ReasonResolverUnavailable, "Normal "+ReasonSwitchedToProxy)
+	f.expectEvents("Warning " + ReasonResolverUnavailable)
 
 	wantWaiting(t, f.run(keyOf(es)), ReasonResolverUnavailable)
 }
@@ -325,13 +356,14 @@ func TestSyncServiceConflict(t *testing.T) {
 	}
 	conflicted.Status.LastReconciledTime = ptr.To(metav1.NewTime(t0))
 	conflicted.Status.Conditions[0].Message = "conflict"
+	conflicted.ResourceVersion += "-status" // as the informer delivers our status write
 	if err := f.esIndexer.Update(conflicted); err != nil {
 		t.Fatal(err)
 	}
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(second, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(second, public, "10.0.0.1")))
 	f.expectElasti(expectStatusUpdate(expectedStatus(conflicted, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
-	f.expectEvents("Normal " + ReasonSwitchedToProxy)
+	// A first mode is an adoption, not a switch: no event.
 	wantNoError(t, c.syncHandler(ctx, keyOf(second)))
 	f.verify()
 	if e, _ := f.directory.Lookup(webKey); e.ElastiService.Name != "second" {
@@ -406,11 +438,21 @@ func TestFinalizeWaitsForReadyTargetWithinGrace(t *testing.T) {
 		t.Error("directory released while the resolver still fronts the Service")
 	}
 
+	// The informer delivers our status write; a sync on the cached copy it
+	// replaced waits for it instead of writing on stale state.
+	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	f.verify()
+	delivered := withStatus(es.DeepCopy(), elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonWaitingForTarget)
+	delivered.ResourceVersion += "-status"
+	if err := f.esIndexer.Update(delivered); err != nil {
+		t.Fatal(err)
+	}
+
 	// Past the grace: the resolver stops fronting the Service regardless.
 	f.clock.Step(20 * time.Second)
 	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
 	f.expectKube(expectDelete(servicesResource, names.PrivateService("web")))
-	f.expectElasti(expectFinalizerPatch(es, "example.com/keep"))
+	f.expectElasti(expectFinalizerPatch(delivered, "example.com/keep"))
 	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
 	f.verify()
 	if _, ok := f.directory.Lookup(webKey); ok {
@@ -621,7 +663,7 @@ func TestSyncStatefulSetAndLegacyDeploymentTargets(t *testing.T) {
 			f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 			f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
 			f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
-			f.expectEvents("Normal " + ReasonSwitchedToProxy)
+			// A first mode is an adoption, not a switch: no event.
 
 			wantNoError(t, f.run(keyOf(es)))
 		})
@@ -681,6 +723,6 @@ func TestSyncConflictWithHolderThatMovedOn(t *testing.T) {
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(waiting, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(waiting, public, "10.0.0.1")))
 	f.expectElasti(expectStatusUpdate(expectedStatus(waiting, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
-	f.expectEvents("Normal " + ReasonSwitchedToProxy)
+	// A first mode is an adoption, not a switch: no event.
 	wantNoError(t, f.run(keyOf(waiting)))
 }

@@ -27,7 +27,7 @@ var (
 )
 
 // operatorBinary builds cmd/elasti-operator once per test binary.
-func operatorBinary(t *testing.T) string {
+func operatorBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root, err := localcluster.RepoRoot()
@@ -64,7 +64,7 @@ type operatorProcess struct {
 	state  *os.ProcessState
 }
 
-func loopbackPort(t *testing.T) int {
+func loopbackPort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,6 +78,13 @@ func loopbackPort(t *testing.T) int {
 // that name, so the apiserver's audit log tells replicas apart by user agent)
 // with leader election on a Lease in the test namespace.
 func startOperatorProcess(t *testing.T, e *testenv.Env, name string) *operatorProcess {
+	t.Helper()
+	return startOperatorProcessFor(t, e, name)
+}
+
+// startOperatorProcessFor is startOperatorProcess for benchmarks too; later
+// args override earlier ones.
+func startOperatorProcessFor(t testing.TB, e *testenv.Env, name string, args ...string) *operatorProcess {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	data, err := os.ReadFile(operatorBinary(t))
@@ -113,6 +120,7 @@ func startOperatorProcess(t *testing.T, e *testenv.Env, name string) *operatorPr
 		"--polling-interval=1h",
 		"-v=2",
 	)
+	p.cmd.Args = append(p.cmd.Args, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -163,7 +171,7 @@ func lastLines(s string, n int) string {
 
 // writesBy counts writes in namespace made by clients whose user agent
 // starts with agent, from the apiserver's audit log.
-func writesBy(t *testing.T, namespace, agent string) int {
+func writesBy(t testing.TB, namespace, agent string) int {
 	t.Helper()
 	f, err := os.Open(clustertest.Get(t).AuditLog)
 	if err != nil {

@@ -41,9 +41,16 @@ type stack struct {
 // idle poller is slowed right down so no test scales anything by accident.
 func newStack(t *testing.T, configure func(*resolver.Config)) *stack {
 	t.Helper()
+	return newStackTB(t, configure)
+}
+
+// newStackTB is newStack for benchmarks too.
+func newStackTB(t testing.TB, configure func(*resolver.Config)) *stack {
+	t.Helper()
 	podNetwork(t)
 	e := testenv.New(t)
 	e.Opts.PollingInterval = time.Hour
+	e.Opts.ScaleSettleWindow = 200 * time.Millisecond
 	op := e.StartOperatorReturning()
 	scale := httptest.NewServer(op.ScaleServer.Handler())
 	t.Cleanup(scale.Close)
@@ -60,7 +67,7 @@ func newStack(t *testing.T, configure func(*resolver.Config)) *stack {
 
 // startResolver runs a resolver in-process, serving HTTP/1.1 and h2c on a
 // loopback port, until the test ends.
-func (s *stack) startResolver(t *testing.T, configure func(*resolver.Config)) string {
+func (s *stack) startResolver(t testing.TB, configure func(*resolver.Config)) string {
 	t.Helper()
 	cfg := clustertest.Get(t).RESTConfig()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name(), "component", "resolver")))

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
@@ -80,8 +81,8 @@ func DefaultOptions() Options {
 		ResolverNamespace:    "elasti",
 		ResolverService:      "elasti-resolver-service",
 		ResolverProxyPort:    8012,
-		QPS:                  500,
-		Burst:                1000,
+		QPS:                  1000,
+		Burst:                2000,
 		ElastiServiceWorkers: 32,
 		TargetWorkers:        4,
 		EndpointSliceWorkers: 4,
@@ -212,6 +213,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	o.Controller = ctrl
+	eventsCfg := rest.CopyConfig(cfg)
+	eventsCfg.QPS, eventsCfg.Burst = 50, 100
+	if ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg); err != nil {
+		return nil, err
+	}
 	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
 		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow})
 	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, ctrl.Recorder(), idle.Config{
@@ -301,15 +307,22 @@ func (o *Operator) Run(ctx context.Context) error {
 // informer caches: managedFields everywhere, and pod templates of
 // Deployments and StatefulSets, usually their largest part. This keeps
 // memory flat for clusters with thousands of workloads.
+//
+// Annotations go too where the operator never writes the object back whole
+// (scale targets; ElastiServices, whose status writes ignore metadata).
+// Services and EndpointSlices keep theirs: those are updated from cached
+// copies, and an update must not drop what users put there.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		o.ManagedFields = nil
+		o.ManagedFields, o.Annotations = nil, nil
 		o.Spec.Template = corev1.PodTemplateSpec{}
 	case *appsv1.StatefulSet:
-		o.ManagedFields = nil
+		o.ManagedFields, o.Annotations = nil, nil
 		o.Spec.Template = corev1.PodTemplateSpec{}
 		o.Spec.VolumeClaimTemplates = nil
+	case *elastiv1alpha1.ElastiService:
+		o.ManagedFields, o.Annotations = nil, nil
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -121,9 +122,18 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		t.Errorf("resolver slice ports = %+v, want http → %d", s.Ports, testenv.ResolverProxyPort)
 	}
 
+	// elasti_operator_mode follows: 1 in proxy.
+	mode := func() float64 { return testutil.ToFloat64(e.LastOperator.Metrics.Mode.WithLabelValues(e.NS, "web")) }
+	if got := mode(); got != 1 {
+		t.Errorf("elasti_operator_mode = %v in proxy mode, want 1", got)
+	}
+
 	// Scale up by hand: serve, and the resolver slice is gone.
 	e.Scale(elastiv1alpha1.KindDeployment, "web", 1)
 	e.WaitMode("web", elastiv1alpha1.ModeServe)
+	if got := mode(); got != 0 {
+		t.Errorf("elasti_operator_mode = %v in serve mode, want 0", got)
+	}
 	e.Eventually("the resolver slice to be deleted", func() (bool, string) {
 		_, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)

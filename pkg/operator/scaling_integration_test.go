@@ -147,9 +147,6 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 			t.Errorf("%s metric = %v, want it to have moved", name, got)
 		}
 	}
-	if got := testutil.ToFloat64(m.Mode.WithLabelValues(e.NS, "web")); got != 0 {
-		t.Errorf("elasti_operator_mode = %v in serve mode, want 0", got)
-	}
 	for _, name := range []string{"elasti_operator_cold_start_seconds", "elasti_operator_reconcile", "elasti_operator_scale_request_duration_seconds"} {
 		if n, err := testutil.GatherAndCount(m.Registry, name); err != nil || n == 0 {
 			t.Errorf("%s has no samples (%v)", name, err)

@@ -197,6 +197,14 @@ func (e *Env) Deployment(name string, replicas int32, mutate func(*appsv1.Deploy
 
 func (e *Env) Service(name, app string) {
 	e.T.Helper()
+	if err := e.CreateService(name, app); err != nil {
+		e.T.Fatal(err)
+	}
+}
+
+// CreateService creates a public Service (port 80 named http, to the pods'
+// http port) selecting app; unlike Service it is safe from any goroutine.
+func (e *Env) CreateService(name, app string) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
 		Spec: corev1.ServiceSpec{
@@ -204,9 +212,8 @@ func (e *Env) Service(name, app string) {
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 		},
 	}
-	if _, err := e.Kube.CoreV1().Services(e.NS).Create(e.Ctx(), svc, metav1.CreateOptions{}); err != nil {
-		e.T.Fatal(err)
-	}
+	_, err := e.Kube.CoreV1().Services(e.NS).Create(e.Ctx(), svc, metav1.CreateOptions{})
+	return err
 }
 
 // resolver stands in for the resolver Deployment: kwok makes its pods Ready

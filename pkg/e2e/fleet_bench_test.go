@@ -1,0 +1,387 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/testenv"
+)
+
+// fleetPrefix starts the name of every fleet member.
+const fleetPrefix = "app-"
+
+var fleetSize = flag.Int("fleet-size", 1000, "ElastiServices in BenchmarkFleet, each with its own Deployment and Service")
+
+// fleetWatch follows the fleet through the benchmark's own informers, so
+// completion is seen the moment it happens rather than at the next poll.
+type fleetWatch struct {
+	mu       sync.Mutex
+	modes    map[string]string // ElastiService → mode when Ready=True
+	ready    map[string]bool   // Deployment → has a ready replica
+	serving  map[string]bool   // Service → its own slices list a ready endpoint
+	changed  chan struct{}
+	esSynced cache.InformerSynced
+	dSynced  cache.InformerSynced
+}
+
+func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
+	w := &fleetWatch{modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{}, changed: make(chan struct{}, 1)}
+	ef := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithNamespace(e.NS))
+	kf := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS))
+	onES := func(obj any) {
+		es, ok := obj.(*elastiv1alpha1.ElastiService)
+		if !ok {
+			return
+		}
+		mode := ""
+		if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+			mode = es.Status.Mode
+		}
+		w.mu.Lock()
+		w.modes[es.Name] = mode
+		w.mu.Unlock()
+		w.notify()
+	}
+	onD := func(obj any) {
+		d, ok := obj.(*appsv1.Deployment)
+		if !ok {
+			return
+		}
+		if !strings.HasPrefix(d.Name, fleetPrefix) {
+			return // the resolver stand-in
+		}
+		w.mu.Lock()
+		w.ready[d.Name] = d.Status.ReadyReplicas > 0
+		w.mu.Unlock()
+		w.notify()
+	}
+	// The EndpointSlice controller's own slices (not the resolver's) tell
+	// when the cluster itself has taken a Service's endpoints away.
+	onSlice := func(obj any) {
+		sl, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || sl.Labels[discoveryv1.LabelManagedBy] != "endpointslice-controller.k8s.io" {
+			return
+		}
+		svc := sl.Labels[discoveryv1.LabelServiceName]
+		if !strings.HasPrefix(svc, fleetPrefix) {
+			return
+		}
+		readyEP := false
+		for _, ep := range sl.Endpoints {
+			readyEP = readyEP || ep.Conditions.Ready == nil || *ep.Conditions.Ready
+		}
+		w.mu.Lock()
+		w.serving[svc] = readyEP
+		w.mu.Unlock()
+		w.notify()
+	}
+	sInf := kf.Discovery().V1().EndpointSlices().Informer()
+	_, _ = sInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onSlice, UpdateFunc: func(_, o any) { onSlice(o) }})
+	esInf := ef.Elasti().V1alpha1().ElastiServices().Informer()
+	dInf := kf.Apps().V1().Deployments().Informer()
+	_, _ = esInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onES, UpdateFunc: func(_, o any) { onES(o) }})
+	_, _ = dInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onD, UpdateFunc: func(_, o any) { onD(o) }})
+	w.esSynced, w.dSynced = esInf.HasSynced, dInf.HasSynced
+	ef.Start(ctx.Done())
+	kf.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), w.esSynced, w.dSynced, sInf.HasSynced)
+	return w
+}
+
+func (w *fleetWatch) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// servingCount is how many fleet Services still have a ready endpoint of
+// their own.
+func (w *fleetWatch) servingCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.serving {
+		if s {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *fleetWatch) counts() (mode map[string]int, ready int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mode = map[string]int{}
+	for _, m := range w.modes {
+		mode[m]++
+	}
+	for _, r := range w.ready {
+		if r {
+			ready++
+		}
+	}
+	return mode, ready
+}
+
+// waitUntil blocks until cond holds and returns when it first did, printing
+// progress every 5 s so a long wait never looks hung; it gives up after
+// limit. It may run in its own goroutine.
+func (w *fleetWatch) waitUntil(what string, limit time.Duration, cond func(mode map[string]int, ready int) bool) (time.Time, error) {
+	deadline := time.Now().Add(limit)
+	lastLog := time.Now()
+	for {
+		mode, ready := w.counts()
+		if cond(mode, ready) {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%s: not done after %s (modes %v, ready deployments %d)", what, limit, mode, ready)
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			fmt.Fprintf(os.Stderr, "  … %s: modes %v, ready deployments %d\n", what, mode, ready)
+			lastLog = time.Now()
+		}
+		select {
+		case <-w.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitAll runs the waits concurrently, so each time is when its own
+// condition first held, and fails the benchmark if any timed out.
+func (w *fleetWatch) waitAll(b *testing.B, waits ...fleetWait) []time.Time {
+	b.Helper()
+	times := make([]time.Time, len(waits))
+	errs := make([]error, len(waits))
+	var wg sync.WaitGroup
+	for i, fw := range waits {
+		wg.Go(func() { times[i], errs[i] = w.waitUntil(fw.what, 10*time.Minute, fw.cond) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return times
+}
+
+type fleetWait struct {
+	what string
+	cond func(mode map[string]int, ready int) bool
+}
+
+// parallel runs f(i) for i in [0,n) with bounded concurrency.
+func parallel(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// procStats reads a process's resident memory (current and peak, bytes) and
+// CPU seconds from /proc.
+func procStats(pid int) (rss, peak int64, cpu float64, err error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:") {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			if f[0] == "VmRSS:" {
+				rss = kb << 10
+			} else {
+				peak = kb << 10
+			}
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return rss, peak, (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+// BenchmarkFleet runs the operator as a real process against a fleet of
+// -fleet-size ElastiServices and reports the figures in docs/benchmarks.md.
+func BenchmarkFleet(b *testing.B) {
+	for range b.N {
+		runFleet(b, *fleetSize)
+	}
+}
+
+func runFleet(b *testing.B, n int) {
+	e := testenv.New(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fmt.Fprintf(os.Stderr, "fleet: creating %d Deployments, Services and ElastiServices in %s\n", n, e.NS)
+	e.Resolver(2)
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s%04d", fleetPrefix, i)
+	}
+	if err := parallel(n, 32, func(i int) error {
+		return createFleetMember(ctx, e, names[i])
+	}); err != nil {
+		b.Fatal(err)
+	}
+	w := newFleetWatch(ctx, e)
+	setupStart := time.Now()
+	w.waitAll(b, fleetWait{"the cluster starting every target's pod", func(_ map[string]int, ready int) bool { return ready == n }})
+	fmt.Fprintf(os.Stderr, "fleet: every target has a ready pod (%s)\n", time.Since(setupStart).Round(time.Millisecond))
+
+	watchesBefore := testenv.WatchCount(b)
+	// All namespaces, as a cluster-wide install runs.
+	op := startOperatorProcessFor(b, e, "elasti-operator-fleet", "--watch-namespace=")
+	start := time.Now()
+	reconciled := w.waitAll(b, fleetWait{"reconcile all", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
+	reconcileAll := reconciled[0].Sub(start)
+	watches := testenv.WatchCount(b) - watchesBefore
+
+	// Scale every target to zero, as the idle poller would.
+	var lastWrite atomic.Int64
+	if err := parallel(n, 64, func(i int) error {
+		_, err := e.Kube.AppsV1().Deployments(e.NS).Patch(ctx, names[i], types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
+		lastWrite.Store(time.Now().UnixNano())
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	scaledDown := time.Unix(0, lastWrite.Load())
+	down := w.waitAll(b,
+		fleetWait{"all in proxy", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeProxy] == n }},
+		fleetWait{"the cluster removing the endpoints", func(map[string]int, int) bool { return w.servingCount() == 0 }})
+	toProxy := down[0].Sub(scaledDown)
+	clusterStop := down[1].Sub(scaledDown)
+
+	// Wake every service with n concurrent requests, as resolvers would.
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	wakeStart := time.Now()
+	var failed atomic.Int64
+	_ = parallel(n, 256, func(i int) error {
+		resp, err := client.Post(op.scale, "application/json", strings.NewReader(testenv.WakeBody(names[i], e.NS)))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			failed.Add(1)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil
+	})
+	if failed.Load() > 0 {
+		b.Fatalf("%d of %d wake requests failed", failed.Load(), n)
+	}
+	up := w.waitAll(b,
+		fleetWait{"the cluster starting the pods again", func(_ map[string]int, ready int) bool { return ready == n }},
+		fleetWait{"all in serve", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
+	clusterStart := up[0].Sub(wakeStart)
+	toServe := up[1].Sub(wakeStart)
+
+	rss, peak, cpu, err := procStats(op.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+
+	b.ReportMetric(reconcileAll.Seconds(), "reconcile-all-s")
+	b.ReportMetric(toProxy.Seconds(), "all-proxy-s")
+
+	b.ReportMetric(toServe.Seconds(), "all-serve-s")
+	b.ReportMetric((toServe - clusterStart).Seconds(), "serve-beyond-pods-s")
+	b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MiB")
+	b.ReportMetric(cpu, "cpu-s")
+	b.ReportMetric(float64(watches), "watches")
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf(`
+Fleet of %d ElastiServices (operator as a process, local control plane)
+| measure | value |
+|---|---|
+| reconcile all (operator start → all serve, Ready) | %s |
+| all in proxy, after the last scale-to-zero write | %s |
+| the cluster's own time to remove those endpoints | %s |
+| all in serve, after %d concurrent wake requests | %s |
+| the cluster's own time to start those pods | %s |
+| serve beyond the cluster's pod start | %s |
+| operator RSS now / peak | %.0f MiB / %.0f MiB |
+| operator CPU | %.1f s |
+| watches held by the operator | %d |
+`, n, reconcileAll.Round(time.Millisecond), toProxy.Round(time.Millisecond), clusterStop.Round(time.Millisecond), n, toServe.Round(time.Millisecond),
+		clusterStart.Round(time.Millisecond), (toServe - clusterStart).Round(time.Millisecond),
+		float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches)
+}
+
+func createFleetMember(ctx context.Context, e *testenv.Env, name string) error {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: testenv.PodTemplate(name),
+		},
+	}
+	if _, err := e.Kube.AppsV1().Deployments(e.NS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := e.CreateService(name, name); err != nil {
+		return err
+	}
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           name,
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			MinTargetReplicas: 1,
+			CooldownPeriod:    900,
+		},
+	}
+	_, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Create(ctx, es, metav1.CreateOptions{})
+	return err
+}
