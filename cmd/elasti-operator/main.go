@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,26 +23,18 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/errreport"
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
 
 func main() {
-	klog.InitFlags(flag.CommandLine)
-	opts, finish := bindFlags(flag.CommandLine, os.Getenv)
-	flag.Parse()
-	if err := finish(); err != nil {
-		fmt.Fprintf(os.Stderr, "elasti-operator: invalid configuration:\n%v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
-	if err := run(ctx, opts); err != nil {
-		klog.FromContext(ctx).Error(err, "Operator failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
+	var opts *options
+	command.Main("elasti-operator", func(fs *flag.FlagSet) func() error {
+		var finish func() error
+		opts, finish = bindFlags(fs, os.Getenv)
+		return finish
+	}, func(ctx context.Context) error { return run(ctx, opts) })
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,27 +21,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/command"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 )
 
 func main() {
-	klog.InitFlags(flag.CommandLine)
-	opts, finish := bindFlags(flag.CommandLine, os.Getenv)
-	flag.Parse()
-	if err := finish(); err != nil {
-		fmt.Fprintf(os.Stderr, "elasti-resolver: invalid configuration:\n%v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background())
-	if err := run(ctx, opts); err != nil {
-		klog.FromContext(ctx).Error(err, "Resolver failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
+	var opts *options
+	command.Main("elasti-resolver", func(fs *flag.FlagSet) func() error {
+		var finish func() error
+		opts, finish = bindFlags(fs, os.Getenv)
+		return finish
+	}, func(ctx context.Context) error { return run(ctx, opts) })
 }
 
 func run(ctx context.Context, o *options) error {

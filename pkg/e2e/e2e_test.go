@@ -30,9 +30,7 @@ const deploymentKind = elastiv1alpha1.KindDeployment
 func TestColdStartHoldsEveryRequestAndWakesOnce(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
-	s.App("web", 0)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeProxy)
+	s.Fronted("web", 0)
 
 	const n = 200
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
@@ -76,9 +74,7 @@ func TestColdStartHoldsEveryRequestAndWakesOnce(t *testing.T) {
 func TestServeModeForwardsRequestsUnchanged(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
-	s.App("web", 1)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeServe)
+	s.Fronted("web", 1)
 
 	body := []byte(`{"order":42}`)
 	req, err := http.NewRequest(http.MethodPut, s.ResolverURL+"/orders/42?expand=items&x=%2F", bytes.NewReader(body))
@@ -111,9 +107,7 @@ func TestServeModeForwardsRequestsUnchanged(t *testing.T) {
 func TestLargeBodiesStreamBothWaysIntact(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
-	s.App("web", 1)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeServe)
+	s.Fronted("web", 1)
 	const size = 32 << 20
 
 	// Upload: a streamed body of unknown length, checked by the backend.
@@ -189,9 +183,7 @@ func TestGRPCUnaryOverH2C(t *testing.T) {
 func TestWebSocketEcho(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
-	s.App("web", 1)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeServe)
+	s.Fronted("web", 1)
 
 	u, err := url.Parse(s.ResolverURL)
 	if err != nil {
@@ -273,9 +265,7 @@ func TestOperatorUnreachableThenBack(t *testing.T) {
 		c.OperatorURL = "http://" + addr
 		c.RequestTimeout = 1500 * time.Millisecond
 	})
-	s.App("web", 0)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeProxy)
+	s.Fronted("web", 0)
 
 	resp, err := s.do(t, http.DefaultClient, http.MethodGet, "web", "/echo", nil)
 	if err != nil {
@@ -329,9 +319,7 @@ func TestQueueOverflowIs503(t *testing.T) {
 		c.PerServiceQueue = 3
 		c.RequestTimeout = 3 * time.Second
 	})
-	s.App("web", 0)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeProxy)
+	s.Fronted("web", 0)
 
 	var wg sync.WaitGroup
 	codes := make(chan int, 6)
@@ -364,9 +352,7 @@ func TestQueueOverflowIs503(t *testing.T) {
 func TestDeletedEndpointIsNeverUsed(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
-	s.App("web", 3)
-	s.ElastiService("web", "web", deploymentKind, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeServe)
+	s.Fronted("web", 3)
 	s.Eventually("three ready pods", func() (bool, string) {
 		ips := s.ReadyPodIPs("web")
 		return len(ips) == 3, fmt.Sprint(ips)

@@ -53,9 +53,7 @@ func get(b *testing.B, client *http.Client, url, host string) {
 // with the same request straight to the pod, in serve mode.
 func BenchmarkResolverServeLatency(b *testing.B) {
 	s := newStackTB(b, nil)
-	s.App("web", 1)
-	s.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeServe)
+	s.Fronted("web", 1)
 	pod := s.ReadyPodIPs("web")[0]
 	client := &http.Client{Timeout: 10 * time.Second}
 	direct := fmt.Sprintf("http://%s:%d/echo", pod, httpPort)
@@ -92,9 +90,7 @@ func BenchmarkResolverServeLatency(b *testing.B) {
 func BenchmarkResolverThroughput(b *testing.B) {
 	const throughputRequests, clients = 20000, 8
 	s := newStackTB(b, nil)
-	s.App("web", 2)
-	s.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeServe)
+	s.Fronted("web", 2)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	via := s.ResolverURL + "/echo"
 	host := s.host("web", 80)
@@ -128,9 +124,7 @@ func BenchmarkResolverThroughput(b *testing.B) {
 // previous wake are gone before each sample, so only a new pod counts.
 func BenchmarkResolverColdStartOverhead(b *testing.B) {
 	s := newStackTB(b, nil)
-	s.App("web", 0)
-	s.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	s.WaitMode("web", elastiv1alpha1.ModeProxy)
+	s.Fronted("web", 0)
 	client := &http.Client{Timeout: time.Minute}
 	const samples = 10
 	var total, podStart, overhead []time.Duration

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,38 +19,12 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	informers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
-	"github.com/elasti-dev/elasti/pkg/install"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 var elastiGVR = elastiv1alpha1.SchemeGroupVersion.WithResource("elastiservices")
-
-var installOnce sync.Once
-
-// installCRD applies the CRD from manifests/ once per package.
-func installCRD(t *testing.T) {
-	t.Helper()
-	var err error
-	installOnce.Do(func() {
-		root, rerr := localcluster.RepoRoot()
-		if rerr != nil {
-			err = rerr
-			return
-		}
-		crds, rerr := install.ReadCRDs(filepath.Join(root, install.CRDFile))
-		if rerr != nil {
-			err = rerr
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = install.ApplyCRDs(ctx, clustertest.Get(t).RESTConfig(), crds...)
-	})
-	if err != nil {
-		t.Fatalf("install CRD: %v", err)
-	}
-}
 
 func readYAML(t *testing.T, rel string) map[string]any {
 	t.Helper()
@@ -71,7 +44,7 @@ func readYAML(t *testing.T, rel string) map[string]any {
 }
 
 func TestCRDInstallsAndIsServed(t *testing.T) {
-	installCRD(t)
+	testenv.InstallCRD(t)
 	cs := clustertest.Clientset(t)
 	resources, err := cs.Discovery().ServerResourcesForGroupVersion(elastiv1alpha1.SchemeGroupVersion.String())
 	if err != nil {
@@ -102,7 +75,7 @@ func TestCRDInstallsAndIsServed(t *testing.T) {
 // A KubeElasti manifest, byte for byte, must apply and read back through the
 // generated clientset, lister and informer.
 func TestKubeElastiResourceIsAcceptedUnchanged(t *testing.T) {
-	installCRD(t)
+	testenv.InstallCRD(t)
 	ns := clustertest.Namespace(t)
 	cfg := clustertest.Get(t).RESTConfig()
 	dyn := dynamic.NewForConfigOrDie(cfg)
@@ -173,7 +146,7 @@ func TestKubeElastiResourceIsAcceptedUnchanged(t *testing.T) {
 // Defaults come from the schema, and unknown fields survive only inside
 // trigger metadata.
 func TestSchemaDefaultsAndPruning(t *testing.T) {
-	installCRD(t)
+	testenv.InstallCRD(t)
 	ns := clustertest.Namespace(t)
 	cfg := clustertest.Get(t).RESTConfig()
 	dyn := dynamic.NewForConfigOrDie(cfg)
@@ -236,7 +209,7 @@ func validElastiService(name string) *unstructured.Unstructured {
 }
 
 func TestInvalidResourcesAreRefusedByTheAPIServer(t *testing.T) {
-	installCRD(t)
+	testenv.InstallCRD(t)
 	ns := clustertest.Namespace(t)
 	dyn := dynamic.NewForConfigOrDie(clustertest.Get(t).RESTConfig())
 	ctx := context.Background()

@@ -63,8 +63,9 @@ type Cluster struct {
 	Kubeconfig             string `json:"kubeconfig"`
 	UnprivilegedKubeconfig string `json:"unprivilegedKubeconfig"`
 	APIServerURL           string `json:"apiServerURL"`
-	// AuditLog records every mutating request (Metadata level), so tests can
-	// count the writes a component made.
+	// AuditLog records every mutating request and every watch (Metadata
+	// level), so tests can count the writes a component made and the
+	// watches it holds open.
 	AuditLog string         `json:"auditLog"`
 	PIDs     map[string]int `json:"pids"`
 
@@ -319,8 +320,8 @@ func (c *Cluster) saveState() error {
 	return os.WriteFile(filepath.Join(c.Dir, stateFile), b, 0o600)
 }
 
-// auditPolicy logs who wrote what, without bodies. Leases and events are
-// left out: they are frequent and no test counts them.
+// auditPolicy logs who wrote what and who watches what, without bodies.
+// Leases and events are left out: they are frequent and no test counts them.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -335,6 +336,9 @@ rules:
     resources: ["events"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+# Watches too: their start and end stages show who holds which watch open.
+- level: Metadata
+  verbs: ["watch"]
 - level: None
 `
 

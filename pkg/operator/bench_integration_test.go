@@ -26,9 +26,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	srv := httptest.NewServer(op.ScaleServer.Handler())
 	defer srv.Close()
 	e.Resolver(1)
-	e.App("web", 0)
-	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	e.Fronted("web", 0)
 
 	var toScaled, toServe []time.Duration
 	b.ResetTimer()

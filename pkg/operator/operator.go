@@ -5,6 +5,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,9 @@ type Options struct {
 	// ScaleSettleWindow is how long after a wake further requests for the
 	// same Service are answered without looking again (see scaleserver).
 	ScaleSettleWindow time.Duration
+	// UserAgentSuffix is appended to the operator's user agent, so the
+	// apiserver's audit log can tell operator instances apart.
+	UserAgentSuffix string
 }
 
 // DefaultOptions returns KubeElasti's defaults for the resolver and limits
@@ -151,7 +155,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
-	cfg.UserAgent = rest.DefaultKubernetesUserAgent() + " " + controller.AgentName
+	cfg.UserAgent = strings.TrimSpace(rest.DefaultKubernetesUserAgent() + " " + controller.AgentName + " " + opts.UserAgentSuffix)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

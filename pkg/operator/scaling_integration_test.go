@@ -164,9 +164,7 @@ func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
 	e := testenv.New(t)
 	scaleURL := startScaling(e, nil)
 	e.Resolver(1)
-	e.App("web", 0)
-	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	e.Fronted("web", 0)
 
 	const n = 1000
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
@@ -373,9 +371,7 @@ func TestBadScaleRequestsGetClearCodes(t *testing.T) {
 	e := testenv.New(t)
 	scaleURL := startScaling(e, nil)
 	e.Resolver(1)
-	e.App("web", 0)
-	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+	e.Fronted("web", 0)
 
 	cases := []struct {
 		name, method, body string

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"time"
@@ -82,39 +83,17 @@ func DefaultConfig() Config {
 // complete fills zero fields with defaults and checks the result.
 func (c Config) complete() (Config, error) {
 	d := DefaultConfig()
-	if c.ProxyPort == 0 {
-		c.ProxyPort = d.ProxyPort
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = d.RequestTimeout
-	}
-	if c.PerServiceQueue == 0 {
-		c.PerServiceQueue = d.PerServiceQueue
-	}
-	if c.GlobalQueue == 0 {
-		c.GlobalQueue = d.GlobalQueue
-	}
-	if c.OperatorURL == "" {
-		c.OperatorURL = d.OperatorURL
-	}
-	if c.OperatorTimeout == 0 {
-		c.OperatorTimeout = d.OperatorTimeout
-	}
-	if c.OperatorRetryInitial == 0 {
-		c.OperatorRetryInitial = d.OperatorRetryInitial
-	}
-	if c.OperatorRetryMax == 0 {
-		c.OperatorRetryMax = d.OperatorRetryMax
-	}
-	if c.ClusterDomain == "" {
-		c.ClusterDomain = d.ClusterDomain
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = d.DialTimeout
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = d.RetryAfter
-	}
+	c.ProxyPort = cmp.Or(c.ProxyPort, d.ProxyPort)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, d.RequestTimeout)
+	c.PerServiceQueue = cmp.Or(c.PerServiceQueue, d.PerServiceQueue)
+	c.GlobalQueue = cmp.Or(c.GlobalQueue, d.GlobalQueue)
+	c.OperatorURL = cmp.Or(c.OperatorURL, d.OperatorURL)
+	c.OperatorTimeout = cmp.Or(c.OperatorTimeout, d.OperatorTimeout)
+	c.OperatorRetryInitial = cmp.Or(c.OperatorRetryInitial, d.OperatorRetryInitial)
+	c.OperatorRetryMax = cmp.Or(c.OperatorRetryMax, d.OperatorRetryMax)
+	c.ClusterDomain = cmp.Or(c.ClusterDomain, d.ClusterDomain)
+	c.DialTimeout = cmp.Or(c.DialTimeout, d.DialTimeout)
+	c.RetryAfter = cmp.Or(c.RetryAfter, d.RetryAfter)
 
 	switch {
 	case c.ProxyPort < 1 || c.ProxyPort > 65535:

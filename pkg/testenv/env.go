@@ -104,6 +104,7 @@ func New(t testing.TB) *Env {
 	e.Opts.ResolverService = ResolverName
 	e.Opts.ResolverProxyPort = ResolverProxyPort
 	e.Opts.DeletionGrace = 20 * time.Second
+	e.Opts.UserAgentSuffix = e.UserAgentSuffix()
 	return e
 }
 
@@ -414,6 +415,20 @@ func CreateStatefulSet(t testing.TB, e *Env, name string, replicas int32) {
 	}
 }
 
+// Fronted creates a Deployment with replicas, its Service and an
+// ElastiService for them, all named name, and waits for the mode replicas
+// implies: proxy at zero, serve otherwise.
+func (e *Env) Fronted(name string, replicas int32) {
+	e.T.Helper()
+	e.App(name, replicas)
+	e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
+	if replicas == 0 {
+		e.WaitMode(name, elastiv1alpha1.ModeProxy)
+	} else {
+		e.WaitMode(name, elastiv1alpha1.ModeServe)
+	}
+}
+
 // Post sends body to url as JSON and returns the status code and body.
 func Post(t testing.TB, url, body string) (int, string) {
 	t.Helper()
@@ -512,4 +527,45 @@ func CountScaleWrites(t testing.TB, namespace, resource, name string) int {
 		}
 	}
 	return n
+}
+
+// UserAgentSuffix ends the user agent of this Env's operators, so their
+// requests can be told apart in the audit log.
+func (e *Env) UserAgentSuffix() string { return "test/" + e.NS }
+
+// OpenWatches counts the watches held open right now by clients whose user
+// agent ends with agentSuffix, from the apiserver's audit log: a watch is
+// open from its ResponseStarted stage until its ResponseComplete. Unlike the
+// apiserver's own gauge, it ignores every other component's watches.
+func OpenWatches(t testing.TB, agentSuffix string) int {
+	t.Helper()
+	f, err := os.Open(clustertest.Get(t).AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	open := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			AuditID   string `json:"auditID"`
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Verb != "watch" || !strings.HasSuffix(ev.UserAgent, agentSuffix) {
+			continue
+		}
+		switch ev.Stage {
+		case "ResponseStarted":
+			open[ev.AuditID] = true
+		case "ResponseComplete", "Panic":
+			delete(open, ev.AuditID)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return len(open)
 }

@@ -257,28 +257,15 @@ func (n *Network) teardown() error {
 // AddIP puts a pod IP on the namespace's lo, so a backend listening there
 // answers on it. The IP must be inside PodCIDR. Adding an IP that is already
 // there is not an error.
-func (n *Network) AddIP(ip string) error {
-	addr, err := ParsePodIP(ip)
-	if err != nil {
-		return err
-	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if n.closed {
-		return ErrClosed
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
-	defer cancel()
-	_, err = runIP(ctx, "-n", n.name, "addr", "add", addr.String()+"/32", "dev", "lo")
-	if err != nil && !isExists(err) {
-		return err
-	}
-	return nil
-}
+func (n *Network) AddIP(ip string) error { return n.changeIP(ip, "add", isExists) }
 
 // RemoveIP takes a pod IP off the namespace's lo; afterwards it no longer
 // answers. Removing an IP that is not there is not an error.
-func (n *Network) RemoveIP(ip string) error {
+func (n *Network) RemoveIP(ip string) error { return n.changeIP(ip, "del", isNoAddr) }
+
+// changeIP runs `ip addr <op>` for a pod IP inside the namespace; errors
+// that only say the change was already made are ignored.
+func (n *Network) changeIP(ip, op string, alreadyDone func(error) bool) error {
 	addr, err := ParsePodIP(ip)
 	if err != nil {
 		return err
@@ -290,8 +277,7 @@ func (n *Network) RemoveIP(ip string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	_, err = runIP(ctx, "-n", n.name, "addr", "del", addr.String()+"/32", "dev", "lo")
-	if err != nil && !isNoAddr(err) {
+	if _, err := runIP(ctx, "-n", n.name, "addr", op, addr.String()+"/32", "dev", "lo"); err != nil && !alreadyDone(err) {
 		return err
 	}
 	return nil
