@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -173,28 +171,11 @@ func lastLines(s string, n int) string {
 // starts with agent, from the apiserver's audit log.
 func writesBy(t testing.TB, namespace, agent string) int {
 	t.Helper()
-	f, err := os.Open(clustertest.Get(t).AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	n := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Stage     string `json:"stage"`
-			UserAgent string `json:"userAgent"`
-			ObjectRef struct {
-				Namespace string `json:"namespace"`
-			} `json:"objectRef"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
-		if ev.Stage == "ResponseComplete" && ev.ObjectRef.Namespace == namespace && strings.HasPrefix(ev.UserAgent, agent+"/") {
+	testenv.EachAuditEvent(t, func(ev testenv.AuditEvent) {
+		if ev.Stage == "ResponseComplete" && ev.Verb != "watch" && ev.ObjectRef.Namespace == namespace && strings.HasPrefix(ev.UserAgent, agent+"/") {
 			n++
 		}
-	}
+	})
 	return n
 }

@@ -501,32 +501,50 @@ func (e *Env) HasEvent(object, reason string) (bool, string) {
 // apiserver's audit log.
 func CountScaleWrites(t testing.TB, namespace, resource, name string) int {
 	t.Helper()
-	data, err := os.ReadFile(clustertest.Get(t).AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var ev struct {
-			Verb      string `json:"verb"`
-			Stage     string `json:"stage"`
-			ObjectRef struct {
-				Resource, Namespace, Name, Subresource string
-			} `json:"objectRef"`
-		}
-		if err := json.Unmarshal(line, &ev); err != nil {
-			continue
-		}
+	EachAuditEvent(t, func(ev AuditEvent) {
 		r := ev.ObjectRef
 		if ev.Stage == "ResponseComplete" && (ev.Verb == "patch" || ev.Verb == "update") &&
 			r.Resource == resource && r.Namespace == namespace && r.Name == name && r.Subresource == "scale" {
 			n++
 		}
-	}
+	})
 	return n
+}
+
+// AuditEvent is the part of an apiserver audit event the tests read.
+type AuditEvent struct {
+	AuditID   string `json:"auditID"`
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+}
+
+// EachAuditEvent calls f for every event in the cluster's audit log so far.
+func EachAuditEvent(t testing.TB, f func(AuditEvent)) {
+	t.Helper()
+	file, err := os.Open(clustertest.Get(t).AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev AuditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) == nil {
+			f(ev)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // UserAgentSuffix ends the user agent of this Env's operators, so their
@@ -539,23 +557,10 @@ func (e *Env) UserAgentSuffix() string { return "test/" + e.NS }
 // apiserver's own gauge, it ignores every other component's watches.
 func OpenWatches(t testing.TB, agentSuffix string) int {
 	t.Helper()
-	f, err := os.Open(clustertest.Get(t).AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	open := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			AuditID   string `json:"auditID"`
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Verb != "watch" || !strings.HasSuffix(ev.UserAgent, agentSuffix) {
-			continue
+	EachAuditEvent(t, func(ev AuditEvent) {
+		if ev.Verb != "watch" || !strings.HasSuffix(ev.UserAgent, agentSuffix) {
+			return
 		}
 		switch ev.Stage {
 		case "ResponseStarted":
@@ -563,9 +568,6 @@ func OpenWatches(t testing.TB, agentSuffix string) int {
 		case "ResponseComplete", "Panic":
 			delete(open, ev.AuditID)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return len(open)
 }
