@@ -16,6 +16,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -156,7 +157,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	cfg.UserAgent = strings.TrimSpace(rest.DefaultKubernetesUserAgent() + " " + controller.AgentName + " " + opts.UserAgentSuffix)
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(protobuf(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	o.Controller = ctrl
-	eventsCfg := rest.CopyConfig(cfg)
+	eventsCfg := protobuf(cfg)
 	eventsCfg.QPS, eventsCfg.Burst = 50, 100
 	if ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg); err != nil {
 		return nil, err
@@ -305,6 +306,17 @@ func (o *Operator) Run(ctx context.Context) error {
 	defer func() { cancel(); o.ShutdownInformers() }()
 	o.StartInformers(ctx)
 	return o.RunLeader(ctx)
+}
+
+// protobuf makes a client speak protobuf to the apiserver, as the
+// controller-manager does: for built-in types it costs the apiserver far less
+// CPU than JSON, which matters when thousands of objects are listed, watched
+// and written. Custom resources only speak JSON, so their clients keep cfg.
+func protobuf(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }
 
 // trimForCache drops what the operator never reads before objects enter the
