@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/errreport"
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
@@ -141,8 +142,10 @@ func run(ctx context.Context, o *options) error {
 		if op.Leading() {
 			select {
 			case <-workersDone:
-			case <-time.After(o.renewDeadline):
-				logger.Info("Workers did not drain before the renew deadline; releasing the lease anyway")
+			case <-time.After(workloop.SyncTimeout):
+				// Syncs are bounded by SyncTimeout, so this only fires if one
+				// is stuck; the lease is still renewed while we wait.
+				logger.Info("Workers did not finish in time; releasing the lease anyway")
 			}
 		}
 		cancelElection()

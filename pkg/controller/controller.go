@@ -295,10 +295,13 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 // object the key names (ElastiService, a scale-target kind, or Service).
 type DropHandler func(ctx context.Context, queue, kind, key string, err error)
 
-// OnDrop reports keys every queue drops; set it before Run.
+// OnDrop reports keys every queue drops; set it before Run. ElastiServices
+// that were only waiting (see IsWaiting) are not reported.
 func (c *Controller) OnDrop(h DropHandler) {
 	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
-		h(ctx, c.elastiServiceQueue.Name(), "ElastiService", k.String(), err)
+		if !IsWaiting(err) {
+			h(ctx, c.elastiServiceQueue.Name(), "ElastiService", k.String(), err)
+		}
 	}
 	c.targetQueue.OnDrop = func(ctx context.Context, r scaletarget.Ref, err error) {
 		h(ctx, c.targetQueue.Name(), r.Kind, r.Namespace+"/"+r.Name, err)

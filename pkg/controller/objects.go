@@ -34,6 +34,27 @@ func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {
 	}
 }
 
+// isController reports whether es is the controller among refs.
+func isController(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
+	for _, r := range refs {
+		if r.UID == es.UID && r.Controller != nil && *r.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// controlledByOther reports whether another object is the controller among
+// refs: the apiserver allows one, and adopting such an object would fight it.
+func controlledByOther(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
+	for _, r := range refs {
+		if r.UID != es.UID && r.Controller != nil && *r.Controller {
+			return true
+		}
+	}
+	return false
+}
+
 func hasOwnerRef(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
 	for _, r := range refs {
 		if r.UID == es.UID {
@@ -75,6 +96,9 @@ func (c *Controller) ensurePrivateService(ctx context.Context, es *elastiv1alpha
 	}
 	if err != nil {
 		return err
+	}
+	if controlledByOther(existing.OwnerReferences, es) {
+		return fmt.Errorf("private service %s is controlled by another object; not adopting it", name)
 	}
 	if existing.Spec.Type == corev1.ServiceTypeClusterIP &&
 		equality.Semantic.DeepEqual(existing.Spec.Selector, selector) &&
@@ -215,6 +239,9 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	}
 	if err != nil {
 		return err
+	}
+	if controlledByOther(existing.OwnerReferences, es) {
+		return fmt.Errorf("resolver slice %s is controlled by another object; not adopting it", name)
 	}
 	labelsOK := true
 	for k, v := range wantLabels {

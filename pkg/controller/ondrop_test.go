@@ -22,6 +22,8 @@ func TestOnDropNamesTheQueueAndTheObject(t *testing.T) {
 		got = append(got, queue+" "+kind+" "+key+" "+err.Error())
 	})
 	boom := errors.New("boom")
+	// Waiting for a missing object is no failure: not reported.
+	c.elastiServiceQueue.OnDrop(ctx, cache.ObjectName{Namespace: "shop", Name: "idle"}, &errWaiting{reason: ReasonTargetNotFound, message: "x"})
 	c.elastiServiceQueue.OnDrop(ctx, cache.ObjectName{Namespace: "shop", Name: "web"}, boom)
 	c.targetQueue.OnDrop(ctx, scaletarget.Ref{Kind: "StatefulSet", Namespace: "shop", Name: "db"}, boom)
 	c.sliceQueue.OnDrop(ctx, types.NamespacedName{Namespace: "shop", Name: "web"}, boom)

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -30,11 +31,19 @@ type errWaiting struct{ reason, message string }
 
 func (e *errWaiting) Error() string { return e.reason + ": " + e.message }
 
+// IsWaiting reports whether err only says the ElastiService is waiting for
+// something outside the operator (a Service, a target, a resolver pod): its
+// condition already says so, and it is no failure worth reporting.
+func IsWaiting(err error) bool {
+	var w *errWaiting
+	return errors.As(err, &w)
+}
+
 // syncElastiService converges one ElastiService. It is idempotent and keeps
 // no state between calls beyond the directory, which it rebuilds, so an
 // operator killed mid-sync converges on restart.
 func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName) error {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", key.String())
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
 	start := c.clock.Now()
 	defer func() { logger.V(4).Info("Finished syncing", "duration", c.clock.Since(start)) }()
@@ -72,14 +81,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
 
 	c.directory.ReleaseAll(esKey, svcKey)
-	holder, ok := c.directory.Claim(svcKey, directory.EntryFor(es))
-	if !ok && c.letGo(holder, svcKey) {
-		// The holder was deleted or now names another Service, and its own
-		// sync has not released this one yet; events for the two keys may be
-		// handled in any order.
-		c.directory.ReleaseAll(holder)
-		holder, ok = c.directory.Claim(svcKey, directory.EntryFor(es))
-	}
+	holder, ok := c.claim(es)
 	if !ok {
 		// Only one ElastiService may drive a Service's endpoints. This one
 		// waits until the holder lets go; its deletion re-enqueues us.
@@ -262,7 +264,11 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if err != nil && !scaletarget.IsNotFound(err) && !errors.Is(err, scaletarget.ErrUnsupportedKind) {
 		return err
 	}
-	if targetPresent && state.Replicas == 0 {
+	deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
+	withinGrace := c.clock.Now().Before(deadline)
+	// Within the grace only: if something keeps the target at zero (KEDA,
+	// say), the finalizer must still go eventually.
+	if targetPresent && state.Replicas == 0 && withinGrace {
 		replicas := directory.EntryFor(es).MinTargetReplicas
 		if err := c.scaler.Scale(ctx, ref, replicas); err != nil {
 			return err
@@ -274,11 +280,18 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		return nil
 	}
 
+	// The idle poller may have paused KEDA at zero; an ElastiService that
+	// goes away must hand the target back to it.
+	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
+		if err := c.scaler.SetKEDAPaused(ctx, es.Namespace, a.Name, false); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+
 	if c.resolverSliceExists(es) {
 		_, svcErr := c.services.Services(es.Namespace).Get(es.Spec.Service)
 		waiting := targetPresent && svcErr == nil && !c.hasReadyEndpoints(es.Namespace, es.Spec.Service)
-		deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
-		if waiting && c.clock.Now().Before(deadline) {
+		if waiting && withinGrace {
 			logger.V(2).Info("Keeping the resolver slice until the target has a ready pod", "deadline", deadline)
 			if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
 				msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %q",
@@ -316,11 +329,70 @@ func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 	return nil
 }
 
-// letGo reports whether holder no longer claims svc according to the cache:
-// it is gone, or its spec names another Service.
-func (c *Controller) letGo(holder, svc types.NamespacedName) bool {
-	es, err := c.elastiServices.ElastiServices(holder.Namespace).Get(holder.Name)
-	return apierrors.IsNotFound(err) || (err == nil && es.Spec.Service != svc.Name)
+// claim makes es hold its Service in the directory unless another live
+// ElastiService should. Which one holds a contested Service is decided the
+// same way on every replica and after every restart (see shouldHold), so a
+// failover never hands the Service to the other claimant.
+func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (holder types.NamespacedName, ok bool) {
+	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
+	entry := directory.EntryFor(es)
+	if holder, ok = c.directory.Claim(svcKey, entry); ok {
+		return holder, true
+	}
+	other, err := c.elastiServices.ElastiServices(holder.Namespace).Get(holder.Name)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && other.Spec.Service != es.Spec.Service):
+		// The holder was deleted or now names another Service, and its own
+		// sync has not released this one yet: events for the two keys may be
+		// handled in any order. Only this Service is released, so the
+		// holder's new claim stands.
+	case err == nil && c.shouldHold(es, other):
+		// Tell the displaced holder, so it reports the conflict.
+		c.enqueue(cache.ObjectName{Namespace: holder.Namespace, Name: holder.Name})
+	default:
+		return holder, false
+	}
+	c.directory.Release(svcKey, holder)
+	return c.directory.Claim(svcKey, entry)
+}
+
+// shouldHold reports whether a rather than b should drive a Service both
+// name: the one controlling the objects already generated for it, else the
+// older, else the first by name.
+func (c *Controller) shouldHold(a, b *elastiv1alpha1.ElastiService) bool {
+	if ca, cb := c.controlsGenerated(a), c.controlsGenerated(b); ca != cb {
+		return ca
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// controlsGenerated reports whether es is the controller of the private
+// Service or resolver slice generated for its Service.
+func (c *Controller) controlsGenerated(es *elastiv1alpha1.ElastiService) bool {
+	if svc, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service)); err == nil && isController(svc.OwnerReferences, es) {
+		return true
+	}
+	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	return err == nil && isController(slice.OwnerReferences, es)
+}
+
+// PrimeDirectory claims every ElastiService's Service from the cache, so a
+// new leader can answer scale requests before its workers reach each one.
+func (c *Controller) PrimeDirectory(ctx context.Context) {
+	all, err := c.elastiServices.List(labels.Everything())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot list ElastiServices to prime the directory")
+		return
+	}
+	for _, es := range all {
+		if es.DeletionTimestamp == nil && es.Spec.Service != "" {
+			c.claim(es)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Directory primed", "services", c.directory.Len())
 }
 
 // managesService reports whether es may change its Service's routing. An

@@ -47,6 +47,7 @@ const (
 	OutcomeTargetMissing   = "target_missing"
 	OutcomeScaleFailed     = "scale_failed"
 	OutcomeDeleting        = "deleting"
+	OutcomeNotManaged      = "not_managed"
 )
 
 // Scaler is what the poller needs of scaletarget.Scaler.
@@ -82,6 +83,10 @@ type Poller struct {
 	// RecentWake, when set, reports a wake that status.lastScaledUpTime may
 	// not show yet, so a poll right after a wake never undoes it.
 	RecentWake func(es types.NamespacedName) (time.Time, bool)
+	// Manages, when set, says whether the controller currently drives es's
+	// Service and has it Ready; the poller leaves every other one alone, so
+	// it never scales a target nothing could wake.
+	Manages func(es *elastiv1alpha1.ElastiService) bool
 }
 
 // New returns a poller.
@@ -151,6 +156,9 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
 	if es.DeletionTimestamp != nil {
 		return OutcomeDeleting, ""
+	}
+	if p.Manages != nil && !p.Manages(es) {
+		return OutcomeNotManaged, ""
 	}
 	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
 	if err != nil {

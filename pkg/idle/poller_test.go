@@ -133,6 +133,8 @@ func TestEvaluate(t *testing.T) {
 		}), 2, idleProm, 0, OutcomeTriggerError, nil, nil},
 		{"no triggers does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = nil }),
 			2, idleProm, 0, OutcomeBusy, nil, nil},
+		{"not managed does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"unmanaged": "yes"} }),
+			2, idleProm, 0, OutcomeNotManaged, nil, nil},
 		{"being deleted does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.DeletionTimestamp = &metav1.Time{Time: now}
 		}), 2, idleProm, 0, OutcomeDeleting, nil, nil},
@@ -148,6 +150,7 @@ func TestEvaluate(t *testing.T) {
 				Defaults: triggers.Defaults{ServerAddress: c.prom(t)},
 			})
 			p.clock = clocktesting.NewFakePassiveClock(now)
+			p.Manages = func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["unmanaged"] == "" }
 			if c.recentWake > 0 {
 				p.RecentWake = func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true }
 			}

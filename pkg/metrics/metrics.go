@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -79,7 +80,7 @@ func NewOperator() *Operator {
 		}),
 		Reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "elasti_operator_reconcile",
-			Help:    "Duration in seconds of ElastiService syncs, by result (success, error).",
+			Help:    "Duration in seconds of ElastiService syncs, by result (success, waiting for a missing object, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"result"}),
 		Mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -110,7 +111,10 @@ func NewOperator() *Operator {
 // ObserveSync is the controller's per-sync hook.
 func (m *Operator) ObserveSync(d time.Duration, err error) {
 	result := "success"
-	if err != nil {
+	switch {
+	case controller.IsWaiting(err):
+		result = "waiting"
+	case err != nil:
 		result = "error"
 	}
 	m.Reconcile.WithLabelValues(result).Observe(d.Seconds())

@@ -14,9 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -245,6 +247,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
 	o.Poller.ObserveRun = o.Metrics.ObservePoll
 	o.Poller.RecentWake = o.ScaleServer.LastWake
+	o.Poller.Manages = func(es *elastiv1alpha1.ElastiService) bool {
+		entry, ok := o.Directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
+		ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
+		return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
+			ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
+	}
 	return o, nil
 }
 
@@ -268,14 +276,20 @@ func (o *Operator) Leading() bool { return o.leading.Load() }
 // RunLeader runs everything that acts on the cluster: the controller's
 // workers and the idle poller. It blocks until ctx ends and both stopped.
 func (o *Operator) RunLeader(ctx context.Context) error {
-	o.leading.Store(true)
+	// Stop answering scale requests the moment leadership or the process
+	// ends, not after the workers have drained.
+	stopLeading := context.AfterFunc(ctx, func() { o.leading.Store(false) })
+	defer stopLeading()
 	defer o.leading.Store(false)
+	if !cache.WaitForCacheSync(ctx.Done(), o.Controller.CacheSynced()...) {
+		return fmt.Errorf("caches did not sync before shutdown")
+	}
+	// A new leader knows every Service before it answers, so a wake during
+	// failover is never a 404 for a Service the workers have not reached.
+	o.Controller.PrimeDirectory(ctx)
+	o.leading.Store(ctx.Err() == nil)
 	var pollerDone sync.WaitGroup
-	pollerDone.Go(func() {
-		if cache.WaitForCacheSync(ctx.Done(), o.Controller.CacheSynced()...) {
-			o.Poller.Run(ctx)
-		}
-	})
+	pollerDone.Go(func() { o.Poller.Run(ctx) })
 	err := o.Controller.Run(ctx)
 	pollerDone.Wait()
 	o.ScaleServer.Wait()

@@ -80,8 +80,10 @@ type Server struct {
 	// idle poller reads: status.lastScaledUpTime is written asynchronously
 	// and may reach the cache after the next poll.
 	woken map[types.NamespacedName]time.Time
-	// statusWrites serialises the asynchronous status writes per service.
+	// statusWrites tracks the asynchronous status writes; stopping (under
+	// mu) refuses new ones once Wait has begun.
 	statusWrites sync.WaitGroup
+	stopping     bool
 }
 
 type call struct {
@@ -204,7 +206,7 @@ func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, 
 func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
 	defer cancel()
-	logger := klog.FromContext(ctx).WithValues("elastiService", entry.ElastiService.String())
+	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name))
 	ref := scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
 	state, err := s.scaler.Get(ref)
 	if err != nil {
@@ -230,6 +232,7 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 		s.Woke(entry.ElastiService, now)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.woken[entry.ElastiService] = now
 	for k, at := range s.woken {
 		// By then the status write has landed or failed for good.
@@ -237,9 +240,14 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 			delete(s.woken, k)
 		}
 	}
-	s.mu.Unlock()
+	if s.stopping {
+		logger.Info("Shutting down: lastScaledUpTime not recorded; the next leader sees the scaled-up target")
+		return OutcomeScaled, nil
+	}
 	s.statusWrites.Go(func() {
-		ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
+		// The wake happened: record it even if shutdown has begun, so the
+		// next leader's cooldown counts from it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.baseCtx), s.cfg.ScaleTimeout)
 		defer cancel()
 		if err := s.status.RecordScaledUp(ctx, entry.ElastiService, now); err != nil {
 			logger.Error(err, "Could not record lastScaledUpTime")
@@ -248,5 +256,11 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 	return OutcomeScaled, nil
 }
 
-// Wait blocks until pending status writes finish (shutdown and tests).
-func (s *Server) Wait() { s.statusWrites.Wait() }
+// Wait refuses further status writes and blocks until pending ones finish
+// (shutdown and tests).
+func (s *Server) Wait() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.statusWrites.Wait()
+}

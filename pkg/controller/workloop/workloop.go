@@ -60,21 +60,27 @@ func (l *Loop[T]) AddAfter(key T, d time.Duration) { l.queue.AddAfter(key, d) }
 // Len is the number of keys waiting.
 func (l *Loop[T]) Len() int { return l.queue.Len() }
 
+// SyncTimeout bounds one sync. Syncs run on a context that shutdown does
+// not cancel, so a sync in flight when the loop stops finishes its writes
+// instead of failing halfway; this keeps a stuck one from holding shutdown.
+const SyncTimeout = 30 * time.Second
+
 // Run starts workers and blocks until ctx ends and every in-flight sync has
-// returned, so a shutdown never cuts a sync in half.
+// returned. Once ctx ends, workers take no new keys; those still queued are
+// left for the next leader, which re-lists everything anyway.
 func (l *Loop[T]) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx).WithValues("queue", l.name)
-	ctx = klog.NewContext(ctx, logger)
+	syncCtx := klog.NewContext(context.WithoutCancel(ctx), logger)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for l.processNextWorkItem(ctx) {
+			for l.processNextWorkItem(syncCtx) {
 			}
 		})
 	}
 	logger.V(2).Info("Workers started", "count", workers)
 	<-ctx.Done()
-	l.queue.ShutDownWithDrain()
+	l.queue.ShutDown()
 	wg.Wait()
 	logger.V(2).Info("Workers stopped")
 }
@@ -88,7 +94,9 @@ func (l *Loop[T]) processNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	defer l.queue.Done(key)
-	err := l.sync(ctx, key)
+	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	defer cancel()
+	err := l.sync(syncCtx, key)
 	l.handleErr(ctx, err, key)
 	return true
 }
@@ -111,15 +119,14 @@ func (l *Loop[T]) handleErr(ctx context.Context, err error, key T) {
 		l.queue.AddAfter(key, time.Duration(after))
 		return
 	}
-	// An optimistic-lock conflict means our cache was stale; the fresh
-	// object is already on its way, so retry quietly.
-	if apierrors.IsConflict(err) {
-		logger.V(4).Info("Conflict, retrying with fresh state", "key", key)
-		l.queue.AddRateLimited(key)
-		return
-	}
 	if n := l.queue.NumRequeues(key); n < l.maxRetries {
-		logger.V(2).Info("Sync failed, will retry", "key", key, "retries", n, "err", err)
+		// An optimistic-lock conflict means our cache was stale and the
+		// fresh object is on its way: retry, but quietly.
+		if apierrors.IsConflict(err) {
+			logger.V(4).Info("Conflict, retrying with fresh state", "key", key)
+		} else {
+			logger.V(2).Info("Sync failed, will retry", "key", key, "retries", n, "err", err)
+		}
 		l.queue.AddRateLimited(key)
 		return
 	}
