@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,25 +70,29 @@ func run(ctx context.Context, o *options) error {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, err := resolver.New(ctx, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Registerer: registry})
+	// The resolver and the informers outlive ctx: after the signal they keep
+	// serving through the drain, and are stopped by drain and the defers.
+	// Derived from ctx, they would stop at the signal and held requests
+	// would be answered 503 before /readyz had failed.
+	bg := context.WithoutCancel(ctx)
+	r, err := resolver.New(bg, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Registerer: registry})
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 
-	informerCtx, stopInformers := context.WithCancel(ctx)
+	informerCtx, stopInformers := context.WithCancel(bg)
 	defer func() { stopInformers(); kubeFactory.Shutdown(); elastiFactory.Shutdown() }()
 	kubeFactory.Start(informerCtx.Done())
 	elastiFactory.Start(informerCtx.Done())
 
+	var draining atomic.Bool
 	internal := http.NewServeMux()
 	internal.HandleFunc("/healthz", r.Healthz)
-	internal.HandleFunc("/readyz", r.Readyz)
+	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz))
 	internal.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	proxy := &http.Server{Addr: o.proxyBindAddress, Handler: r, ReadHeaderTimeout: 30 * time.Second}
-	resolver.ConfigureServer(proxy)
 	servers := []*http.Server{
-		proxy,
+		newProxyServer(o.proxyBindAddress, r),
 		{Addr: o.internalBindAddress, Handler: internal, ReadHeaderTimeout: 10 * time.Second},
 	}
 	errs := make(chan error, len(servers))
@@ -103,11 +109,72 @@ func run(ctx context.Context, o *options) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Stop accepting, and give in-flight requests time to finish.
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 25*time.Second)
-	defer cancel()
-	for _, srv := range servers {
-		_ = srv.Shutdown(shutdownCtx)
-	}
+	drain(logger, &draining, o.shutdownGrace, r.Close, shutdownTimeout, servers...)
 	return nil
+}
+
+const (
+	// proxyMaxHeaderBytes bounds a request's headers on the proxy port.
+	// Go's default is 1 MiB, and every held request keeps its headers in
+	// memory for up to the request timeout, GlobalQueue of them at once.
+	proxyMaxHeaderBytes = 64 << 10
+	// proxyIdleTimeout closes keep-alive connections left idle this long.
+	// Without it (and with no ReadTimeout, which would cut off streaming
+	// bodies) idle client connections are never closed and accumulate.
+	proxyIdleTimeout = 2 * time.Minute
+	// shutdownTimeout bounds the servers' Shutdown after the grace period.
+	// With the default --shutdown-grace the whole drain fits in Kubernetes'
+	// default terminationGracePeriodSeconds of 30.
+	shutdownTimeout = 20 * time.Second
+)
+
+// newProxyServer returns the server for proxied traffic.
+func newProxyServer(addr string, h http.Handler) *http.Server {
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    proxyMaxHeaderBytes,
+		IdleTimeout:       proxyIdleTimeout,
+	}
+	resolver.ConfigureServer(srv)
+	return srv
+}
+
+// readyzUnlessDraining answers 503 once draining is set, next otherwise.
+func readyzUnlessDraining(draining *atomic.Bool, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if draining.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		next(w, req)
+	}
+}
+
+// drain stops the resolver in an order that loses no request silently:
+//
+//  1. /readyz starts failing (draining is set), so the pod leaves the
+//     Service endpoints and the proxy-mode EndpointSlices;
+//  2. for grace, traffic still in flight towards the pod is served as usual
+//     while the endpoint removal propagates;
+//  3. closeResolver answers 503 to the requests still held;
+//  4. the servers stop accepting and are given timeout to finish the
+//     requests in flight, those 503s included.
+func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, closeResolver func(), timeout time.Duration, servers ...*http.Server) {
+	draining.Store(true)
+	logger.Info("Shutting down: readiness now fails", "grace", grace)
+	time.Sleep(grace)
+	closeResolver()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				logger.Error(err, "Shutting down a server", "address", srv.Addr)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -28,6 +28,7 @@ type options struct {
 	kubeconfig          string
 	proxyBindAddress    string
 	internalBindAddress string
+	shutdownGrace       time.Duration
 	resolver            resolver.Config
 }
 
@@ -89,6 +90,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"Address for proxied traffic, where proxy-mode EndpointSlices point (port from env "+envResolverProxyPort+").")
 	fs.StringVar(&o.internalBindAddress, "internal-bind-address", fmt.Sprintf(":%d", e.port(envResolverPort, 8013)),
 		"Address of /healthz, /readyz and /metrics (port from env "+envResolverPort+").")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second,
+		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
 	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's scale endpoint (from env ELASTI_OPERATOR_*).")
 	fs.DurationVar(&r.RequestTimeout, "request-timeout", e.seconds(envRequestTimeout, def.RequestTimeout), "How long a request is held before a 504 (env "+envRequestTimeout+", seconds).")
 	fs.StringVar(&r.HostHeader, "host-header", e.str(envHeaderForHost, ""), "Header naming the target host instead of Host (env "+envHeaderForHost+").")
@@ -104,6 +107,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		if r.RequestTimeout <= 0 || r.PerServiceQueue < 1 || r.GlobalQueue < r.PerServiceQueue {
 			e.errs = append(e.errs, fmt.Errorf("request timeout must be positive and 1 <= per-service queue (%d) <= global queue (%d)",
 				r.PerServiceQueue, r.GlobalQueue))
+		}
+		if o.shutdownGrace < 0 {
+			e.errs = append(e.errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))
 		}
 		return errors.Join(e.errs...)
 	}

@@ -7,7 +7,11 @@ import (
 	"time"
 )
 
-// Defaults for Config. They match KubeElasti's resolver where it has one.
+// Defaults for Config. They are elasti's own defaults, not KubeElasti's.
+// Where they differ: KubeElasti holds a request for up to 600s
+// (REQ_TIMEOUT) where elasti holds it for 120s, and its operator retry
+// interval and queue sizes are other values. Set them explicitly (flags or KubeElasti's
+// environment) to reproduce a KubeElasti deployment.
 const (
 	DefaultProxyPort            = 8012
 	DefaultRequestTimeout       = 120 * time.Second

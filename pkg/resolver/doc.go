@@ -9,6 +9,14 @@
 // request straight to a pod IP:port. There is no DNS and no ClusterIP on the
 // way: endpoints come from EndpointSlice and Service informers.
 //
+// A held request's body is read into memory before it waits when its
+// Content-Length is at most 64 KiB: only then does Go's HTTP/1.1 server
+// notice a client that disconnects, freeing the slot at once, and only then
+// can the body be resent if connecting to the first pod fails. Larger and
+// chunked bodies are not buffered; they stream to the pod once it is
+// Ready, and a client that leaves while such a request is held keeps its
+// slot until the request timeout.
+//
 // The pieces the command wires together are:
 //
 //   - [Config] and [DefaultConfig]: timeouts, queue bounds, operator URL.

@@ -187,6 +187,8 @@ func newClient(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 15 * time.Second}
 }
 
+// readAll reads and closes resp's body; call it from the test's goroutine
+// only (it stops the test on error).
 func readAll(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()
@@ -195,6 +197,31 @@ func readAll(t *testing.T, resp *http.Response) string {
 		t.Fatalf("reading body: %v", err)
 	}
 	return string(b)
+}
+
+// readBody reads and closes resp's body. Unlike readAll it does not stop
+// the test, so goroutines other than the test's may call it.
+func readBody(resp *http.Response) (string, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return string(b), fmt.Errorf("reading body: %w", err)
+	}
+	return string(b), nil
+}
+
+// fetch sends req and returns "<status> <body>", or the error text. Safe
+// outside the test's goroutine.
+func fetch(client *http.Client, req *http.Request) string {
+	resp, err := client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	body, err := readBody(resp)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprint(resp.StatusCode, " ", body)
 }
 
 func metricValue(t *testing.T, c prometheus.Collector) float64 {

@@ -19,11 +19,23 @@ const hostForms = "<service>.<namespace>[.svc[.<cluster domain>]][:port]"
 //	<svc>.<ns>.svc[:port]
 //	<svc>.<ns>[:port]
 //
-// case-insensitively and with an optional trailing dot. Anything else is an
-// error whose message is fit to show a client.
+// case-insensitively and with an optional trailing dot. As in KubeElasti,
+// an "http://" or "https://" prefix and anything from the first "/" are
+// dropped first: Istio's X-Envoy-Decorator-Operation, a common
+// HEADER_FOR_HOST, carries values like "web.team.svc.cluster.local:80/*".
+// Anything else is an error whose message is fit to show a client.
 func ParseHost(host, clusterDomain string) (svc, ns, port string, err error) {
 	raw := host
 	host = strings.TrimSpace(host)
+	for _, scheme := range []string{"http://", "https://"} {
+		if len(host) >= len(scheme) && strings.EqualFold(host[:len(scheme)], scheme) {
+			host = host[len(scheme):]
+			break
+		}
+	}
+	if i := strings.IndexByte(host, '/'); i >= 0 {
+		host = host[:i]
+	}
 	if host == "" {
 		return "", "", "", fmt.Errorf("empty host: want %s", hostForms)
 	}

@@ -21,6 +21,12 @@ func TestParseHost(t *testing.T) {
 		{"web.team.svc.cluster.local", "", "web", "team", ""},
 		{"web.team.svc.k8s.local", ".K8S.local.", "web", "team", ""},
 		{" my-svc-1.ns-2 ", "", "my-svc-1", "ns-2", ""},
+		// Istio's X-Envoy-Decorator-Operation, as KubeElasti reads it.
+		{"web.team.svc.cluster.local:80/*", "cluster.local", "web", "team", "80"},
+		{"http://web.team.svc.cluster.local:80/*", "cluster.local", "web", "team", "80"},
+		{"https://web.team.svc.cluster.local:8443/*", "cluster.local", "web", "team", "8443"},
+		{"HTTP://web.team.svc.cluster.local/api/v1", "cluster.local", "web", "team", ""},
+		{"web.team.svc.cluster.local/*", "cluster.local", "web", "team", ""},
 	}
 	for _, tc := range valid {
 		svc, ns, port, err := ParseHost(tc.host, tc.domain)
@@ -35,6 +41,9 @@ func TestParseHost(t *testing.T) {
 
 	invalid := []struct{ host, domain, want string }{
 		{"", "", "empty host"},
+		{"http://", "", "empty host"},
+		{"/*", "", "empty host"},
+		{"ftp://web.team/*", "", "port"},
 		{"web", "", "not a Kubernetes service name"},
 		{"web:80", "", "not a Kubernetes service name"},
 		{"web.team.cluster", "", "not a Kubernetes service name"},

@@ -20,8 +20,9 @@ import (
 	"github.com/elasti-dev/elasti/pkg/names"
 )
 
-// privateServiceIndex indexes EndpointSlices of elasti private Services by
-// "<namespace>/<kubernetes.io/service-name>".
+// privateServiceIndex indexes the EndpointSlices that the EndpointSlice
+// controller keeps for elasti private Services by
+// "<namespace>/<kubernetes.io/service-name>"; see privateServiceOf.
 const privateServiceIndex = "github.com/elasti-dev/elasti/pkg/resolver:private-service"
 
 // InformerEndpoints is the EndpointSource of a running resolver: the
@@ -134,8 +135,8 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Target, er
 // resolveTarget picks the port the way kube-proxy would and lists the Ready
 // endpoints of the slices for it.
 //
-// The public Service port is the one whose number is hostPort, else the
-// first. The private Service mirrors the public ports, so its port of the
+// The public Service port is the one whose number is hostPort (80 when
+// hostPort is empty), else the first. The private Service mirrors the public ports, so its port of the
 // same name (or, failing that, number) names the slice port; the slice port
 // carries the pod's port, with named targetPorts already resolved by the
 // EndpointSlice controller. priv may be nil.
@@ -144,12 +145,17 @@ func resolveTarget(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlice,
 		return Target{}, fmt.Errorf("service %s/%s has no ports", pub.Namespace, pub.Name)
 	}
 	port := &pub.Spec.Ports[0]
-	if n, err := strconv.Atoi(hostPort); err == nil {
-		for i := range pub.Spec.Ports {
-			if int(pub.Spec.Ports[i].Port) == n {
-				port = &pub.Spec.Ports[i]
-				break
-			}
+	want := 80 // a Host without a port means port 80, as in KubeElasti
+	if hostPort != "" {
+		want = -1
+		if n, err := strconv.Atoi(hostPort); err == nil {
+			want = n
+		}
+	}
+	for i := range pub.Spec.Ports {
+		if int(pub.Spec.Ports[i].Port) == want {
+			port = &pub.Spec.Ports[i]
+			break
 		}
 	}
 	portName, appProtocol := port.Name, port.AppProtocol
@@ -235,13 +241,34 @@ func isPrivateServiceName(name string) bool {
 	return strings.HasPrefix(name, "elasti-") && strings.Contains(name, "-pvt-")
 }
 
+// endpointSliceController is the managed-by value of the slices the
+// EndpointSlice controller keeps for Services with a selector, as the
+// private Services are.
+const endpointSliceController = "endpointslice-controller.k8s.io"
+
+// privateServiceOf returns the private Service s belongs to, or "" when s
+// is not one of its controller-managed slices. Slices written by anyone
+// else are ignored: a selectorless Service with manual Endpoints, mirrored
+// into slices by endpointslicemirroring-controller.k8s.io, or a hand-made
+// slice could otherwise make the resolver proxy to arbitrary addresses.
+func privateServiceOf(s *discoveryv1.EndpointSlice) string {
+	if s.Labels[discoveryv1.LabelManagedBy] != endpointSliceController {
+		return ""
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if !isPrivateServiceName(name) {
+		return ""
+	}
+	return name
+}
+
 func indexByPrivateService(obj any) ([]string, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return nil, nil
 	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if !isPrivateServiceName(name) {
+	name := privateServiceOf(s)
+	if name == "" {
 		return nil, nil
 	}
 	return []string{s.Namespace + "/" + name}, nil
@@ -255,8 +282,8 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 	if !ok {
 		return
 	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if !isPrivateServiceName(name) {
+	name := privateServiceOf(s)
+	if name == "" {
 		return
 	}
 	e.logger.V(4).Info("EndpointSlice changed", "endpointSlice", klog.KObj(s), "service", klog.KRef(s.Namespace, name))

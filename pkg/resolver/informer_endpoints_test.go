@@ -39,7 +39,10 @@ func slice(ns, name, svcName string, ports map[string]int32, eps ...sliceEP) *di
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: name,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svcName},
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: svcName,
+				discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
+			},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 	}
@@ -56,6 +59,34 @@ func slice(ns, name, svcName string, ports map[string]int32, eps ...sliceEP) *di
 }
 
 func ep(ip string) sliceEP { return sliceEP{ip: ip} }
+
+// managedBy sets s's managed-by label; "" removes it.
+func managedBy(s *discoveryv1.EndpointSlice, by string) *discoveryv1.EndpointSlice {
+	if by == "" {
+		delete(s.Labels, discoveryv1.LabelManagedBy)
+	} else {
+		s.Labels[discoveryv1.LabelManagedBy] = by
+	}
+	return s
+}
+
+func TestOnlyControllerManagedSlicesAreIndexed(t *testing.T) {
+	privName := names.PrivateService("web")
+	for _, tc := range []struct {
+		by   string
+		want []string
+	}{
+		{"endpointslice-controller.k8s.io", []string{"team/" + privName}},
+		{"endpointslicemirroring-controller.k8s.io", nil},
+		{"someone-else", nil},
+		{"", nil},
+	} {
+		got, err := indexByPrivateService(managedBy(slice("team", "a", privName, nil, ep("10.244.0.1")), tc.by))
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("managed-by %q: indexed as %v, %v; want %v", tc.by, got, err, tc.want)
+		}
+	}
+}
 
 func TestResolveTarget(t *testing.T) {
 	pubName := "web"
@@ -85,6 +116,28 @@ func TestResolveTarget(t *testing.T) {
 			pub:  twoPorts, priv: privTwo,
 			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"), ep("10.244.0.2"))},
 			want:   []string{"10.244.0.1:8080", "10.244.0.2:8080"},
+		},
+		{
+			name: "no host port prefers Service port 80 over the first port",
+			pub: service("team", pubName,
+				svcPort("metrics", 9090, intstr.FromInt32(9100)),
+				svcPort("http", 80, intstr.FromString("web"))),
+			priv: service("team", privName,
+				svcPort("metrics", 9090, intstr.FromInt32(9100)),
+				svcPort("http", 80, intstr.FromString("web"))),
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:8080"},
+		},
+		{
+			name: "no host port and no port 80 picks the first port",
+			pub: service("team", pubName,
+				svcPort("metrics", 9090, intstr.FromInt32(9100)),
+				svcPort("http", 8000, intstr.FromString("web"))),
+			priv: service("team", privName,
+				svcPort("metrics", 9090, intstr.FromInt32(9100)),
+				svcPort("http", 8000, intstr.FromString("web"))),
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:9100"},
 		},
 		{
 			name: "host port selects the Service port by number",
@@ -208,6 +261,11 @@ func TestInformerEndpoints(t *testing.T) {
 		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, sliceEP{ip: "10.244.0.1", ready: ptr.To(false)}),
 		// The public Service's own slice (to the resolver) must not count.
 		slice("team", names.ResolverSlice("web"), "web", map[string]int32{"http": 8012}, ep("10.244.9.9")),
+		// Nor may slices of the private Service's name that the EndpointSlice
+		// controller did not write: mirrored from manual Endpoints, or
+		// unlabelled.
+		managedBy(slice("team", privName+"-mirrored", privName, map[string]int32{"http": 8080}, ep("10.244.6.6")), "endpointslicemirroring-controller.k8s.io"),
+		managedBy(slice("team", privName+"-unlabelled", privName, map[string]int32{"http": 8080}, ep("10.244.7.7")), ""),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())

@@ -274,6 +274,13 @@ func newStringMatcher(kind, value string, isPath bool) (stringMatcher, error) {
 		}
 		m.value = strings.TrimRight(value, "/")
 	case elastiv1alpha1.MatchRegularExpression:
+		// Compile the value on its own first: an unbalanced value such as
+		// "/healthz)|(?:.*" would otherwise close the anchoring group and
+		// match everything. A value that compiles alone has balanced
+		// groups, so the wrapped form anchors all of it.
+		if _, err := regexp.Compile(value); err != nil {
+			return m, fmt.Errorf("regular expression %q: %w", value, err)
+		}
 		re, err := regexp.Compile("^(?:" + value + ")$")
 		if err != nil {
 			return m, fmt.Errorf("regular expression %q: %w", value, err)

@@ -48,6 +48,9 @@ func TestProbeRuleMatching(t *testing.T) {
 		{Path: &v1.PathMatch{Type: "Glob", Value: "/*"}, Response: answer(200, "glob")},
 		// 6: Host header.
 		{Headers: []v1.NameValueMatch{{Name: "host", Type: v1.MatchRegularExpression, Value: "probe\\..*"}}, Response: answer(200, "by host")},
+		// 7, 8: values that escape the anchoring group once wrapped: invalid.
+		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/healthz)|(?:.*"}, Response: answer(200, "escaped path")},
+		{Headers: []v1.NameValueMatch{{Name: "X-Any", Type: v1.MatchRegularExpression, Value: "a)|(?:.*"}}, Response: answer(200, "escaped header")},
 	}
 	p := NewStaticProbeIndex(ctx)
 	p.Upsert(elastiService("team", "es", "web", 1, rules...))
@@ -78,6 +81,7 @@ func TestProbeRuleMatching(t *testing.T) {
 		{"PUT", "/anything", map[string]string{"x-probe": "LB"}, "", "", 0},
 		{"GET", "/", nil, "probe.team", "by host", 200},
 		{"GET", "/", nil, "", "", 0},
+		{"GET", "/anything", map[string]string{"X-Any": "b"}, "", "", 0},
 	}
 	for _, tc := range tests {
 		req := httptest.NewRequest(tc.method, "http://web.team"+tc.target, nil)
@@ -105,6 +109,21 @@ func TestProbeRuleMatching(t *testing.T) {
 
 	if _, ok := p.MatchProbe(ServiceRef{"other", "web"}, httptest.NewRequest("GET", "/healthz", nil)); ok {
 		t.Error("a rule of team/web matched other/web")
+	}
+}
+
+func TestRegexMustCompileWithoutAnchors(t *testing.T) {
+	for _, v := range []string{"/healthz)|(?:.*", ").*(", "a)|(b"} {
+		if _, err := newStringMatcher(v1.MatchRegularExpression, v, true); err == nil {
+			t.Errorf("regular expression %q accepted; wrapped in anchors it matches more than it says", v)
+		}
+	}
+	m, err := newStringMatcher(v1.MatchRegularExpression, "/a|/b", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.match("/b") || m.match("/b/c") || m.match("x/a") {
+		t.Error("a valid alternation is not anchored as a whole")
 	}
 }
 

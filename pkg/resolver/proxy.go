@@ -148,7 +148,8 @@ func rewrite(pr *httputil.ProxyRequest) {
 }
 
 // RoundTrip sends the request to the first endpoint and, if connecting
-// failed before any of the body was read, once to the second.
+// failed, once to the second: when none of the body was read, or when the
+// body can be read again (GetBody, set for bodies buffered while held).
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
 	rt := f.h1
@@ -161,6 +162,15 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var err error
 	for i, addr := range info.addrs {
+		if i > 0 && body != nil && body.read.Load() {
+			// The failed attempt read some of the body. A body buffered
+			// while the request was held can be sent again from the start.
+			rc, gerr := req.GetBody()
+			if gerr != nil {
+				break
+			}
+			body = &trackedBody{rc: rc}
+		}
 		out := req.WithContext(req.Context()) // shallow copy
 		u := *req.URL
 		u.Host = addr
@@ -174,7 +184,7 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		var de *dialError
-		if !errors.As(err, &de) || (body != nil && body.read.Load()) || req.Context().Err() != nil || i == len(info.addrs)-1 {
+		if !errors.As(err, &de) || (body != nil && body.read.Load() && req.GetBody == nil) || req.Context().Err() != nil || i == len(info.addrs)-1 {
 			break
 		}
 		f.logger.V(2).Info("Connecting to endpoint failed, trying another", "service", info.svc.kref(), "endpoint", addr, "err", err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,9 @@ type Resolver struct {
 	operator *http.Client
 	notifyTo string
 	logger   klog.Logger
+
+	// buffered counts the bytes of held request bodies in memory.
+	buffered atomic.Int64
 
 	// ctx ends on Close; notification loops and held requests watch it.
 	ctx    context.Context
@@ -189,6 +193,15 @@ func (r *Resolver) hold(w http.ResponseWriter, req *http.Request, logger klog.Lo
 	}
 	began := time.Now()
 	logger.V(4).Info("Holding request until the service has a Ready endpoint", "method", req.Method, "path", req.URL.Path)
+	if req.ContentLength > 0 && req.ContentLength <= maxBufferedBody && req.Body != nil && req.Body != http.NoBody &&
+		r.reserveBuffer(req.ContentLength) {
+		defer r.buffered.Add(-req.ContentLength)
+		if err := bufferBody(w, req, began.Add(r.cfg.RequestTimeout)); err != nil {
+			// The slot is freed on return; nobody is left to answer.
+			logger.V(4).Info("Client went away while its body was read", "err", err)
+			return
+		}
+	}
 
 	timer := time.NewTimer(r.cfg.RequestTimeout)
 	defer timer.Stop()
@@ -230,6 +243,54 @@ func (r *Resolver) hold(w http.ResponseWriter, req *http.Request, logger klog.Lo
 	}
 }
 
+// maxBufferedBody is the largest request body hold reads into memory
+// before it waits. Go's HTTP/1.1 server only notices that a client closed
+// its connection once the handler has read the body to the end; left
+// unread, the body of a held request would keep its slot until
+// RequestTimeout after the client left. Reading it first lets the server
+// watch the connection again, and the in-memory copy lets the one-time
+// dial retry resend it. Bodies larger than this, or of unknown length
+// (chunked), are not buffered: they still stream to the pod, and a client
+// that leaves while such a request is held is noticed only at
+// RequestTimeout. All held bodies together take at most
+// maxBufferedBodies; past that, bodies stream as if they were large.
+const (
+	maxBufferedBody   = 64 << 10
+	maxBufferedBodies = 16 << 20
+)
+
+// reserveBuffer takes n bytes of the held-body budget if they are free.
+func (r *Resolver) reserveBuffer(n int64) bool {
+	if r.buffered.Add(n) > maxBufferedBodies {
+		r.buffered.Add(-n)
+		return false
+	}
+	return true
+}
+
+// bufferBody reads req's body, of known length, into memory by deadline
+// and replaces it with a re-readable copy. An error means the client went
+// away (or sent too slowly).
+func bufferBody(w http.ResponseWriter, req *http.Request, deadline time.Time) error {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(deadline) == nil {
+		// Cleared right after the read: while the request is held the
+		// server's background read watches the connection, and a deadline
+		// expiring there would look like the client leaving.
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	b, err := io.ReadAll(io.LimitReader(req.Body, req.ContentLength+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) != req.ContentLength {
+		return fmt.Errorf("body has %d bytes, Content-Length says %d", len(b), req.ContentLength)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return nil
+}
+
 func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc ServiceRef, err error) {
 	if errors.Is(err, ErrServiceNotFound) {
 		logger.V(4).Info("Unknown service")
@@ -240,7 +301,9 @@ func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc S
 	httpError(w, http.StatusBadGateway, fmt.Sprintf("cannot resolve service %s", svc))
 }
 
-// ready reports whether svc has a Ready endpoint on any port.
+// ready reports whether svc has a Ready endpoint on the Service port a
+// Host without a port selects: port 80 if the Service has one, else its
+// first port. Other ports are not checked.
 func (r *Resolver) ready(svc ServiceRef) bool {
 	t, err := r.eps.Lookup(svc, "")
 	return err == nil && len(t.Addrs) > 0

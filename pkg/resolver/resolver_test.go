@@ -48,9 +48,10 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
+		req := e.request(t, context.Background(), "GET", fmt.Sprintf("/item/%d", i), nil)
 		go func() {
 			defer wg.Done()
-			resp, err := client.Do(e.request(t, context.Background(), "GET", fmt.Sprintf("/item/%d", i), nil))
+			resp, err := client.Do(req)
 			if err != nil {
 				results <- result{err: err}
 				return
@@ -472,15 +473,20 @@ func TestOperatorDownThenBack(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Add(1)
+		req := e.request(t, context.Background(), "GET", "/", nil)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			body := readAll(t, resp)
+			body, err := readBody(resp)
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "team/web") || !strings.Contains(body, "timed out") {
 				t.Errorf("got %d %q, want 504 naming the service", resp.StatusCode, body)
 			}
@@ -529,8 +535,10 @@ func TestNotifierBacksOffAndStops(t *testing.T) {
 	e.op.mode.Store("reject")
 
 	done := make(chan *http.Response, 1)
+	client := newClient(t)
+	req := e.request(t, context.Background(), "GET", "/", nil)
 	go func() {
-		resp, err := newClient(t).Do(e.request(t, context.Background(), "GET", "/", nil))
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Error(err)
 		}
@@ -583,10 +591,10 @@ func TestQueueOverflow(t *testing.T) {
 	var wg sync.WaitGroup
 	hold := func(host string) {
 		wg.Add(1)
+		req := e.request(t, ctx, "GET", "/", nil)
+		req.Host = host
 		go func() {
 			defer wg.Done()
-			req := e.request(t, ctx, "GET", "/", nil)
-			req.Host = host
 			resp, err := client.Do(req)
 			if err == nil {
 				resp.Body.Close()
@@ -640,8 +648,9 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
+	held := e.request(t, ctx, "GET", "/", nil)
 	go func() {
-		resp, err := client.Do(e.request(t, ctx, "GET", "/", nil))
+		resp, err := client.Do(held)
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -664,18 +673,95 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 	})
 
 	done := make(chan string, 1)
-	go func() {
-		resp, err := client.Do(e.request(t, context.Background(), "GET", "/next", nil))
-		if err != nil {
-			done <- err.Error()
-			return
-		}
-		done <- fmt.Sprint(resp.StatusCode, " ", readAll(t, resp))
-	}()
+	next := e.request(t, context.Background(), "GET", "/next", nil)
+	go func() { done <- fetch(client, next) }()
 	eventually(t, 5*time.Second, "held again", func() bool { return e.r.q.held(testSvc) == 1 })
 	e.eps.Set(testSvc, "10.244.0.1:8080")
 	if got := <-done; got != "200 pod-a /next" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// A held request with a small body: Go's HTTP/1.1 server only notices the
+// client leaving once the body has been read, so hold reads it first.
+func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
+	checkNoLeaks(t)
+	cfg := testConfig()
+	cfg.PerServiceQueue = 1
+	cfg.RequestTimeout = time.Minute // far beyond "promptly"
+	e := newEnv(t, cfg)
+	e.backend(t, "10.244.0.1:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "got %d bytes: %s", len(b), b)
+	}))
+	client := newClient(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	held := e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`))
+	go func() {
+		resp, err := client.Do(held)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	eventually(t, 5*time.Second, "held", func() bool { return e.r.q.held(testSvc) == 1 })
+	// Let the handler reach its wait: the body has been sent and read.
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request: %v", err)
+	}
+	eventually(t, 2*time.Second, "slot freed after the client left", func() bool {
+		return e.r.q.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
+	})
+	if got := metricValue(t, e.r.metrics.Timeouts); got != 0 {
+		t.Errorf("slot freed by the request timeout (%v), not by the disconnect", got)
+	}
+
+	// A held body is forwarded intact once the service is ready.
+	done := make(chan string, 1)
+	next := e.request(t, context.Background(), "POST", "/next", strings.NewReader("payload"))
+	go func() { done <- fetch(client, next) }()
+	eventually(t, 5*time.Second, "held again", func() bool { return e.r.q.held(testSvc) == 1 })
+	e.eps.Set(testSvc, "10.244.0.1:8080")
+	if got := <-done; got != "200 got 7 bytes: payload" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestBufferBody(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		body    string
+		length  int64
+		wantErr bool
+	}{
+		{"exact", "hello", 5, false},
+		{"short body", "hel", 5, true},
+	} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(tc.body))
+		req.ContentLength = tc.length
+		err := bufferBody(httptest.NewRecorder(), req, time.Now().Add(time.Second))
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s: err = %v, want error %v", tc.name, err, tc.wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		for range 2 {
+			rc, err := req.GetBody()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := io.ReadAll(rc); string(b) != tc.body {
+				t.Errorf("%s: GetBody gave %q", tc.name, b)
+			}
+		}
+		if b, _ := io.ReadAll(req.Body); string(b) != tc.body {
+			t.Errorf("%s: Body gave %q", tc.name, b)
+		}
 	}
 }
 
@@ -824,14 +910,9 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 	checkNoLeaks(t)
 	e := newEnv(t, testConfig())
 	done := make(chan string, 1)
-	go func() {
-		resp, err := newClient(t).Do(e.request(t, context.Background(), "GET", "/", nil))
-		if err != nil {
-			done <- err.Error()
-			return
-		}
-		done <- fmt.Sprint(resp.StatusCode, " ", readAll(t, resp))
-	}()
+	client := newClient(t)
+	req := e.request(t, context.Background(), "GET", "/", nil)
+	go func() { done <- fetch(client, req) }()
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.q.held(testSvc) == 1 })
 	e.r.Close()
 	select {

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/elasti-dev/elasti/pkg/resolver"
+)
+
+func TestProxyServerLimits(t *testing.T) {
+	srv := newProxyServer(":8012", http.NotFoundHandler())
+	if srv.MaxHeaderBytes != 64<<10 || srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout == 0 {
+		t.Errorf("MaxHeaderBytes %d, IdleTimeout %v, ReadHeaderTimeout %v; want 64 KiB, 2m, set",
+			srv.MaxHeaderBytes, srv.IdleTimeout, srv.ReadHeaderTimeout)
+	}
+	if srv.Protocols == nil || !srv.Protocols.UnencryptedHTTP2() {
+		t.Error("proxy server does not speak h2c")
+	}
+}
+
+func TestShutdownGraceFlag(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil || o.shutdownGrace != 5*time.Second {
+		t.Errorf("default shutdown grace %v, %v; want 5s", o.shutdownGrace, err)
+	}
+	o, err = parse(t, nil, "--shutdown-grace=1s")
+	if err != nil || o.shutdownGrace != time.Second {
+		t.Errorf("--shutdown-grace=1s: %v, %v", o.shutdownGrace, err)
+	}
+	if _, err := parse(t, nil, "--shutdown-grace=-1s"); err == nil {
+		t.Error("negative --shutdown-grace accepted")
+	}
+}
+
+// serve starts srv on a loopback listener and returns its base URL.
+func serve(t *testing.T, srv *http.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+func get(client *http.Client, req *http.Request) string {
+	resp, err := client.Do(req)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return fmt.Sprint(resp.StatusCode, " ", string(b))
+}
+
+// TestDrainOrder: /readyz fails first, held requests keep waiting through
+// the grace, then get their 503 over a live connection, then the servers
+// stop.
+func TestDrainOrder(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	operator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer operator.Close()
+	r, err := resolver.New(ctx, resolver.Config{OperatorURL: operator.URL}, resolver.Options{Endpoints: resolver.NewMemoryEndpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	var draining atomic.Bool
+	internal := http.NewServeMux()
+	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz))
+	proxy := newProxyServer("", r)
+	internalSrv := &http.Server{Handler: internal, ReadHeaderTimeout: 10 * time.Second}
+	proxyURL, internalURL := serve(t, proxy), serve(t, internalSrv)
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	readyz := func() string {
+		req, _ := http.NewRequest("GET", internalURL+"/readyz", nil)
+		return get(client, req)
+	}
+	if got := readyz(); !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("readyz before shutdown: %q", got)
+	}
+
+	held := make(chan string, 1)
+	req, _ := http.NewRequest("POST", proxyURL+"/", strings.NewReader("body"))
+	req.Host = "web.team"
+	go func() { held <- get(client, req) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(r.Metrics().Queued) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("request was not held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	const grace = 300 * time.Millisecond
+	var closedAt atomic.Int64
+	closeResolver := func() { closedAt.Store(time.Now().UnixNano()); r.Close() }
+	start := time.Now()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		drain(ktesting.NewLogger(t, ktesting.DefaultConfig), &draining, grace, closeResolver, 5*time.Second, proxy, internalSrv)
+	}()
+
+	// During the grace: not ready, and the request is still held.
+	time.Sleep(grace / 3)
+	if got := readyz(); !strings.HasPrefix(got, "503 ") {
+		t.Errorf("readyz while draining: %q, want 503", got)
+	}
+	select {
+	case got := <-held:
+		t.Fatalf("held request answered during the grace: %q", got)
+	default:
+	}
+
+	// After the grace: a 503 reply, not a reset, then the servers stop.
+	select {
+	case got := <-held:
+		if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "shutting down") {
+			t.Errorf("held request got %q, want a 503 saying the resolver shuts down", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("held request not answered")
+	}
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+		t.Fatal("drain did not return")
+	}
+	if at := time.Unix(0, closedAt.Load()); at.Sub(start) < grace {
+		t.Errorf("resolver closed %v after drain began, before the %v grace", at.Sub(start), grace)
+	}
+	if _, err := client.Get(proxyURL + "/"); err == nil {
+		t.Error("proxy server still accepts after drain")
+	}
+}
