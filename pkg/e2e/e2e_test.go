@@ -254,13 +254,7 @@ func TestProbeResponseIsAnsweredWithoutWaking(t *testing.T) {
 
 func TestOperatorUnreachableThenBack(t *testing.T) {
 	t.Parallel()
-	// Reserve a loopback port and leave it closed: the operator is "down".
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := closedLoopbackAddr(t) // the operator is "down"
 	s := newStack(t, func(c *resolver.Config) {
 		c.OperatorURL = "http://" + addr
 		c.RequestTimeout = 1500 * time.Millisecond
@@ -308,12 +302,7 @@ func TestOperatorUnreachableThenBack(t *testing.T) {
 
 func TestQueueOverflowIs503(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := closedLoopbackAddr(t)
 	s := newStack(t, func(c *resolver.Config) {
 		c.OperatorURL = "http://" + addr // never wakes anything
 		c.PerServiceQueue = 3
@@ -391,4 +380,16 @@ func TestDeletedEndpointIsNeverUsed(t *testing.T) {
 			t.Fatalf("request %d served by %s, a deleted pod; only %s is left", i, got.ServedBy, remaining[0])
 		}
 	}
+}
+
+// closedLoopbackAddr reserves a loopback port and closes it again: nothing
+// answers there until the test listens on it itself.
+func closedLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

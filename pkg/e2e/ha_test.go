@@ -13,22 +13,6 @@ import (
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
-func countModes(e *testenv.Env) (proxy, serve int) {
-	list, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).List(e.Ctx(), metav1.ListOptions{})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	for _, es := range list.Items {
-		switch es.Status.Mode {
-		case elastiv1alpha1.ModeProxy:
-			proxy++
-		case elastiv1alpha1.ModeServe:
-			serve++
-		}
-	}
-	return proxy, serve
-}
-
 // Two replicas with leader election: one acts, the other keeps warm caches,
 // is not ready and refuses scale requests; when the leader dies the other
 // takes over within the lease duration and converges with nothing lost.
@@ -37,11 +21,7 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 	e := testenv.New(t)
 	e.Resolver(1)
 	const n = 10
-	for i := range n {
-		name := fmt.Sprintf("app-%d", i)
-		e.App(name, 0)
-		e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
-	}
+	e.Fleet("app", n, 0)
 	a := startOperatorProcess(t, e, "elasti-operator-a")
 	b := startOperatorProcess(t, e, "elasti-operator-b")
 
@@ -59,7 +39,7 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 		return true, ""
 	})
 	e.Eventually("every ElastiService in proxy mode", func() (bool, string) {
-		p, s := countModes(e)
+		p, s := e.CountModes()
 		return p == n, fmt.Sprintf("%d proxy, %d serve", p, s)
 	})
 	// The follower stays out: not ready, 503 on scale requests, no writes.
@@ -98,7 +78,7 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 		}
 	}
 	e.Eventually("5 woken and 6 asleep after failover", func() (bool, string) {
-		p, s := countModes(e)
+		p, s := e.CountModes()
 		return p == n+1-5 && s == 5, fmt.Sprintf("%d proxy, %d serve", p, s)
 	})
 }
@@ -110,14 +90,10 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 	e := testenv.New(t)
 	e.Resolver(1)
 	const n = 60
-	for i := range n {
-		name := fmt.Sprintf("app-%d", i)
-		e.App(name, 1)
-		e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
-	}
+	e.Fleet("app", n, 1)
 	first := startOperatorProcess(t, e, "elasti-operator-first")
 	e.Eventually("every ElastiService serving", func() (bool, string) {
-		p, s := countModes(e)
+		p, s := e.CountModes()
 		return s == n, fmt.Sprintf("%d proxy, %d serve", p, s)
 	})
 
@@ -125,7 +101,7 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 		e.Scale(elastiv1alpha1.KindDeployment, fmt.Sprintf("app-%d", i), 0)
 	}
 	e.Eventually("the burst under way", func() (bool, string) {
-		p, _ := countModes(e)
+		p, _ := e.CountModes()
 		return p > 0, fmt.Sprintf("%d switched", p)
 	})
 	first.signal(syscall.SIGTERM)
@@ -144,13 +120,13 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
 		t.Errorf("the lease is still held by %q after a graceful shutdown", *h)
 	}
-	p, _ := countModes(e)
+	p, _ := e.CountModes()
 	t.Logf("%d of %d switched to proxy before the shutdown", p, n)
 
 	second := startOperatorProcess(t, e, "elasti-operator-second")
 	start := time.Now()
 	e.Eventually("every ElastiService converged to proxy after the restart", func() (bool, string) {
-		p, s := countModes(e)
+		p, s := e.CountModes()
 		return p == n, fmt.Sprintf("%d proxy, %d serve", p, s)
 	})
 	t.Logf("converged %s after the restart", time.Since(start).Round(time.Millisecond))

@@ -44,23 +44,10 @@ func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
 	})
 
 	const n = 200
-	for i := 1; i < n; i++ {
-		name := fmt.Sprintf("app-%d", i)
-		e.App(name, 0)
-		e.ElastiService(fmt.Sprintf("es-%d", i), name, elastiv1alpha1.KindDeployment, name)
-	}
+	e.Fleet("more", n-1, 0)
 	e.Eventually(fmt.Sprintf("all %d ElastiServices in proxy mode", n), func() (bool, string) {
-		list, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).List(e.Ctx(), metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		proxy := 0
-		for _, es := range list.Items {
-			if es.Status.Mode == elastiv1alpha1.ModeProxy {
-				proxy++
-			}
-		}
-		return proxy == n, fmt.Sprintf("%d of %d in proxy", proxy, len(list.Items))
+		proxy, serve := e.CountModes()
+		return proxy == n, fmt.Sprintf("%d in proxy, %d in serve", proxy, serve)
 	})
 	withMany := operatorWatches()
 	t.Logf("operator watches: %d with 1 ElastiService, %d with %d", withOne, withMany, n)

@@ -429,6 +429,37 @@ func (e *Env) Fronted(name string, replicas int32) {
 	}
 }
 
+// Fleet creates n Deployments with replicas, each with its Service and an
+// ElastiService, named prefix-0 … prefix-(n-1), and returns the names.
+func (e *Env) Fleet(prefix string, n int, replicas int32) []string {
+	e.T.Helper()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+		e.App(names[i], replicas)
+		e.ElastiService(names[i], names[i], elastiv1alpha1.KindDeployment, names[i])
+	}
+	return names
+}
+
+// CountModes counts the namespace's ElastiServices in proxy and in serve.
+func (e *Env) CountModes() (proxy, serve int) {
+	e.T.Helper()
+	list, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).List(e.Ctx(), metav1.ListOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	for _, es := range list.Items {
+		switch es.Status.Mode {
+		case elastiv1alpha1.ModeProxy:
+			proxy++
+		case elastiv1alpha1.ModeServe:
+			serve++
+		}
+	}
+	return proxy, serve
+}
+
 // Post sends body to url as JSON and returns the status code and body.
 func Post(t testing.TB, url, body string) (int, string) {
 	t.Helper()
