@@ -90,7 +90,7 @@ func DefaultOptions() Options {
 		ResolverProxyPort:    8012,
 		QPS:                  1000,
 		Burst:                2000,
-		ElastiServiceWorkers: 32,
+		ElastiServiceWorkers: 64,
 		TargetWorkers:        4,
 		EndpointSliceWorkers: 4,
 		DeletionGrace:        2 * time.Minute,
