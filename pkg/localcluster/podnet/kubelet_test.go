@@ -153,6 +153,8 @@ func TestKubeletFollowsReadyPods(t *testing.T) {
 	waitFor(t, "10.244.3.6 removed", func() bool { return !hasIP(t, n, "10.244.3.6") })
 
 	want := []string{"+10.244.3.4", "+10.244.3.5", "-10.244.3.5", "-10.244.3.4", "+10.244.3.6", "-10.244.3.6"}
+	// onChange runs after the address change, so the log can trail it.
+	waitFor(t, "every onChange call", func() bool { return len(log.get()) >= len(want) })
 	if got := log.get(); !slices.Equal(got, want) {
 		t.Errorf("onChange calls = %v, want %v", got, want)
 	}
@@ -193,6 +195,8 @@ func TestKubeletSharedIP(t *testing.T) {
 	}
 	waitFor(t, ip+" removed", func() bool { return !hasIP(t, n, ip) })
 	want := []string{"+" + ip, "+10.244.7.8", "-" + ip}
+	// onChange runs after the address change, so the log can trail it.
+	waitFor(t, "every onChange call", func() bool { return len(log.get()) >= len(want) })
 	if got := log.get(); !slices.Equal(got, want) {
 		t.Errorf("onChange calls = %v, want %v", got, want)
 	}
