@@ -205,6 +205,9 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
 	prom := newFakePrometheus(t)
+	// Failing from the start: an idle answer before the loop below picks
+	// a failure mode would rightly scale a target down.
+	prom.set("0", "1", "error-500")
 	// A closed server: Prometheus unreachable.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
