@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -29,14 +28,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
 
-func main() {
-	var opts *options
-	command.Main("elasti-operator", func(fs *flag.FlagSet) func() error {
-		var finish func() error
-		opts, finish = bindFlags(fs, os.Getenv)
-		return finish
-	}, func(ctx context.Context) error { return run(ctx, opts) })
-}
+func main() { command.Main("elasti-operator", bindFlags, run) }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {

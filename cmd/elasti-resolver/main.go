@@ -6,10 +6,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,14 +27,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver"
 )
 
-func main() {
-	var opts *options
-	command.Main("elasti-resolver", func(fs *flag.FlagSet) func() error {
-		var finish func() error
-		opts, finish = bindFlags(fs, os.Getenv)
-		return finish
-	}, func(ctx context.Context) error { return run(ctx, opts) })
-}
+func main() { command.Main("elasti-resolver", bindFlags, run) }
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)

@@ -5,16 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/command"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*options, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	o, finish := bindFlags(fs, func(k string) string { return env[k] })
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	return o, finish()
+	return command.Parse(flag.NewFlagSet("test", flag.ContinueOnError), bindFlags, func(k string) string { return env[k] }, args)
 }
 
 func TestKubeElastiResolverEnvironment(t *testing.T) {
