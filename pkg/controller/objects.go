@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -314,36 +314,31 @@ func (c *Controller) deleteStaleObjects(ctx context.Context, es *elastiv1alpha1.
 // deleteOwned deletes the Services and EndpointSlices es owns, except those
 // named keepService and keepSlice.
 func (c *Controller) deleteOwned(ctx context.Context, es *elastiv1alpha1.ElastiService, keepService, keepSlice string) error {
-	key := es.Namespace + "/" + es.Name
-	svcs, err := c.serviceIndexer.ByIndex(indexByOwner, key)
+	if err := deleteOwnedIn(ctx, c.serviceIndexer, es, keepService, "service",
+		c.kubeClient.CoreV1().Services(es.Namespace).Delete); err != nil {
+		return err
+	}
+	return deleteOwnedIn(ctx, c.sliceIndexer, es, keepSlice, "endpointslice",
+		c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Delete)
+}
+
+// deleteOwnedIn deletes, through del, the objects in indexer that es owns,
+// except the one named keep.
+func deleteOwnedIn(ctx context.Context, indexer cache.Indexer, es *elastiv1alpha1.ElastiService, keep, kind string,
+	del func(context.Context, string, metav1.DeleteOptions) error) error {
+	objs, err := indexer.ByIndex(indexByOwner, es.Namespace+"/"+es.Name)
 	if err != nil {
 		return err
 	}
-	for _, obj := range svcs {
-		svc := obj.(*corev1.Service)
-		if svc.Name == keepService || !hasOwnerRef(svc.OwnerReferences, es) {
+	for _, obj := range objs {
+		m, ok := obj.(metav1.Object)
+		if !ok || m.GetName() == keep || !hasOwnerRef(m.GetOwnerReferences(), es) {
 			continue
 		}
-		if err := c.kubeClient.CoreV1().Services(es.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete service %s: %w", svc.Name, err)
+		if err := del(ctx, m.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", kind, m.GetName(), err)
 		}
-		klog.FromContext(ctx).V(2).Info("Deleted generated service", "service", klog.KObj(svc))
-	}
-	slices, err := c.sliceIndexer.ByIndex(indexByOwner, key)
-	if err != nil {
-		return err
-	}
-	for _, obj := range slices {
-		slice := obj.(*discoveryv1.EndpointSlice)
-		if slice.Name == keepSlice || !hasOwnerRef(slice.OwnerReferences, es) {
-			continue
-		}
-		if err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete endpointslice %s: %w", slice.Name, err)
-		}
-		klog.FromContext(ctx).V(2).Info("Deleted generated endpointslice", "endpointSlice", klog.KObj(slice))
+		klog.FromContext(ctx).V(2).Info("Deleted generated object", "kind", kind, "object", klog.KObj(m))
 	}
 	return nil
 }
-
-func jsonMergePatch(v any) ([]byte, error) { return json.Marshal(v) }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -232,7 +233,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, es *elastiv1alpha1.Ela
 	if finalizers == nil {
 		finalizers = []string{}
 	}
-	patch, err := jsonMergePatch(map[string]any{
+	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": es.ResourceVersion},
 	})
 	if err != nil {
