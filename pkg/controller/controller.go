@@ -47,6 +47,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
 // AgentName is the event source and field manager of the operator.
@@ -383,7 +384,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 }
 
 func (c *Controller) onElastiServiceDelete(obj any) {
-	es, ok := unwrapTombstone(obj).(*elastiv1alpha1.ElastiService)
+	es, ok := tombstone.Object[*elastiv1alpha1.ElastiService](obj)
 	if !ok {
 		return
 	}
@@ -393,7 +394,7 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 }
 
 func (c *Controller) onService(obj any) {
-	svc, ok := unwrapTombstone(obj).(*corev1.Service)
+	svc, ok := tombstone.Object[*corev1.Service](obj)
 	if !ok {
 		return
 	}
@@ -432,7 +433,7 @@ func (c *Controller) enqueueOwner(obj metav1.Object) {
 
 func sliceHandler(q *workloop.Loop[types.NamespacedName]) cache.ResourceEventHandler {
 	add := func(obj any) {
-		slice, ok := unwrapTombstone(obj).(*discoveryv1.EndpointSlice)
+		slice, ok := tombstone.Object[*discoveryv1.EndpointSlice](obj)
 		if !ok {
 			return
 		}
@@ -459,7 +460,7 @@ type objectWithMeta interface {
 
 func targetHandler(q *workloop.Loop[scaletarget.Ref], kind string) cache.ResourceEventHandler {
 	add := func(obj any) {
-		if o, ok := unwrapTombstone(obj).(objectWithMeta); ok {
+		if o, ok := tombstone.Object[objectWithMeta](obj); ok {
 			q.Add(scaletarget.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
 	}
@@ -472,11 +473,4 @@ func targetHandler(q *workloop.Loop[scaletarget.Ref], kind string) cache.Resourc
 		},
 		DeleteFunc: add,
 	}
-}
-
-func unwrapTombstone(obj any) any {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return tomb.Obj
-	}
-	return obj
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
 // privateServiceIndex indexes the EndpointSlices that the EndpointSlice
@@ -275,10 +276,7 @@ func indexByPrivateService(obj any) ([]string, error) {
 }
 
 func (e *InformerEndpoints) sliceChanged(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, ok := obj.(*discoveryv1.EndpointSlice)
+	s, ok := tombstone.Object[*discoveryv1.EndpointSlice](obj)
 	if !ok {
 		return
 	}
@@ -291,10 +289,7 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 }
 
 func (e *InformerEndpoints) serviceChanged(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, ok := obj.(*corev1.Service)
+	s, ok := tombstone.Object[*corev1.Service](obj)
 	if !ok {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
 // ProbeAnswer is a canned reply to a matched probe.
@@ -93,10 +94,7 @@ func (p *ProbeIndex) onUpsert(obj any) {
 }
 
 func (p *ProbeIndex) onDelete(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+	if es, ok := tombstone.Object[*elastiv1alpha1.ElastiService](obj); ok {
 		p.Delete(es.Namespace, es.Name)
 	}
 }

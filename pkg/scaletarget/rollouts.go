@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
 // RolloutInformer watches Argo Rollouts only while their CRD exists. Argo is
@@ -142,10 +143,7 @@ func (r *RolloutInformer) stopInformer(ctx context.Context) {
 }
 
 func (r *RolloutInformer) notify(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := tombstone.Object[*unstructured.Unstructured](obj)
 	if !ok {
 		return
 	}
