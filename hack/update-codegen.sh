@@ -7,7 +7,20 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUTPUT_ROOT="${OUTPUT_ROOT:-$ROOT}"
 MODULE="$(cd "$ROOT" && go list -m)"
+
+# `go list -m -f {{.Dir}}` prints nothing for a module that is not in the
+# module cache yet (a fresh machine), so download the version go.mod pins
+# (through hack/tools.go) first; with the module cached this needs no network.
+if ! (cd "$ROOT" && go mod download k8s.io/code-generator); then
+  echo "update-codegen.sh: could not download k8s.io/code-generator (the version pinned in go.mod); check GOPROXY and your network" >&2
+  exit 1
+fi
 CODEGEN_PKG="$(cd "$ROOT" && go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+if [[ -z "$CODEGEN_PKG" || ! -f "$CODEGEN_PKG/kube_codegen.sh" ]]; then
+  echo "update-codegen.sh: k8s.io/code-generator is not in the module cache ($(cd "$ROOT" && go env GOMODCACHE))" \
+    "even after 'go mod download k8s.io/code-generator'; got directory '${CODEGEN_PKG}'" >&2
+  exit 1
+fi
 
 # shellcheck source=/dev/null
 source "$CODEGEN_PKG/kube_codegen.sh"

@@ -11,7 +11,12 @@ trap 'rm -rf "$TMP"' EXIT
 # Generate into a copy of the module so the working tree is never touched.
 mkdir -p "$TMP/src"
 cp -a "$ROOT/go.mod" "$ROOT/go.sum" "$ROOT/hack" "$ROOT/pkg" "$TMP/src/"
-(cd "$TMP/src" && OUTPUT_ROOT="$TMP/src" ./hack/update-codegen.sh >/dev/null)
+# update-codegen.sh downloads k8s.io/code-generator first when the module
+# cache lacks it, so this works on a fresh machine.
+if ! (cd "$TMP/src" && OUTPUT_ROOT="$TMP/src" ./hack/update-codegen.sh >/dev/null); then
+  echo "verify-codegen.sh: hack/update-codegen.sh failed (see above), so the generated code could not be checked" >&2
+  exit 1
+fi
 
 status=0
 for dir in pkg/apis pkg/generated; do
