@@ -16,8 +16,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -30,18 +28,11 @@ import (
 
 func main() { command.Main("elasti-operator", bindFlags, run) }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return rest.InClusterConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
-}
-
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubernetes client configuration: %w", err)
+		return err
 	}
 	op, err := operator.New(ctx, cfg, o.operator)
 	if err != nil {

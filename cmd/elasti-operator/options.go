@@ -49,7 +49,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	op := &o.operator
 	*op = def
 
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", command.KubeconfigUsage)
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080", `Address of the /metrics endpoint; "0" disables it.`)
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
 	fs.StringVar(&o.scaleServerBindAddress, "scale-server-bind-address", fmt.Sprintf(":%d", env.Port(envOperatorPort, 8013)),

@@ -17,8 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/command"
@@ -31,15 +29,9 @@ func main() { command.Main("elasti-resolver", bindFlags, run) }
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	}
+	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubernetes client configuration: %w", err)
+		return err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -43,7 +43,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		e.String(envOperatorServiceName, "elasti-operator-controller-service"),
 		e.String(envOperatorNamespace, "elasti"), domain, e.Port(envOperatorPort, 8013))
 
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", command.KubeconfigUsage)
 	fs.StringVar(&o.proxyBindAddress, "proxy-bind-address", fmt.Sprintf(":%d", e.Port(envResolverProxyPort, def.ProxyPort)),
 		"Address for proxied traffic, where proxy-mode EndpointSlices point (port from env "+envResolverProxyPort+").")
 	fs.StringVar(&o.internalBindAddress, "internal-bind-address", fmt.Sprintf(":%d", e.Port(envResolverPort, 8013)),
