@@ -26,7 +26,10 @@ import (
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
 
-func main() { command.Main("elasti-operator", bindFlags, run) }
+// summary is the first line of -h.
+const summary = "elasti-operator scales idle HTTP workloads to zero and wakes them on the first request."
+
+func main() { command.Main("elasti-operator", summary, bindFlags, run) }
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/command/commandtest"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*options, error) {
@@ -88,4 +89,9 @@ func TestBadInputIsAClearError(t *testing.T) {
 	if _, err := parse(t, nil, "--deletion-grace=banana"); err == nil {
 		t.Error("an unparsable duration flag was accepted")
 	}
+}
+
+// -h says what the operator does, then lists its own flags, then klog's.
+func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
+	commandtest.CheckHelp(t, "elasti-operator", summary, bindFlags)
 }

@@ -25,7 +25,10 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver"
 )
 
-func main() { command.Main("elasti-resolver", bindFlags, run) }
+// summary is the first line of -h.
+const summary = "elasti-resolver holds requests for Services scaled to zero, has the operator wake them, and forwards the requests once a pod is Ready."
+
+func main() { command.Main("elasti-resolver", summary, bindFlags, run) }
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)

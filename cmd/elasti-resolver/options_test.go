@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/command/commandtest"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*options, error) {
@@ -56,4 +57,9 @@ func TestBadResolverInput(t *testing.T) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)
 		}
 	}
+}
+
+// -h says what the resolver does, then lists its own flags, then klog's.
+func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
+	commandtest.CheckHelp(t, "elasti-resolver", summary, bindFlags)
 }

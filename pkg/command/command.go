@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,12 +29,68 @@ func Parse[O any](fs *flag.FlagSet, bind BindFunc[O], getenv func(string) string
 	return opts, finish()
 }
 
-// Main parses the command line with bind's flags and klog's, exits 2 with
-// the message if the configuration is bad, then runs run until it returns or
-// a termination signal ends its context; a run error exits 1.
-func Main[O any](name string, bind BindFunc[O], run func(ctx context.Context, opts O) error) {
-	klog.InitFlags(flag.CommandLine)
-	opts, err := Parse(flag.CommandLine, bind, os.Getenv, os.Args[1:])
+// KlogHeading introduces klog's flags in -h output, after the command's own.
+const KlogHeading = "Logging flags (klog):"
+
+// WithKlog returns bind with klog's flags registered after bind's, and a
+// -h (fs.Usage) that prints summary (one line: what the command does), a
+// usage line, bind's flags, and then klog's flags under KlogHeading.
+func WithKlog[O any](name, summary string, bind BindFunc[O]) BindFunc[O] {
+	return func(fs *flag.FlagSet, getenv func(string) string) (O, func() error) {
+		before := map[string]bool{}
+		fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+		opts, finish := bind(fs, getenv)
+		var own, logging, other []*flag.Flag
+		fs.VisitAll(func(f *flag.Flag) {
+			if !before[f.Name] {
+				own = append(own, f)
+			}
+		})
+		klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(klogFlags)
+		klogFlags.VisitAll(func(f *flag.Flag) {
+			fs.Var(f.Value, f.Name, f.Usage)
+			logging = append(logging, fs.Lookup(f.Name))
+		})
+		// Flags some package registered on fs before us (none today).
+		fs.VisitAll(func(f *flag.Flag) {
+			if before[f.Name] {
+				other = append(other, f)
+			}
+		})
+		fs.Usage = func() {
+			w := fs.Output()
+			fmt.Fprintf(w, "%s\n\nUsage: %s [flags]\n\nFlags:\n", summary, name)
+			printDefaults(w, own)
+			fmt.Fprintf(w, "\n%s\n", KlogHeading)
+			printDefaults(w, logging)
+			if len(other) > 0 {
+				fmt.Fprintf(w, "\nOther flags:\n")
+				printDefaults(w, other)
+			}
+		}
+		return opts, finish
+	}
+}
+
+// printDefaults prints flags as flag.PrintDefaults does, with the defaults
+// they were registered with.
+func printDefaults(w io.Writer, flags []*flag.Flag) {
+	sub := flag.NewFlagSet("", flag.ContinueOnError)
+	sub.SetOutput(w)
+	for _, f := range flags {
+		sub.Var(f.Value, f.Name, f.Usage)
+		sub.Lookup(f.Name).DefValue = f.DefValue
+	}
+	sub.PrintDefaults()
+}
+
+// Main parses the command line with bind's flags and klog's (see WithKlog
+// for -h; summary says in one line what the command does), exits 2 with the
+// message if the configuration is bad, then runs run until it returns or a
+// termination signal ends its context; a run error exits 1.
+func Main[O any](name, summary string, bind BindFunc[O], run func(ctx context.Context, opts O) error) {
+	opts, err := Parse(flag.CommandLine, WithKlog(name, summary, bind), os.Getenv, os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
 		os.Exit(2)
