@@ -95,3 +95,8 @@ func TestBadInputIsAClearError(t *testing.T) {
 func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
 	commandtest.CheckHelp(t, "elasti-operator", summary, bindFlags)
 }
+
+// The README's operator table documents every flag the operator defines.
+func TestReadmeFlagTableListsEveryFlag(t *testing.T) {
+	commandtest.CheckReadmeFlagTable(t, "../../README.md", "## The operator", bindFlags)
+}

@@ -63,3 +63,8 @@ func TestBadResolverInput(t *testing.T) {
 func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
 	commandtest.CheckHelp(t, "elasti-resolver", summary, bindFlags)
 }
+
+// The README's resolver table documents every flag the resolver defines.
+func TestReadmeFlagTableListsEveryFlag(t *testing.T) {
+	commandtest.CheckReadmeFlagTable(t, "../../README.md", "## The resolver", bindFlags)
+}

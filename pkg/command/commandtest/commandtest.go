@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -91,6 +92,65 @@ func CheckHelp[O any](t testing.TB, name, summary string, bind command.BindFunc[
 	for _, f := range KlogFlags() {
 		if i, ok := at[f]; !ok || i < heading {
 			t.Errorf("klog flag -%s is not listed after %q", f, command.KlogHeading)
+		}
+	}
+}
+
+var tableFlag = regexp.MustCompile("`--([A-Za-z0-9_-]+)`")
+
+// ReadmeTableFlags returns the flags (`--name`) in the first column of the
+// tables in the section of the Markdown file readme that starts with the
+// line heading ("## The operator"), up to the next heading of its level or
+// higher.
+func ReadmeTableFlags(t testing.TB, readme, heading string) map[string]bool {
+	t.Helper()
+	src, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := strings.Index(heading, " ")
+	if level < 1 || strings.Trim(heading[:level], "#") != "" {
+		t.Fatalf("%q is not a Markdown heading", heading)
+	}
+	flags := map[string]bool{}
+	in, found := false, false
+	for line := range strings.Lines(string(src)) {
+		line = strings.TrimRight(line, "\r\n")
+		if in {
+			if h := strings.Index(line, " "); h > 0 && h <= level && strings.Trim(line[:h], "#") == "" {
+				break
+			}
+			if cells := strings.Split(strings.TrimSpace(line), "|"); strings.HasPrefix(strings.TrimSpace(line), "|") && len(cells) > 2 {
+				for _, m := range tableFlag.FindAllStringSubmatch(cells[1], -1) {
+					flags[m[1]] = true
+				}
+			}
+		}
+		if line == heading {
+			in, found = true, true
+		}
+	}
+	if !found {
+		t.Fatalf("%s has no section %q", readme, heading)
+	}
+	return flags
+}
+
+// CheckReadmeFlagTable fails t unless the flag tables of readme's section
+// heading list every flag bind defines (klog's excluded) and no other.
+func CheckReadmeFlagTable[O any](t testing.TB, readme, heading string, bind command.BindFunc[O]) {
+	t.Helper()
+	listed := ReadmeTableFlags(t, readme, heading)
+	defined := map[string]bool{}
+	for _, f := range OwnFlags(bind) {
+		defined[f] = true
+		if !listed[f] {
+			t.Errorf("flag --%s is missing from the flag table of %q in %s", f, heading, readme)
+		}
+	}
+	for f := range listed {
+		if !defined[f] {
+			t.Errorf("the flag table of %q in %s lists --%s, which the binary does not define", heading, readme, f)
 		}
 	}
 }
