@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -171,9 +172,17 @@ func run(ctx context.Context, o *options) error {
 	return nil
 }
 
+// serve serves h on addr until ctx ends; it logs the address it bound
+// (the real port for ":0"), and exits the process if it cannot serve.
 func serve(ctx context.Context, name, addr string, h http.Handler) {
-	logger := klog.FromContext(ctx).WithValues("server", name, "address", addr)
+	logger := klog.FromContext(ctx).WithValues("server", name)
 	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		logger.Error(err, "Server failed", "address", addr)
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	logger = logger.WithValues("address", ln.Addr().String())
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -181,7 +190,7 @@ func serve(ctx context.Context, name, addr string, h http.Handler) {
 		_ = srv.Shutdown(shutdownCtx)
 	}()
 	logger.Info("Serving")
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Error(err, "Server failed")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -82,11 +83,19 @@ func run(ctx context.Context, o *options) error {
 		{Addr: o.internalBindAddress, Handler: internal, ReadHeaderTimeout: 10 * time.Second},
 	}
 	errs := make(chan error, len(servers))
-	for _, srv := range servers {
+	for i, srv := range servers {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			for _, started := range servers[:i] {
+				_ = started.Close()
+			}
+			return fmt.Errorf("listen on %s: %w", srv.Addr, err)
+		}
+		// The bound address, with the real port when srv.Addr asks for :0.
+		logger.Info("Serving", "address", ln.Addr().String())
 		go func() {
-			logger.Info("Serving", "address", srv.Addr)
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("listen on %s: %w", srv.Addr, err)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("serve on %s: %w", ln.Addr(), err)
 			}
 		}()
 	}

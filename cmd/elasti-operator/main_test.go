@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// "Serving" names the address the server bound, not the :0 it was given.
+func TestServeLogsTheBoundAddress(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serve(ctx, "test", "127.0.0.1:0", http.NotFoundHandler())
+	}()
+	defer func() { cancel(); <-done }()
+
+	buf := logger.GetSink().(ktesting.Underlier).GetBuffer()
+	serving := regexp.MustCompile(`"?Serving"? server="test" address="(127\.0\.0\.1:[0-9]+)"`)
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == ""; time.Sleep(10 * time.Millisecond) {
+		if m := serving.FindStringSubmatch(buf.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no Serving log with a bound address:\n%s", buf.String())
+		}
+	}
+	if addr == "127.0.0.1:0" {
+		t.Fatalf("logged the requested address %s, not the bound one", addr)
+	}
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("the logged address %s does not serve: %v", addr, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET %s: %s, want the handler's 404", addr, resp.Status)
+	}
+}
