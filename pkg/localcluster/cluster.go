@@ -34,9 +34,22 @@ import (
 const (
 	// NodeName is the single kwok-managed node every pod lands on.
 	NodeName = "kwok-node-0"
-	// PodCIDR is where kwok allocates pod IPs. It is fake: nothing outside a
+	// PodCIDR is the cluster's pod range. It is fake: nothing outside a
 	// network namespace built by the test run may connect to it.
 	PodCIDR = "10.244.0.0/16"
+	// KwokPodCIDR is the half of PodCIDR kwok allocates from; the other half
+	// is left to the process node (package procnode).
+	KwokPodCIDR = "10.244.0.0/17"
+	// ServiceCIDR is where ClusterIPs come from.
+	ServiceCIDR = "10.0.0.0/16"
+	// FakeNodeTaint keeps pods off the kwok node unless they tolerate it,
+	// as kwok's own documentation does: elasti's own pods (which carry no
+	// toleration) then land on the process node, where they really run.
+	FakeNodeTaint = "kwok.x-k8s.io/node"
+	// NodeGatewayIP is the host end of the node network's veth pair
+	// (podnet.HostIP). The apiserver's certificate names it, so pods reach
+	// the apiserver through a forwarder there with full TLS verification.
+	NodeGatewayIP = "10.245.0.1"
 	// UnprivilegedUser authenticates with the unprivileged kubeconfig and holds
 	// no permissions until a test binds a role to it.
 	UnprivilegedUser = "elasti-unprivileged"
@@ -66,8 +79,12 @@ type Cluster struct {
 	// AuditLog records every mutating request and every watch (Metadata
 	// level), so tests can count the writes a component made and the
 	// watches it holds open.
-	AuditLog string         `json:"auditLog"`
-	PIDs     map[string]int `json:"pids"`
+	AuditLog string `json:"auditLog"`
+	// CAFile is the certificate authority that signed the apiserver's
+	// serving certificate (for 127.0.0.1, NodeGatewayIP, the kubernetes
+	// Service's ClusterIP and names); pods get it as their ca.crt.
+	CAFile string         `json:"caFile"`
+	PIDs   map[string]int `json:"pids"`
 
 	procs   []*process
 	ownsDir bool
@@ -154,7 +171,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--service-account-signing-key-file="+filepath.Join(c.Dir, "sa.key"),
 		"--authorization-mode=RBAC",
 		"--token-auth-file="+filepath.Join(c.Dir, "tokens.csv"),
-		"--service-cluster-ip-range=10.0.0.0/16",
+		"--tls-cert-file="+filepath.Join(c.Dir, "apiserver.crt"),
+		"--tls-private-key-file="+filepath.Join(c.Dir, "apiserver.key"),
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--max-requests-inflight=2000",
 		"--max-mutating-requests-inflight=1000",
@@ -172,10 +191,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 
 	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
 	c.UnprivilegedKubeconfig = filepath.Join(c.Dir, "unprivileged.kubeconfig")
-	if err := writeKubeconfig(c.Kubeconfig, c.APIServerURL, "admin", adminToken); err != nil {
+	if err := WriteKubeconfig(c.Kubeconfig, c.APIServerURL, c.CAFile, "admin", adminToken); err != nil {
 		return nil, err
 	}
-	if err := writeKubeconfig(c.UnprivilegedKubeconfig, c.APIServerURL, UnprivilegedUser, unprivToken); err != nil {
+	if err := WriteKubeconfig(c.UnprivilegedKubeconfig, c.APIServerURL, c.CAFile, UnprivilegedUser, unprivToken); err != nil {
 		return nil, err
 	}
 
@@ -208,7 +227,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--config="+filepath.Join(binDir, "stages.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.244.0.1/16",
+		"--cidr=10.244.0.1/17", // KwokPodCIDR, written as kwok wants it
 		"--node-ip=10.245.0.1",
 		"--node-port=0",
 	)
@@ -351,7 +370,15 @@ func (c *Cluster) writeAPIServerInputs(adminToken, unprivToken string) error {
 	if err != nil {
 		return err
 	}
+	c.CAFile = filepath.Join(c.Dir, "ca.crt")
+	ca, err := newServingCA()
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
+		"ca.crt":            ca.caPEM,
+		"apiserver.crt":     ca.certPEM,
+		"apiserver.key":     ca.keyPEM,
 		"sa.key":            pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
 		"sa.pub":            pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
 		"tokens.csv":        fmt.Appendf(nil, "%s,admin,admin,\"system:masters\"\n%s,%s,%s\n", adminToken, unprivToken, UnprivilegedUser, UnprivilegedUser),
@@ -365,10 +392,15 @@ func (c *Cluster) writeAPIServerInputs(adminToken, unprivToken string) error {
 	return nil
 }
 
-func writeKubeconfig(path, server, user, token string) error {
+// WriteKubeconfig writes a kubeconfig for server that trusts caFile and
+// authenticates with a bearer token.
+func WriteKubeconfig(path, server, caFile, user, token string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
 	cfg := clientcmdapi.NewConfig()
-	// The apiserver's serving certificate is self-signed and only on loopback.
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user, Namespace: "default"}
 	cfg.CurrentContext = "local"
@@ -392,6 +424,7 @@ func createNode(ctx context.Context, cs kubernetes.Interface) error {
 				"kubernetes.io/arch":     "amd64",
 			},
 		},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: FakeNodeTaint, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
 	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})

@@ -168,14 +168,24 @@ func (e *Env) App(name string, replicas int32) {
 	e.Service(name, name)
 }
 
+// PodTemplate is an app's pod: it tolerates the kwok node's taint, so kwok
+// runs it (its IP answers through the pod network's shared backends).
 func PodTemplate(app string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "app", Image: "registry.example/app:1",
-			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-		}}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.example/app:1",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			}},
+			Tolerations: []corev1.Toleration{FakeNodeToleration},
+		},
 	}
+}
+
+// FakeNodeToleration lets a pod onto the kwok node.
+var FakeNodeToleration = corev1.Toleration{
+	Key: localcluster.FakeNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
 func (e *Env) Deployment(name string, replicas int32, mutate func(*appsv1.Deployment)) {
