@@ -224,7 +224,9 @@ func servingIP(pod *corev1.Pod) string {
 		return ""
 	}
 	addr, err := ParsePodIP(pod.Status.PodIP)
-	if err != nil {
+	if err != nil || sandboxPrefix.Contains(addr) {
+		// A sandboxed pod's IP lives in its own namespace; on the node's lo
+		// it would capture the pod's traffic.
 		return ""
 	}
 	return addr.String()

@@ -7,12 +7,12 @@
 //
 //	host  elpnXXXXXXXXh 10.245.0.1/30 ──veth── elpnXXXXXXXXn 10.245.0.2/30  namespace
 //	host  route 10.244.0.0/16 via 10.245.0.2                   lo: <pod IP>/32 per Ready pod
-//	                                                           route unreachable 10.244.0.0/16
+//	                                                           route blackhole 10.244.0.0/16
 //
 // A backend listening on 0.0.0.0:<port> inside the namespace (see
 // [Network.Listen]) answers on every live pod IP and on no other pod IP (it
 // also answers on the transfer address 10.245.0.2); a removed IP hits the
-// unreachable route and the host's connection attempt times out. [Kubelet]
+// blackhole route and the host's connection attempt times out. [Kubelet]
 // keeps the pod IPs on lo in step with the pods' readiness.
 //
 // The host route for 10.244.0.0/16 can exist only once per machine, so Setup
@@ -61,6 +61,9 @@ const (
 	// NamespaceIP is the namespace end of the transfer net, the host
 	// route's gateway.
 	NamespaceIP = "10.245.0.2"
+	// ServiceCIDR is the cluster's ClusterIP range; inside the namespace it
+	// is a local route, so only kube-proxy's rules give it meaning.
+	ServiceCIDR = "10.0.0.0/16"
 	// transferCIDR is the /30 the veth pair sits in.
 	transferCIDR = "10.245.0.0/30"
 
@@ -187,7 +190,17 @@ func (n *Network) build(ctx context.Context) error {
 		{"-n", n.name, "addr", "add", NamespaceIP + "/30", "dev", n.nsLink},
 		{"-n", n.name, "link", "set", n.nsLink, "up"},
 		{"-n", n.name, "link", "set", "lo", "up"},
-		{"-n", n.name, "route", "add", "unreachable", PodCIDR},
+		// blackhole, not unreachable: the node forwards (for the pod
+		// sandboxes), and a pod IP whose address is not on lo yet must
+		// drop a SYN, so the client retries as with a pod that is still
+		// starting, rather than fail at once with "no route to host".
+		{"-n", n.name, "route", "add", "blackhole", PodCIDR},
+		// The namespace is also the node that kube-proxy programs. Nothing
+		// else of 10/8 may leave it, and a ClusterIP needs a route before
+		// kube-proxy's output hook can DNAT a locally made packet: "local"
+		// makes an unprogrammed ClusterIP refuse inside the namespace.
+		{"-n", n.name, "route", "add", "unreachable", "10.0.0.0/8"},
+		{"-n", n.name, "route", "add", "local", ServiceCIDR, "dev", "lo"},
 		{"route", "add", PodCIDR, "via", NamespaceIP, "dev", n.hostLink},
 	}
 	for _, args := range steps {
@@ -195,7 +208,26 @@ func (n *Network) build(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	// Pod sandboxes reach the host's forwarders (apiserver, scale
+	// endpoint) through the node, which routes between its veths. The
+	// sysctl is the namespace's own; the host's is untouched.
+	return n.Sysctl(ctx, "net/ipv4/ip_forward", "1")
+}
+
+// Sysctl sets a sysctl of the node namespace (path relative to
+// /proc/sys), leaving the host's value alone.
+func (n *Network) Sysctl(ctx context.Context, path, value string) error {
+	return sysctl(ctx, n.name, path, value)
+}
+
+// sysctl writes /proc/sys/<path> from inside namespace ns, where the
+// net/ tree is that namespace's own.
+func sysctl(ctx context.Context, ns, path, value string) error {
+	if strings.ContainsAny(path+value, " '\"\n;$`") || strings.Contains(path, "..") {
+		return fmt.Errorf("podnet: bad sysctl %q=%q", path, value)
+	}
+	_, err := runIP(ctx, "netns", "exec", ns, "sh", "-c", fmt.Sprintf("echo %s > /proc/sys/%s", value, path))
+	return err
 }
 
 // Name is the network namespace's name (usable with `ip netns exec`).
@@ -432,7 +464,7 @@ func removeStale(ctx context.Context, logf func(string, ...any)) error {
 	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], NamespacePrefix) {
+		if len(f) == 0 || !(strings.HasPrefix(f[0], NamespacePrefix) || strings.HasPrefix(f[0], SandboxPrefix)) {
 			continue
 		}
 		logf("podnet: removing stale namespace %s", f[0])

@@ -183,8 +183,16 @@ func TestSetupCloseLeavesNothing(t *testing.T) {
 		t.Errorf("host route = %q, want via %s dev %s", r, NamespaceIP, n.hostLink)
 	}
 	inside := ipOut(t, "-n", n.Name(), "route", "show", "exact", PodCIDR)
-	if !strings.Contains(inside, "unreachable") {
-		t.Errorf("namespace route = %q, want unreachable", inside)
+	if !strings.Contains(inside, "blackhole") {
+		t.Errorf("namespace route = %q, want blackhole", inside)
+	}
+	// The namespace is also the node kube-proxy programs: ClusterIPs are
+	// local there, and nothing else of 10/8 leaves it.
+	if r := ipOut(t, "-n", n.Name(), "route", "show", "table", "local", "exact", ServiceCIDR); !strings.Contains(r, "local") {
+		t.Errorf("service CIDR route = %q, want local", r)
+	}
+	if r := ipOut(t, "-n", n.Name(), "route", "show", "exact", "10.0.0.0/8"); !strings.Contains(r, "unreachable") {
+		t.Errorf("10/8 route = %q, want unreachable", r)
 	}
 	if lo := ipOut(t, "-n", n.Name(), "link", "show", "lo"); !strings.Contains(lo, "UP") {
 		t.Errorf("lo not up in namespace: %s", lo)
