@@ -1,0 +1,79 @@
+package procnode
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestExpandFollowsKubeletRules(t *testing.T) {
+	vars := map[string]string{"NS": "elasti", "PORT": "8013"}
+	for in, want := range map[string]string{
+		"plain":             "plain",
+		"$(NS).svc:$(PORT)": "elasti.svc:8013",
+		"$(MISSING) stays":  "$(MISSING) stays",
+		"$$(NS) is escaped": "$(NS) is escaped",
+		"unterminated $(NS": "unterminated $(NS",
+		"a lone $ sign":     "a lone $ sign",
+	} {
+		if got := expand(in, vars); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestBinaryForMatchesTheImageName(t *testing.T) {
+	n := &Node{opts: Options{Binaries: map[string]string{"elasti-operator": "/bin/op", "coredns": "/bin/dns"}}}
+	for image, want := range map[string]string{
+		"ghcr.io/elasti-dev/elasti-operator:latest": "/bin/op",
+		"elasti-operator":                                            "/bin/op",
+		"registry.k8s.io/coredns/coredns:v1.15.0":                    "/bin/dns",
+		"localhost:5000/coredns@sha256:0123456789abcdef0123456789ab": "/bin/dns",
+	} {
+		got, err := n.binaryFor(image)
+		if err != nil || got != want {
+			t.Errorf("binaryFor(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+	_, err := n.binaryFor("nginx:1.27")
+	if err == nil || !strings.Contains(err.Error(), "coredns, elasti-operator") {
+		t.Errorf("an unknown image must name what the node runs; got %v", err)
+	}
+}
+
+func TestRunAsPrefersTheContainerAndSkipsRoot(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1001)}}}
+	c := &corev1.Container{}
+	if uid, gid, ok := runAs(pod, c); !ok || uid != 1000 || gid != 1001 {
+		t.Errorf("pod-level user: got %d:%d %t", uid, gid, ok)
+	}
+	c.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](65532)}
+	if uid, gid, ok := runAs(pod, c); !ok || uid != 65532 || gid != 1001 {
+		t.Errorf("container user wins: got %d:%d %t", uid, gid, ok)
+	}
+	if _, _, ok := runAs(&corev1.Pod{}, &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}}); ok {
+		t.Error("uid 0 needs no setpriv")
+	}
+}
+
+func TestUnsupportedPodsAreNamed(t *testing.T) {
+	for _, tc := range []struct {
+		pod  corev1.Pod
+		want string
+	}{
+		{corev1.Pod{}, ""},
+		{corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "i"}}}}, "init containers"},
+		{corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true}}, "hostNetwork"},
+		{corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}}}, `volume "data"`},
+		{corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}}, ""},
+	} {
+		got := unsupported(&tc.pod)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("unsupported(%+v) = %q, want it to mention %q", tc.pod.Spec, got, tc.want)
+		}
+	}
+}
