@@ -208,40 +208,43 @@ func (n *Node) envValue(ctx context.Context, obj *corev1.Pod, ip string, e corev
 		}
 		return &v, nil
 	case f.SecretKeyRef != nil:
-		s, err := n.opts.Kube.CoreV1().Secrets(obj.Namespace).Get(ctx, f.SecretKeyRef.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && optional(f.SecretKeyRef.Optional) {
-			return nil, nil
+		r := f.SecretKeyRef
+		sec, err := n.opts.Kube.CoreV1().Secrets(obj.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		var data map[string][]byte
+		if err == nil {
+			data = sec.Data
 		}
-		if err != nil {
-			return nil, err
-		}
-		b, ok := s.Data[f.SecretKeyRef.Key]
-		if !ok {
-			if optional(f.SecretKeyRef.Optional) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("secret %s has no key %s", f.SecretKeyRef.Name, f.SecretKeyRef.Key)
-		}
-		v := string(b)
-		return &v, nil
+		return lookupKey(data, err, "secret", r.Name, r.Key, r.Optional)
 	case f.ConfigMapKeyRef != nil:
-		cm, err := n.opts.Kube.CoreV1().ConfigMaps(obj.Namespace).Get(ctx, f.ConfigMapKeyRef.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && optional(f.ConfigMapKeyRef.Optional) {
-			return nil, nil
+		r := f.ConfigMapKeyRef
+		cm, err := n.opts.Kube.CoreV1().ConfigMaps(obj.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		var data map[string]string
+		if err == nil {
+			data = cm.Data
 		}
-		if err != nil {
-			return nil, err
-		}
-		v, ok := cm.Data[f.ConfigMapKeyRef.Key]
-		if !ok {
-			if optional(f.ConfigMapKeyRef.Optional) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("configmap %s has no key %s", f.ConfigMapKeyRef.Name, f.ConfigMapKeyRef.Key)
-		}
-		return &v, nil
+		return lookupKey(data, err, "configmap", r.Name, r.Key, r.Optional)
 	}
 	return nil, fmt.Errorf("valueFrom %v is not supported by the process node", f)
+}
+
+// lookupKey is one key of a Secret's or ConfigMap's data (read with err);
+// nil leaves the variable unset when the reference is optional.
+func lookupKey[T ~string | ~[]byte](data map[string]T, err error, kind, name, key string, opt *bool) (*string, error) {
+	if apierrors.IsNotFound(err) && optional(opt) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, ok := data[key]
+	if !ok {
+		if optional(opt) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s %s has no key %s", kind, name, key)
+	}
+	s := string(v)
+	return &s, nil
 }
 
 // expand replaces $(VAR) with earlier variables' values, as a kubelet does

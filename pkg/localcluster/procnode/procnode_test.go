@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
 
@@ -75,5 +77,25 @@ func TestUnsupportedPodsAreNamed(t *testing.T) {
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("unsupported(%+v) = %q, want it to mention %q", tc.pod.Spec, got, tc.want)
 		}
+	}
+}
+
+func TestLookupKeyHonoursOptional(t *testing.T) {
+	data := map[string]string{"dsn": "https://x"}
+	if v, err := lookupKey(data, nil, "secret", "s", "dsn", nil); err != nil || *v != "https://x" {
+		t.Errorf("present key: %v, %v", v, err)
+	}
+	if _, err := lookupKey(data, nil, "secret", "s", "other", nil); err == nil || !strings.Contains(err.Error(), "secret s has no key other") {
+		t.Errorf("a missing required key must be an error naming it; got %v", err)
+	}
+	if v, err := lookupKey(data, nil, "secret", "s", "other", ptr.To(true)); err != nil || v != nil {
+		t.Errorf("a missing optional key leaves the variable unset; got %v, %v", v, err)
+	}
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "s")
+	if v, err := lookupKey[string](nil, notFound, "secret", "s", "dsn", ptr.To(true)); err != nil || v != nil {
+		t.Errorf("a missing optional secret leaves the variable unset; got %v, %v", v, err)
+	}
+	if _, err := lookupKey[string](nil, notFound, "secret", "s", "dsn", nil); !apierrors.IsNotFound(err) {
+		t.Errorf("a missing required secret is an error; got %v", err)
 	}
 }
