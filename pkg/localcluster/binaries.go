@@ -13,15 +13,53 @@ import (
 )
 
 // BinDirEnv names a directory that already holds every binary, skipping the
-// build script.
+// build script. EnsureBinaries still checks that it holds all of Binaries and
+// KwokStagesFile.
 const BinDirEnv = "ELASTI_CLUSTER_BIN_DIR"
 
+// The names of the files in the directory EnsureBinaries returns.
+const (
+	EtcdBinary                  = "etcd"
+	KubeAPIServerBinary         = "kube-apiserver"
+	KubeControllerManagerBinary = "kube-controller-manager"
+	KubeSchedulerBinary         = "kube-scheduler"
+	KubectlBinary               = "kubectl"
+	KubeProxyBinary             = "kube-proxy"
+	KwokBinary                  = "kwok"
+	CoreDNSBinary               = "coredns"
+	TraefikBinary               = "traefik"
+	// KwokStagesFile is kwok's stages (node and pod lifecycle) in one
+	// multi-document file, for kwok's --config.
+	KwokStagesFile = "stages.yaml"
+)
+
+// Binaries lists every executable EnsureBinaries guarantees.
+var Binaries = []string{
+	EtcdBinary,
+	KubeAPIServerBinary,
+	KubeControllerManagerBinary,
+	KubeSchedulerBinary,
+	KubectlBinary,
+	KubeProxyBinary,
+	KwokBinary,
+	CoreDNSBinary,
+	TraefikBinary,
+}
+
 // EnsureBinaries returns the directory holding etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kubectl, kwok and kwok's stages,
-// building them through hack/build-cluster-bins.sh on a cold machine. The
-// script's progress lines are copied to progress.
+// kube-controller-manager, kube-scheduler, kubectl, kube-proxy (one
+// Kubernetes version), kwok and kwok's stages, CoreDNS (with its kubernetes
+// plugin) and Traefik, building them through hack/build-cluster-bins.sh on a
+// cold machine. The script also installs the host packages kube-proxy needs
+// (nft, conntrack, ip) when they are missing. Its progress lines are copied
+// to progress. With BinDirEnv set, that directory is used instead of the
+// script. Either way every binary is checked to exist and be executable, and
+// the error names the ones that are not.
 func EnsureBinaries(ctx context.Context, progress io.Writer) (string, error) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {
+		if err := checkBinaries(dir); err != nil {
+			return "", fmt.Errorf("%s is set, but %w", BinDirEnv, err)
+		}
 		return dir, nil
 	}
 	root, err := RepoRoot()
@@ -39,7 +77,32 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (string, error) {
 	if dir == "" {
 		return "", errors.New("hack/build-cluster-bins.sh printed no binary directory")
 	}
+	if err := checkBinaries(dir); err != nil {
+		return "", fmt.Errorf("hack/build-cluster-bins.sh finished, but %w", err)
+	}
 	return dir, nil
+}
+
+// checkBinaries reports every file of Binaries that dir lacks or that is not
+// an executable file, and a missing KwokStagesFile.
+func checkBinaries(dir string) error {
+	var problems []string
+	for _, name := range Binaries {
+		info, err := os.Stat(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			problems = append(problems, name+" is missing")
+		case !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0:
+			problems = append(problems, name+" is not an executable file")
+		}
+	}
+	if info, err := os.Stat(filepath.Join(dir, KwokStagesFile)); err != nil || !info.Mode().IsRegular() {
+		problems = append(problems, KwokStagesFile+" is missing")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("binary directory %s is incomplete: %s", dir, strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // RepoRoot finds the repository by walking up from the working directory to
