@@ -46,6 +46,10 @@ const (
 	// as kwok's own documentation does: elasti's own pods (which carry no
 	// toleration) then land on the process node, where they really run.
 	FakeNodeTaint = "kwok.x-k8s.io/node"
+	// FakeNodeLabel=FakeNodeLabelValue selects the kwok node, kwok's own
+	// convention; apps pin themselves there with a nodeSelector.
+	FakeNodeLabel      = "type"
+	FakeNodeLabelValue = "kwok"
 	// NodeGatewayIP is the host end of the node network's veth pair
 	// (podnet.HostIP). The apiserver's certificate names it, so pods reach
 	// the apiserver through a forwarder there with full TLS verification.
@@ -418,7 +422,7 @@ func createNode(ctx context.Context, cs kubernetes.Interface) error {
 			Name:        NodeName,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
 			Labels: map[string]string{
-				"type":                   "kwok",
+				FakeNodeLabel:            FakeNodeLabelValue,
 				"kubernetes.io/hostname": NodeName,
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",

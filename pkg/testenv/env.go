@@ -168,8 +168,9 @@ func (e *Env) App(name string, replicas int32) {
 	e.Service(name, name)
 }
 
-// PodTemplate is an app's pod: it tolerates the kwok node's taint, so kwok
-// runs it (its IP answers through the pod network's shared backends).
+// PodTemplate is an app's pod: it is pinned to the kwok node and tolerates
+// its taint, so kwok runs it (its IP answers through the pod network's
+// shared backends), never the process node, which cannot run its image.
 func PodTemplate(app string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
@@ -178,7 +179,8 @@ func PodTemplate(app string) corev1.PodTemplateSpec {
 				Name: "app", Image: "registry.example/app:1",
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 			}},
-			Tolerations: []corev1.Toleration{FakeNodeToleration},
+			NodeSelector: map[string]string{localcluster.FakeNodeLabel: localcluster.FakeNodeLabelValue},
+			Tolerations:  []corev1.Toleration{FakeNodeToleration},
 		},
 	}
 }

@@ -1,0 +1,51 @@
+package traffic
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+)
+
+func TestMain(m *testing.M) {
+	// A client pod is this binary again, run inside its sandbox.
+	realnet.ClientMain()
+
+	before, err := hostNetworkState()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: reading the host's routes and nftables: %v\n", err)
+		os.Exit(1)
+	}
+	code := clustertest.Main(m)
+	stopBed()
+	// The network rule: the run changes nothing on the host once it is
+	// over (kube-proxy only ever programs the node namespace).
+	after, err := hostNetworkState()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: reading the host's routes and nftables: %v\n", err)
+		os.Exit(1)
+	}
+	if after != before {
+		fmt.Fprintf(os.Stderr, "FAIL: the run left the host's routes or nftables changed\n--- before\n%s\n--- after\n%s\n", before, after)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// hostNetworkState is the host namespace's routing tables and nftables
+// ruleset as text.
+func hostNetworkState() (string, error) {
+	var b strings.Builder
+	for _, args := range [][]string{{"ip", "route", "show", "table", "all"}, {"nft", "list", "ruleset"}} {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(args, " "), out)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,353 @@
+package traffic
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/testenv"
+)
+
+const (
+	app = "web"
+	// wakeTimeout bounds one request that wakes a Service: the resolver
+	// holds it while the operator scales the target and a pod starts.
+	wakeTimeout = 60 * time.Second
+	// quickTimeout bounds a request that should be answered at once.
+	quickTimeout = 10 * time.Second
+)
+
+// scenario is one test's app under an ElastiService, a client pod in its
+// namespace and a dark-Service watcher.
+type scenario struct {
+	t      testing.TB
+	bed    *bed
+	e      *testenv.Env
+	client *realnet.Client
+	dark   *darkWatch
+	ctx    context.Context
+}
+
+func newScenario(t testing.TB) *scenario {
+	t.Helper()
+	b := testBed(t)
+	e := testenv.New(t)
+	e.App(app, 1)
+	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.MinTargetReplicas = 1
+	})
+	e.WaitMode(app, elastiv1alpha1.ModeServe)
+	e.Eventually("web's pod to be Ready", func() (bool, string) {
+		ips := e.ReadyPodIPs(app)
+		return len(ips) == 1, fmt.Sprint(ips)
+	})
+	client, err := b.Client(t.Context(), e.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	s := &scenario{t: t, bed: b, e: e, client: client, ctx: t.Context()}
+	t.Cleanup(s.explainFailure)
+	// kube-proxy programs a new Service within about a second; only then
+	// is the Service reachable, so only then can it go dark.
+	s.e.Eventually("kube-proxy to route web's ClusterIP to its pod", func() (bool, string) {
+		resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Timeout: 2 * time.Second})
+		return resp.Status == 200, resp.String()
+	})
+	s.dark = watchDark(t, e, app)
+	return s
+}
+
+// explainFailure logs what the path looked like when a test failed: the
+// Service's EndpointSlices, kube-proxy's rules and recent log, and elasti's
+// pods' logs.
+func (s *scenario) explainFailure() {
+	if !s.t.Failed() {
+		return
+	}
+	ctx := context.Background()
+	if out, err := s.bed.cluster.Kubectl(ctx, "-n", s.e.NS, "get", "svc,endpointslices,pods", "-o", "wide"); err == nil {
+		s.t.Logf("objects:\n%s", out)
+	}
+	if out, err := s.bed.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy"); err == nil {
+		s.t.Logf("kube-proxy's rules:\n%s", out)
+	}
+	s.t.Logf("kube-proxy:\n%s", s.bed.KubeProxyLog(30))
+	s.t.Logf("elasti's pods:\n%s", s.bed.Node.Logs(elastiNamespace, "", 30))
+	s.t.Logf("the ingress controller:\n%s", s.bed.Node.Logs(realnet.IngressNamespace, "", 30))
+}
+
+// sleep scales web to zero by hand, as an idle poller or a person would,
+// and waits for the resolver to be in front.
+func (s *scenario) sleep() {
+	s.t.Helper()
+	s.dark.Tolerate(handScaleDownBound)
+	s.e.Scale(elastiv1alpha1.KindDeployment, app, 0)
+	s.e.WaitMode(app, elastiv1alpha1.ModeProxy)
+	s.e.Eventually("web's pods to be gone", func() (bool, string) {
+		ips := s.e.ReadyPodIPs(app)
+		return len(ips) == 0, fmt.Sprint(ips)
+	})
+}
+
+func (s *scenario) do(req realnet.Request) realnet.Response {
+	s.t.Helper()
+	resp, err := s.client.Do(s.ctx, req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp
+}
+
+// fqdn is web's full DNS name.
+func (s *scenario) fqdn() string { return fmt.Sprintf("%s.%s.svc.cluster.local", app, s.e.NS) }
+
+func (s *scenario) clusterIP() string {
+	s.t.Helper()
+	svc, err := s.e.Kube.CoreV1().Services(s.e.NS).Get(s.ctx, app, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+// expectWokenBy checks that resp is web's answer from a pod that is Ready
+// now, and that the target was scaled up for it.
+func (s *scenario) expectWoken(resp realnet.Response) echoReply {
+	s.t.Helper()
+	if resp.Status != 200 {
+		s.t.Fatalf("want 200 from a new pod, got %s", resp)
+	}
+	var reply echoReply
+	if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil {
+		s.t.Fatalf("not the app's answer: %v: %s", err, resp)
+	}
+	if ips := s.e.ReadyPodIPs(app); !slices.Contains(ips, reply.ServedBy) {
+		s.t.Fatalf("answered by %s, which is not a Ready pod of %s (Ready: %v)", reply.ServedBy, app, ips)
+	}
+	if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 1 {
+		s.t.Fatalf("target has %d replicas after the wake, want 1", got)
+	}
+	s.e.WaitMode(app, elastiv1alpha1.ModeServe)
+	s.t.Logf("woken in %s, answered by pod %s", resp.Duration.Round(time.Millisecond), reply.ServedBy)
+	return reply
+}
+
+// TestFullDNSNameWakesAService: at zero, a GET by the Service's full DNS
+// name from a client pod resolves through CoreDNS, reaches the resolver
+// through kube-proxy and elasti's EndpointSlice, and is answered by a new
+// pod.
+func TestFullDNSNameWakesAService(t *testing.T) {
+	s := newScenario(t)
+	// Awake, the same name goes straight to the pod.
+	s.expectWoken(s.do(realnet.Request{URL: "http://" + s.fqdn() + "/", Timeout: quickTimeout}))
+	s.sleep()
+	s.expectWoken(s.do(realnet.Request{URL: "http://" + s.fqdn() + "/hello", Timeout: wakeTimeout}))
+}
+
+// TestNamespaceQualifiedNameWakesAService: "web.<ns>" resolves through the
+// client pod's search path, and the resolver knows the Service by it.
+func TestNamespaceQualifiedNameWakesAService(t *testing.T) {
+	s := newScenario(t)
+	s.sleep()
+	s.expectWoken(s.do(realnet.Request{URL: fmt.Sprintf("http://%s.%s/", app, s.e.NS), Timeout: wakeTimeout}))
+}
+
+// TestClusterIPWakesAServiceWhenHostNamesIt: at zero, a request to the
+// ClusterIP goes through kube-proxy to the resolver; the Host header names
+// the Service in full, as KubeElasti's routing contract needs today.
+func TestClusterIPWakesAServiceWhenHostNamesIt(t *testing.T) {
+	s := newScenario(t)
+	s.sleep()
+	resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Host: s.fqdn(), Timeout: wakeTimeout})
+	s.expectWoken(resp)
+	if want := s.clusterIP() + ":80"; resp.RemoteAddr != want {
+		t.Errorf("the client connected to %s, want the ClusterIP %s", resp.RemoteAddr, want)
+	}
+}
+
+// TestIngressWakesAService: the ingress controller reads EndpointSlices and
+// connects to the resolver directly while web sleeps; the request wakes web
+// and the new pod answers.
+func TestIngressWakesAService(t *testing.T) {
+	s := newScenario(t)
+	s.ingress("by-service-name", s.fqdn())
+	viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: s.fqdn()}
+	s.waitIngressRoutes(viaIngress)
+	s.sleep()
+	s.waitIngressFollows()
+	viaIngress.Timeout = wakeTimeout
+	s.expectWoken(s.do(viaIngress))
+}
+
+// ingress routes host to web through the ingress controller.
+func (s *scenario) ingress(name, host string) {
+	s.t.Helper()
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.e.NS},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptr.To(realnet.IngressClass),
+			Rules: []networkingv1.IngressRule{{
+				Host: host,
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{
+						Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+							Name: app, Port: networkingv1.ServiceBackendPort{Name: "http"},
+						}},
+					}},
+				}},
+			}},
+		},
+	}
+	if _, err := s.e.Kube.NetworkingV1().Ingresses(s.e.NS).Create(s.ctx, ing, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// waitIngressRoutes waits, while web is awake, until the ingress
+// controller has picked up its Ingress and answers from web's pod.
+func (s *scenario) waitIngressRoutes(req realnet.Request) {
+	s.t.Helper()
+	req.Timeout = 2 * time.Second
+	s.e.Eventually("the ingress controller to route to web", func() (bool, string) {
+		resp := s.do(req)
+		return resp.Status == 200 && strings.Contains(resp.Body, "servedBy"), resp.String()
+	})
+}
+
+// waitIngressFollows waits until the ingress controller routes web to the
+// endpoints its EndpointSlices list now (after a switch it lags by its
+// throttle; until then it still dials the old pod's address).
+func (s *scenario) waitIngressFollows() {
+	s.t.Helper()
+	pods, err := s.e.Kube.CoreV1().Pods(realnet.IngressNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: "app=" + realnet.IngressService})
+	if err != nil || len(pods.Items) != 1 {
+		s.t.Fatalf("the ingress controller's pod: %v %v", pods, err)
+	}
+	api := fmt.Sprintf("http://%s:9000/api/http/services", pods.Items[0].Status.PodIP)
+	s.e.Eventually("the ingress controller to route web to its current endpoints", func() (bool, string) {
+		want := map[string]bool{}
+		for _, sl := range s.e.SlicesFor(app) {
+			for _, ep := range sl.Endpoints {
+				for _, a := range ep.Addresses {
+					want[a] = true
+				}
+			}
+		}
+		resp := s.do(realnet.Request{URL: api, Timeout: 2 * time.Second})
+		var services []struct {
+			Name         string `json:"name"`
+			LoadBalancer struct {
+				Servers []struct {
+					URL string `json:"url"`
+				} `json:"servers"`
+			} `json:"loadBalancer"`
+		}
+		if err := json.Unmarshal([]byte(resp.Body), &services); err != nil {
+			return false, resp.String()
+		}
+		var got []string
+		for _, svc := range services {
+			if !strings.HasPrefix(svc.Name, s.e.NS+"-") {
+				continue
+			}
+			for _, srv := range svc.LoadBalancer.Servers {
+				got = append(got, srv.URL)
+			}
+		}
+		ok := len(got) > 0
+		for _, u := range got {
+			ok = ok && want[strings.Split(strings.TrimPrefix(u, "http://"), ":")[0]]
+		}
+		return ok, fmt.Sprintf("routes to %v, slices list %v", got, want)
+	})
+}
+
+// TestRefusedUntilPerPortRouting records how the resolver answers the
+// common ways of calling a sleeping Service that carry no
+// "<svc>.<ns>[.svc...]" Host: a same-namespace short name ("http://web/"),
+// the ClusterIP, and an ingress's public hostname. Today each is refused with 400 and the
+// Service stays asleep: the known failure the issue "Every client reaches a
+// sleeping Service" fixes, by telling Services apart by the port they were
+// reached on. When it lands these assertions flip to success.
+func TestRefusedUntilPerPortRouting(t *testing.T) {
+	s := newScenario(t)
+	const publicHost = "shop.example.com"
+	s.ingress("public", publicHost)
+	ingress := fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace)
+	s.waitIngressRoutes(realnet.Request{URL: ingress, Host: publicHost})
+	s.sleep()
+	s.waitIngressFollows()
+	for _, tc := range []struct {
+		name string
+		req  realnet.Request
+	}{
+		{"short name", realnet.Request{URL: "http://" + app + "/"}},
+		{"ClusterIP", realnet.Request{URL: "http://" + s.clusterIP() + "/"}},
+		{"ingress public host", realnet.Request{URL: ingress, Host: publicHost}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Timeout = quickTimeout
+			resp := s.do(tc.req)
+			if resp.Status != 400 {
+				t.Errorf("today the resolver refuses this with 400 (the name reached it, proving DNS and kube-proxy worked); got %s", resp)
+			}
+			if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 0 {
+				t.Errorf("the refused request woke the target to %d replicas", got)
+			}
+		})
+	}
+}
+
+// TestClusterIPWithoutKubeProxyFailsInsideTheNamespace proves the guard of
+// the network rule: with kube-proxy gone, a ClusterIP request from a
+// client pod is refused inside the node namespace at once instead of
+// leaving it, and the host's nftables never gained kube-proxy's table.
+func TestClusterIPWithoutKubeProxyFailsInsideTheNamespace(t *testing.T) {
+	s := newScenario(t)
+	url := "http://" + s.clusterIP() + "/"
+	if resp := s.do(realnet.Request{URL: url, Timeout: quickTimeout}); resp.Status != 200 {
+		t.Fatalf("with kube-proxy, the ClusterIP answers: got %s", resp)
+	}
+	if err := s.bed.StopKubeProxy(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			if err := s.bed.StartKubeProxy(context.Background()); err != nil {
+				t.Errorf("restart kube-proxy: %v", err)
+			}
+		}
+	})
+	resp := s.do(realnet.Request{URL: url, Timeout: quickTimeout})
+	if !strings.Contains(resp.Err, "connection refused") || resp.Duration > 2*time.Second {
+		t.Errorf("without kube-proxy a ClusterIP must be refused at once inside the namespace; got %s", resp)
+	}
+	host, err := hostNetworkState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(host, "kube-proxy") {
+		t.Errorf("the host's nftables hold kube-proxy's rules:\n%s", host)
+	}
+	if err := s.bed.StartKubeProxy(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	s.e.Eventually("the ClusterIP to answer again once kube-proxy is back", func() (bool, string) {
+		resp := s.do(realnet.Request{URL: url, Timeout: 2 * time.Second})
+		return resp.Status == 200, resp.String()
+	})
+}

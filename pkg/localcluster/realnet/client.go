@@ -1,0 +1,215 @@
+package realnet
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
+	"github.com/elasti-dev/elasti/pkg/localcluster/procnode"
+)
+
+// clientEnv carries a request to the re-executed binary that sends it from
+// inside a client sandbox.
+const clientEnv = "ELASTI_REALNET_CLIENT_REQUEST"
+
+// maxBody bounds the body a client reports back.
+const maxBody = 64 << 10
+
+// Request is one HTTP request from a client pod.
+type Request struct {
+	Method string            `json:"method,omitempty"`
+	URL    string            `json:"url"`
+	Host   string            `json:"host,omitempty"` // overrides the Host header
+	Header map[string]string `json:"header,omitempty"`
+	Body   string            `json:"body,omitempty"`
+	// Timeout bounds the whole request; default 30 s. With Repeat it
+	// bounds each request.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Repeat sends the request this many times more, one after another on
+	// kept-alive connections, and reports each one's duration in
+	// Response.Repeats (for latency figures without a process start per
+	// request). It stops at the first failure.
+	Repeat int `json:"repeat,omitempty"`
+}
+
+// Response is what the client pod saw. Err is set when no HTTP answer
+// came (DNS failure, refused, timeout).
+type Response struct {
+	Status     int           `json:"status"`
+	Header     http.Header   `json:"header,omitempty"`
+	Body       string        `json:"body,omitempty"`
+	Err        string        `json:"err,omitempty"`
+	RemoteAddr string        `json:"remoteAddr,omitempty"`
+	Duration   time.Duration `json:"duration"`
+	// Repeats are the durations of the Request.Repeat extra requests.
+	Repeats []time.Duration `json:"repeats,omitempty"`
+}
+
+func (r Response) String() string {
+	if r.Err != "" {
+		return fmt.Sprintf("error after %s: %s", r.Duration.Round(time.Millisecond), r.Err)
+	}
+	body := r.Body
+	if len(body) > 300 {
+		body = body[:300] + "…"
+	}
+	return fmt.Sprintf("%d from %s after %s: %q", r.Status, r.RemoteAddr, r.Duration.Round(time.Millisecond), strings.TrimSpace(body))
+}
+
+// Client sends requests from a client pod: a sandbox of its own in the
+// pod network whose resolv.conf points at the cluster DNS with the search
+// path of a pod in Namespace, so "http://web/" means what it means in a
+// pod there.
+type Client struct {
+	Namespace string
+	sandbox   *podnet.Sandbox
+	release   func()
+	resolv    string
+}
+
+// Client makes a client pod in namespace. Close it when done.
+func (n *Net) Client(ctx context.Context, namespace string) (*Client, error) {
+	sb, release, err := n.Node.NewSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resolv := filepath.Join(n.stateDir, "client-"+sb.Name+".resolv.conf")
+	d := procnode.DefaultClusterDomain
+	conf := fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", namespace, d, d, d, procnode.DefaultDNSServer)
+	if err := os.WriteFile(resolv, []byte(conf), 0o644); err != nil {
+		release()
+		return nil, err
+	}
+	return &Client{Namespace: namespace, sandbox: sb, release: release, resolv: resolv}, nil
+}
+
+// IP is the client pod's address.
+func (c *Client) IP() string { return c.sandbox.IP }
+
+// Close removes the client's sandbox.
+func (c *Client) Close() {
+	c.release()
+	_ = os.Remove(c.resolv)
+}
+
+// Get is Do for a plain GET.
+func (c *Client) Get(ctx context.Context, url string, timeout time.Duration) (Response, error) {
+	return c.Do(ctx, Request{URL: url, Timeout: timeout})
+}
+
+// Do sends req from the client pod. The error is for the harness failing;
+// what the network did is in the Response. The process that sends it is
+// this binary again (see ClientMain), run in the sandbox with its own
+// mount namespace so /etc/resolv.conf is the pod's.
+func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
+	if req.Timeout <= 0 {
+		req.Timeout = 30 * time.Second
+	}
+	spec, err := json.Marshal(req)
+	if err != nil {
+		return Response{}, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return Response{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(1+req.Repeat)*req.Timeout+10*time.Second)
+	defer cancel()
+	const script = `mount -t tmpfs -o mode=0755 realnet /run && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.sandbox.Name, "/bin/sh", "-c", script, "client", c.resolv, self)
+	cmd.Env = append(os.Environ(), clientEnv+"="+string(spec))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return Response{}, fmt.Errorf("client pod %s: %w: %s", c.sandbox.Name, err, strings.TrimSpace(stderr.String()))
+	}
+	var resp Response
+	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {
+		return Response{}, fmt.Errorf("client pod %s: bad answer %q: %w (stderr %s)", c.sandbox.Name, stdout.String(), err, stderr.String())
+	}
+	return resp, nil
+}
+
+// ClientMain sends the request a Client passed in the environment, prints
+// the Response as JSON and exits; without one it returns at once. Call it
+// first thing in TestMain (or main) of every binary that uses Client.
+func ClientMain() {
+	spec, ok := os.LookupEnv(clientEnv)
+	if !ok {
+		return
+	}
+	var req Request
+	if err := json.Unmarshal([]byte(spec), &req); err != nil {
+		fmt.Fprintf(os.Stderr, "bad request: %v\n", err)
+		os.Exit(2)
+	}
+	client := &http.Client{Transport: &http.Transport{
+		Proxy:           nil,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test client; callers assert certificates themselves
+	}}
+	resp := send(client, req)
+	for i := 0; i < req.Repeat && resp.Err == "" && resp.Status < 500; i++ {
+		again := send(client, req)
+		if again.Err != "" || again.Status >= 500 {
+			resp.Err = fmt.Sprintf("repeat %d: %s", i+1, again)
+			break
+		}
+		resp.Repeats = append(resp.Repeats, again.Duration)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(resp)
+	os.Exit(0)
+}
+
+func send(client *http.Client, req Request) Response {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
+	defer cancel()
+	var resp Response
+	finish := func(err error) Response {
+		resp.Duration = time.Since(start)
+		if err != nil {
+			resp.Err = err.Error()
+		}
+		return resp
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if req.Body != "" {
+		body = strings.NewReader(req.Body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, req.URL, body)
+	if err != nil {
+		return finish(err)
+	}
+	if req.Host != "" {
+		r.Host = req.Host
+	}
+	for k, v := range req.Header {
+		r.Header.Set(k, v)
+	}
+	r = r.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { resp.RemoteAddr = info.Conn.RemoteAddr().String() },
+	}))
+	hr, err := client.Do(r)
+	if err != nil {
+		return finish(err)
+	}
+	defer hr.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(hr.Body, maxBody))
+	resp.Status, resp.Header, resp.Body = hr.StatusCode, hr.Header, string(b)
+	return finish(err)
+}
