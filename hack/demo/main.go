@@ -1,19 +1,21 @@
-// Command demo is `make demo`: the whole elasti story on the local cluster.
+// Command demo is `make demo`: the whole elasti story on the local cluster,
+// on the paths real clients take.
 //
-// It brings up (or reuses) the local control plane, installs manifests/,
-// builds a pod network whose pods really answer, starts the operator and the
-// resolver as local processes, applies a sample app, waits for it to go
-// idle and scale to zero, then sends a request through the resolver and
-// shows the wake. Everything it starts, it stops on exit; the cluster keeps
-// running for you to explore (make cluster-down stops it).
+// It brings up (or reuses) the local control plane and the real-traffic
+// test bed (kube-proxy, CoreDNS, the Traefik ingress controller and a node
+// that really runs pods), installs elasti with `kubectl apply -f
+// manifests/`, applies a sample app with an Ingress, waits for it to go
+// idle and scale to zero, and wakes it twice: once by DNS name from a
+// client pod, once through the ingress. Only the story is printed; every
+// component's log goes to a folder named at the end. Everything it starts
+// on this machine it stops on exit; the control plane keeps running for
+// you to explore (make cluster-down stops it).
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,92 +28,221 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 )
 
 const (
 	appNamespace = "demo"
 	appName      = "hello"
 	appPort      = 8080 // the sample app's containerPort
+	// pollingInterval makes the idle check quick enough for a demo.
+	pollingInterval = "2s"
 )
 
 func main() {
-	hold := flag.Bool("hold", os.Getenv("DEMO_HOLD") == "1", "keep the operator and resolver running after the story, until Ctrl-C")
+	// A client pod is this binary again, run inside its sandbox.
+	realnet.ClientMain()
+	hold := flag.Bool("hold", os.Getenv("DEMO_HOLD") == "1", "keep everything running after the story, until Ctrl-C")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *hold); err != nil {
-		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
+	logDir, err := os.MkdirTemp("", "elasti-demo-")
+	if err == nil {
+		err = logToFile(filepath.Join(logDir, "demo.log"))
+	}
+	if err == nil {
+		d := &demo{ctx: ctx, logDir: logDir}
+		err = d.run(*hold)
+		d.close()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n(logs in %s)\n", err, logDir)
 		os.Exit(1)
 	}
+}
+
+// logToFile sends klog's lines (the test bed's own controllers log
+// through it) to path, so the terminal shows only the story.
+func logToFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(f)
+	return nil
 }
 
 func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
 func info(format string, args ...any) { fmt.Printf("    "+format+"\n", args...) }
 
-func run(ctx context.Context, hold bool) error {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
+type demo struct {
+	ctx      context.Context
+	logDir   string
+	root     string
+	cluster  *localcluster.Cluster
+	net      *realnet.Net
+	kube     kubernetes.Interface
+	elasti   versioned.Interface
+	client   *realnet.Client
+	stopKwok context.CancelFunc
+}
+
+func (d *demo) run(hold bool) error {
+	var err error
+	if d.root, err = localcluster.RepoRoot(); err != nil {
 		return err
 	}
+	for _, f := range []func() error{d.startCluster, d.startNode, d.install, d.startPrometheus, d.applyApp} {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	fqdn := fmt.Sprintf("%s.%s.svc.cluster.local", appName, appNamespace)
+	byName := realnet.Request{URL: "http://" + fqdn + "/"}
+	viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: fqdn}
+	if err := d.showAwake(byName, viaIngress); err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		how string
+		req realnet.Request
+	}{{"by DNS name from a client pod", byName}, {"through the ingress controller", viaIngress}} {
+		if err := d.waitIdle(); err != nil {
+			return err
+		}
+		// The ingress controller follows EndpointSlice changes after a
+		// short throttle; until then it would dial the gone pod.
+		if err := d.net.WaitIngressFollows(d.ctx, d.client, appNamespace, appName, time.Minute); err != nil {
+			return err
+		}
+		if err := d.wake(w.how, w.req); err != nil {
+			return err
+		}
+	}
+	d.summary()
+	if hold {
+		fmt.Printf("\nHolding everything up (Ctrl-C to stop). From the node's network namespace:\n  ip netns exec %s curl -H 'Host: %s' http://<ClusterIP of demo/hello>/\n",
+			d.net.Network.Name(), fqdn)
+		<-d.ctx.Done()
+	}
+	return nil
+}
 
+func (d *demo) startCluster() error {
 	step("Starting the local control plane (reused if already running)")
-	cluster, err := upCluster(ctx)
-	if err != nil {
-		return err
+	dir := localcluster.DefaultDir()
+	c, err := localcluster.Load(dir)
+	if err != nil || c.Healthy(d.ctx) != nil {
+		_ = localcluster.StopDir(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		progress, err := os.Create(filepath.Join(d.logDir, "control-plane.log"))
+		if err != nil {
+			return err
+		}
+		defer progress.Close()
+		info("first start: building or reusing the binaries (progress in %s)", progress.Name())
+		if c, err = localcluster.Start(d.ctx, localcluster.Options{Dir: dir, Detach: true, Progress: progress}); err != nil {
+			return err
+		}
 	}
-	info("KUBECONFIG=%s", cluster.Kubeconfig)
-	cfg := cluster.RESTConfig()
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	elasti := versioned.NewForConfigOrDie(cfg)
+	d.cluster = c
+	d.kube = kubernetes.NewForConfigOrDie(c.RESTConfig())
+	d.elasti = versioned.NewForConfigOrDie(c.RESTConfig())
+	info("KUBECONFIG=%s", c.Kubeconfig)
+	return nil
+}
 
-	step("Installing elasti: kubectl apply -f manifests/")
-	if out, err := cluster.Kubectl(ctx, "apply", "-f", filepath.Join(root, "manifests")); err != nil {
-		return err
-	} else {
-		fmt.Print(indent(string(out)))
+func (d *demo) startNode() error {
+	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, and a node that runs pods")
+	bin := filepath.Join(d.logDir, "images")
+	build := exec.CommandContext(d.ctx, "go", "build", "-o", bin+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
+	build.Dir = d.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
-	if _, err := cluster.Kubectl(ctx, "wait", "--for=condition=Established", "crd/elastiservices.elasti.truefoundry.com", "--timeout=60s"); err != nil {
-		return err
-	}
-
-	step("Building a pod network, so pods answer on their IPs (needs root and iproute2)")
-	network, err := podnet.Setup(ctx, podnet.Options{Logf: func(f string, a ...any) { info(f, a...) }})
+	var err error
+	d.net, err = realnet.Start(d.ctx, realnet.Options{
+		Cluster:  d.cluster,
+		StateDir: filepath.Join(d.logDir, "node"),
+		Binaries: map[string]string{
+			"elasti-operator": filepath.Join(bin, "elasti-operator"),
+			"elasti-resolver": filepath.Join(bin, "elasti-resolver"),
+		},
+		Logf: func(f string, a ...any) { info(f, a...) },
+	})
 	if err != nil {
 		return err
 	}
-	defer network.Close() // last: nothing dials a pod IP once its route is gone
-	kubelet, err := network.RunKubelet(ctx, kube, nil)
-	if err != nil {
+	// kwok runs the sample app; its pods' IPs answer through one backend
+	// in the node namespace.
+	kctx, cancel := context.WithCancel(d.ctx)
+	d.stopKwok = cancel
+	if _, err := d.net.Network.RunKubelet(kctx, d.kube, nil); err != nil {
 		return err
 	}
-	for !kubelet.HasSynced() {
-		time.Sleep(20 * time.Millisecond)
-	}
-	backend, err := network.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", appPort))
+	backend, err := d.net.Network.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", appPort))
 	if err != nil {
 		return err
 	}
 	go func() {
 		_ = http.Serve(backend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			host, _, _ := net.SplitHostPort(r.Context().Value(http.LocalAddrContextKey).(net.Addr).String())
-			fmt.Fprintf(w, "Hello from pod %s: %s %s\n", host, r.Method, r.URL.Path)
+			fmt.Fprintf(w, "Hello from pod %s: %s %s (Host: %s)\n", host, r.Method, r.URL.Path, r.Host)
 		}))
 	}()
-	info("the sample app's pods answer on :%d inside namespace %s", appPort, network.Name())
+	return nil
+}
 
-	step("Starting a Prometheus stand-in on loopback that reports no traffic")
-	prom, err := listenLoopback()
+func (d *demo) install() error {
+	step("Installing elasti: kubectl apply -f manifests/")
+	out, err := d.cluster.Kubectl(d.ctx, "apply", "-f", filepath.Join(d.root, "manifests"))
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(string(out)))
+	info("the operator and resolver run as the manifests' own pods; waiting for their readiness probes")
+	return d.waitElasti()
+}
+
+func (d *demo) waitElasti() error {
+	for _, name := range []string{"elasti-operator-controller-manager", "elasti-resolver"} {
+		if err := d.net.WaitDeploymentReady(d.ctx, "elasti", name, 3*time.Minute); err != nil {
+			return err
+		}
+	}
+	out, err := d.cluster.Kubectl(d.ctx, "-n", "elasti", "get", "pods", "-o", "wide")
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(string(out)))
+	return nil
+}
+
+// startPrometheus serves a Prometheus stand-in that reports no traffic, on
+// the node gateway where the operator's pod can reach it, and points the
+// operator at it.
+func (d *demo) startPrometheus() error {
+	step("Pointing the operator at a Prometheus stand-in that reports no traffic")
+	l, err := net.Listen("tcp", net.JoinHostPort(podnet.HostIP, "0"))
 	if err != nil {
 		return err
 	}
 	go func() {
-		_ = http.Serve(prom, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			value := "0" // requests per second: idle
 			if strings.HasPrefix(r.URL.Query().Get("query"), "min_over_time(") {
 				value = "1" // Prometheus itself has been up
@@ -119,213 +250,155 @@ func run(ctx context.Context, hold bool) error {
 			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"%s"]}]}}`, time.Now().Unix(), value)
 		}))
 	}()
-	promURL := "http://" + prom.Addr().String()
-	info("%s/api/v1/query", promURL)
+	args := []string{"-n", "elasti", "set", "env", "deployment/elasti-operator-controller-manager",
+		"PROMETHEUS_TRIGGER_SERVER_ADDRESS=http://" + l.Addr().String(), "POLLING_INTERVAL=" + pollingInterval}
+	info("kubectl %s", strings.Join(args, " "))
+	if _, err := d.cluster.Kubectl(d.ctx, args...); err != nil {
+		return err
+	}
+	return d.waitElasti()
+}
 
-	step("Building and starting the operator and the resolver as local processes")
-	bin := filepath.Join(root, "bin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build: %w", err)
-	}
-	scalePort, resolverPort, resolverInternal, opHealth := freePort(), freePort(), freePort(), freePort()
-	logDir, err := os.MkdirTemp("", "elasti-demo-")
-	if err != nil {
-		return err
-	}
-	operator, err := startProcess(ctx, filepath.Join(logDir, "operator.log"), filepath.Join(bin, "elasti-operator"),
-		"--kubeconfig="+cluster.Kubeconfig,
-		fmt.Sprintf("--scale-server-bind-address=127.0.0.1:%d", scalePort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", opHealth),
-		"--metrics-bind-address=0",
-		"--polling-interval=2s",
-		"--prometheus-server-address="+promURL,
-		"--resolver-namespace=elasti", "--resolver-service=elasti-resolver-service",
-		"-v=2")
-	if err != nil {
-		return err
-	}
-	defer operator.stop()
-	resolver, err := startProcess(ctx, filepath.Join(logDir, "resolver.log"), filepath.Join(bin, "elasti-resolver"),
-		"--kubeconfig="+cluster.Kubeconfig,
-		fmt.Sprintf("--proxy-bind-address=127.0.0.1:%d", resolverPort),
-		fmt.Sprintf("--internal-bind-address=127.0.0.1:%d", resolverInternal),
-		fmt.Sprintf("--operator-url=http://127.0.0.1:%d", scalePort),
-		"-v=2")
-	if err != nil {
-		return err
-	}
-	defer resolver.stop()
-	for _, url := range []string{fmt.Sprintf("http://127.0.0.1:%d/readyz", opHealth), fmt.Sprintf("http://127.0.0.1:%d/readyz", resolverInternal)} {
-		if err := waitHTTP(ctx, url, 60*time.Second); err != nil {
-			return fmt.Errorf("%w (logs in %s)", err, logDir)
+func (d *demo) applyApp() error {
+	step("Applying the sample app and its Ingress: deploy/samples/demo-app.yaml, demo-ingress.yaml")
+	for _, f := range []string{"demo-app.yaml", "demo-ingress.yaml"} {
+		out, err := d.cluster.Kubectl(d.ctx, "apply", "-f", filepath.Join(d.root, "deploy", "samples", f))
+		if err != nil {
+			return err
 		}
-	}
-	info("operator: scale endpoint 127.0.0.1:%d, log %s", scalePort, operator.log)
-	info("resolver: proxy 127.0.0.1:%d, log %s", resolverPort, resolver.log)
-
-	step("Applying the sample app: deploy/samples/demo-app.yaml (Deployment, Service, ElastiService)")
-	if out, err := cluster.Kubectl(ctx, "apply", "-f", filepath.Join(root, "deploy", "samples", "demo-app.yaml")); err != nil {
-		return err
-	} else {
 		fmt.Print(indent(string(out)))
 	}
-	es, err := elasti.ElastiV1alpha1().ElastiServices(appNamespace).Get(ctx, appName, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if es.Status.Mode == elastiv1alpha1.ModeProxy {
-		info("(already idle from an earlier run)")
-	}
+	var err error
+	d.client, err = d.net.Client(d.ctx, appNamespace)
+	return err
+}
 
-	step("Waiting for the app to go idle (cooldownPeriod %ds) and scale to zero", es.Spec.CooldownPeriod)
-	deadline := time.Now().Add(time.Duration(es.Spec.CooldownPeriod)*time.Second + 2*time.Minute)
-	last := ""
-	for {
-		d, err := kube.AppsV1().Deployments(appNamespace).Get(ctx, appName, metav1.GetOptions{})
-		if err != nil {
-			return err
+// showAwake waits until the app answers by name and through the ingress.
+func (d *demo) showAwake(reqs ...realnet.Request) error {
+	step("While the app is up, a client pod in namespace %s reaches it straight", appNamespace)
+	for _, req := range reqs {
+		info("%s", curl(req))
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			req.Timeout = 3 * time.Second
+			resp, err := d.client.Do(d.ctx, req)
+			if err != nil {
+				return err
+			}
+			if resp.Status == http.StatusOK {
+				info("→ %d %s", resp.Status, strings.TrimSpace(resp.Body))
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the app did not answer: %s", resp)
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		es, err = elasti.ElastiV1alpha1().ElastiServices(appNamespace).Get(ctx, appName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := fmt.Sprintf("replicas=%d ready=%d mode=%s", ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas, es.Status.Mode)
-		if now != last {
-			info("%s  %s", time.Now().Format("15:04:05"), now)
-			last = now
-		}
-		if ptr.Deref(d.Spec.Replicas, 1) == 0 && es.Status.Mode == elastiv1alpha1.ModeProxy {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the app did not scale to zero in time; see %s", operator.log)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	out, _ := cluster.Kubectl(ctx, "-n", appNamespace, "get", "endpointslices", "-l", "kubernetes.io/service-name="+appName)
-	info("the Service now points at the resolver:")
-	fmt.Print(indent(string(out)))
-
-	step("Sending a request through the resolver with the app's Host header")
-	host := fmt.Sprintf("%s.%s.svc.cluster.local", appName, appNamespace)
-	info("curl -H 'Host: %s' http://127.0.0.1:%d/", host, resolverPort)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", resolverPort), nil)
-	req.Host = host
-	start := time.Now()
-	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	coldStart := time.Since(start)
-	info("%s %s", resp.Status, strings.TrimSpace(string(body)))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the request was not served; see %s and %s", operator.log, resolver.log)
-	}
-	info("cold start: %s from the first byte of the request to the app's answer", coldStart.Round(time.Millisecond))
-	d, _ := kube.AppsV1().Deployments(appNamespace).Get(ctx, appName, metav1.GetOptions{})
-	es, _ = elasti.ElastiV1alpha1().ElastiServices(appNamespace).Get(ctx, appName, metav1.GetOptions{})
-	info("now: replicas=%d mode=%s lastScaledUpTime=%v", ptr.Deref(d.Spec.Replicas, 1), es.Status.Mode, es.Status.LastScaledUpTime)
-
-	kubectl := filepath.Join(cluster.BinDir, "kubectl")
-	fmt.Printf(`
-Try next (the cluster keeps running):
-  export KUBECONFIG=%s
-  %s -n demo get elastiservices,deployments,endpointslices
-  %s -n demo describe elastiservice hello        # conditions and events
-  %s apply -f deploy/samples/kubeelasti-legacy.yaml   # a KubeElasti manifest, unchanged
-  DEMO_HOLD=1 make demo                          # keep the operator and resolver up to curl them yourself
-  make cluster-down                              # stop the cluster
-`, cluster.Kubeconfig, kubectl, kubectl, kubectl)
-	if hold {
-		fmt.Printf("\nHolding: curl -H 'Host: %s' http://127.0.0.1:%d/   (Ctrl-C to stop)\n", host, resolverPort)
-		<-ctx.Done()
 	}
 	return nil
 }
 
-func upCluster(ctx context.Context) (*localcluster.Cluster, error) {
-	dir := localcluster.DefaultDir()
-	if c, err := localcluster.Load(dir); err == nil && c.Healthy(ctx) == nil {
-		return c, nil
+func curl(req realnet.Request) string {
+	if req.Host != "" {
+		return fmt.Sprintf("curl -H 'Host: %s' %s", req.Host, req.URL)
 	}
-	_ = localcluster.StopDir(dir)
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
-	}
-	return localcluster.Start(ctx, localcluster.Options{Dir: dir, Detach: true, Progress: os.Stdout})
+	return "curl " + req.URL
 }
 
-type process struct {
-	cmd *exec.Cmd
-	log string
-}
-
-func startProcess(ctx context.Context, logPath, bin string, args ...string) (*process, error) {
-	f, err := os.Create(logPath)
+// waitIdle waits for the operator to scale the app to zero and put the
+// resolver in front.
+func (d *demo) waitIdle() error {
+	es, err := d.elasti.ElastiV1alpha1().ElastiServices(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = cmd.Wait(); f.Close() }()
-	return &process{cmd: cmd, log: logPath}, nil
-}
-
-// stop asks for a graceful shutdown, as Kubernetes would.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-	}
-}
-
-func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-
-func freePort() int {
-	l, err := listenLoopback()
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	var last error
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = errors.New(resp.Status)
+	step("Waiting for the app to go idle (cooldownPeriod %ds) and scale to zero", es.Spec.CooldownPeriod)
+	deadline := time.Now().Add(time.Duration(es.Spec.CooldownPeriod)*time.Second + 2*time.Minute)
+	last := ""
+	for {
+		dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		last = err
+		if es, err = d.elasti.ElastiV1alpha1().ElastiServices(appNamespace).Get(d.ctx, appName, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		mode := es.Status.Mode
+		if mode == "" {
+			mode = "(not yet reconciled)"
+		}
+		now := fmt.Sprintf("replicas=%d ready=%d mode=%s", ptr.Deref(dep.Spec.Replicas, 1), dep.Status.ReadyReplicas, mode)
+		if now != last {
+			info("%s  %s", time.Now().Format("15:04:05"), now)
+			last = now
+		}
+		if ptr.Deref(dep.Spec.Replicas, 1) == 0 && es.Status.Mode == elastiv1alpha1.ModeProxy {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the app did not scale to zero in time")
+		}
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-d.ctx.Done():
+			return d.ctx.Err()
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("%s not ready after %s: %v", url, limit, last)
+	out, _ := d.cluster.Kubectl(d.ctx, "-n", appNamespace, "get", "endpointslices", "-l", "kubernetes.io/service-name="+appName)
+	info("the Service now points at the resolver pods:")
+	fmt.Print(indent(string(out)))
+	return nil
+}
+
+// wake sends req while the app is at zero and shows the answer from a new
+// pod.
+func (d *demo) wake(how string, req realnet.Request) error {
+	step("Waking the app %s", how)
+	info("%s", curl(req))
+	req.Timeout = 2 * time.Minute
+	resp, err := d.client.Do(d.ctx, req)
+	if err != nil {
+		return err
+	}
+	if resp.Status != http.StatusOK {
+		return fmt.Errorf("the request was not served: %s", resp)
+	}
+	info("→ %d %s", resp.Status, strings.TrimSpace(resp.Body))
+	info("cold start: %s from the client's request to the new pod's answer", resp.Duration.Round(time.Millisecond))
+	dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	info("now: replicas=%d", ptr.Deref(dep.Spec.Replicas, 1))
+	return nil
+}
+
+func (d *demo) summary() {
+	kubectl := filepath.Join(d.cluster.BinDir, "kubectl")
+	fmt.Printf(`
+Logs of everything the demo ran: %s
+  (node/pods/logs: the operator, resolver, CoreDNS and Traefik pods; node/kube-proxy.log; demo.log)
+
+Try next (the control plane keeps running):
+  export KUBECONFIG=%s
+  %s -n demo get elastiservices,deployments,endpointslices,ingress
+  %s -n demo describe elastiservice hello        # conditions and events
+  %s apply -f deploy/samples/kubeelasti-legacy.yaml   # a KubeElasti manifest, unchanged
+  DEMO_HOLD=1 make demo                          # keep the pods and the node network up
+  make cluster-down                              # stop the control plane
+`, d.logDir, d.cluster.Kubeconfig, kubectl, kubectl, kubectl)
+}
+
+func (d *demo) close() {
+	if d.client != nil {
+		d.client.Close()
+	}
+	if d.stopKwok != nil {
+		d.stopKwok()
+	}
+	if d.net != nil {
+		d.net.Close()
+	}
 }
 
 func indent(s string) string {

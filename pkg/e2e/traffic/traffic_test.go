@@ -226,52 +226,13 @@ func (s *scenario) waitIngressRoutes(req realnet.Request) {
 	})
 }
 
-// waitIngressFollows waits until the ingress controller routes web to the
-// endpoints its EndpointSlices list now (after a switch it lags by its
-// throttle; until then it still dials the old pod's address).
+// waitIngressFollows waits until the ingress controller routes web to
+// the endpoints its EndpointSlices list now.
 func (s *scenario) waitIngressFollows() {
 	s.t.Helper()
-	pods, err := s.e.Kube.CoreV1().Pods(realnet.IngressNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: "app=" + realnet.IngressService})
-	if err != nil || len(pods.Items) != 1 {
-		s.t.Fatalf("the ingress controller's pod: %v %v", pods, err)
+	if err := s.bed.WaitIngressFollows(s.ctx, s.client, s.e.NS, app, testenv.WaitTimeout); err != nil {
+		s.t.Fatal(err)
 	}
-	api := fmt.Sprintf("http://%s:9000/api/http/services", pods.Items[0].Status.PodIP)
-	s.e.Eventually("the ingress controller to route web to its current endpoints", func() (bool, string) {
-		want := map[string]bool{}
-		for _, sl := range s.e.SlicesFor(app) {
-			for _, ep := range sl.Endpoints {
-				for _, a := range ep.Addresses {
-					want[a] = true
-				}
-			}
-		}
-		resp := s.do(realnet.Request{URL: api, Timeout: 2 * time.Second})
-		var services []struct {
-			Name         string `json:"name"`
-			LoadBalancer struct {
-				Servers []struct {
-					URL string `json:"url"`
-				} `json:"servers"`
-			} `json:"loadBalancer"`
-		}
-		if err := json.Unmarshal([]byte(resp.Body), &services); err != nil {
-			return false, resp.String()
-		}
-		var got []string
-		for _, svc := range services {
-			if !strings.HasPrefix(svc.Name, s.e.NS+"-") {
-				continue
-			}
-			for _, srv := range svc.LoadBalancer.Servers {
-				got = append(got, srv.URL)
-			}
-		}
-		ok := len(got) > 0
-		for _, u := range got {
-			ok = ok && want[strings.Split(strings.TrimPrefix(u, "http://"), ":")[0]]
-		}
-		return ok, fmt.Sprintf("routes to %v, slices list %v", got, want)
-	})
 }
 
 // TestRefusedUntilPerPortRouting records how the resolver answers the

@@ -1,0 +1,116 @@
+package realnet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ingressAPIPort is the Traefik admin entrypoint (addons/traefik.yaml).
+const ingressAPIPort = "9000"
+
+// WaitIngressFollows waits until the ingress controller routes service in
+// namespace to exactly the addresses its EndpointSlices list now. After a
+// switch between the pods and the resolver it lags by its providers
+// throttle (2 s by default), and until then dials the old addresses; the
+// wait reads its API from client c, as any pod could.
+func (n *Net) WaitIngressFollows(ctx context.Context, c *Client, namespace, service string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		want, err := n.sliceAddresses(ctx, namespace, service)
+		if err != nil {
+			return err
+		}
+		got, err := n.ingressBackends(ctx, c, namespace, service)
+		if err == nil && len(got) > 0 && subset(got, want) {
+			return nil
+		}
+		last = fmt.Sprintf("routes to %v, the EndpointSlices list %v (%v)", got, want, err)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("realnet: the ingress controller did not follow %s/%s within %s: %s", namespace, service, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func subset(got, want []string) bool {
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			return false
+		}
+	}
+	return true
+}
+
+// sliceAddresses lists the addresses of every endpoint of service.
+func (n *Net) sliceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
+	list, err := n.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + service,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range list.Items {
+		for _, ep := range s.Endpoints {
+			out = append(out, ep.Addresses...)
+		}
+	}
+	return out, nil
+}
+
+// ingressBackends lists the addresses the ingress controller sends
+// service's traffic to, from its API.
+func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service string) ([]string, error) {
+	pods, err := n.Kube.CoreV1().Pods(IngressNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + IngressService})
+	if err != nil {
+		return nil, err
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		return nil, fmt.Errorf("want one ingress controller pod with an IP, have %d", len(pods.Items))
+	}
+	api := "http://" + net.JoinHostPort(pods.Items[0].Status.PodIP, ingressAPIPort) + "/api/http/services"
+	resp, err := c.Do(ctx, Request{URL: api, Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	var services []struct {
+		Name         string `json:"name"`
+		LoadBalancer struct {
+			Servers []struct {
+				URL string `json:"url"`
+			} `json:"servers"`
+		} `json:"loadBalancer"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &services); err != nil {
+		return nil, fmt.Errorf("ingress API: %s", resp)
+	}
+	var out []string
+	for _, svc := range services {
+		// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes.
+		if !strings.HasPrefix(svc.Name, namespace+"-"+service+"-") {
+			continue
+		}
+		for _, s := range svc.LoadBalancer.Servers {
+			u, err := url.Parse(s.URL)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u.Hostname())
+		}
+	}
+	return out, nil
+}
