@@ -98,6 +98,12 @@ func (s *scenario) sleep() {
 		ips := s.e.ReadyPodIPs(app)
 		return len(ips) == 0, fmt.Sprint(ips)
 	})
+	// kube-proxy applies EndpointSlice changes after its sync period
+	// (about 1 s); until then a new connection still goes to the gone pod,
+	// whose SYN is dropped and retried by TCP a second later.
+	if err := s.bed.WaitKubeProxyFollows(s.ctx, s.e.NS, app, testenv.WaitTimeout); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *scenario) do(req realnet.Request) realnet.Response {

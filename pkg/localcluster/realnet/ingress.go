@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+var ipv4 = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b`)
 
 // ingressAPIPort is the Traefik admin entrypoint (addons/traefik.yaml).
 const ingressAPIPort = "9000"
@@ -113,4 +116,55 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 		}
 	}
 	return out, nil
+}
+
+// WaitKubeProxyFollows waits until kube-proxy's rules send service in
+// namespace to exactly the ready addresses its EndpointSlices list now.
+// kube-proxy applies changes after its sync period (about a second), and
+// until then new connections still go to the old endpoints.
+func (n *Net) WaitKubeProxyFollows(ctx context.Context, namespace, service string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	// kube-proxy's nftables mode names a Service's chains
+	// service-<hash>-<namespace>/<service>/<protocol>/<port> (and, with
+	// session affinity, endpoint-<hash>-...__<ip>/<port>); the addresses
+	// they DNAT to are the endpoints it routes to.
+	marker := "-" + namespace + "/" + service + "/"
+	var last string
+	for {
+		want, err := n.sliceAddresses(ctx, namespace, service)
+		if err != nil {
+			return err
+		}
+		rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
+		if err != nil {
+			return err
+		}
+		var got []string
+		inChain := false
+		for _, line := range strings.Split(rules, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "chain" {
+				inChain = strings.Contains(f[1], marker) && (strings.HasPrefix(f[1], "service-") || strings.HasPrefix(f[1], "endpoint-"))
+				continue
+			}
+			if inChain && strings.Contains(line, "dnat") {
+				got = append(got, ipv4.FindAllString(line, -1)...)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		got, want = slices.Compact(got), slices.Compact(want)
+		if slices.Equal(got, want) {
+			return nil
+		}
+		last = fmt.Sprintf("kube-proxy routes to %v, the EndpointSlices list %v", got, want)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("realnet: kube-proxy did not follow %s/%s within %s: %s", namespace, service, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
