@@ -75,7 +75,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	inFlight map[types.NamespacedName]*call
-	settled  map[types.NamespacedName]time.Time
+	settled  map[types.NamespacedName]settledWake
 	// woken holds each ElastiService's last wake by this replica, which the
 	// idle poller reads: status.lastScaledUpTime is written asynchronously
 	// and may reach the cache after the next poll.
@@ -84,6 +84,13 @@ type Server struct {
 	// mu) refuses new ones once Wait has begun.
 	statusWrites sync.WaitGroup
 	stopping     bool
+}
+
+// settledWake is a recent wake: when, and the target's generation in the
+// cache when it was decided.
+type settledWake struct {
+	at         time.Time
+	generation int64
 }
 
 type call struct {
@@ -99,7 +106,7 @@ func New(baseCtx context.Context, dir *directory.Directory, scaler Scaler, statu
 		dir: dir, scaler: scaler, status: status, ready: ready, cfg: cfg,
 		clock: clock.RealClock{}, baseCtx: baseCtx,
 		inFlight: map[types.NamespacedName]*call{},
-		settled:  map[types.NamespacedName]time.Time{},
+		settled:  map[types.NamespacedName]settledWake{},
 		woken:    map[types.NamespacedName]time.Time{},
 	}
 }
@@ -168,12 +175,18 @@ func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) 
 }
 
 // wake coalesces concurrent requests for one service into a single scale
-// call whose result every waiter shares.
+// call whose result every waiter shares. For SettleWindow after a wake the
+// cache may not show the write yet, so requests are answered "already up"
+// without another write, unless the cache has moved past the generation the
+// wake was decided on: then the target changed since (someone scaled it
+// back down) and is looked at afresh.
 func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, error) {
 	s.mu.Lock()
-	if at, ok := s.settled[svc]; ok && s.clock.Since(at) < s.cfg.SettleWindow {
-		s.mu.Unlock()
-		return OutcomeAlreadyUp, nil
+	if w, ok := s.settled[svc]; ok && s.clock.Since(w.at) < s.cfg.SettleWindow {
+		if cur, err := s.scaler.Get(targetRef(entry)); err == nil && cur.Generation <= w.generation {
+			s.mu.Unlock()
+			return OutcomeAlreadyUp, nil
+		}
 	}
 	if c, ok := s.inFlight[svc]; ok {
 		s.mu.Unlock()
@@ -184,16 +197,17 @@ func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, 
 	s.inFlight[svc] = c
 	s.mu.Unlock()
 
-	c.outcome, c.err = s.scaleUp(entry)
+	var generation int64
+	c.outcome, generation, c.err = s.scaleUp(entry)
 
 	s.mu.Lock()
 	delete(s.inFlight, svc)
 	if c.err == nil {
-		s.settled[svc] = s.clock.Now()
+		s.settled[svc] = settledWake{at: s.clock.Now(), generation: generation}
 		// Old entries only matter inside the window; drop the rest so the
 		// map stays as small as the set of recently woken services.
-		for k, at := range s.settled {
-			if s.clock.Since(at) >= s.cfg.SettleWindow {
+		for k, w := range s.settled {
+			if s.clock.Since(w.at) >= s.cfg.SettleWindow {
 				delete(s.settled, k)
 			}
 		}
@@ -203,20 +217,26 @@ func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, 
 	return c.outcome, c.err
 }
 
-func (s *Server) scaleUp(entry directory.Entry) (string, error) {
+func targetRef(entry directory.Entry) scaletarget.Ref {
+	return scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
+}
+
+// scaleUp scales the target to its minimum unless it is already there. It
+// returns the generation of the cached target the decision was made on.
+func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
 	defer cancel()
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name))
-	ref := scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
+	ref := targetRef(entry)
 	state, err := s.scaler.Get(ref)
 	if err != nil {
-		return OutcomeFailed, fmt.Errorf("cannot read scale target %s: %w", ref, err)
+		return OutcomeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
 	}
 	if state.Replicas >= entry.MinTargetReplicas {
-		return OutcomeAlreadyUp, nil
+		return OutcomeAlreadyUp, state.Generation, nil
 	}
 	if err := s.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
-		return OutcomeFailed, err
+		return OutcomeFailed, 0, err
 	}
 	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
 	if a := entry.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
@@ -242,7 +262,7 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 	}
 	if s.stopping {
 		logger.Info("Shutting down: lastScaledUpTime not recorded; the next leader sees the scaled-up target")
-		return OutcomeScaled, nil
+		return OutcomeScaled, state.Generation, nil
 	}
 	s.statusWrites.Go(func() {
 		// The wake happened: record it even if shutdown has begun, so the
@@ -253,7 +273,7 @@ func (s *Server) scaleUp(entry directory.Entry) (string, error) {
 			logger.Error(err, "Could not record lastScaledUpTime")
 		}
 	})
-	return OutcomeScaled, nil
+	return OutcomeScaled, state.Generation, nil
 }
 
 // Wait refuses further status writes and blocks until pending ones finish

@@ -20,18 +20,30 @@ import (
 )
 
 type fakeScaler struct {
-	mu       sync.Mutex
-	replicas int32
-	scales   atomic.Int32
-	keda     []bool
-	fail     error
-	delay    time.Duration
+	mu         sync.Mutex
+	replicas   int32
+	generation int64
+	// stale keeps Get on the old state after Scale, like a cache that has
+	// not seen the write yet.
+	stale  bool
+	scales atomic.Int32
+	keda   []bool
+	fail   error
+	delay  time.Duration
 }
 
 func (f *fakeScaler) Get(scaletarget.Ref) (scaletarget.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return scaletarget.State{Replicas: f.replicas}, nil
+	return scaletarget.State{Replicas: f.replicas, Generation: f.generation}, nil
+}
+
+// scaleBySomeoneElse changes the target as another client would.
+func (f *fakeScaler) scaleBySomeoneElse(n int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replicas = n
+	f.generation++
 }
 
 func (f *fakeScaler) Scale(_ context.Context, _ scaletarget.Ref, n int32) error {
@@ -41,7 +53,10 @@ func (f *fakeScaler) Scale(_ context.Context, _ scaletarget.Ref, n int32) error 
 		return f.fail
 	}
 	f.mu.Lock()
-	f.replicas = n
+	if !f.stale {
+		f.replicas = n
+		f.generation++
+	}
 	f.mu.Unlock()
 	return nil
 }
@@ -118,6 +133,48 @@ func TestBurstCoalescesIntoOneScale(t *testing.T) {
 	wg.Wait()
 	if ok.Load() != 300 || scaler.scales.Load() != 1 {
 		t.Errorf("%d of 300 answered 200 with %d scale calls; want all and exactly 1", ok.Load(), scaler.scales.Load())
+	}
+}
+
+func post(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A request right after a wake, while the cache still shows the target at
+// zero, must not scale it a second time.
+func TestWakeWhileTheCacheLagsMakesNoSecondWrite(t *testing.T) {
+	scaler := &fakeScaler{stale: true}
+	_, _, url := setup(t, true, scaler)
+	for range 3 {
+		if code := post(t, url); code != http.StatusOK {
+			t.Fatalf("status %d, want 200", code)
+		}
+	}
+	if n := scaler.scales.Load(); n != 1 {
+		t.Errorf("%d scale writes while the cache lagged, want 1", n)
+	}
+}
+
+// A target scaled back to zero by someone else right after a wake is woken
+// again by the next request, not left asleep for the settle window.
+func TestScaleDownRightAfterAWakeIsWokenAgain(t *testing.T) {
+	scaler := &fakeScaler{}
+	_, _, url := setup(t, true, scaler)
+	if code := post(t, url); code != http.StatusOK || scaler.scales.Load() != 1 {
+		t.Fatalf("first wake: status %d, %d writes", code, scaler.scales.Load())
+	}
+	scaler.scaleBySomeoneElse(0)
+	if code := post(t, url); code != http.StatusOK {
+		t.Fatalf("second wake: status %d", code)
+	}
+	if n := scaler.scales.Load(); n != 2 || scaler.replicas != 3 {
+		t.Errorf("after a scale-down within the settle window: %d writes, %d replicas; want 2 and 3", n, scaler.replicas)
 	}
 }
 

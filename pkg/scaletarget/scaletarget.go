@@ -53,6 +53,10 @@ type State struct {
 	// Replicas is spec.replicas (desired), defaulting to 1 when unset as the
 	// apiserver does.
 	Replicas int32
+	// Generation is metadata.generation of the cached object: it grows
+	// with every spec change, scale writes included, so it tells whether
+	// the cache has seen a given write yet.
+	Generation int64
 }
 
 // Scaler reads targets from caches and scales them.
@@ -78,13 +82,13 @@ func (s *Scaler) Get(ref Ref) (State, error) {
 		if err != nil {
 			return State{}, err
 		}
-		return State{Replicas: replicasOrDefault(d.Spec.Replicas)}, nil
+		return State{Replicas: replicasOrDefault(d.Spec.Replicas), Generation: d.Generation}, nil
 	case elastiv1alpha1.KindStatefulSet:
 		st, err := s.statefulSets.StatefulSets(ref.Namespace).Get(ref.Name)
 		if err != nil {
 			return State{}, err
 		}
-		return State{Replicas: replicasOrDefault(st.Spec.Replicas)}, nil
+		return State{Replicas: replicasOrDefault(st.Spec.Replicas), Generation: st.Generation}, nil
 	case elastiv1alpha1.KindRollout:
 		if s.rollouts == nil {
 			return State{}, ErrRolloutsUnavailable
@@ -100,7 +104,7 @@ func (s *Scaler) Get(ref Ref) (State, error) {
 		if !found {
 			replicas = 1
 		}
-		return State{Replicas: int32(replicas)}, nil
+		return State{Replicas: int32(replicas), Generation: obj.GetGeneration()}, nil
 	}
 	return State{}, fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
 }
