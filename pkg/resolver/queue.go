@@ -17,6 +17,11 @@ type holdQueue struct {
 type svcHold struct {
 	held      int
 	notifying bool
+	// kick wakes a notification loop that is waiting between POSTs when a
+	// request is held again after every earlier one was released: the
+	// target went back to zero, and the operator must hear of it now, not
+	// when the loop's wait ends.
+	kick chan struct{}
 }
 
 func newHoldQueue(maxPer, maxGlobal int) *holdQueue {
@@ -34,11 +39,17 @@ func (q *holdQueue) acquire(svc ServiceRef) (overflow string, startNotifier bool
 	}
 	s := q.svcs[svc]
 	if s == nil {
-		s = &svcHold{}
+		s = &svcHold{kick: make(chan struct{}, 1)}
 		q.svcs[svc] = s
 	}
 	if s.held >= q.maxPer {
 		return ScopeService, false
+	}
+	if s.held == 0 && s.notifying {
+		select {
+		case s.kick <- struct{}{}:
+		default: // a kick is already pending
+		}
 	}
 	s.held++
 	q.total++
@@ -107,6 +118,17 @@ func (q *holdQueue) stopNotifying(svc ServiceRef) {
 			delete(q.svcs, svc)
 		}
 	}
+}
+
+// kicks is the channel that wakes svc's notification loop early; nil
+// (which never fires) when svc has no entry.
+func (q *holdQueue) kicks(svc ServiceRef) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s := q.svcs[svc]; s != nil {
+		return s.kick
+	}
+	return nil
 }
 
 // held returns the number of requests held for svc.

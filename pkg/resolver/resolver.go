@@ -322,13 +322,16 @@ func (r *Resolver) startNotifier(svc ServiceRef) {
 
 // notifyLoop tells the operator that svc has held requests: once at
 // start, then with exponential backoff while the operator rejects or
-// cannot be reached, or every OperatorRetryMax after a success. It stops
-// when no request is held or svc has a Ready endpoint.
+// cannot be reached, or every OperatorRetryMax after a success, and at
+// once when a request is held again after all were released (the target
+// went back to zero while the loop waited). It stops when no request is
+// held or svc has a Ready endpoint.
 func (r *Resolver) notifyLoop(svc ServiceRef) {
 	defer r.wg.Done()
 	logger := r.logger.WithValues("service", svc.kref())
 	logger.V(2).Info("Notifying operator of held requests")
 	backoff := r.cfg.OperatorRetryInitial
+	kick := r.q.kicks(svc)
 	for {
 		if !r.q.continueNotifying(svc, func() bool { return r.ready(svc) }) {
 			logger.V(2).Info("Stopped notifying operator")
@@ -344,6 +347,8 @@ func (r *Resolver) notifyLoop(svc ServiceRef) {
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
+		case <-kick:
+			timer.Stop()
 		case <-r.ctx.Done():
 			timer.Stop()
 			r.q.stopNotifying(svc)
