@@ -64,7 +64,10 @@ func podNetwork(t testing.TB) *podnet.Network {
 			return
 		}
 		network = n
-		stopPodNetwork = func() { cancel(); <-k.Done(); n.Close() }
+		var stopOnce sync.Once
+		stopPodNetwork = func() { stopOnce.Do(func() { cancel(); <-k.Done(); n.Close() }) }
+		// Interrupted, the run still removes its namespace, veth and route.
+		clustertest.OnInterrupt(stopPodNetwork)
 	})
 	if podnetErr != nil {
 		t.Fatal(podnetErr)

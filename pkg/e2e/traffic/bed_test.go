@@ -95,11 +95,16 @@ func startBed(t testing.TB) (*bed, error) {
 		return nil, err
 	}
 	kctx, cancel := context.WithCancel(ctx)
+	var stopOnce sync.Once
 	stopBed = func() {
-		cancel()
-		b.Close()
-		os.RemoveAll(b.binDir)
+		stopOnce.Do(func() {
+			cancel()
+			b.Close()
+			os.RemoveAll(b.binDir)
+		})
 	}
+	// Interrupted, the run still removes its namespaces, veths and route.
+	clustertest.OnInterrupt(stopBed)
 	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
 	// kwok's app pods: their IPs go on the node's lo while Ready, where
 	// one echo server answers for all of them.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +28,31 @@ import (
 // ReuseEnv names a running cluster's directory to use instead of starting one.
 const ReuseEnv = "ELASTI_TEST_CLUSTER"
 
-var shared *localcluster.Cluster
+var (
+	shared *localcluster.Cluster
+
+	interruptMu sync.Mutex
+	onInterrupt []func()
+)
+
+// OnInterrupt registers f to run, newest first, when the test binary is
+// interrupted (SIGINT, SIGTERM), before the cluster stops: a package that
+// builds network namespaces or starts processes tears them down there too.
+func OnInterrupt(f func()) {
+	interruptMu.Lock()
+	defer interruptMu.Unlock()
+	onInterrupt = append(onInterrupt, f)
+}
+
+func runInterruptHooks() {
+	interruptMu.Lock()
+	hooks := onInterrupt
+	onInterrupt = nil
+	interruptMu.Unlock()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		hooks[i]()
+	}
+}
 
 // Main starts (or attaches to) the package's cluster, runs the tests and
 // stops the cluster. Use it as: func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
@@ -57,6 +82,7 @@ func Main(m *testing.M) int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		if _, ok := <-sigs; ok {
+			runInterruptHooks()
 			c.Stop()
 			os.Exit(1)
 		}
