@@ -13,6 +13,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 var ipv4 = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b`)
@@ -21,32 +22,43 @@ var ipv4 = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b`)
 const ingressAPIPort = "9000"
 
 // WaitIngressFollows waits until the ingress controller routes service in
-// namespace to exactly the addresses its EndpointSlices list now. After a
-// switch between the pods and the resolver it lags by its providers
-// throttle (2 s by default), and until then dials the old addresses; the
-// wait reads its API from client c, as any pod could.
+// namespace to the addresses its EndpointSlices list now. After a switch
+// between the pods and the resolver it lags by its providers throttle (2 s
+// by default), and until then dials the old addresses; the wait reads its
+// API from client c, as any pod could.
 func (n *Net) WaitIngressFollows(ctx context.Context, c *Client, namespace, service string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	return n.follow(ctx, "the ingress controller", namespace, service, timeout, func() ([]string, error) {
+		return n.ingressBackends(ctx, c, namespace, service)
+	})
+}
+
+// WaitKubeProxyFollows waits until kube-proxy's rules send service in
+// namespace to the addresses its EndpointSlices list now. kube-proxy
+// applies changes after its sync period (about a second), and until then
+// new connections still go to the old endpoints.
+func (n *Net) WaitKubeProxyFollows(ctx context.Context, namespace, service string, timeout time.Duration) error {
+	return n.follow(ctx, "kube-proxy", namespace, service, timeout, func() ([]string, error) {
+		return n.kubeProxyBackends(ctx, namespace, service)
+	})
+}
+
+// follow polls routes until it names some addresses and only addresses of
+// service's EndpointSlices.
+func (n *Net) follow(ctx context.Context, who, namespace, service string, timeout time.Duration, routes func() ([]string, error)) error {
 	var last string
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		want, err := n.sliceAddresses(ctx, namespace, service)
 		if err != nil {
-			return err
+			return false, err
 		}
-		got, err := n.ingressBackends(ctx, c, namespace, service)
-		if err == nil && len(got) > 0 && subset(got, want) {
-			return nil
-		}
+		got, err := routes()
 		last = fmt.Sprintf("routes to %v, the EndpointSlices list %v (%v)", got, want, err)
-		if time.Now().After(deadline) {
-			return fmt.Errorf("realnet: the ingress controller did not follow %s/%s within %s: %s", namespace, service, timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil && len(got) > 0 && subset(got, want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("realnet: %s did not follow %s/%s within %s: %s: %w", who, namespace, service, timeout, last, err)
 	}
+	return nil
 }
 
 func subset(got, want []string) bool {
@@ -118,53 +130,27 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 	return out, nil
 }
 
-// WaitKubeProxyFollows waits until kube-proxy's rules send service in
-// namespace to exactly the ready addresses its EndpointSlices list now.
-// kube-proxy applies changes after its sync period (about a second), and
-// until then new connections still go to the old endpoints.
-func (n *Net) WaitKubeProxyFollows(ctx context.Context, namespace, service string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	// kube-proxy's nftables mode names a Service's chains
-	// service-<hash>-<namespace>/<service>/<protocol>/<port> (and, with
-	// session affinity, endpoint-<hash>-...__<ip>/<port>); the addresses
-	// they DNAT to are the endpoints it routes to.
+// kubeProxyBackends lists the addresses kube-proxy's rules DNAT service
+// to. Its nftables mode names a Service's chains
+// service-<hash>-<namespace>/<service>/<protocol>/<port> (and, with
+// session affinity, endpoint-<hash>-...__<ip>/<port>).
+func (n *Net) kubeProxyBackends(ctx context.Context, namespace, service string) ([]string, error) {
+	rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
+	if err != nil {
+		return nil, err
+	}
 	marker := "-" + namespace + "/" + service + "/"
-	var last string
-	for {
-		want, err := n.sliceAddresses(ctx, namespace, service)
-		if err != nil {
-			return err
+	var got []string
+	inChain := false
+	for _, line := range strings.Split(rules, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "chain" {
+			inChain = strings.Contains(f[1], marker) && (strings.HasPrefix(f[1], "service-") || strings.HasPrefix(f[1], "endpoint-"))
+			continue
 		}
-		rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
-		if err != nil {
-			return err
-		}
-		var got []string
-		inChain := false
-		for _, line := range strings.Split(rules, "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "chain" {
-				inChain = strings.Contains(f[1], marker) && (strings.HasPrefix(f[1], "service-") || strings.HasPrefix(f[1], "endpoint-"))
-				continue
-			}
-			if inChain && strings.Contains(line, "dnat") {
-				got = append(got, ipv4.FindAllString(line, -1)...)
-			}
-		}
-		slices.Sort(got)
-		slices.Sort(want)
-		got, want = slices.Compact(got), slices.Compact(want)
-		if slices.Equal(got, want) {
-			return nil
-		}
-		last = fmt.Sprintf("kube-proxy routes to %v, the EndpointSlices list %v", got, want)
-		if time.Now().After(deadline) {
-			return fmt.Errorf("realnet: kube-proxy did not follow %s/%s within %s: %s", namespace, service, timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if inChain && strings.Contains(line, "dnat") {
+			got = append(got, ipv4.FindAllString(line, -1)...)
 		}
 	}
+	return got, nil
 }
