@@ -302,7 +302,7 @@ func TestClusterIPWithoutKubeProxyFailsInsideTheNamespace(t *testing.T) {
 	if !strings.Contains(resp.Err, "connection refused") || resp.Duration > 2*time.Second {
 		t.Errorf("without kube-proxy a ClusterIP must be refused at once inside the namespace; got %s", resp)
 	}
-	host, err := hostNetworkState()
+	host, err := hostNetworkState("")
 	if err != nil {
 		t.Fatal(err)
 	}

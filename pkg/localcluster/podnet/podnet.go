@@ -75,9 +75,9 @@ const (
 	// NamespacePrefix starts the name of every namespace Setup creates.
 	// Leftovers with this prefix are removed by the next Setup.
 	NamespacePrefix = "elasti-podnet-"
-	// linkPrefix starts both veth names (elpn + 8 hex + h|n = 13 chars, the
+	// LinkPrefix starts both veth names (elpn + 8 hex + h|n = 13 chars, the
 	// kernel allows 15).
-	linkPrefix = "elpn"
+	LinkPrefix = "elpn"
 
 	// DefaultLockTimeout bounds how long Setup waits for another user of
 	// the pod network when Options.LockTimeout is zero.
@@ -164,8 +164,8 @@ func Setup(ctx context.Context, opts Options) (n *Network, err error) {
 	}
 	n = &Network{
 		name:     fmt.Sprintf("%s%d-%s", NamespacePrefix, os.Getpid(), suffix),
-		hostLink: linkPrefix + suffix + "h",
-		nsLink:   linkPrefix + suffix + "n",
+		hostLink: LinkPrefix + suffix + "h",
+		nsLink:   LinkPrefix + suffix + "n",
 		logf:     logf,
 		lock:     lock,
 	}
@@ -485,7 +485,7 @@ func removeStale(ctx context.Context, logf func(string, ...any)) error {
 			continue
 		}
 		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-		if !strings.HasPrefix(name, linkPrefix) {
+		if !strings.HasPrefix(name, LinkPrefix) {
 			continue
 		}
 		logf("podnet: removing stale link %s", name)

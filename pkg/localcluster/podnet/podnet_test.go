@@ -391,7 +391,7 @@ func TestSetupRemovesStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	staleNS := NamespacePrefix + "stale-" + suffix
-	staleH, staleN := linkPrefix+suffix+"x", linkPrefix+suffix+"y"
+	staleH, staleN := LinkPrefix+suffix+"x", LinkPrefix+suffix+"y"
 	ipOut(t, "netns", "add", staleNS)
 	ipOut(t, "link", "add", staleH, "type", "veth", "peer", "name", staleN)
 	t.Cleanup(func() {
