@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 )
 
 // brokenHold is how long a broken copy of the manifests is watched never
@@ -134,7 +136,7 @@ func podReady(p *corev1.Pod) bool {
 func describePods(pods []corev1.Pod) []string {
 	var out []string
 	for _, p := range pods {
-		out = append(out, p.Name+": "+string(p.Status.Phase))
+		out = append(out, realnet.DescribePod(&p))
 	}
 	return out
 }

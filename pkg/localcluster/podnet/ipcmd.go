@@ -57,6 +57,20 @@ func ipBinary(ctx context.Context, logf func(string, ...any)) (string, error) {
 		"install it by hand (apt-get install -y iproute2): %w", errors.Join(errs...))
 }
 
+// IPPath is iproute2's ip binary (found or installed by Setup), or "ip"
+// for PATH lookup before Setup ran.
+func IPPath() string {
+	ipMu.Lock()
+	defer ipMu.Unlock()
+	if ipPath != "" {
+		return ipPath
+	}
+	if p := findIP(); p != "" {
+		return p
+	}
+	return "ip"
+}
+
 func findIP() string {
 	for _, p := range []string{"/usr/sbin/ip", "/sbin/ip"} {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {

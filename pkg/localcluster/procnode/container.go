@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
 )
 
 const (
@@ -257,7 +259,7 @@ func (c *container) command(obj *corev1.Pod, bin string, env []string) (*exec.Cm
 	script.WriteString(quote(entry) + ` "$@"` + "\n")
 
 	cmdArgs := append([]string{"netns", "exec", c.pod.sandbox.Name, "unshare", "--uts", "/bin/sh", "-c", script.String(), "procnode"}, args...)
-	cmd := exec.Command(ipPath(), cmdArgs...)
+	cmd := exec.Command(podnet.IPPath(), cmdArgs...)
 	cmd.Env = env
 	logFile, err := os.OpenFile(c.pod.node.LogPath(c.pod.key.Namespace, c.pod.key.Name, c.spec.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -294,15 +296,6 @@ func runAs(obj *corev1.Pod, c *corev1.Container) (uid, gid int64, ok bool) {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func ipPath() string {
-	for _, p := range []string{"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return "ip"
-}
 
 func (c *container) signal(sig syscall.Signal) {
 	c.mu.Lock()

@@ -42,6 +42,14 @@ type pod struct {
 	stopOnce sync.Once
 }
 
+// ResolvConf is the resolv.conf of a pod in namespace with dnsPolicy
+// ClusterFirst: the cluster DNS, and the search path that makes "web" and
+// "web.<ns>" resolve as they do in a real pod.
+func ResolvConf(namespace, clusterDomain, dnsServer string) string {
+	d := clusterDomain
+	return fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", namespace, d, d, d, dnsServer)
+}
+
 // prepare writes what the pod's processes read: the ServiceAccount token,
 // resolv.conf and volumes, and resolves every container's environment.
 func (n *Node) prepare(ctx context.Context, obj *corev1.Pod, p *pod) error {
@@ -60,9 +68,7 @@ func (n *Node) prepare(ctx context.Context, obj *corev1.Pod, p *pod) error {
 
 	resolv := filepath.Join(p.dir, "resolv.conf")
 	ns := obj.Namespace
-	d := n.opts.ClusterDomain
-	conf := fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", ns, d, d, d, n.opts.DNSServer)
-	if err := os.WriteFile(resolv, []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(resolv, []byte(ResolvConf(ns, n.opts.ClusterDomain, n.opts.DNSServer)), 0o644); err != nil {
 		return err
 	}
 	p.mounts = append(p.mounts, [2]string{resolv, "/etc/resolv.conf"})

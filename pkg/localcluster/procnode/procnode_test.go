@@ -99,3 +99,11 @@ func TestLookupKeyHonoursOptional(t *testing.T) {
 		t.Errorf("a missing required secret is an error; got %v", err)
 	}
 }
+
+func TestResolvConfIsAPodsClusterFirst(t *testing.T) {
+	got := ResolvConf("shop", "cluster.local", "10.0.0.10")
+	want := "search shop.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.0.0.10\noptions ndots:5\n"
+	if got != want {
+		t.Errorf("ResolvConf = %q, want %q", got, want)
+	}
+}

@@ -85,8 +85,7 @@ func (n *Net) Client(ctx context.Context, namespace string) (*Client, error) {
 		return nil, err
 	}
 	resolv := filepath.Join(n.stateDir, "client-"+sb.Name+".resolv.conf")
-	d := procnode.DefaultClusterDomain
-	conf := fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", namespace, d, d, d, procnode.DefaultDNSServer)
+	conf := procnode.ResolvConf(namespace, procnode.DefaultClusterDomain, procnode.DefaultDNSServer)
 	if err := os.WriteFile(resolv, []byte(conf), 0o644); err != nil {
 		release()
 		return nil, err

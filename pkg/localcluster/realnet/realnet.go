@@ -382,12 +382,14 @@ func (n *Net) podStates(ctx context.Context, namespace string, d *appsv1.Deploym
 	}
 	var parts []string
 	for _, p := range pods.Items {
-		parts = append(parts, describePod(&p))
+		parts = append(parts, DescribePod(&p))
 	}
 	return strings.Join(parts, "; ")
 }
 
-func describePod(p *corev1.Pod) string {
+// DescribePod is one line on a pod's node, phase, scheduling and
+// containers, for progress and failure messages.
+func DescribePod(p *corev1.Pod) string {
 	s := fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
