@@ -182,6 +182,34 @@ func TestClusterIPWakesAServiceWhenHostNamesIt(t *testing.T) {
 	}
 }
 
+// TestBurstAtZeroIsHeldAndWakesOnce: 50 clients call a sleeping Service by
+// DNS name at once; every one is answered by the new pod, with its own
+// request, and the target is scaled up exactly once.
+func TestBurstAtZeroIsHeldAndWakesOnce(t *testing.T) {
+	s := newScenario(t)
+	s.sleep()
+	before := testenv.CountScaleWrites(t, s.e.NS, "deployments", app) // the hand scale-down's
+	const n = 50
+	resp := s.do(realnet.Request{URL: "http://" + s.fqdn() + "/burst/{i}", Timeout: wakeTimeout, Parallel: n})
+	if len(resp.Parallel) != n {
+		t.Fatalf("%d answers for %d requests: %s", len(resp.Parallel), n, resp)
+	}
+	pods := s.e.ReadyPodIPs(app)
+	for i, r := range resp.Parallel {
+		var reply echoReply
+		if r.Status != 200 || json.Unmarshal([]byte(r.Body), &reply) != nil {
+			t.Fatalf("request %d lost: %s", i, r)
+		}
+		if reply.Path != fmt.Sprintf("/burst/%d", i) || !slices.Contains(pods, reply.ServedBy) {
+			t.Fatalf("request %d answered %+v; want its own path, served by one of %v", i, reply, pods)
+		}
+	}
+	if writes := testenv.CountScaleWrites(t, s.e.NS, "deployments", app) - before; writes != 1 {
+		t.Errorf("%d requests caused %d scale-ups; want exactly 1", n, writes)
+	}
+	t.Logf("%d requests held and answered in %s", n, resp.Duration.Round(time.Millisecond))
+}
+
 // TestIngressWakesAService: the ingress controller reads EndpointSlices and
 // connects to the resolver directly while web sleeps; the request wakes web
 // and the new pod answers.

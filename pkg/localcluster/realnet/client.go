@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
@@ -41,6 +43,10 @@ type Request struct {
 	// Response.Repeats (for latency figures without a process start per
 	// request). It stops at the first failure.
 	Repeat int `json:"repeat,omitempty"`
+	// Parallel sends this many copies of the request at once, each on a
+	// connection of its own (a burst of clients), and reports each one in
+	// Response.Parallel. "{i}" in the URL becomes the copy's index.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // Response is what the client pod saw. Err is set when no HTTP answer
@@ -54,6 +60,8 @@ type Response struct {
 	Duration   time.Duration `json:"duration"`
 	// Repeats are the durations of the Request.Repeat extra requests.
 	Repeats []time.Duration `json:"repeats,omitempty"`
+	// Parallel are the answers to a Request.Parallel burst, in index order.
+	Parallel []Response `json:"parallel,omitempty"`
 }
 
 func (r Response) String() string {
@@ -123,6 +131,7 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
+	// Burst copies run at once; repeats one after another.
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(1+req.Repeat)*req.Timeout+10*time.Second)
 	defer cancel()
 	const script = `mount -t tmpfs -o mode=0755 realnet /run && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`
@@ -153,10 +162,11 @@ func ClientMain() {
 		fmt.Fprintf(os.Stderr, "bad request: %v\n", err)
 		os.Exit(2)
 	}
-	client := &http.Client{Transport: &http.Transport{
-		Proxy:           nil,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test client; callers assert certificates themselves
-	}}
+	client := &http.Client{Transport: newTransport()}
+	if req.Parallel > 0 {
+		_ = json.NewEncoder(os.Stdout).Encode(burst(req))
+		os.Exit(0)
+	}
 	resp := send(client, req)
 	for i := 0; i < req.Repeat && resp.Err == "" && resp.Status < 500; i++ {
 		again := send(client, req)
@@ -168,6 +178,28 @@ func ClientMain() {
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(resp)
 	os.Exit(0)
+}
+
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:           nil,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test client; callers assert certificates themselves
+	}
+}
+
+// burst sends req.Parallel copies of req at once, each from a client of
+// its own.
+func burst(req Request) Response {
+	start := time.Now()
+	out := make([]Response, req.Parallel)
+	var wg sync.WaitGroup
+	for i := range out {
+		one := req
+		one.URL = strings.ReplaceAll(req.URL, "{i}", strconv.Itoa(i))
+		wg.Go(func() { out[i] = send(&http.Client{Transport: newTransport()}, one) })
+	}
+	wg.Wait()
+	return Response{Parallel: out, Duration: time.Since(start)}
 }
 
 func send(client *http.Client, req Request) Response {
