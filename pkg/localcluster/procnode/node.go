@@ -267,28 +267,16 @@ func (n *Node) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
 		logger.Info("Pod cannot run on the process node", "reason", msg)
 		return p, nil
 	}
-	n.mu.Lock()
-	ip, err := n.ips.Allocate()
-	n.mu.Unlock()
+	sb, releaseSandbox, err := n.NewSandbox(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sb, err := n.opts.Network.AddSandbox(ctx, ip)
-	if err != nil {
-		n.mu.Lock()
-		n.ips.Release(ip)
-		n.mu.Unlock()
-		return nil, err
-	}
-	p.sandbox = sb
+	p.sandbox, p.releaseSandbox = sb, releaseSandbox
 	p.dir = filepath.Join(n.opts.StateDir, fmt.Sprintf("%s_%s_%s", key.Namespace, key.Name, obj.UID))
 	if err := n.prepare(ctx, obj, p); err != nil {
 		// Retried: a ServiceAccount, ConfigMap or Secret may still be on
 		// its way, as with a real kubelet.
-		n.teardown(p)
-		n.mu.Lock()
-		n.ips.Release(ip)
-		n.mu.Unlock()
+		p.teardown()
 		return nil, err
 	}
 	for i := range obj.Spec.Containers {
@@ -299,7 +287,7 @@ func (n *Node) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
 	for _, c := range p.containers {
 		c.start(ctx)
 	}
-	logger.V(2).Info("Started pod", "ip", ip, "sandbox", sb.Name, "containers", len(p.containers))
+	logger.V(2).Info("Started pod", "ip", sb.IP, "sandbox", sb.Name, "containers", len(p.containers))
 	return p, nil
 }
 
@@ -317,20 +305,14 @@ func (n *Node) release(ctx context.Context, key cache.ObjectName, p *pod, grace 
 	}
 	n.mu.Unlock()
 	p.stop(grace)
-	n.teardown(p)
-	if p.sandbox != nil {
-		n.mu.Lock()
-		n.ips.Release(p.sandbox.IP)
-		n.mu.Unlock()
-	}
+	p.teardown()
 	klog.FromContext(ctx).V(2).Info("Stopped pod")
 }
 
-func (n *Node) teardown(p *pod) {
-	if p.sandbox != nil {
-		if err := p.sandbox.Remove(); err != nil {
-			utilruntime.HandleError(fmt.Errorf("procnode: remove sandbox of %s: %w", p.key, err))
-		}
+// teardown removes p's sandbox and frees its IP.
+func (p *pod) teardown() {
+	if p.releaseSandbox != nil {
+		p.releaseSandbox()
 	}
 }
 
@@ -344,7 +326,7 @@ func (n *Node) stopAll(logger klog.Logger) {
 	for _, p := range pods {
 		wg.Go(func() {
 			p.stop(5 * time.Second)
-			n.teardown(p)
+			p.teardown()
 		})
 	}
 	wg.Wait()
@@ -401,15 +383,7 @@ func (n *Node) Logs(namespace, prefix string, lines int) string {
 	matches, _ := filepath.Glob(filepath.Join(n.opts.StateDir, "logs", namespace+"_"+prefix+"*.log"))
 	var b strings.Builder
 	for _, m := range matches {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			continue
-		}
-		all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(all) > lines {
-			all = all[len(all)-lines:]
-		}
-		fmt.Fprintf(&b, "--- %s ---\n%s\n", filepath.Base(m), strings.Join(all, "\n"))
+		fmt.Fprintf(&b, "--- %s ---\n%s\n", filepath.Base(m), TailFile(m, lines))
 	}
 	return b.String()
 }
@@ -432,9 +406,24 @@ func (n *Node) NewSandbox(ctx context.Context) (sb *podnet.Sandbox, release func
 		return nil, nil, err
 	}
 	return sb, func() {
-		_ = sb.Remove()
+		if err := sb.Remove(); err != nil {
+			utilruntime.HandleError(fmt.Errorf("procnode: remove sandbox %s: %w", sb.Name, err))
+		}
 		n.mu.Lock()
 		n.ips.Release(ip)
 		n.mu.Unlock()
 	}, nil
+}
+
+// TailFile is the last lines of the file at path, or why it cannot be read.
+func TailFile(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
 }

@@ -25,12 +25,14 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // pod is one running pod: its sandbox, files and containers.
 type pod struct {
-	uid       types.UID
-	key       cache.ObjectName
-	node      *Node
-	sandbox   *podnet.Sandbox
-	dir       string
-	startTime metav1.Time
+	uid     types.UID
+	key     cache.ObjectName
+	node    *Node
+	sandbox *podnet.Sandbox
+	// releaseSandbox removes the sandbox and frees its IP.
+	releaseSandbox func()
+	dir            string
+	startTime      metav1.Time
 	// failure, when set, is why the pod cannot run at all.
 	failure string
 

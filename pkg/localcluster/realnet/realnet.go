@@ -25,7 +25,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -191,13 +190,6 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 	return n, nil
 }
 
-// StateDir holds the node's kubeconfig, logs and pods' files.
-func (n *Net) StateDir() string { return n.stateDir }
-
-// NodeKubeconfig is a kubeconfig that works from inside the node and pod
-// namespaces (through the forwarder).
-func (n *Net) NodeKubeconfig() string { return n.nodeKube }
-
 func adminToken(kubeconfig string) (string, error) {
 	cfg, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
@@ -253,13 +245,13 @@ func (n *Net) StartKubeProxy(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("realnet: kube-proxy exited at start:\n%s", tail(logPath, 30))
+			return fmt.Errorf("realnet: kube-proxy exited at start:\n%s", procnode.TailFile(logPath, 30))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("realnet: kube-proxy made no nftables table within %s:\n%s", kubeProxyTimeout, tail(logPath, 30))
+			return fmt.Errorf("realnet: kube-proxy made no nftables table within %s:\n%s", kubeProxyTimeout, procnode.TailFile(logPath, 30))
 		}
 	}
 }
@@ -289,7 +281,7 @@ func (n *Net) StopKubeProxy(ctx context.Context) error {
 
 // KubeProxyLog is the last lines of kube-proxy's log.
 func (n *Net) KubeProxyLog(lines int) string {
-	return tail(filepath.Join(n.stateDir, "kube-proxy.log"), lines)
+	return procnode.TailFile(filepath.Join(n.stateDir, "kube-proxy.log"), lines)
 }
 
 // NodeExec runs a command inside the node namespace.
@@ -428,18 +420,4 @@ func (n *Net) Close() {
 	if n.stateDir != "" && !n.keepState {
 		_ = os.RemoveAll(n.stateDir)
 	}
-}
-
-func tail(path string, lines int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	data, _ := io.ReadAll(f)
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }
