@@ -24,10 +24,8 @@ const (
 	DefaultClusterDomain        = "cluster.local"
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
+	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
 )
-
-// IncomingRequestPath is the operator endpoint a held request is reported to.
-const IncomingRequestPath = "/informer/incoming-request"
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
 // partially filled Config is valid.
@@ -43,7 +41,7 @@ type Config struct {
 	PerServiceQueue int
 	// GlobalQueue bounds the requests held for all services together.
 	GlobalQueue int
-	// OperatorURL is the base URL of the operator; IncomingRequestPath is
+	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
 	// OperatorTimeout bounds one POST to the operator.
@@ -65,6 +63,11 @@ type Config struct {
 	DialTimeout time.Duration
 	// RetryAfter is sent in the Retry-After header of overflow answers.
 	RetryAfter time.Duration
+	// ColdStartHeader names the response header that tells a client how
+	// long its request was held while the Service woke, e.g. "1.204s". It
+	// is set only on held responses. Empty turns it off; unlike the other
+	// fields it is not defaulted, so a partial Config leaves it off.
+	ColdStartHeader string
 }
 
 // DefaultConfig returns a Config with every field set to its default.
@@ -81,6 +84,7 @@ func DefaultConfig() Config {
 		ClusterDomain:        DefaultClusterDomain,
 		DialTimeout:          DefaultDialTimeout,
 		RetryAfter:           DefaultRetryAfter,
+		ColdStartHeader:      DefaultColdStartHeader,
 	}
 }
 

@@ -23,9 +23,9 @@ func (s ServiceRef) kref() klog.ObjectRef { return klog.KRef(s.Namespace, s.Name
 // it does not know.
 var ErrServiceNotFound = errors.New("service not found")
 
-// Target is what an EndpointSource knows about one port of a public
+// Backends is what an EndpointSource knows about one port of a public
 // Service right now.
-type Target struct {
+type Backends struct {
 	// Addrs are the Ready endpoints as "ip:port", sorted, without
 	// duplicates.
 	Addrs []string
@@ -33,6 +33,9 @@ type Target struct {
 	// appProtocol (kubernetes.io/h2c, h2c, grpc), so every request is
 	// forwarded over h2c.
 	H2C bool
+	// AppProtocol is the Service port's appProtocol, "" when unset. A
+	// resolver port uses it to tell HTTP from other TCP traffic.
+	AppProtocol string
 	// Changed is closed when anything that may change the answer changes.
 	// It is only set when Addrs is empty: a caller that needs to wait for a
 	// Ready endpoint blocks on it and then asks again.
@@ -46,7 +49,7 @@ type EndpointSource interface {
 	// Lookup resolves the public Service svc. hostPort is the port from the
 	// Host, or "" when it had none; it selects the Service port. An
 	// unknown Service is ErrServiceNotFound.
-	Lookup(svc ServiceRef, hostPort string) (Target, error)
+	Lookup(svc ServiceRef, hostPort string) (Backends, error)
 }
 
 // broadcaster hands out one channel per key and closes it on the next
@@ -122,11 +125,11 @@ func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
 }
 
 // Lookup implements EndpointSource.
-func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Target, error) {
-	get := func() Target {
+func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
+	get := func() Backends {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		return Target{Addrs: m.addrs[svc], H2C: m.h2c[svc]}
+		return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc]}
 	}
 	if t := get(); len(t.Addrs) > 0 {
 		return t, nil

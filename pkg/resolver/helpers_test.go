@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
 // The rule for every test here: connect to 127.0.0.1 only. Endpoints carry
@@ -71,7 +73,7 @@ type fakeOperator struct {
 	bodies []string
 	ctypes []string
 	paths  []string
-	onPost func(incomingRequest)
+	onPost func(wakeapi.Request)
 }
 
 func newFakeOperator(t *testing.T) *fakeOperator {
@@ -98,7 +100,7 @@ func newFakeOperator(t *testing.T) *fakeOperator {
 			return
 		}
 		if hook != nil {
-			var in incomingRequest
+			var in wakeapi.Request
 			_ = json.Unmarshal(body, &in)
 			hook(in)
 		}
@@ -108,7 +110,7 @@ func newFakeOperator(t *testing.T) *fakeOperator {
 	return o
 }
 
-func (o *fakeOperator) setOnPost(f func(incomingRequest)) {
+func (o *fakeOperator) setOnPost(f func(wakeapi.Request)) {
 	o.mu.Lock()
 	o.onPost = f
 	o.mu.Unlock()

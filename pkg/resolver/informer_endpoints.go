@@ -26,14 +26,33 @@ import (
 // "<namespace>/<kubernetes.io/service-name>"; see privateServiceOf.
 const privateServiceIndex = "github.com/elasti-dev/elasti/pkg/resolver:private-service"
 
+// clusterIPIndex indexes Services by each of their ClusterIPs.
+const clusterIPIndex = "github.com/elasti-dev/elasti/pkg/resolver:cluster-ip"
+
+func indexByClusterIP(obj any) ([]string, error) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	var ips []string
+	for _, ip := range s.Spec.ClusterIPs {
+		if ip != "" && ip != corev1.ClusterIPNone {
+			ips = append(ips, ip)
+		}
+	}
+	return ips, nil
+}
+
 // InformerEndpoints is the EndpointSource of a running resolver: the
 // private Service's EndpointSlices and both Services come from shared
 // informers, and every informer event wakes the requests waiting on that
 // service.
 type InformerEndpoints struct {
 	services corelisters.ServiceLister
-	slices   cache.Indexer
-	synced   []cache.InformerSynced
+	// byClusterIP indexes the Services by ClusterIP.
+	byClusterIP cache.Indexer
+	slices      cache.Indexer
+	synced      []cache.InformerSynced
 	// b is keyed by the private Service, the one name every event maps to.
 	b      *broadcaster[ServiceRef]
 	logger klog.Logger
@@ -44,14 +63,21 @@ type InformerEndpoints struct {
 // is started. ctx only carries the logger.
 func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) (*InformerEndpoints, error) {
 	e := &InformerEndpoints{
-		services: services.Lister(),
-		slices:   endpointSlices.Informer().GetIndexer(),
-		b:        newBroadcaster[ServiceRef](),
-		logger:   klog.FromContext(ctx).WithName("endpoints"),
+		services:    services.Lister(),
+		byClusterIP: services.Informer().GetIndexer(),
+		slices:      endpointSlices.Informer().GetIndexer(),
+		b:           newBroadcaster[ServiceRef](),
+		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}
 	if _, exists := e.slices.GetIndexers()[privateServiceIndex]; !exists {
 		if err := endpointSlices.Informer().AddIndexers(cache.Indexers{privateServiceIndex: indexByPrivateService}); err != nil {
 			return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+		}
+	}
+
+	if _, exists := e.byClusterIP.GetIndexers()[clusterIPIndex]; !exists {
+		if err := services.Informer().AddIndexers(cache.Indexers{clusterIPIndex: indexByClusterIP}); err != nil {
+			return nil, fmt.Errorf("adding Service index: %w", err)
 		}
 	}
 
@@ -89,7 +115,7 @@ func (e *InformerEndpoints) HasSynced() bool {
 }
 
 // Lookup implements EndpointSource.
-func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Target, error) {
+func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, error) {
 	t, err := e.resolve(svc, hostPort)
 	if err != nil || len(t.Addrs) > 0 {
 		return t, err
@@ -105,13 +131,27 @@ func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Target, err
 	return t, err
 }
 
-func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Target, error) {
+// ServiceForClusterIP implements ClusterIPIndex.
+func (e *InformerEndpoints) ServiceForClusterIP(ip string) (ServiceRef, bool) {
+	objs, err := e.byClusterIP.ByIndex(clusterIPIndex, ip)
+	if err != nil {
+		return ServiceRef{}, false
+	}
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			return ServiceRef{Namespace: s.Namespace, Name: s.Name}, true
+		}
+	}
+	return ServiceRef{}, false
+}
+
+func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, error) {
 	pub, err := e.services.Services(svc.Namespace).Get(svc.Name)
 	if apierrors.IsNotFound(err) {
-		return Target{}, fmt.Errorf("%w: %s", ErrServiceNotFound, svc)
+		return Backends{}, fmt.Errorf("%w: %s", ErrServiceNotFound, svc)
 	}
 	if err != nil {
-		return Target{}, err
+		return Backends{}, err
 	}
 	privName := names.PrivateService(svc.Name)
 	priv, err := e.services.Services(svc.Namespace).Get(privName)
@@ -122,7 +162,7 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Target, er
 	}
 	objs, err := e.slices.ByIndex(privateServiceIndex, svc.Namespace+"/"+privName)
 	if err != nil {
-		return Target{}, err
+		return Backends{}, err
 	}
 	list := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
@@ -130,10 +170,10 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Target, er
 			list = append(list, s)
 		}
 	}
-	return resolveTarget(pub, priv, list, hostPort)
+	return resolveBackends(pub, priv, list, hostPort)
 }
 
-// resolveTarget picks the port the way kube-proxy would and lists the Ready
+// resolveBackends picks the port the way kube-proxy would and lists the Ready
 // endpoints of the slices for it.
 //
 // The public Service port is the one whose number is hostPort (80 when
@@ -141,9 +181,9 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Target, er
 // same name (or, failing that, number) names the slice port; the slice port
 // carries the pod's port, with named targetPorts already resolved by the
 // EndpointSlice controller. priv may be nil.
-func resolveTarget(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Target, error) {
+func resolveBackends(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Backends, error) {
 	if len(pub.Spec.Ports) == 0 {
-		return Target{}, fmt.Errorf("service %s/%s has no ports", pub.Namespace, pub.Name)
+		return Backends{}, fmt.Errorf("service %s/%s has no ports", pub.Namespace, pub.Name)
 	}
 	port := &pub.Spec.Ports[0]
 	want := 80 // a Host without a port means port 80, as in KubeElasti
@@ -213,7 +253,11 @@ func resolveTarget(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlice,
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
-	return Target{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol)}, nil
+	b := Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol)}
+	if appProtocol != nil {
+		b.AppProtocol = *appProtocol
+	}
+	return b, nil
 }
 
 // endpointReady is kube-proxy's rule for a serving endpoint: ready unset or

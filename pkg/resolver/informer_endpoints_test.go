@@ -88,7 +88,7 @@ func TestOnlyControllerManagedSlicesAreIndexed(t *testing.T) {
 	}
 }
 
-func TestResolveTarget(t *testing.T) {
+func TestResolveBackends(t *testing.T) {
 	pubName := "web"
 	privName := names.PrivateService(pubName)
 	twoPorts := service("team", pubName,
@@ -228,7 +228,7 @@ func TestResolveTarget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resolveTarget(tc.pub, tc.priv, tc.slices, tc.hostPort)
+			got, err := resolveBackends(tc.pub, tc.priv, tc.slices, tc.hostPort)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got %+v", got)

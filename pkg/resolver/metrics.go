@@ -36,6 +36,14 @@ type Metrics struct {
 	Timeouts prometheus.Counter
 	// ProbeResponses counts requests answered by a probeResponse rule.
 	ProbeResponses prometheus.Counter
+	// Spliced counts TCP connections on resolver ports by whether a pod
+	// accepted them (success) or none did before the deadline
+	// (unreachable).
+	Spliced *prometheus.CounterVec
+	// Listeners is the number of resolver ports open.
+	Listeners prometheus.Gauge
+	// ListenFailures counts failed attempts to open a resolver port.
+	ListenFailures prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
@@ -71,6 +79,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "elasti_resolver_probe_responses_total",
 			Help: "Requests answered by a probeResponse rule without waking the target.",
 		}),
+		Spliced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_spliced_connections_total",
+			Help: "TCP connections on resolver ports spliced to a pod (success) or closed because no pod accepted them (unreachable).",
+		}, []string{"outcome"}),
+		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_port_listeners",
+			Help: "Resolver ports open for per-port routing.",
+		}),
+		ListenFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_port_listen_failures_total",
+			Help: "Failed attempts to open a resolver port; each is retried.",
+		}),
 	}
 	// Initialise every label value so each series exists from the start.
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
@@ -79,12 +99,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable} {
 		m.Notifications.WithLabelValues(o)
 	}
+	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
+		m.Spliced.WithLabelValues(o)
+	}
 	for _, s := range []string{ScopeService, ScopeGlobal} {
 		m.Overflow.WithLabelValues(s)
 	}
 	if reg != nil {
 		var errs []error
-		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.Timeouts, m.ProbeResponses} {
+		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.Timeouts, m.ProbeResponses, m.Spliced, m.Listeners, m.ListenFailures} {
 			errs = append(errs, reg.Register(c))
 		}
 		if err := errors.Join(errs...); err != nil {

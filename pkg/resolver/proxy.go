@@ -24,10 +24,12 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // forwarder reverse-proxies a request to a Ready pod: HTTP/1.1 with
 // keep-alive, or h2c for gRPC and HTTP/2 clients, streaming both ways.
 type forwarder struct {
-	h1, h2  *http.Transport
-	proxy   *httputil.ReverseProxy
-	metrics *Metrics
-	logger  klog.Logger
+	h1, h2 *http.Transport
+	// coldStartHeader is Config.ColdStartHeader.
+	coldStartHeader string
+	proxy           *httputil.ReverseProxy
+	metrics         *Metrics
+	logger          klog.Logger
 	// next holds a round-robin counter per service.
 	next sync.Map // ServiceRef -> *atomic.Uint64
 }
@@ -38,6 +40,8 @@ type forwardInfo struct {
 	svc   ServiceRef
 	addrs []string // in try order
 	h2c   bool
+	// held is how long the request waited for the Service to wake.
+	held time.Duration
 }
 
 type forwardInfoKey struct{}
@@ -50,9 +54,6 @@ func (e *dialError) Error() string { return "dial: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logger) *forwarder {
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	}
 	wrapped := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -72,7 +73,7 @@ func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logge
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	f := &forwarder{h1: newTransport(), h2: newTransport(), metrics: metrics, logger: logger}
+	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, metrics: metrics, logger: logger}
 	f.h1.Protocols = new(http.Protocols)
 	f.h1.Protocols.SetHTTP1(true)
 	// HTTP/2 with prior knowledge over cleartext, as gRPC servers expect.
@@ -90,20 +91,22 @@ func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logge
 	return f
 }
 
-// serve forwards req to one of t's endpoints.
-func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceRef, t Target) {
+// serve forwards req to one of b's endpoints. held is how long req was
+// held for the Service to wake, 0 if it was not.
+func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceRef, b Backends, held time.Duration) {
 	upgrade := req.Header.Get("Upgrade") != ""
 	info := &forwardInfo{
 		svc:   svc,
-		addrs: f.order(svc, t.Addrs),
+		addrs: f.order(svc, b.Addrs),
 		// WebSocket and other upgrades exist only in HTTP/1.1.
-		h2c: !upgrade && (t.H2C || req.ProtoMajor == 2 || isGRPC(req)),
+		h2c:  !upgrade && (b.H2C || req.ProtoMajor == 2 || isGRPC(req)),
+		held: held,
 	}
 	if req.ProtoMajor == 1 && !upgrade {
 		// Let a streaming backend answer while the client still sends.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
-	f.logger.V(4).Info("Forwarding request", "service", svc.kref(), "method", req.Method, "h2c", info.h2c, "endpoints", len(t.Addrs))
+	f.logger.V(4).Info("Forwarding request", "service", svc.kref(), "method", req.Method, "h2c", info.h2c, "endpoints", len(b.Addrs))
 	f.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), forwardInfoKey{}, info)))
 }
 
@@ -212,6 +215,9 @@ func (b *trackedBody) Close() error { return nil }
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	f.metrics.Proxied.WithLabelValues(codeClass(resp.StatusCode)).Inc()
+	if info, ok := resp.Request.Context().Value(forwardInfoKey{}).(*forwardInfo); ok && info.held > 0 && f.coldStartHeader != "" {
+		resp.Header.Set(f.coldStartHeader, info.held.Round(time.Millisecond).String())
+	}
 	if len(resp.Trailer) > 0 && resp.Request != nil && resp.Request.ProtoMajor < 2 {
 		// An h2 backend may announce trailers and still send a length. An
 		// HTTP/1.1 client only gets trailers in a chunked body, and the

@@ -3,15 +3,12 @@ package resolver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,27 +32,24 @@ type Options struct {
 }
 
 // Resolver is the http.Handler for proxied traffic. Create it with New and
-// stop it with Close.
+// stop it with Close. A request passes four layers, each with one owner:
+// identify (identify.go, listeners.go) names the Service, admit
+// (admit.go) bounds the waiting, hold (hold.go) waits for a Ready
+// endpoint while the operator wakes the Service, and forward (proxy.go,
+// splice.go) sends the request or connection to a pod.
 type Resolver struct {
-	cfg      Config
-	eps      EndpointSource
-	probes   ProbeMatcher
-	fwd      *forwarder
-	q        *holdQueue
-	metrics  *Metrics
-	operator *http.Client
-	notifyTo string
-	logger   klog.Logger
+	cfg     Config
+	eps     EndpointSource
+	probes  ProbeMatcher
+	admit   *admission
+	holds   *holder
+	fwd     *forwarder
+	dial    DialFunc
+	metrics *Metrics
+	logger  klog.Logger
 
 	// buffered counts the bytes of held request bodies in memory.
 	buffered atomic.Int64
-
-	// ctx ends on Close; notification loops and held requests watch it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
 }
 
 // New returns a Resolver. ctx carries the logger and bounds the
@@ -73,28 +67,22 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		return nil, fmt.Errorf("resolver metrics: %w", err)
 	}
 	logger := klog.FromContext(ctx).WithName("resolver")
-	client := opts.OperatorClient
-	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     90 * time.Second,
-		}}
+	dial := opts.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	r := &Resolver{
-		cfg:      cfg,
-		eps:      opts.Endpoints,
-		probes:   opts.Probes,
-		fwd:      newForwarder(cfg, opts.Dial, metrics, logger),
-		q:        newHoldQueue(cfg.PerServiceQueue, cfg.GlobalQueue),
-		metrics:  metrics,
-		operator: client,
-		notifyTo: strings.TrimRight(cfg.OperatorURL, "/") + IncomingRequestPath,
-		logger:   logger,
-	}
-	r.ctx, r.cancel = context.WithCancel(klog.NewContext(ctx, logger))
-	return r, nil
+	notifier := newOperatorNotifier(cfg, opts.OperatorClient, metrics)
+	return &Resolver{
+		cfg:     cfg,
+		eps:     opts.Endpoints,
+		probes:  opts.Probes,
+		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, metrics.Queued),
+		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
+		fwd:     newForwarder(cfg, dial, metrics, logger),
+		dial:    dial,
+		metrics: metrics,
+		logger:  logger,
+	}, nil
 }
 
 // Metrics returns the resolver's metrics.
@@ -104,11 +92,7 @@ func (r *Resolver) Metrics() *Metrics { return r.metrics }
 // and waits for the loops to return. Forwarded requests are left to the
 // server's Shutdown.
 func (r *Resolver) Close() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
-	r.wg.Wait()
+	r.holds.close()
 	r.fwd.closeIdle()
 }
 
@@ -121,30 +105,30 @@ func ConfigureServer(srv *http.Server) {
 	srv.Protocols = p
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler for the shared proxy port, where the
+// Host names the Service.
 func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	host := req.Host
-	if r.cfg.HostHeader != "" {
-		if h := req.Header.Get(r.cfg.HostHeader); h != "" {
-			host = h
-		}
-	}
-	name, ns, port, err := ParseHost(host, r.cfg.ClusterDomain)
+	svc, port, err := r.identifyHost(req)
 	if err != nil {
-		r.logger.V(4).Info("Rejecting request with a bad host", "host", host, "err", err)
+		r.logger.V(4).Info("Rejecting request with a bad host", "host", req.Host, "err", err)
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	svc := ServiceRef{Namespace: ns, Name: name}
-	logger := r.logger.WithValues("service", svc.kref())
+	r.serveService(w, req, svc, port)
+}
 
-	t, err := r.eps.Lookup(svc, port)
+// serveService forwards req to port of svc, holding it first while svc
+// has no Ready endpoint. port is a Service port number, or "" for the
+// default port.
+func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string) {
+	logger := r.logger.WithValues("service", svc.kref())
+	b, err := r.eps.Lookup(svc, port)
 	if err != nil {
 		r.lookupFailed(w, logger, svc, err)
 		return
 	}
-	if len(t.Addrs) > 0 {
-		r.fwd.serve(w, req, svc, t)
+	if len(b.Addrs) > 0 {
+		r.fwd.serve(w, req, svc, b, 0)
 		return
 	}
 
@@ -159,88 +143,69 @@ func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-
-	r.hold(w, req, logger, svc, port, t)
+	r.holdHTTP(w, req, logger, svc, port)
 }
 
-// hold waits until svc has a Ready endpoint, the timeout passes, the
-// client goes away or the resolver closes.
-func (r *Resolver) hold(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string, t Target) {
-	overflow, start := r.q.acquire(svc)
+// holdHTTP admits req, holds it until svc has a Ready endpoint and
+// forwards it, or answers why not: 503 when the queues are full or the
+// resolver shuts down, 504 at the request timeout.
+func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
+	release, overflow := r.admit.admit(svc)
 	if overflow != "" {
-		r.metrics.Overflow.WithLabelValues(overflow).Inc()
-		logger.V(2).Info("Hold queue full, refusing request", "scope", overflow)
-		w.Header().Set("Retry-After", strconv.Itoa(int((r.cfg.RetryAfter+time.Second-1)/time.Second)))
-		msg := fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
-		if overflow == ScopeGlobal {
-			msg = "too many requests are waiting for services to start; retry later"
-		}
-		httpError(w, http.StatusServiceUnavailable, msg)
+		r.refuseOverflow(w, logger, svc, overflow)
 		return
 	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			r.q.release(svc)
-			r.metrics.Queued.Dec()
-		}
-	}
 	defer release()
-	r.metrics.Queued.Inc()
-	if start {
-		r.startNotifier(svc)
-	}
+	hd := r.holds.join(svc)
+	defer hd.leave()
+
 	began := time.Now()
 	logger.V(4).Info("Holding request until the service has a Ready endpoint", "method", req.Method, "path", req.URL.Path)
+	deadline := began.Add(r.cfg.RequestTimeout)
 	if req.ContentLength > 0 && req.ContentLength <= maxBufferedBody && req.Body != nil && req.Body != http.NoBody &&
 		r.reserveBuffer(req.ContentLength) {
 		defer r.buffered.Add(-req.ContentLength)
-		if err := bufferBody(w, req, began.Add(r.cfg.RequestTimeout)); err != nil {
+		if err := bufferBody(w, req, deadline); err != nil {
 			// The slot is freed on return; nobody is left to answer.
 			logger.V(4).Info("Client went away while its body was read", "err", err)
 			return
 		}
 	}
 
-	timer := time.NewTimer(r.cfg.RequestTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-t.Changed:
-			var err error
-			t, err = r.eps.Lookup(svc, port)
-			if err != nil {
-				release()
-				r.lookupFailed(w, logger, svc, err)
-				return
-			}
-			if len(t.Addrs) > 0 {
-				release()
-				wait := time.Since(began)
-				r.metrics.ColdStartWait.Observe(wait.Seconds())
-				logger.V(4).Info("Releasing held request", "waited", wait)
-				r.fwd.serve(w, req, svc, t)
-				return
-			}
-			// Endpoints changed but none is Ready (say, they went away
-			// again): make sure the operator hears about it.
-			if r.q.ensureNotifier(svc) {
-				r.startNotifier(svc)
-			}
-		case <-timer.C:
-			r.metrics.Timeouts.Inc()
-			logger.V(2).Info("Held request timed out", "timeout", r.cfg.RequestTimeout)
-			httpError(w, http.StatusGatewayTimeout, fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc))
-			return
-		case <-req.Context().Done():
-			logger.V(4).Info("Client went away while held")
-			return
-		case <-r.ctx.Done():
-			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("resolver is shutting down while service %s starts; retry", svc))
-			return
-		}
+	ctx, cancel := context.WithDeadline(req.Context(), deadline)
+	defer cancel()
+	b, err := hd.wait(ctx, port)
+	switch {
+	case err == nil:
+		hd.leave()
+		release()
+		wait := time.Since(began)
+		r.metrics.ColdStartWait.Observe(wait.Seconds())
+		logger.V(4).Info("Releasing held request", "waited", wait)
+		r.fwd.serve(w, req, svc, b, wait)
+	case errors.Is(err, context.DeadlineExceeded):
+		r.metrics.Timeouts.Inc()
+		logger.V(2).Info("Held request timed out", "timeout", r.cfg.RequestTimeout)
+		httpError(w, http.StatusGatewayTimeout, fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc))
+	case errors.Is(err, context.Canceled):
+		logger.V(4).Info("Client went away while held")
+	case errors.Is(err, errClosed):
+		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("resolver is shutting down while service %s starts; retry", svc))
+	default:
+		r.lookupFailed(w, logger, svc, err)
 	}
+}
+
+// refuseOverflow answers 503 with Retry-After for a full queue.
+func (r *Resolver) refuseOverflow(w http.ResponseWriter, logger klog.Logger, svc ServiceRef, scope string) {
+	r.metrics.Overflow.WithLabelValues(scope).Inc()
+	logger.V(2).Info("Hold queue full, refusing request", "scope", scope)
+	w.Header().Set("Retry-After", strconv.Itoa(int((r.cfg.RetryAfter+time.Second-1)/time.Second)))
+	msg := fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
+	if scope == ScopeGlobal {
+		msg = "too many requests are waiting for services to start; retry later"
+	}
+	httpError(w, http.StatusServiceUnavailable, msg)
 }
 
 // maxBufferedBody is the largest request body hold reads into memory
@@ -301,103 +266,27 @@ func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc S
 	httpError(w, http.StatusBadGateway, fmt.Sprintf("cannot resolve service %s", svc))
 }
 
-// ready reports whether svc has a Ready endpoint on the Service port a
-// Host without a port selects: port 80 if the Service has one, else its
-// first port. Other ports are not checked.
-func (r *Resolver) ready(svc ServiceRef) bool {
-	t, err := r.eps.Lookup(svc, "")
-	return err == nil && len(t.Addrs) > 0
-}
+const (
+	// serverMaxHeaderBytes bounds a request's headers. Go's default is
+	// 1 MiB, and every held request keeps its headers in memory for up to
+	// the request timeout, GlobalQueue of them at once.
+	serverMaxHeaderBytes = 64 << 10
+	// serverIdleTimeout closes keep-alive connections left idle this long.
+	// Without it (and with no ReadTimeout, which would cut off streaming
+	// bodies) idle client connections are never closed and accumulate.
+	serverIdleTimeout = 2 * time.Minute
+)
 
-func (r *Resolver) startNotifier(svc ServiceRef) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		r.q.stopNotifying(svc)
-		return
+// NewServer returns an HTTP server for proxied traffic on addr: HTTP/1.1
+// and h2c, with bounds fit for holding many requests.
+func NewServer(addr string, h http.Handler) *http.Server {
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    serverMaxHeaderBytes,
+		IdleTimeout:       serverIdleTimeout,
 	}
-	r.wg.Add(1)
-	go r.notifyLoop(svc)
-}
-
-// notifyLoop tells the operator that svc has held requests: once at
-// start, then with exponential backoff while the operator rejects or
-// cannot be reached, or every OperatorRetryMax after a success, and at
-// once when a request is held again after all were released (the target
-// went back to zero while the loop waited). It stops when no request is
-// held or svc has a Ready endpoint.
-func (r *Resolver) notifyLoop(svc ServiceRef) {
-	defer r.wg.Done()
-	logger := r.logger.WithValues("service", svc.kref())
-	logger.V(2).Info("Notifying operator of held requests")
-	backoff := r.cfg.OperatorRetryInitial
-	kick := r.q.kicks(svc)
-	for {
-		if !r.q.continueNotifying(svc, func() bool { return r.ready(svc) }) {
-			logger.V(2).Info("Stopped notifying operator")
-			return
-		}
-		wait := r.cfg.OperatorRetryMax
-		if outcome := r.notifyOperator(logger, svc); outcome != OutcomeSuccess {
-			wait = backoff
-			backoff = min(2*backoff, r.cfg.OperatorRetryMax)
-		} else {
-			backoff = r.cfg.OperatorRetryInitial
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-kick:
-			timer.Stop()
-		case <-r.ctx.Done():
-			timer.Stop()
-			r.q.stopNotifying(svc)
-			return
-		}
-	}
-}
-
-// incomingRequest is the operator's scale-up request body, field order
-// and all: {"count":1,"svc":"<svc>","namespace":"<ns>"}.
-type incomingRequest struct {
-	Count     int    `json:"count"`
-	Svc       string `json:"svc"`
-	Namespace string `json:"namespace"`
-}
-
-// notifyOperator POSTs once and returns the outcome label.
-func (r *Resolver) notifyOperator(logger klog.Logger, svc ServiceRef) string {
-	// Three plain fields: Marshal cannot fail.
-	body, _ := json.Marshal(incomingRequest{Count: 1, Svc: svc.Name, Namespace: svc.Namespace})
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OperatorTimeout)
-	defer cancel()
-	outcome := OutcomeSuccess
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.notifyTo, bytes.NewReader(body))
-	if err != nil {
-		outcome = OutcomeUnreachable
-	} else {
-		req.Header.Set("Content-Type", "application/json")
-		var resp *http.Response
-		resp, err = r.operator.Do(req)
-		if err != nil {
-			outcome = OutcomeUnreachable
-		} else {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			_ = resp.Body.Close()
-			if resp.StatusCode < 200 || resp.StatusCode > 299 {
-				outcome = OutcomeRejected
-				err = fmt.Errorf("operator answered %s", resp.Status)
-			}
-		}
-	}
-	if r.ctx.Err() != nil {
-		return outcome // shutting down: neither counted nor logged
-	}
-	r.metrics.Notifications.WithLabelValues(outcome).Inc()
-	if err != nil {
-		logger.V(2).Info("Notifying operator failed", "outcome", outcome, "err", err)
-	} else {
-		logger.V(4).Info("Notified operator")
-	}
-	return outcome
+	ConfigureServer(srv)
+	return srv
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
 // named answers with its name and the request path.
@@ -110,7 +111,7 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 	if got := metricValue(t, e.r.metrics.Proxied); got != n {
 		t.Errorf("proxied counter %v, want %d", got, n)
 	}
-	if got := e.r.q.held(testSvc); got != 0 {
+	if got := e.r.holds.held(testSvc); got != 0 {
 		t.Errorf("hold queue still counts %d", got)
 	}
 }
@@ -504,7 +505,7 @@ func TestOperatorDownThenBack(t *testing.T) {
 	}
 
 	// The operator comes back and scales the target up when told.
-	e.op.setOnPost(func(in incomingRequest) {
+	e.op.setOnPost(func(in wakeapi.Request) {
 		if in.Svc == "web" && in.Namespace == "team" {
 			e.eps.Set(testSvc, "10.244.0.1:8080")
 		}
@@ -656,7 +657,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 		}
 		errc <- err
 	}()
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.q.held(testSvc) == 1 })
+	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -669,13 +670,13 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 		t.Fatalf("cancelled request: %v", err)
 	}
 	eventually(t, 5*time.Second, "slot freed", func() bool {
-		return e.r.q.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
+		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
 	})
 
 	done := make(chan string, 1)
 	next := e.request(t, context.Background(), "GET", "/next", nil)
 	go func() { done <- fetch(client, next) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.q.held(testSvc) == 1 })
+	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.eps.Set(testSvc, "10.244.0.1:8080")
 	if got := <-done; got != "200 pod-a /next" {
 		t.Fatalf("got %q", got)
@@ -706,7 +707,7 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 		}
 		errc <- err
 	}()
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.q.held(testSvc) == 1 })
+	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	// Let the handler reach its wait: the body has been sent and read.
 	time.Sleep(50 * time.Millisecond)
 	cancel()
@@ -714,7 +715,7 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 		t.Fatalf("cancelled request: %v", err)
 	}
 	eventually(t, 2*time.Second, "slot freed after the client left", func() bool {
-		return e.r.q.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
+		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
 	})
 	if got := metricValue(t, e.r.metrics.Timeouts); got != 0 {
 		t.Errorf("slot freed by the request timeout (%v), not by the disconnect", got)
@@ -724,7 +725,7 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 	done := make(chan string, 1)
 	next := e.request(t, context.Background(), "POST", "/next", strings.NewReader("payload"))
 	go func() { done <- fetch(client, next) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.q.held(testSvc) == 1 })
+	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.eps.Set(testSvc, "10.244.0.1:8080")
 	if got := <-done; got != "200 got 7 bytes: payload" {
 		t.Fatalf("got %q", got)
@@ -835,8 +836,10 @@ func TestDialFailureRetriesAnotherEndpoint(t *testing.T) {
 
 type notFoundSource struct{}
 
-func (notFoundSource) Lookup(ServiceRef, string) (Target, error) { return Target{}, ErrServiceNotFound }
-func (notFoundSource) HasSynced() bool                           { return false }
+func (notFoundSource) Lookup(ServiceRef, string) (Backends, error) {
+	return Backends{}, ErrServiceNotFound
+}
+func (notFoundSource) HasSynced() bool { return false }
 
 func TestBadRequestsAndHealth(t *testing.T) {
 	checkNoLeaks(t)
@@ -913,7 +916,7 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 	client := newClient(t)
 	req := e.request(t, context.Background(), "GET", "/", nil)
 	go func() { done <- fetch(client, req) }()
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.q.held(testSvc) == 1 })
+	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.r.Close()
 	select {
 	case got := <-done:

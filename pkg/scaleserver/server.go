@@ -16,9 +16,13 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
 // Scaler is what the server needs of scaletarget.Scaler.
+// Path is the route the server answers, the one resolvers call.
+const Path = wakeapi.Path
+
 type Scaler interface {
 	Get(ref scaletarget.Ref) (scaletarget.State, error)
 	Scale(ctx context.Context, ref scaletarget.Ref, replicas int32) error
@@ -152,8 +156,8 @@ func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) 
 	if !s.ready() {
 		return OutcomeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
 	}
-	req, err := DecodeRequest(r.Body)
-	if errors.Is(err, errTooLarge) {
+	req, err := wakeapi.DecodeRequest(r.Body)
+	if errors.Is(err, wakeapi.ErrTooLarge) {
 		return OutcomeBadRequest, http.StatusRequestEntityTooLarge, err.Error()
 	}
 	if err != nil {

@@ -194,6 +194,24 @@ type ElastiServiceStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions hold at least Ready, with a reason saying why not.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ResolverPorts are the resolver ports that front the Service's ports,
+	// one each. The operator records them here so they survive restarts
+	// and leader changes; the resolver listens on each.
+	ResolverPorts []ResolverPort `json:"resolverPorts,omitempty"`
+}
+
+// ResolverPort is the resolver port assigned to one port of a Service. A
+// connection to a resolver pod on ResolverPort is for that Service port,
+// whatever its Host says.
+type ResolverPort struct {
+	// Service is the public Service's name, in the ElastiService's namespace.
+	Service string `json:"service"`
+	// Name is the Service port's name.
+	Name string `json:"name,omitempty"`
+	// Port is the Service port's number.
+	Port int32 `json:"port"`
+	// ResolverPort is the port resolver pods listen on for it.
+	ResolverPort int32 `json:"resolverPort"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -1,7 +1,7 @@
-// Package scaleserver is the scale-from-zero endpoint. The resolver POSTs
-// here when a request arrives for a service at zero; the server scales the
-// target up and answers with what really happened.
-package scaleserver
+// Package wakeapi is the wire contract between a resolver and the
+// operator's scale-from-zero endpoint: KubeElasti's route and body, which
+// existing resolvers send, defined once for both sides.
+package wakeapi
 
 import (
 	"bytes"
@@ -27,8 +27,16 @@ type Request struct {
 	Namespace string `json:"namespace"`
 }
 
-// errTooLarge marks a body over MaxBodyBytes.
-var errTooLarge = errors.New("request body too large")
+// ErrTooLarge marks a body over MaxBodyBytes.
+var ErrTooLarge = errors.New("request body too large")
+
+// Encode returns the body a resolver sends for svc in namespace, fields in
+// KubeElasti's order.
+func Encode(namespace, svc string) []byte {
+	// Three plain fields: Marshal cannot fail.
+	b, _ := json.Marshal(Request{Count: 1, Svc: svc, Namespace: namespace})
+	return b
+}
 
 // DecodeRequest reads and validates one request body. Unknown fields are
 // ignored so newer resolvers keep working; missing or malformed names are
@@ -39,7 +47,7 @@ func DecodeRequest(r io.Reader) (Request, error) {
 		return Request{}, fmt.Errorf("read body: %w", err)
 	}
 	if len(body) > MaxBodyBytes {
-		return Request{}, fmt.Errorf("%w: over %d bytes", errTooLarge, MaxBodyBytes)
+		return Request{}, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxBodyBytes)
 	}
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -1,0 +1,147 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// countingNotifier stands in for the operator and counts POSTs.
+type countingNotifier struct {
+	posts atomic.Int64
+	seen  chan struct{}
+}
+
+func newCountingNotifier() *countingNotifier { return &countingNotifier{seen: make(chan struct{}, 100)} }
+
+func (n *countingNotifier) notify(context.Context, klog.Logger, ServiceRef) string {
+	n.posts.Add(1)
+	n.seen <- struct{}{}
+	return OutcomeSuccess
+}
+
+func (n *countingNotifier) waitPost(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-n.seen:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no POST to the operator: %s", what)
+	}
+}
+
+func newTestHolder(t *testing.T, eps EndpointSource, n *countingNotifier, retryMax time.Duration) *holder {
+	_, ctx := ktesting.NewTestContext(t)
+	h := newHolder(ctx, eps, n.notify, 10*time.Millisecond, retryMax, klog.FromContext(ctx))
+	t.Cleanup(h.close)
+	return h
+}
+
+// A hold after every earlier one was released, while the notifier still
+// waits out its interval, must reach the operator at once: the Service
+// went back to zero.
+func TestHoldAfterAllReleasedNotifiesAtOnce(t *testing.T) {
+	eps := NewMemoryEndpoints()
+	n := newCountingNotifier()
+	h := newTestHolder(t, eps, n, time.Hour)
+	svc := ServiceRef{Namespace: "shop", Name: "web"}
+
+	first := h.join(svc)
+	n.waitPost(t, "first hold")
+	first.leave() // woke; the loop now waits an hour before asking again
+
+	second := h.join(svc)
+	defer second.leave()
+	n.waitPost(t, "a hold after all were released")
+	if got := n.posts.Load(); got != 2 {
+		t.Fatalf("%d POSTs, want 2", got)
+	}
+}
+
+// One notifier per Service, however many wait.
+func TestManyHoldsShareOneNotifier(t *testing.T) {
+	eps := NewMemoryEndpoints()
+	n := newCountingNotifier()
+	h := newTestHolder(t, eps, n, time.Hour)
+	svc := ServiceRef{Namespace: "shop", Name: "web"}
+	for range 50 {
+		defer h.join(svc).leave()
+	}
+	n.waitPost(t, "50 holds")
+	time.Sleep(100 * time.Millisecond)
+	if got := n.posts.Load(); got != 1 {
+		t.Fatalf("%d POSTs for one Service, want 1", got)
+	}
+	if got := h.held(svc); got != 50 {
+		t.Fatalf("held = %d, want 50", got)
+	}
+}
+
+// wait returns the endpoints once the Service has one, and the context's
+// error at the deadline.
+func TestWaitEndsOnReadyOrDeadline(t *testing.T) {
+	eps := NewMemoryEndpoints()
+	n := newCountingNotifier()
+	h := newTestHolder(t, eps, n, time.Hour)
+	svc := ServiceRef{Namespace: "shop", Name: "web"}
+
+	hd := h.join(svc)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := hd.wait(ctx, ""); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait without endpoints = %v, want the deadline", err)
+	}
+	hd.leave()
+
+	hd = h.join(svc)
+	defer hd.leave()
+	go func() { time.Sleep(20 * time.Millisecond); eps.Set(svc, "10.244.0.9:8080") }()
+	b, err := hd.wait(t.Context(), "")
+	if err != nil || len(b.Addrs) != 1 {
+		t.Fatalf("wait = %v, %v; want the new endpoint", b, err)
+	}
+}
+
+// When the endpoint the notifier saw goes again before it stops, a hold
+// that missed it keeps the notifier going: nothing waits without the
+// operator knowing.
+func TestNotifierRestartsWhenEndpointsGoAgain(t *testing.T) {
+	eps := NewMemoryEndpoints()
+	n := newCountingNotifier()
+	h := newTestHolder(t, eps, n, 20*time.Millisecond)
+	svc := ServiceRef{Namespace: "shop", Name: "web"}
+
+	hd := h.join(svc)
+	defer hd.leave()
+	n.waitPost(t, "first hold")
+	eps.Set(svc, "10.244.0.9:8080") // woke: the notifier stops
+	if _, err := hd.wait(t.Context(), ""); err != nil {
+		t.Fatal(err)
+	}
+	eps.Set(svc) // and went back to zero while still held
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = hd.wait(ctx, "") }()
+	n.waitPost(t, "a hold that saw the endpoint go")
+}
+
+// close ends waits with errClosed.
+func TestCloseEndsWaits(t *testing.T) {
+	eps := NewMemoryEndpoints()
+	n := newCountingNotifier()
+	h := newTestHolder(t, eps, n, time.Hour)
+	hd := h.join(ServiceRef{Namespace: "shop", Name: "web"})
+	defer hd.leave()
+	errs := make(chan error, 1)
+	go func() { _, err := hd.wait(t.Context(), ""); errs <- err }()
+	n.waitPost(t, "the hold")
+	h.close()
+	if err := <-errs; !errors.Is(err, errClosed) {
+		t.Fatalf("wait after close = %v, want errClosed", err)
+	}
+}

@@ -1,0 +1,74 @@
+package resolver
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// ClusterIPIndex maps a Service's ClusterIP to the Service. An
+// EndpointSource that implements it lets the shared proxy port accept a
+// bare ClusterIP as Host, as clients that call a Service by its address
+// send.
+type ClusterIPIndex interface {
+	ServiceForClusterIP(ip string) (ServiceRef, bool)
+}
+
+// identifyHost is the identify layer of the shared proxy port: the Service
+// and port come from the Host (or the header HostHeader names), written as
+// a Service DNS name or as the Service's ClusterIP. The returned error is
+// fit to show the client.
+func (r *Resolver) identifyHost(req *http.Request) (ServiceRef, string, error) {
+	host := req.Host
+	if r.cfg.HostHeader != "" {
+		if h := req.Header.Get(r.cfg.HostHeader); h != "" {
+			host = h
+		}
+	}
+	if svc, port, ok := r.serviceForIPHost(host); ok {
+		return svc, port, nil
+	}
+	name, ns, port, err := ParseHost(host, r.cfg.ClusterDomain)
+	if err != nil {
+		return ServiceRef{}, "", err
+	}
+	return ServiceRef{Namespace: ns, Name: name}, port, nil
+}
+
+// serviceForIPHost resolves a Host that is an IP address, with or without
+// a port, through the ClusterIP index.
+func (r *Resolver) serviceForIPHost(host string) (ServiceRef, string, bool) {
+	idx, ok := r.eps.(ClusterIPIndex)
+	if !ok {
+		return ServiceRef{}, "", false
+	}
+	ip, port := strings.TrimSpace(host), ""
+	if h, p, err := net.SplitHostPort(ip); err == nil {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return ServiceRef{}, "", false
+		}
+		ip, port = h, p
+	}
+	if net.ParseIP(ip) == nil {
+		return ServiceRef{}, "", false
+	}
+	svc, ok := idx.ServiceForClusterIP(ip)
+	return svc, port, ok
+}
+
+// portRouteContextKey carries the Route of the resolver port an HTTP
+// connection arrived on, set by the port listeners.
+type portRouteContextKey struct{}
+
+// servePortHTTP is the handler for HTTP that arrived on a resolver port:
+// the port alone names the Service, whatever the Host says.
+func (r *Resolver) servePortHTTP(w http.ResponseWriter, req *http.Request) {
+	route, ok := req.Context().Value(portRouteContextKey{}).(Route)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, fmt.Sprintf("no route for local address %v", req.Context().Value(http.LocalAddrContextKey)))
+		return
+	}
+	r.serveService(w, req, route.Service, strconv.Itoa(int(route.Port)))
+}

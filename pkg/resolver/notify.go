@@ -1,0 +1,72 @@
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
+)
+
+// operatorNotifier POSTs KubeElasti's scale-up request to the operator.
+type operatorNotifier struct {
+	client  *http.Client
+	url     string
+	timeout time.Duration
+	metrics *Metrics
+}
+
+func newOperatorNotifier(cfg Config, client *http.Client, metrics *Metrics) *operatorNotifier {
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // never an HTTP proxy from the environment
+			DialContext:         (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	return &operatorNotifier{client: client, url: strings.TrimRight(cfg.OperatorURL, "/") + wakeapi.Path,
+		timeout: cfg.OperatorTimeout, metrics: metrics}
+}
+
+// notify POSTs once and returns the outcome label. ctx ends on shutdown.
+func (n *operatorNotifier) notify(ctx context.Context, logger klog.Logger, svc ServiceRef) string {
+	outcome, err := n.post(ctx, svc)
+	if ctx.Err() != nil {
+		return outcome // shutting down: neither counted nor logged
+	}
+	n.metrics.Notifications.WithLabelValues(outcome).Inc()
+	if err != nil {
+		logger.V(2).Info("Notifying operator failed", "outcome", outcome, "err", err)
+	} else {
+		logger.V(4).Info("Notified operator")
+	}
+	return outcome
+}
+
+func (n *operatorNotifier) post(ctx context.Context, svc ServiceRef) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(wakeapi.Encode(svc.Namespace, svc.Name)))
+	if err != nil {
+		return OutcomeUnreachable, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return OutcomeUnreachable, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return OutcomeRejected, fmt.Errorf("operator answered %s", resp.Status)
+	}
+	return OutcomeSuccess, nil
+}

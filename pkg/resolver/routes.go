@@ -1,0 +1,199 @@
+package resolver
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/tombstone"
+)
+
+// Route is what a resolver port stands for: one port of one Service.
+type Route struct {
+	Service ServiceRef
+	// Port is the Service port's number.
+	Port int32
+	// PortName is the Service port's name.
+	PortName string
+}
+
+// RouteTable maps resolver ports to Service ports, as the operator
+// recorded them in the ElastiServices' status.resolverPorts. The operator
+// allocates without collisions; should two ElastiServices still claim one
+// port (say, after a restore from backup, before the operator reassigns
+// one), the older ElastiService keeps it, as the operator decides.
+type RouteTable struct {
+	mu     sync.RWMutex
+	claims map[int32][]routeClaim           // every claim on a port, winner first
+	byES   map[types.NamespacedName][]int32 // the ports each ElastiService claims
+	// changed receives a token whenever the set of ports changes.
+	changed chan struct{}
+	synced  []cache.InformerSynced
+	logger  klog.Logger
+}
+
+type routeClaim struct {
+	owner   types.NamespacedName
+	created int64 // the owner's creationTimestamp, Unix seconds
+	route   Route
+}
+
+// NewRouteTable returns an empty RouteTable, fed through Upsert and
+// Delete.
+func NewRouteTable(ctx context.Context) *RouteTable {
+	return &RouteTable{
+		claims:  map[int32][]routeClaim{},
+		byES:    map[types.NamespacedName][]int32{},
+		changed: make(chan struct{}, 1),
+		logger:  klog.FromContext(ctx).WithName("routes"),
+	}
+}
+
+// NewInformerRouteTable returns a RouteTable kept up to date by the
+// ElastiService informer. Call it before the informer factory is started.
+// ctx only carries the logger.
+func NewInformerRouteTable(ctx context.Context, informer elastiinformers.ElastiServiceInformer) (*RouteTable, error) {
+	t := NewRouteTable(ctx)
+	reg, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+				t.Upsert(es)
+			}
+		},
+		UpdateFunc: func(_, cur any) {
+			if es, ok := cur.(*elastiv1alpha1.ElastiService); ok {
+				t.Upsert(es)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if es, ok := tombstone.Object[*elastiv1alpha1.ElastiService](obj); ok {
+				t.Delete(es.Namespace, es.Name)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding ElastiService handler: %w", err)
+	}
+	t.synced = []cache.InformerSynced{informer.Informer().HasSynced, reg.HasSynced}
+	return t, nil
+}
+
+// HasSynced reports whether the ElastiService informer has synced.
+func (t *RouteTable) HasSynced() bool {
+	for _, s := range t.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Changed receives a token after the set of ports changed.
+func (t *RouteTable) Changed() <-chan struct{} { return t.changed }
+
+// Upsert records es's resolver ports. es is only read.
+func (t *RouteTable) Upsert(es *elastiv1alpha1.ElastiService) {
+	owner := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	var claims []routeClaim
+	for _, p := range es.Status.ResolverPorts {
+		if p.ResolverPort < 1 || p.ResolverPort > 65535 || p.Service == "" {
+			continue
+		}
+		claims = append(claims, routeClaim{owner: owner, created: es.CreationTimestamp.Unix(), route: Route{
+			Service: ServiceRef{Namespace: es.Namespace, Name: p.Service}, Port: p.Port, PortName: p.Name,
+		}})
+	}
+	t.set(owner, claims, es.Status.ResolverPorts)
+}
+
+// Delete forgets the ElastiService's ports.
+func (t *RouteTable) Delete(namespace, name string) {
+	t.set(types.NamespacedName{Namespace: namespace, Name: name}, nil, nil)
+}
+
+func (t *RouteTable) set(owner types.NamespacedName, claims []routeClaim, ports []elastiv1alpha1.ResolverPort) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// toggled counts, per port, the times it left or joined the table: a
+	// port removed and re-added (the usual update, an unchanged status)
+	// nets to zero.
+	toggled := map[int32]int{}
+	for _, port := range t.byES[owner] {
+		cs := slices.DeleteFunc(t.claims[port], func(c routeClaim) bool { return c.owner == owner })
+		if len(cs) == 0 {
+			delete(t.claims, port)
+			toggled[port]--
+		} else {
+			t.claims[port] = cs
+		}
+	}
+	delete(t.byES, owner)
+	for i, c := range claims {
+		port := ports[i].ResolverPort
+		cs := append(t.claims[port], c)
+		if len(cs) == 1 {
+			toggled[port]++
+		}
+		slices.SortFunc(cs, func(a, b routeClaim) int {
+			return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.owner.Namespace, b.owner.Namespace), cmp.Compare(a.owner.Name, b.owner.Name))
+		})
+		if len(cs) > 1 {
+			t.logger.Info("Two ElastiServices claim one resolver port; the older keeps it",
+				"port", port, "kept", klog.KRef(cs[0].owner.Namespace, cs[0].owner.Name), "claimant", klog.KRef(owner.Namespace, owner.Name))
+		}
+		t.claims[port] = cs
+		t.byES[owner] = append(t.byES[owner], port)
+	}
+	// Only the set of ports matters to the listeners.
+	for _, n := range toggled {
+		if n != 0 {
+			select {
+			case t.changed <- struct{}{}:
+			default: // a change is already pending
+			}
+			return
+		}
+	}
+}
+
+// Lookup returns the route of a resolver port.
+func (t *RouteTable) Lookup(port int32) (Route, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	cs := t.claims[port]
+	if len(cs) == 0 {
+		return Route{}, false
+	}
+	return cs[0].route, true
+}
+
+// Ports returns every routed resolver port, sorted.
+func (t *RouteTable) Ports() []int32 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ports := make([]int32, 0, len(t.claims))
+	for p := range t.claims {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// Snapshot returns every route by resolver port.
+func (t *RouteTable) Snapshot() map[int32]Route {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[int32]Route, len(t.claims))
+	for p, cs := range t.claims {
+		out[p] = cs[0].route
+	}
+	return out
+}
