@@ -55,6 +55,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	routes, err := resolver.NewInformerRouteTable(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		return err
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The resolver and the informers outlive ctx: after the signal they keep
@@ -67,21 +71,51 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer r.Close()
+	bindHost, _, err := net.SplitHostPort(o.proxyBindAddress)
+	if err != nil {
+		return fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
+	}
+	ports := resolver.NewPortListeners(r, routes, resolver.PortListenersOptions{Host: bindHost})
 
 	informerCtx, stopInformers := context.WithCancel(bg)
 	defer func() { stopInformers(); kubeFactory.Shutdown(); elastiFactory.Shutdown() }()
 	kubeFactory.Start(informerCtx.Done())
 	elastiFactory.Start(informerCtx.Done())
+	go ports.Run(informerCtx)
 
 	var draining atomic.Bool
 	internal := http.NewServeMux()
 	internal.HandleFunc("/healthz", r.Healthz)
-	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz))
+	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz(routes, ports)))
 	internal.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	routesMux := http.NewServeMux()
+	routesMux.HandleFunc("/routes", resolver.RoutesHandler(routes, ports))
 	servers := []*http.Server{
-		newProxyServer(o.proxyBindAddress, r),
+		resolver.NewServer(o.proxyBindAddress, r),
 		{Addr: o.internalBindAddress, Handler: internal, ReadHeaderTimeout: 10 * time.Second},
+		{Addr: o.routesBindAddress, Handler: routesMux, ReadHeaderTimeout: 10 * time.Second},
 	}
+	errs, err := serveAll(logger, servers)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown := []shutdowner{ports}
+	for _, srv := range servers {
+		shutdown = append(shutdown, srv)
+	}
+	drain(logger, &draining, o.shutdownGrace, r.Close, shutdownTimeout, shutdown...)
+	return nil
+}
+
+// serveAll listens on every server's address and serves in the
+// background; serve errors arrive on errs. On a listen error the servers
+// already started are closed.
+func serveAll(logger klog.Logger, servers []*http.Server) (<-chan error, error) {
 	errs := make(chan error, len(servers))
 	for i, srv := range servers {
 		ln, err := net.Listen("tcp", srv.Addr)
@@ -89,7 +123,7 @@ func run(ctx context.Context, o *options) error {
 			for _, started := range servers[:i] {
 				_ = started.Close()
 			}
-			return fmt.Errorf("listen on %s: %w", srv.Addr, err)
+			return nil, fmt.Errorf("listen on %s: %w", srv.Addr, err)
 		}
 		// The bound address, with the real port when srv.Addr asks for :0.
 		logger.Info("Serving", "address", ln.Addr().String())
@@ -99,42 +133,18 @@ func run(ctx context.Context, o *options) error {
 			}
 		}()
 	}
-	select {
-	case err := <-errs:
-		return err
-	case <-ctx.Done():
-	}
-	drain(logger, &draining, o.shutdownGrace, r.Close, shutdownTimeout, servers...)
-	return nil
+	return errs, nil
 }
 
-const (
-	// proxyMaxHeaderBytes bounds a request's headers on the proxy port.
-	// Go's default is 1 MiB, and every held request keeps its headers in
-	// memory for up to the request timeout, GlobalQueue of them at once.
-	proxyMaxHeaderBytes = 64 << 10
-	// proxyIdleTimeout closes keep-alive connections left idle this long.
-	// Without it (and with no ReadTimeout, which would cut off streaming
-	// bodies) idle client connections are never closed and accumulate.
-	proxyIdleTimeout = 2 * time.Minute
-	// shutdownTimeout bounds the servers' Shutdown after the grace period.
-	// With the default --shutdown-grace the whole drain fits in Kubernetes'
-	// default terminationGracePeriodSeconds of 30.
-	shutdownTimeout = 20 * time.Second
-)
-
-// newProxyServer returns the server for proxied traffic.
-func newProxyServer(addr string, h http.Handler) *http.Server {
-	srv := &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		MaxHeaderBytes:    proxyMaxHeaderBytes,
-		IdleTimeout:       proxyIdleTimeout,
-	}
-	resolver.ConfigureServer(srv)
-	return srv
+// shutdowner is a server that stops gracefully within a context.
+type shutdowner interface {
+	Shutdown(ctx context.Context) error
 }
+
+// shutdownTimeout bounds the servers' Shutdown after the grace period.
+// With the default --shutdown-grace the whole drain fits in Kubernetes'
+// default terminationGracePeriodSeconds of 30.
+const shutdownTimeout = 20 * time.Second
 
 // readyzUnlessDraining answers 503 once draining is set, next otherwise.
 func readyzUnlessDraining(draining *atomic.Bool, next http.HandlerFunc) http.HandlerFunc {
@@ -156,7 +166,7 @@ func readyzUnlessDraining(draining *atomic.Bool, next http.HandlerFunc) http.Han
 //  3. closeResolver answers 503 to the requests still held;
 //  4. the servers stop accepting and are given timeout to finish the
 //     requests in flight, those 503s included.
-func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, closeResolver func(), timeout time.Duration, servers ...*http.Server) {
+func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, closeResolver func(), timeout time.Duration, servers ...shutdowner) {
 	draining.Store(true)
 	logger.Info("Shutting down: readiness now fails", "grace", grace)
 	time.Sleep(grace)
@@ -167,7 +177,7 @@ func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, close
 	for _, srv := range servers {
 		wg.Go(func() {
 			if err := srv.Shutdown(ctx); err != nil {
-				logger.Error(err, "Shutting down a server", "address", srv.Addr)
+				logger.Error(err, "Shutting down a server")
 			}
 		})
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 func TestProxyServerLimits(t *testing.T) {
-	srv := newProxyServer(":8012", http.NotFoundHandler())
+	srv := resolver.NewServer(":8012", http.NotFoundHandler())
 	if srv.MaxHeaderBytes != 64<<10 || srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout == 0 {
 		t.Errorf("MaxHeaderBytes %d, IdleTimeout %v, ReadHeaderTimeout %v; want 64 KiB, 2m, set",
 			srv.MaxHeaderBytes, srv.IdleTimeout, srv.ReadHeaderTimeout)
@@ -84,8 +84,8 @@ func TestDrainOrder(t *testing.T) {
 
 	var draining atomic.Bool
 	internal := http.NewServeMux()
-	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz))
-	proxy := newProxyServer("", r)
+	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz()))
+	proxy := resolver.NewServer("", r)
 	internalSrv := &http.Server{Handler: internal, ReadHeaderTimeout: 10 * time.Second}
 	proxyURL, internalURL := serve(t, proxy), serve(t, internalSrv)
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}

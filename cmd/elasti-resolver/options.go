@@ -28,6 +28,7 @@ type options struct {
 	kubeconfig          string
 	proxyBindAddress    string
 	internalBindAddress string
+	routesBindAddress   string
 	shutdownGrace       time.Duration
 	resolver            resolver.Config
 }
@@ -48,6 +49,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"Address for proxied traffic, where proxy-mode EndpointSlices point (port from env "+envResolverProxyPort+").")
 	fs.StringVar(&o.internalBindAddress, "internal-bind-address", fmt.Sprintf(":%d", e.Port(envResolverPort, 8013)),
 		"Address of /healthz, /readyz and /metrics (port from env "+envResolverPort+").")
+	fs.StringVar(&o.routesBindAddress, "routes-bind-address", ":8014",
+		"Address of GET /routes, the per-port route table. The manifests name this port per-port-routing, which tells the operator this resolver serves per-port routing.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second,
 		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
 	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's scale endpoint (from env ELASTI_OPERATOR_*).")
@@ -56,6 +59,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&r.ClusterDomain, "cluster-domain", domain, "Cluster DNS domain accepted in hosts (env "+envClusterDomain+").")
 	fs.IntVar(&r.PerServiceQueue, "per-service-queue", def.PerServiceQueue, "Requests held at once for one service; more get 503.")
 	fs.IntVar(&r.GlobalQueue, "global-queue", def.GlobalQueue, "Requests held at once in all; more get 503.")
+	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
+		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.DurationVar(&r.OperatorRetryMax, "operator-retry-max", e.Seconds(envOperatorRetry, def.OperatorRetryMax), "Longest wait between scale requests to the operator (env "+envOperatorRetry+").")
 
 	finish := func() error {

@@ -12,15 +12,20 @@ func (r *Resolver) Healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Readyz answers 200 once the endpoint and probe sources that track
-// informers have synced, 503 before.
-func (r *Resolver) Readyz(w http.ResponseWriter, req *http.Request) {
+// informers have synced, and every extra source (say, the port listeners)
+// has, 503 before. A pod that is not Ready gets no traffic, so a new
+// resolver listens on every assigned port before it is sent any.
+func (r *Resolver) Readyz(extra ...interface{ HasSynced() bool }) http.HandlerFunc {
 	var synced []func() bool
 	for _, s := range []any{r.eps, r.probes} {
 		if h, ok := s.(interface{ HasSynced() bool }); ok {
 			synced = append(synced, h.HasSynced)
 		}
 	}
-	ReadyzHandler(synced...)(w, req)
+	for _, s := range extra {
+		synced = append(synced, s.HasSynced)
+	}
+	return ReadyzHandler(synced...)
 }
 
 // ReadyzHandler answers 200 when every synced func reports true, 503 with

@@ -877,7 +877,7 @@ func TestBadRequestsAndHealth(t *testing.T) {
 		t.Errorf("healthz %d", rec.Code)
 	}
 	rec = httptest.NewRecorder()
-	e.r.Readyz(rec, httptest.NewRequest("GET", "/readyz", nil))
+	e.r.Readyz()(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 200 {
 		t.Errorf("readyz with static sources %d", rec.Code)
 	}
@@ -889,7 +889,7 @@ func TestBadRequestsAndHealth(t *testing.T) {
 	}
 	defer r2.Close()
 	rec = httptest.NewRecorder()
-	r2.Readyz(rec, httptest.NewRequest("GET", "/readyz", nil))
+	r2.Readyz()(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 503 {
 		t.Errorf("readyz before sync %d", rec.Code)
 	}

@@ -3,7 +3,9 @@ package resolver
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -196,4 +198,36 @@ func (t *RouteTable) Snapshot() map[int32]Route {
 		out[p] = cs[0].route
 	}
 	return out
+}
+
+// RouteStatus is one line of the route table as the routes endpoint shows
+// it.
+type RouteStatus struct {
+	ResolverPort int32  `json:"resolverPort"`
+	Namespace    string `json:"namespace"`
+	Service      string `json:"service"`
+	Port         int32  `json:"port"`
+	PortName     string `json:"portName,omitempty"`
+	Listening    bool   `json:"listening"`
+}
+
+// RoutesHandler serves the route table as JSON, sorted by resolver port:
+// which Service port each resolver port stands for, and whether it is open.
+// It is what an operator or a person reads to see per-port routing work.
+func RoutesHandler(routes *RouteTable, ports *PortListeners) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		open := map[int32]bool{}
+		for _, p := range ports.Listening() {
+			open[p] = true
+		}
+		snap := routes.Snapshot()
+		out := make([]RouteStatus, 0, len(snap))
+		for port, r := range snap {
+			out = append(out, RouteStatus{ResolverPort: port, Namespace: r.Service.Namespace, Service: r.Service.Name,
+				Port: r.Port, PortName: r.PortName, Listening: open[port]})
+		}
+		slices.SortFunc(out, func(a, b RouteStatus) int { return cmp.Compare(a.ResolverPort, b.ResolverPort) })
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}
 }
