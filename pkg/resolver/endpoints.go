@@ -93,6 +93,7 @@ type MemoryEndpoints struct {
 	mu    sync.RWMutex
 	addrs map[ServiceRef][]string
 	h2c   map[ServiceRef]bool
+	proto map[ServiceRef]string
 	b     *broadcaster[ServiceRef]
 }
 
@@ -101,6 +102,7 @@ func NewMemoryEndpoints() *MemoryEndpoints {
 	return &MemoryEndpoints{
 		addrs: map[ServiceRef][]string{},
 		h2c:   map[ServiceRef]bool{},
+		proto: map[ServiceRef]string{},
 		b:     newBroadcaster[ServiceRef](),
 	}
 }
@@ -124,12 +126,20 @@ func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
 	m.b.notify(svc)
 }
 
+// SetAppProtocol sets the appProtocol of svc's port.
+func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
+	m.mu.Lock()
+	m.proto[svc] = p
+	m.mu.Unlock()
+	m.b.notify(svc)
+}
+
 // Lookup implements EndpointSource.
 func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
 	get := func() Backends {
 		m.mu.RLock()
 		defer m.mu.RUnlock()
-		return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc]}
+		return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc]}
 	}
 	if t := get(); len(t.Addrs) > 0 {
 		return t, nil

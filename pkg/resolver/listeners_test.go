@@ -1,0 +1,304 @@
+package resolver
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
+)
+
+// portEnv is a resolver with per-port listeners on loopback and one
+// resolver port routed to testSvc's port 80.
+type portEnv struct {
+	*testEnv
+	routes *RouteTable
+	ports  *PortListeners
+	port   int32
+}
+
+func newPortEnv(t *testing.T, cfg Config) *portEnv {
+	t.Helper()
+	e := newEnv(t, cfg)
+	_, ctx := ktesting.NewTestContext(t)
+	routes := NewRouteTable(ctx)
+	pe := &portEnv{testEnv: e, routes: routes, port: freePort(t)}
+	pe.ports = NewPortListeners(e.r, routes, PortListenersOptions{Host: "127.0.0.1"})
+	routes.Upsert(esWithPorts("web", v1.ResolverPort{Service: testSvc.Name, Name: "http", Port: 80, ResolverPort: pe.port}))
+	runCtx, cancel := context.WithCancel(context.Background())
+	go pe.ports.Run(runCtx)
+	t.Cleanup(func() {
+		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer scancel()
+		_ = pe.ports.Shutdown(sctx)
+	})
+	eventually(t, 5*time.Second, "the resolver port to open", func() bool { return len(pe.ports.Listening()) == 1 })
+	return pe
+}
+
+func esWithPorts(name string, ports ...v1.ResolverPort) *v1.ElastiService {
+	return &v1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testSvc.Namespace, Name: name, CreationTimestamp: metav1.Now()},
+		Spec:       v1.ElastiServiceSpec{Service: testSvc.Name},
+		Status:     v1.ElastiServiceStatus{ResolverPorts: ports},
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int32 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return int32(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func (pe *portEnv) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(pe.port))) }
+
+// wakeOnPost makes the fake operator give testSvc a Ready endpoint at pod.
+func (pe *portEnv) wakeOnPost(pod string) {
+	pe.op.setOnPost(func(wakeapi.Request) { pe.eps.Set(testSvc, pod) })
+}
+
+// The port names the Service: an HTTP request with any Host is held,
+// wakes the Service and is forwarded with its Host intact, and the
+// response says how long it was held.
+func TestResolverPortServesHTTPWhateverTheHost(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "host="+r.Host)
+	}))
+	pe.wakeOnPost("10.244.0.5:8080")
+
+	req, _ := http.NewRequest("GET", "http://"+pe.addr()+"/", nil)
+	req.Host = "shop.example.com"
+	resp, err := newClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != "host=shop.example.com" {
+		t.Fatalf("got %d %q, want 200 from the pod with the client's Host", resp.StatusCode, body)
+	}
+	if h := resp.Header.Get(DefaultColdStartHeader); h == "" {
+		t.Fatalf("held response has no %s header", DefaultColdStartHeader)
+	} else if _, err := time.ParseDuration(h); err != nil {
+		t.Fatalf("%s = %q is not a duration: %v", DefaultColdStartHeader, h, err)
+	}
+	if got := pe.op.posts.Load(); got != 1 {
+		t.Fatalf("%d wake POSTs, want 1", got)
+	}
+
+	// Served at once now, and without the header: it was not held.
+	resp, err = newClient(t).Get("http://" + pe.addr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if h := resp.Header.Get(DefaultColdStartHeader); h != "" {
+		t.Fatalf("a response that was not held carries %s: %q", DefaultColdStartHeader, h)
+	}
+}
+
+// echoTCP listens on loopback and echoes every connection; greeting, if
+// set, is sent first, as servers of server-first protocols do.
+func echoTCP(t *testing.T, greeting string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.WriteString(c, greeting)
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A connection whose first bytes are not HTTP is held at the TCP level,
+// wakes the Service and is spliced byte for byte.
+func TestResolverPortSplicesTCPAfterTheWake(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.net.route("10.244.0.6:5000", echoTCP(t, ""))
+	pe.wakeOnPost("10.244.0.6:5000")
+
+	for _, first := range [][]byte{
+		[]byte("hello over raw tcp\n"),
+		{0x16, 0x03, 0x01, 0x00, 0x05, 'h', 'e', 'l', 'l', 'o'}, // the start of a TLS ClientHello
+	} {
+		c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(first); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(first))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != string(first) {
+			t.Fatalf("echo of %q = %q, %v", first, got, err)
+		}
+		_ = c.Close()
+	}
+	if got := metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeSuccess)); got != 2 {
+		t.Fatalf("spliced = %v, want 2", got)
+	}
+}
+
+// TLS passthrough: the client completes a handshake with the pod's own
+// certificate through a resolver port.
+func TestResolverPortPassesTLSThrough(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "tls ok")
+	}))
+	t.Cleanup(tlsSrv.Close)
+	pe.net.route("10.244.0.7:8443", tlsSrv.Listener.Addr().String())
+	pe.wakeOnPost("10.244.0.7:8443")
+
+	// The test server's certificate names 127.0.0.1, which the client dials.
+	client := tlsSrv.Client()
+	client.Timeout = 10 * time.Second
+	resp, err := client.Get("https://" + pe.addr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); body != "tls ok" {
+		t.Fatalf("body %q", body)
+	}
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 ||
+		!resp.TLS.PeerCertificates[0].Equal(tlsSrv.Certificate()) {
+		t.Fatal("the client did not see the pod's certificate")
+	}
+}
+
+// A server-first protocol (the client waits for a greeting) is spliced
+// once the sniff gives up, and the greeting arrives.
+func TestResolverPortSplicesServerFirstProtocols(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.net.route("10.244.0.8:3306", echoTCP(t, "220 ready\n"))
+	pe.eps.Set(testSvc, "10.244.0.8:3306")
+
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "220 ready\n" {
+		t.Fatalf("greeting = %q, %v", line, err)
+	}
+}
+
+// A held connection is closed at the request timeout, and one whose
+// client leaves frees its slot at once.
+func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
+	checkNoLeaks(t)
+	cfg := testConfig()
+	cfg.RequestTimeout = 300 * time.Millisecond
+	pe := newPortEnv(t, cfg)
+	pe.eps.SetAppProtocol(testSvc, "tcp") // no sniffing: held at once
+
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a held connection was answered without a pod")
+	}
+	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
+		t.Fatalf("timeouts = %v, want 1", got)
+	}
+
+	c2, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the connection to be held", func() bool { return pe.r.admit.admitted(testSvc) == 1 })
+	_ = c2.Close()
+	eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.admitted(testSvc) == 0 })
+	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
+		t.Fatalf("timeouts = %v after a client left, want still 1", got)
+	}
+}
+
+// Ports open and close with the route table.
+func TestPortsFollowTheRouteTable(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	second := freePort(t)
+	pe.routes.Upsert(esWithPorts("api", v1.ResolverPort{Service: "api", Port: 80, ResolverPort: second}))
+	eventually(t, 5*time.Second, "the second port to open", func() bool { return len(pe.ports.Listening()) == 2 })
+	pe.routes.Delete(testSvc.Namespace, "web")
+	eventually(t, 5*time.Second, "the first port to close", func() bool { return len(pe.ports.Listening()) == 1 })
+	if _, err := net.DialTimeout("tcp", pe.addr(), time.Second); err == nil {
+		t.Fatal("a released port still accepts connections")
+	}
+}
+
+// Two ElastiServices claiming one port (a restore, say): the older keeps
+// it, and when it lets go the other gets it.
+func TestRouteTableOlderClaimWins(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	rt := NewRouteTable(ctx)
+	older := esWithPorts("old", v1.ResolverPort{Service: "old", Port: 80, ResolverPort: 20001})
+	older.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	newer := esWithPorts("new", v1.ResolverPort{Service: "new", Port: 80, ResolverPort: 20001})
+	rt.Upsert(newer)
+	rt.Upsert(older)
+	if r, _ := rt.Lookup(20001); r.Service.Name != "old" {
+		t.Fatalf("port 20001 routes to %q, want the older ElastiService's Service", r.Service.Name)
+	}
+	rt.Delete(older.Namespace, older.Name)
+	if r, _ := rt.Lookup(20001); r.Service.Name != "new" {
+		t.Fatalf("after the older let go, port 20001 routes to %q, want \"new\"", r.Service.Name)
+	}
+	rt.Delete(newer.Namespace, newer.Name)
+	if _, ok := rt.Lookup(20001); ok || len(rt.Ports()) != 0 {
+		t.Fatal("a port with no claim is still routed")
+	}
+}
+
+func TestHTTPPrefix(t *testing.T) {
+	for in, want := range map[string]prefixVerdict{
+		"GET / HTTP/1.1": prefixHTTP, "POST ": prefixHTTP, "PRI * HTTP/2.0\r\n": prefixHTTP,
+		"G": prefixUndecided, "PO": prefixUndecided, "PRI * HT": prefixUndecided,
+		"hello": prefixOther, "\x16\x03\x01": prefixOther, "get /": prefixOther, "GETX": prefixOther,
+	} {
+		if got := httpPrefix([]byte(in)); got != want {
+			t.Errorf("httpPrefix(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if !isHTTPAppProtocol("kubernetes.io/h2c") || isHTTPAppProtocol("https") || isHTTPAppProtocol("mysql") {
+		t.Error("isHTTPAppProtocol misjudges a known value")
+	}
+}
