@@ -17,7 +17,9 @@ type countingNotifier struct {
 	seen  chan struct{}
 }
 
-func newCountingNotifier() *countingNotifier { return &countingNotifier{seen: make(chan struct{}, 100)} }
+func newCountingNotifier() *countingNotifier {
+	return &countingNotifier{seen: make(chan struct{}, 100)}
+}
 
 func (n *countingNotifier) notify(context.Context, klog.Logger, ServiceRef) string {
 	n.posts.Add(1)
