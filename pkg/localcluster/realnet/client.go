@@ -3,12 +3,16 @@ package realnet
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +51,18 @@ type Request struct {
 	// connection of its own (a burst of clients), and reports each one in
 	// Response.Parallel. "{i}" in the URL becomes the copy's index.
 	Parallel int `json:"parallel,omitempty"`
+	// Protocol is "" for HTTP/1.1 (or TLS, for an https URL), ProtocolH2C
+	// for HTTP/2 with prior knowledge, as gRPC clients speak, or
+	// ProtocolTCP for a raw connection to the URL's host:port that sends
+	// Body, half-closes and reads the answer to EOF.
+	Protocol string `json:"protocol,omitempty"`
 }
+
+// Request protocols.
+const (
+	ProtocolH2C = "h2c"
+	ProtocolTCP = "tcp"
+)
 
 // Response is what the client pod saw. Err is set when no HTTP answer
 // came (DNS failure, refused, timeout).
@@ -62,6 +77,9 @@ type Response struct {
 	Repeats []time.Duration `json:"repeats,omitempty"`
 	// Parallel are the answers to a Request.Parallel burst, in index order.
 	Parallel []Response `json:"parallel,omitempty"`
+	// PeerCertificate is the SHA-256 of the certificate the server showed
+	// over TLS, in hex.
+	PeerCertificate string `json:"peerCertificate,omitempty"`
 }
 
 func (r Response) String() string {
@@ -162,7 +180,7 @@ func ClientMain() {
 		fmt.Fprintf(os.Stderr, "bad request: %v\n", err)
 		os.Exit(2)
 	}
-	client := &http.Client{Transport: newTransport()}
+	client := &http.Client{Transport: newTransport(req.Protocol)}
 	if req.Parallel > 0 {
 		_ = json.NewEncoder(os.Stdout).Encode(burst(req))
 		os.Exit(0)
@@ -180,11 +198,16 @@ func ClientMain() {
 	os.Exit(0)
 }
 
-func newTransport() *http.Transport {
-	return &http.Transport{
+func newTransport(protocol string) *http.Transport {
+	t := &http.Transport{
 		Proxy:           nil,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test client; callers assert certificates themselves
 	}
+	if protocol == ProtocolH2C {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return t
 }
 
 // burst sends req.Parallel copies of req at once, each from a client of
@@ -196,7 +219,7 @@ func burst(req Request) Response {
 	for i := range out {
 		one := req
 		one.URL = strings.ReplaceAll(req.URL, "{i}", strconv.Itoa(i))
-		wg.Go(func() { out[i] = send(&http.Client{Transport: newTransport()}, one) })
+		wg.Go(func() { out[i] = send(&http.Client{Transport: newTransport(req.Protocol)}, one) })
 	}
 	wg.Wait()
 	return Response{Parallel: out, Duration: time.Since(start)}
@@ -213,6 +236,9 @@ func send(client *http.Client, req Request) Response {
 			resp.Err = err.Error()
 		}
 		return resp
+	}
+	if req.Protocol == ProtocolTCP {
+		return finish(sendTCP(ctx, req, &resp))
 	}
 	method := req.Method
 	if method == "" {
@@ -242,5 +268,37 @@ func send(client *http.Client, req Request) Response {
 	defer hr.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(hr.Body, maxBody))
 	resp.Status, resp.Header, resp.Body = hr.StatusCode, hr.Header, string(b)
+	if hr.TLS != nil && len(hr.TLS.PeerCertificates) > 0 {
+		sum := sha256.Sum256(hr.TLS.PeerCertificates[0].Raw)
+		resp.PeerCertificate = hex.EncodeToString(sum[:])
+	}
 	return finish(err)
+}
+
+// sendTCP connects to req.URL's host:port, sends req.Body, half-closes
+// and reads the answer to EOF into resp.Body.
+func sendTCP(ctx context.Context, req Request, resp *Response) error {
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	resp.RemoteAddr = c.RemoteAddr().String()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(deadline)
+	}
+	if _, err := io.WriteString(c, req.Body); err != nil {
+		return err
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(io.LimitReader(c, maxBody))
+	resp.Body = string(b)
+	return err
 }
