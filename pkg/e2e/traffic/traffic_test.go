@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -38,11 +39,24 @@ type scenario struct {
 	ctx    context.Context
 }
 
-func newScenario(t testing.TB) *scenario {
+func newScenario(t testing.TB) *scenario { t.Helper(); return newScenarioWithPorts(t) }
+
+// newScenarioWithPorts is newScenario with more ports on web's Service.
+func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 	t.Helper()
 	b := testBed(t)
 	e := testenv.New(t)
 	e.App(app, 1)
+	if len(extra) > 0 {
+		svc, err := e.Kube.CoreV1().Services(e.NS).Get(t.Context(), app, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, extra...)
+		if _, err := e.Kube.CoreV1().Services(e.NS).Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.MinTargetReplicas = 1
 	})
@@ -266,42 +280,6 @@ func (s *scenario) waitIngressFollows() {
 	s.t.Helper()
 	if err := s.bed.WaitIngressFollows(s.ctx, s.client, s.e.NS, app, testenv.WaitTimeout); err != nil {
 		s.t.Fatal(err)
-	}
-}
-
-// TestRefusedUntilPerPortRouting records how the resolver answers the
-// common ways of calling a sleeping Service that carry no
-// "<svc>.<ns>[.svc...]" Host: a same-namespace short name ("http://web/"),
-// the ClusterIP, and an ingress's public hostname. Today each is refused with 400 and the
-// Service stays asleep: the known failure the issue "Every client reaches a
-// sleeping Service" fixes, by telling Services apart by the port they were
-// reached on. When it lands these assertions flip to success.
-func TestRefusedUntilPerPortRouting(t *testing.T) {
-	s := newScenario(t)
-	const publicHost = "shop.example.com"
-	s.ingress("public", publicHost)
-	ingress := fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace)
-	s.waitIngressRoutes(realnet.Request{URL: ingress, Host: publicHost})
-	s.sleep()
-	s.waitIngressFollows()
-	for _, tc := range []struct {
-		name string
-		req  realnet.Request
-	}{
-		{"short name", realnet.Request{URL: "http://" + app + "/"}},
-		{"ClusterIP", realnet.Request{URL: "http://" + s.clusterIP() + "/"}},
-		{"ingress public host", realnet.Request{URL: ingress, Host: publicHost}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.req.Timeout = quickTimeout
-			resp := s.do(tc.req)
-			if resp.Status != 400 {
-				t.Errorf("today the resolver refuses this with 400 (the name reached it, proving DNS and kube-proxy worked); got %s", resp)
-			}
-			if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 0 {
-				t.Errorf("the refused request woke the target to %d replicas", got)
-			}
-		})
 	}
 }
 

@@ -77,6 +77,8 @@ type Response struct {
 	Repeats []time.Duration `json:"repeats,omitempty"`
 	// Parallel are the answers to a Request.Parallel burst, in index order.
 	Parallel []Response `json:"parallel,omitempty"`
+	// Trailer holds the HTTP trailers (gRPC's status travels in them).
+	Trailer http.Header `json:"trailer,omitempty"`
 	// PeerCertificate is the SHA-256 of the certificate the server showed
 	// over TLS, in hex.
 	PeerCertificate string `json:"peerCertificate,omitempty"`
@@ -267,7 +269,7 @@ func send(client *http.Client, req Request) Response {
 	}
 	defer hr.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(hr.Body, maxBody))
-	resp.Status, resp.Header, resp.Body = hr.StatusCode, hr.Header, string(b)
+	resp.Status, resp.Header, resp.Body, resp.Trailer = hr.StatusCode, hr.Header, string(b), hr.Trailer
 	if hr.TLS != nil && len(hr.TLS.PeerCertificates) > 0 {
 		sum := sha256.Sum256(hr.TLS.PeerCertificates[0].Raw)
 		resp.PeerCertificate = hex.EncodeToString(sum[:])
