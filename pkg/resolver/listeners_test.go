@@ -218,7 +218,7 @@ func TestResolverPortSplicesServerFirstProtocols(t *testing.T) {
 }
 
 // A held connection is closed at the request timeout, and one whose
-// client leaves frees its slot at once.
+// client resets it frees its slot at once.
 func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	checkNoLeaks(t)
 	cfg := testConfig()
@@ -244,10 +244,36 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the connection to be held", func() bool { return pe.r.admit.admitted(testSvc) == 1 })
+	_ = c2.(*net.TCPConn).SetLinger(0) // close with a reset
 	_ = c2.Close()
 	eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.admitted(testSvc) == 0 })
 	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
 		t.Fatalf("timeouts = %v after a client left, want still 1", got)
+	}
+}
+
+// A client that sends its request and half-closes is still answered once
+// the Service wakes: on the wire a half-close is an EOF, not a departure.
+func TestHalfClosedClientIsAnsweredAfterTheWake(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.net.route("10.244.0.6:5000", echoTCP(t, ""))
+	pe.wakeOnPost("10.244.0.6:5000")
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "ping" {
+		t.Fatalf("after a half-close the client got %q, %v; want the echo", got, err)
 	}
 }
 

@@ -74,9 +74,12 @@ func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logg
 	return b, time.Since(began), err
 }
 
-// watchClientClose cancels when the client closes c while it is held. It
+// watchClientClose cancels when the client resets c while it is held. It
 // reads ahead into c's buffer, so nothing is lost; once the buffer is full
-// it stops watching. The returned stop must be called before c is read.
+// it stops watching. An EOF is not a departure: a client may send its
+// request and half-close, then wait for the answer, and a full close looks
+// the same on the wire, so such a connection waits out its timeout. The
+// returned stop must be called before c is read.
 func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
 	done := make(chan struct{})
 	go func() {
@@ -87,10 +90,9 @@ func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
 				continue
 			}
 			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() {
-				if !errors.Is(err, bufio.ErrBufferFull) {
-					cancel() // EOF or reset: the client is gone
-				}
+			timedOut := errors.As(err, &ne) && ne.Timeout()
+			if !timedOut && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+				cancel() // reset: the client is gone
 			}
 			return
 		}
