@@ -278,5 +278,5 @@ func (s *scenario) expectServedByReadyPod(servedBy string, resp realnet.Response
 	if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 1 {
 		s.t.Fatalf("target has %d replicas after the wake, want 1", got)
 	}
-	s.t.Logf("woken in %s, answered by pod %s", resp.Duration.Round(time.Millisecond), servedBy)
+	s.t.Logf("woken in %s (%s), answered by pod %s", resp.Duration.Round(time.Millisecond), resp.Phases, servedBy)
 }

@@ -159,7 +159,7 @@ func (s *scenario) expectWoken(resp realnet.Response) echoReply {
 		s.t.Fatalf("target has %d replicas after the wake, want 1", got)
 	}
 	s.e.WaitMode(app, elastiv1alpha1.ModeServe)
-	s.t.Logf("woken in %s, answered by pod %s", resp.Duration.Round(time.Millisecond), reply.ServedBy)
+	s.t.Logf("woken in %s (%s), answered by pod %s", resp.Duration.Round(time.Millisecond), resp.Phases, reply.ServedBy)
 	return reply
 }
 

@@ -58,6 +58,18 @@ type Request struct {
 	Protocol string `json:"protocol,omitempty"`
 }
 
+// Phases are the times, from a request's start, at which its steps ended;
+// zero for a step that did not happen.
+type Phases struct {
+	DNS       time.Duration `json:"dns,omitempty"`
+	Connected time.Duration `json:"connected,omitempty"`
+	Sent      time.Duration `json:"sent,omitempty"`
+}
+
+func (p Phases) String() string {
+	return fmt.Sprintf("dns %s, connected %s, sent %s", p.DNS.Round(time.Millisecond), p.Connected.Round(time.Millisecond), p.Sent.Round(time.Millisecond))
+}
+
 // Request protocols.
 const (
 	ProtocolH2C = "h2c"
@@ -77,6 +89,10 @@ type Response struct {
 	Repeats []time.Duration `json:"repeats,omitempty"`
 	// Parallel are the answers to a Request.Parallel burst, in index order.
 	Parallel []Response `json:"parallel,omitempty"`
+	// Phases say when, from the start, the name was resolved, the
+	// connection was up and the request was sent; the rest of Duration is
+	// the server's. They tell a slow answer from a slow network.
+	Phases Phases `json:"phases"`
 	// Trailer holds the HTTP trailers (gRPC's status travels in them).
 	Trailer http.Header `json:"trailer,omitempty"`
 	// PeerCertificate is the SHA-256 of the certificate the server showed
@@ -92,7 +108,7 @@ func (r Response) String() string {
 	if len(body) > 300 {
 		body = body[:300] + "…"
 	}
-	return fmt.Sprintf("%d from %s after %s: %q", r.Status, r.RemoteAddr, r.Duration.Round(time.Millisecond), strings.TrimSpace(body))
+	return fmt.Sprintf("%d from %s after %s (%s): %q", r.Status, r.RemoteAddr, r.Duration.Round(time.Millisecond), r.Phases, strings.TrimSpace(body))
 }
 
 // Client sends requests from a client pod: a sandbox of its own in the
@@ -261,7 +277,10 @@ func send(client *http.Client, req Request) Response {
 		r.Header.Set(k, v)
 	}
 	r = r.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) { resp.RemoteAddr = info.Conn.RemoteAddr().String() },
+		DNSDone:      func(httptrace.DNSDoneInfo) { resp.Phases.DNS = time.Since(start) },
+		ConnectDone:  func(string, string, error) { resp.Phases.Connected = time.Since(start) },
+		GotConn:      func(info httptrace.GotConnInfo) { resp.RemoteAddr = info.Conn.RemoteAddr().String() },
+		WroteRequest: func(httptrace.WroteRequestInfo) { resp.Phases.Sent = time.Since(start) },
 	}))
 	hr, err := client.Do(r)
 	if err != nil {
