@@ -55,7 +55,7 @@ func (e *dialError) Unwrap() error { return e.err }
 
 func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logger) *forwarder {
 	wrapped := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
+		c, err := dialPatiently(ctx, dial, addr, cfg.DialTimeout)
 		if err != nil {
 			return nil, &dialError{err}
 		}

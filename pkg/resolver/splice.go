@@ -104,8 +104,8 @@ func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
 	}
 }
 
-// dialBackend connects to one of b's endpoints. A pod that is Ready but
-// does not accept yet is retried with backoff until ctx ends, looking the
+// dialBackend connects to one of b's endpoints, each patiently. When none
+// accepts it tries again with backoff until ctx ends, looking the
 // endpoints up again each round.
 func (r *Resolver) dialBackend(ctx context.Context, logger klog.Logger, svc ServiceRef, port string, b Backends) (net.Conn, error) {
 	backoff := 50 * time.Millisecond
@@ -113,7 +113,7 @@ func (r *Resolver) dialBackend(ctx context.Context, logger klog.Logger, svc Serv
 		var err error
 		for _, addr := range r.fwd.order(svc, b.Addrs) {
 			var c net.Conn
-			if c, err = r.dial(ctx, "tcp", addr); err == nil {
+			if c, err = dialPatiently(ctx, r.dial, addr, r.cfg.DialTimeout); err == nil {
 				return c, nil
 			}
 			logger.V(2).Info("Connecting to endpoint failed", "endpoint", addr, "err", err)
