@@ -51,7 +51,8 @@ demo: cluster-bins ## The most complete working flow on the local cluster
 bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./pkg/e2e/
-	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
+	$(GO) test -count=1 -run '^$$' -bench 'PortListeners' -benchtime 1x ./pkg/resolver/
+	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout 60m ./pkg/e2e/ -args -fleet-size=$(FLEET)
 
 clean:

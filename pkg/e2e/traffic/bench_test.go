@@ -3,9 +3,11 @@ package traffic
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 )
 
@@ -61,4 +63,43 @@ func report(b *testing.B, name string, resp realnet.Response) {
 	slices.Sort(d)
 	b.ReportMetric(float64(d[len(d)/2].Microseconds()), name+"-p50-µs")
 	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), name+"-p99-µs")
+}
+
+// BenchmarkResolverRouting measures the resolver's two ways of knowing the
+// Service, from a client pod straight to a resolver pod while the app is
+// awake (so nothing is held and the figure is the resolver's own cost):
+//   - resolver-port-p50/p99-µs: on the Service port's own resolver port,
+//     with a Host that names nothing;
+//   - resolver-host-p50/p99-µs: on the shared port 8012, Host routing;
+//   - tcp-wake-p50/max-ms: at zero, a raw TCP client by short name until
+//     the new pod's echo (kwok's pod is Ready at once, so this is the TCP
+//     path's own cold-start overhead).
+func BenchmarkResolverRouting(b *testing.B) {
+	for range b.N {
+		s := newScenarioWithPorts(b, protocolPorts...)
+		startProtocolBackends(b, s.bed)
+		s.waitResolverPorts(1 + len(protocolPorts))
+		resolverIP := s.resolverPodIP()
+		port := s.resolverPortFor(80)
+		byPort := realnet.Request{URL: fmt.Sprintf("http://%s:%d/", resolverIP, port), Host: "anything.example", Timeout: quickTimeout, Repeat: latencyRequests}
+		report(b, "resolver-port", s.do(byPort))
+		byHost := realnet.Request{URL: fmt.Sprintf("http://%s:8012/", resolverIP), Host: s.fqdn(), Timeout: quickTimeout, Repeat: latencyRequests}
+		report(b, "resolver-host", s.do(byHost))
+
+		var wakes []time.Duration
+		for range wakeCycles {
+			s.sleep()
+			resp := s.do(realnet.Request{URL: fmt.Sprintf("tcp://%s:7000", app), Protocol: realnet.ProtocolTCP, Body: "ping", Timeout: wakeTimeout})
+			servedBy, echoed, _ := strings.Cut(resp.Body, " ")
+			if resp.Err != "" || echoed != "ping" {
+				b.Fatalf("TCP wake: %s", resp)
+			}
+			s.expectServedByReadyPod(servedBy, resp)
+			s.e.WaitMode(app, elastiv1alpha1.ModeServe)
+			wakes = append(wakes, resp.Duration)
+		}
+		slices.Sort(wakes)
+		b.ReportMetric(float64(wakes[len(wakes)/2].Microseconds())/1000, "tcp-wake-p50-ms")
+		b.ReportMetric(float64(wakes[len(wakes)-1].Microseconds())/1000, "tcp-wake-max-ms")
+	}
 }

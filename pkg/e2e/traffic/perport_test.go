@@ -17,12 +17,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 // The app pods' other protocols, each answered for every live pod IP by
@@ -54,7 +56,7 @@ var (
 )
 
 // startProtocolBackends starts the TCP, TLS and gRPC servers once per bed.
-func startProtocolBackends(t *testing.T, b *bed) {
+func startProtocolBackends(t testing.TB, b *bed) {
 	t.Helper()
 	protocolsOnce.Do(func() { protocolsErr = listenProtocols(b) })
 	if protocolsErr != nil {
@@ -279,4 +281,33 @@ func (s *scenario) expectServedByReadyPod(servedBy string, resp realnet.Response
 		s.t.Fatalf("target has %d replicas after the wake, want 1", got)
 	}
 	s.t.Logf("woken in %s (%s), answered by pod %s", resp.Duration.Round(time.Millisecond), resp.Phases, servedBy)
+}
+
+// resolverPodIP is the address of a Ready resolver pod.
+func (s *scenario) resolverPodIP() string {
+	s.t.Helper()
+	list, err := s.e.Kube.DiscoveryV1().EndpointSlices(elastiNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + resolverService})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, sl := range list.Items {
+		if ips := testenv.SliceIPs(sl); len(ips) > 0 {
+			return ips[0]
+		}
+	}
+	s.t.Fatal("no Ready resolver pod")
+	return ""
+}
+
+// resolverPortFor is the resolver port the operator assigned to web's
+// Service port.
+func (s *scenario) resolverPortFor(servicePort int32) int32 {
+	s.t.Helper()
+	for _, p := range s.e.Get(app).Status.ResolverPorts {
+		if p.Service == app && p.Port == servicePort {
+			return p.ResolverPort
+		}
+	}
+	s.t.Fatalf("no resolver port for %s:%d in %v", app, servicePort, s.e.Get(app).Status.ResolverPorts)
+	return 0
 }
