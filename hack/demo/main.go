@@ -5,8 +5,8 @@
 // test bed (kube-proxy, CoreDNS, the Traefik ingress controller and a node
 // that really runs pods), installs elasti with `kubectl apply -f
 // manifests/`, applies a sample app with an Ingress, waits for it to go
-// idle and scale to zero, and wakes it twice: once by DNS name from a
-// client pod, once through the ingress. Only the story is printed; every
+// idle and scale to zero, and wakes it twice: once by its short name from
+// a client pod, once through the ingress by its public host. Only the story is printed; every
 // component's log goes to a folder named at the end. Everything it starts
 // on this machine it stops on exit; the control plane keeps running for
 // you to explore (make cluster-down stops it).
@@ -36,12 +36,15 @@ import (
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/resolver"
 )
 
 const (
 	appNamespace = "demo"
 	appName      = "hello"
 	appPort      = 8080 // the sample app's containerPort
+	// publicHost is the sample Ingress's host (deploy/samples/demo-ingress.yaml).
+	publicHost = "hello.example.com"
 	// pollingInterval makes the idle check quick enough for a demo.
 	pollingInterval = "2s"
 )
@@ -109,16 +112,18 @@ func (d *demo) run(hold bool) error {
 			return err
 		}
 	}
-	fqdn := fmt.Sprintf("%s.%s.svc.cluster.local", appName, appNamespace)
-	byName := realnet.Request{URL: "http://" + fqdn + "/"}
-	viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: fqdn}
+	// The short name, as a client in the app's namespace calls it, and the
+	// Ingress's public host: the resolver knows the Service by the port the
+	// connection arrives on, whatever the Host says.
+	byName := realnet.Request{URL: "http://" + appName + "/"}
+	viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: publicHost}
 	if err := d.showAwake(byName, viaIngress); err != nil {
 		return err
 	}
 	for _, w := range []struct {
 		how string
 		req realnet.Request
-	}{{"by DNS name from a client pod", byName}, {"through the ingress controller", viaIngress}} {
+	}{{"by its short name from a client pod", byName}, {"through the ingress controller, by its public host", viaIngress}} {
 		if err := d.waitIdle(); err != nil {
 			return err
 		}
@@ -133,8 +138,8 @@ func (d *demo) run(hold bool) error {
 	}
 	d.summary()
 	if hold {
-		fmt.Printf("\nHolding everything up (Ctrl-C to stop). From the node's network namespace:\n  ip netns exec %s curl -H 'Host: %s' http://<ClusterIP of demo/hello>/\n",
-			d.net.Network.Name(), fqdn)
+		fmt.Printf("\nHolding everything up (Ctrl-C to stop). From the node's network namespace:\n  ip netns exec %s curl http://<ClusterIP of demo/hello>/\n",
+			d.net.Network.Name())
 		<-d.ctx.Done()
 	}
 	return nil
@@ -345,8 +350,11 @@ func (d *demo) waitIdle() error {
 		}
 	}
 	out, _ := d.cluster.Kubectl(d.ctx, "-n", appNamespace, "get", "endpointslices", "-l", "kubernetes.io/service-name="+appName)
-	info("the Service now points at the resolver pods:")
+	info("the Service now points at the resolver pods, on the resolver port the operator gave its port 80:")
 	fmt.Print(indent(string(out)))
+	for _, p := range es.Status.ResolverPorts {
+		info("status.resolverPorts: Service %s port %d (%s) → resolver port %d", p.Service, p.Port, p.Name, p.ResolverPort)
+	}
 	return nil
 }
 
@@ -364,7 +372,8 @@ func (d *demo) wake(how string, req realnet.Request) error {
 		return fmt.Errorf("the request was not served: %s", resp)
 	}
 	info("→ %d %s", resp.Status, strings.TrimSpace(resp.Body))
-	info("cold start: %s from the client's request to the new pod's answer", resp.Duration.Round(time.Millisecond))
+	info("cold start: %s from the client's request to the new pod's answer (the resolver held it %s, says its %s header)",
+		resp.Duration.Round(time.Millisecond), resp.Header.Get(resolver.DefaultColdStartHeader), resolver.DefaultColdStartHeader)
 	dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
 	if err != nil {
 		return err
