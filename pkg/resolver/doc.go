@@ -2,12 +2,24 @@
 // zero.
 //
 // While an ElastiService is in proxy mode the operator points the public
-// Service's EndpointSlice at resolver pods. The resolver parses the service
-// from the request's Host, holds the request, asks the operator to scale the
-// target up (coalesced per service, with capped exponential backoff), and the
-// moment the private Service gains a Ready endpoint it forwards the held
-// request straight to a pod IP:port. There is no DNS and no ClusterIP on the
-// way: endpoints come from EndpointSlice and Service informers.
+// Service's EndpointSlice at resolver pods. A connection passes four
+// layers, each in its own file with one owner:
+//
+//   - identify (identify.go, listeners.go): which Service and port. On a
+//     resolver port of its own (per-port routing, the ports the operator
+//     records in status.resolverPorts, see [RouteTable] and
+//     [PortListeners]) the local port alone names it; on the shared proxy
+//     port the Host does, as a Service DNS name or ClusterIP.
+//   - admit (admit.go): per-Service and global bounds on what waits.
+//   - hold (hold.go): one waiter per Service that owns the loop asking the
+//     operator to wake it (coalesced, with capped exponential backoff),
+//     woken by the EndpointSource the moment the private Service has a
+//     Ready endpoint.
+//   - forward (proxy.go, splice.go, connect.go): HTTP reverse-proxied
+//     straight to a pod IP:port, or any other TCP spliced byte for byte.
+//
+// There is no DNS and no ClusterIP on the way: endpoints come from
+// EndpointSlice and Service informers.
 //
 // A held request's body is read into memory before it waits when its
 // Content-Length is at most 64 KiB: only then does Go's HTTP/1.1 server
@@ -23,7 +35,8 @@
 //   - [NewInformerEndpoints]: an [EndpointSource] fed by shared Service and
 //     EndpointSlice informers.
 //   - [NewProbeIndex]: a [ProbeMatcher] fed by the ElastiService informer.
+//   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.
 //   - [New]: the [Resolver], an http.Handler, plus [Resolver.Healthz] and
 //     [Resolver.Readyz].
-//   - [ConfigureServer]: enables HTTP/1.1 and h2c on the listening server.
+//   - [NewServer]: an HTTP/1.1 and h2c server for proxied traffic.
 package resolver
