@@ -55,6 +55,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	fronted, err := resolver.NewFrontedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		return err
+	}
 	routes, err := resolver.NewInformerRouteTable(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
 	if err != nil {
 		return err
@@ -66,7 +70,7 @@ func run(ctx context.Context, o *options) error {
 	// Derived from ctx, they would stop at the signal and held requests
 	// would be answered 503 before /readyz had failed.
 	bg := context.WithoutCancel(ctx)
-	r, err := resolver.New(bg, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Registerer: registry})
+	r, err := resolver.New(bg, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry})
 	if err != nil {
 		return err
 	}

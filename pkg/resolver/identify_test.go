@@ -3,6 +3,7 @@ package resolver
 import (
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +42,29 @@ func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("Host %q: %d %q, want %d", host, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// fronted is a fixed set of Services under an ElastiService.
+type fronted map[ServiceRef]bool
+
+func (f fronted) Fronted(svc ServiceRef) bool { return f[svc] }
+
+// A request for a Service no ElastiService names is answered 404 at once:
+// nothing is held and the operator is never asked.
+func TestUnfrontedServiceIs404AtOnce(t *testing.T) {
+	e := newEnv(t, testConfig())
+	e.r.fronted = fronted{testSvc: true}
+	req := e.request(t, t.Context(), "GET", "/", nil)
+	req.Host = "other.team.svc.cluster.local"
+	resp, err := newClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 404 || !strings.Contains(body, "team/other is not managed by elasti") {
+		t.Fatalf("got %d %q, want 404", resp.StatusCode, body)
+	}
+	if got := e.op.posts.Load(); got != 0 {
+		t.Fatalf("the operator was asked %d times", got)
 	}
 }

@@ -22,6 +22,9 @@ type Options struct {
 	Endpoints EndpointSource
 	// Probes is optional; without it no request is answered by a rule.
 	Probes ProbeMatcher
+	// Fronted is optional; with it, a request for a Service no
+	// ElastiService names is answered 404 at once.
+	Fronted interface{ Fronted(ServiceRef) bool }
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
@@ -41,6 +44,7 @@ type Resolver struct {
 	cfg     Config
 	eps     EndpointSource
 	probes  ProbeMatcher
+	fronted interface{ Fronted(ServiceRef) bool }
 	admit   *admission
 	holds   *holder
 	fwd     *forwarder
@@ -76,6 +80,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		cfg:     cfg,
 		eps:     opts.Endpoints,
 		probes:  opts.Probes,
+		fronted: opts.Fronted,
 		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, metrics, logger),
@@ -122,6 +127,11 @@ func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // default port.
 func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string) {
 	logger := r.logger.WithValues("service", svc.kref())
+	if r.fronted != nil && !r.fronted.Fronted(svc) {
+		logger.V(4).Info("Refusing request for a Service no ElastiService names")
+		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not managed by elasti", svc))
+		return
+	}
 	b, err := r.eps.Lookup(svc, port)
 	if err != nil {
 		r.lookupFailed(w, logger, svc, err)
@@ -259,7 +269,7 @@ func bufferBody(w http.ResponseWriter, req *http.Request, deadline time.Time) er
 func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc ServiceRef, err error) {
 	if errors.Is(err, ErrServiceNotFound) {
 		logger.V(4).Info("Unknown service")
-		httpError(w, http.StatusBadGateway, fmt.Sprintf("service %s not found", svc))
+		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s not found", svc))
 		return
 	}
 	logger.Error(err, "Looking up endpoints failed")

@@ -897,7 +897,7 @@ func TestBadRequestsAndHealth(t *testing.T) {
 	req = httptest.NewRequest("GET", "/", nil)
 	req.Host = "gone.team"
 	r2.ServeHTTP(rec, req)
-	if rec.Code != 502 || !strings.Contains(rec.Body.String(), "team/gone not found") {
+	if rec.Code != 404 || !strings.Contains(rec.Body.String(), "team/gone not found") {
 		t.Errorf("unknown service: %d %q", rec.Code, rec.Body.String())
 	}
 
