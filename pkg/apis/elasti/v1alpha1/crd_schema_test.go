@@ -266,6 +266,8 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 		{"spec.minTargetReplicas", ptr.To[float64](1), nil},
 		{"spec.cooldownPeriod", ptr.To[float64](0), ptr.To[float64](MaxCooldownPeriodSeconds)},
 		{"spec.probeResponse[].response.status", ptr.To[float64](100), ptr.To[float64](599)},
+		{"status.resolverPorts[].port", ptr.To[float64](1), ptr.To[float64](65535)},
+		{"status.resolverPorts[].resolverPort", ptr.To[float64](1), ptr.To[float64](65535)},
 	}
 	for _, b := range bounds {
 		s := lookup(root, b.path)
@@ -280,7 +282,7 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 			t.Errorf("%s: maximum = %s, want %s", b.path, fmtFloat(s.Maximum), fmtFloat(b.max))
 		}
 	}
-	for _, path := range []string{"spec.service", "spec.scaleTargetRef.name"} {
+	for _, path := range []string{"spec.service", "spec.scaleTargetRef.name", "status.resolverPorts[].service"} {
 		if s := lookup(root, path); s == nil || s.MinLength == nil || *s.MinLength != 1 {
 			t.Errorf("%s: want minLength 1", path)
 		}
@@ -288,6 +290,12 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 	if s := lookup(root, "status.conditions"); s == nil ||
 		ptr.Deref(s.XListType, "") != "map" || !reflect.DeepEqual(s.XListMapKeys, []string{"type"}) {
 		t.Errorf("status.conditions: want x-kubernetes-list-type map with x-kubernetes-list-map-keys [type]")
+	}
+	// One resolver port per Service port: the apiserver refuses a second
+	// entry for the same (service, port).
+	if s := lookup(root, "status.resolverPorts"); s == nil ||
+		ptr.Deref(s.XListType, "") != "map" || !reflect.DeepEqual(s.XListMapKeys, []string{"service", "port"}) {
+		t.Errorf("status.resolverPorts: want x-kubernetes-list-type map with x-kubernetes-list-map-keys [service port]")
 	}
 }
 
@@ -402,6 +410,11 @@ func TestCRDValidatesObjects(t *testing.T) {
 		{"unknown mode", func(e *ElastiService) { e.Status.Mode = "sleep" }, false},
 		{"condition status Maybe", func(e *ElastiService) { e.Status.Conditions[0].Status = "Maybe" }, false},
 		{"condition without reason", func(e *ElastiService) { e.Status.Conditions[0].Reason = "" }, false},
+		{"resolver port without name", func(e *ElastiService) { e.Status.ResolverPorts[0].Name = "" }, true},
+		{"resolver port 0", func(e *ElastiService) { e.Status.ResolverPorts[0].ResolverPort = 0 }, false},
+		{"resolver port 65536", func(e *ElastiService) { e.Status.ResolverPorts[0].ResolverPort = 65536 }, false},
+		{"service port 0", func(e *ElastiService) { e.Status.ResolverPorts[0].Port = 0 }, false},
+		{"resolver port without service", func(e *ElastiService) { e.Status.ResolverPorts[0].Service = "" }, false},
 	}
 	for _, sched := range []string{"0 0 * * *", "0 9 * * 1-5", "*/15 * * * *", "30 2 1,15 * MON-FRI", "0  9 * *  1"} {
 		cases = append(cases, mutation{"schedule " + sched, func(e *ElastiService) { e.Spec.EnabledPeriod.Schedule = sched }, true})
@@ -502,7 +515,18 @@ func fullObject() *ElastiService {
 				LastTransitionTime: now,
 				Reason:             "Serving",
 				Message:            "target has ready pods",
+			}, {
+				Type:               ConditionResolverPortsAssigned,
+				Status:             metav1.ConditionFalse,
+				ObservedGeneration: 3,
+				LastTransitionTime: now,
+				Reason:             ReasonResolverPortRangeExhausted,
+				Message:            "no free port in 20000-20001",
 			}},
+			ResolverPorts: []ResolverPort{
+				{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
+				{Service: "web", Port: 9000, ResolverPort: 20001},
+			},
 		},
 	}
 }

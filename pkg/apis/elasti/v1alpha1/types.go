@@ -61,6 +61,17 @@ const (
 // Condition types and reasons in status.conditions.
 const (
 	ConditionReady = "Ready"
+	// ConditionResolverPortsAssigned is True when every TCP port of the
+	// public Service has a resolver port of its own (see ResolverPorts).
+	// False means the Service is reached through Host routing on the
+	// resolver's shared proxy port instead.
+	ConditionResolverPortsAssigned = "ResolverPortsAssigned"
+
+	// ReasonResolverPortsAssigned: every TCP port of the Service has one.
+	ReasonResolverPortsAssigned = "ResolverPortsAssigned"
+	// ReasonResolverPortRangeExhausted: the operator's
+	// --resolver-port-range has no free port left for this Service.
+	ReasonResolverPortRangeExhausted = "ResolverPortRangeExhausted"
 )
 
 // +genclient
@@ -192,11 +203,14 @@ type ElastiServiceStatus struct {
 	Mode string `json:"mode,omitempty"`
 	// ObservedGeneration is the spec generation the status describes.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions hold at least Ready, with a reason saying why not.
+	// Conditions hold at least Ready, with a reason saying why not, and
+	// ResolverPortsAssigned once the Service's ports are known.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// ResolverPorts are the resolver ports that front the Service's ports,
-	// one each. The operator records them here so they survive restarts
-	// and leader changes; the resolver listens on each.
+	// ResolverPorts are the resolver ports that front the Service's ports:
+	// one per TCP port of spec.service. A resolver that serves per-port
+	// routing listens on each resolverPort and knows the Service from that
+	// port alone. They are recorded here, not derived, so they survive
+	// operator restarts and leader changes (see pkg/portalloc).
 	ResolverPorts []ResolverPort `json:"resolverPorts,omitempty"`
 }
 
@@ -204,11 +218,11 @@ type ElastiServiceStatus struct {
 // connection to a resolver pod on ResolverPort is for that Service port,
 // whatever its Host says.
 type ResolverPort struct {
-	// Service is the public Service's name, in the ElastiService's namespace.
+	// Service is the public Service, in the ElastiService's namespace.
 	Service string `json:"service"`
 	// Name is the Service port's name.
 	Name string `json:"name,omitempty"`
-	// Port is the Service port's number.
+	// Port is the Service port number.
 	Port int32 `json:"port"`
 	// ResolverPort is the port resolver pods listen on for it.
 	ResolverPort int32 `json:"resolverPort"`
