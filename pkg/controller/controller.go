@@ -46,6 +46,7 @@ import (
 	elastischeme "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/scheme"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
@@ -67,7 +68,16 @@ const (
 	ReasonWaitingForTarget    = "WaitingForTarget"
 	ReasonFinalized           = "Finalized"
 	ReasonSyncFailed          = "SyncFailed"
+	// ReasonResolverPortRangeExhausted is also the reason of the
+	// ResolverPortsAssigned condition it goes with.
+	ReasonResolverPortRangeExhausted = elastiv1alpha1.ReasonResolverPortRangeExhausted
 )
+
+// ResolverPerPortRoutingPort is the port name by which resolver pods
+// declare that they serve per-port routing: elasti's resolver manifests
+// give the resolver container, and the resolver Service, a port of this
+// name. KubeElasti's resolver pods have none (see resolverEndpoints).
+const ResolverPerPortRoutingPort = "per-port-routing"
 
 // Labels and values on the objects the operator creates.
 const (
@@ -104,8 +114,12 @@ type Config struct {
 	// endpoints fill every proxy-mode slice.
 	ResolverNamespace string
 	ResolverService   string
-	// ResolverProxyPort is the resolver port proxy-mode slices point at.
+	// ResolverProxyPort is the resolver port proxy-mode slices point at
+	// when they route by Host.
 	ResolverProxyPort int32
+	// ResolverPortRange is where each Service port's own resolver port
+	// comes from (see pkg/portalloc).
+	ResolverPortRange portalloc.Range
 	// Workers per queue.
 	ElastiServiceWorkers int
 	TargetWorkers        int
@@ -136,6 +150,7 @@ type Controller struct {
 	elastiClient versioned.Interface
 	scaler       *scaletarget.Scaler
 	directory    *directory.Directory
+	ports        *portalloc.Allocator
 	cfg          Config
 	clock        clock.PassiveClock
 
@@ -218,12 +233,16 @@ func (s *supersededVersions) forget(key cache.ObjectName) {
 func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interface, scaler *scaletarget.Scaler,
 	dir *directory.Directory, inf Informers, cfg Config, metrics workqueue.MetricsProvider) (*Controller, error) {
 	logger := klog.FromContext(ctx)
+	if r := cfg.ResolverPortRange; r.First < 1 || r.Last > 65535 || r.First > r.Last {
+		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
 		kubeClient:     kube,
 		elastiClient:   elasti,
 		scaler:         scaler,
 		directory:      dir,
+		ports:          portalloc.New(cfg.ResolverPortRange),
 		cfg:            cfg,
 		clock:          clock.RealClock{},
 		elastiServices: inf.ElastiServices.Lister(),

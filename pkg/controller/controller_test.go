@@ -40,6 +40,7 @@ import (
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -51,6 +52,9 @@ const (
 	deletionGrace     = 30 * time.Second
 	noResync          = 0
 )
+
+// testPortRange is small, so tests can exhaust it.
+var testPortRange = portalloc.Range{First: 20000, Last: 20009}
 
 var (
 	// t0 is the fake clock's start; every timestamp in these tests derives
@@ -83,6 +87,9 @@ type fixture struct {
 	resolverSlices []*discoveryv1.EndpointSlice
 	deployments    []*appsv1.Deployment
 	statefulSets   []*appsv1.StatefulSet
+
+	// portRange is the resolver port range; zero means testPortRange.
+	portRange portalloc.Range
 
 	// Indexers, kept so a test can change the cache between two syncs.
 	esIndexer    cache.Indexer
@@ -143,6 +150,10 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Deployments:    kubeFactory.Apps().V1().Deployments(),
 		StatefulSets:   kubeFactory.Apps().V1().StatefulSets(),
 	}
+	portRange := f.portRange
+	if portRange == (portalloc.Range{}) {
+		portRange = testPortRange
+	}
 	// No RolloutInformer: Rollout targets must report the CRD as missing.
 	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Lister(), inf.StatefulSets.Lister(), nil)
 
@@ -150,6 +161,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		ResolverNamespace:    resolverNamespace,
 		ResolverService:      resolverService,
 		ResolverProxyPort:    resolverProxyPort,
+		ResolverPortRange:    portRange,
 		ElastiServiceWorkers: 1,
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
@@ -317,7 +329,7 @@ func describeObject(obj runtime.Object) []string {
 			add("endpoint: %v ready=%s terminating=%s", ep.Addresses, boolPtr(ep.Conditions.Ready), boolPtr(ep.Conditions.Terminating))
 		}
 		for _, p := range o.Ports {
-			add("port: %q %d/%s", ptr.Deref(p.Name, "<nil>"), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, ""))
+			add("port: %q %d/%s appProtocol=%s", ptr.Deref(p.Name, "<nil>"), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, ""), ptr.Deref(p.AppProtocol, "<nil>"))
 		}
 	case *elastiv1alpha1.ElastiService:
 		add("finalizers: %v", o.Finalizers)
@@ -325,6 +337,9 @@ func describeObject(obj runtime.Object) []string {
 		for _, c := range o.Status.Conditions {
 			add("condition: %s=%s reason=%s observedGeneration=%d lastTransitionTime set=%v",
 				c.Type, c.Status, c.Reason, c.ObservedGeneration, !c.LastTransitionTime.IsZero())
+		}
+		for _, p := range o.Status.ResolverPorts {
+			add("resolverPort: %s %q %d → %d", p.Service, p.Name, p.Port, p.ResolverPort)
 		}
 	}
 	return lines
@@ -395,6 +410,29 @@ func expectedStatus(es *elastiv1alpha1.ElastiService, mode string, status metav1
 	es.Status.LastReconciledTime = ptr.To(metav1.NewTime(now))
 	meta.SetStatusCondition(&es.Status.Conditions, metav1.Condition{
 		Type: elastiv1alpha1.ConditionReady, Status: status, Reason: reason, ObservedGeneration: es.Generation,
+	})
+	return es
+}
+
+// rp is one recorded resolver port.
+func rp(service, name string, port, resolverPort int32) elastiv1alpha1.ResolverPort {
+	return elastiv1alpha1.ResolverPort{Service: service, Name: name, Port: port, ResolverPort: resolverPort}
+}
+
+// webPorts is what the first sync over newPublicService("web") records: its
+// one TCP port gets the first port of the range.
+func webPorts() []elastiv1alpha1.ResolverPort {
+	return []elastiv1alpha1.ResolverPort{rp("web", "http", 80, 20000)}
+}
+
+// withPorts records resolver ports in es's status, with ResolverPortsAssigned
+// True, as the controller writes them. It returns es.
+func withPorts(es *elastiv1alpha1.ElastiService, ports ...elastiv1alpha1.ResolverPort) *elastiv1alpha1.ElastiService {
+	es.Status.ResolverPorts = ports
+	meta.SetStatusCondition(&es.Status.Conditions, metav1.Condition{
+		Type: elastiv1alpha1.ConditionResolverPortsAssigned, Status: metav1.ConditionTrue,
+		Reason: elastiv1alpha1.ReasonResolverPortsAssigned, ObservedGeneration: es.Generation,
+		LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
 	})
 	return es
 }
@@ -603,6 +641,7 @@ func (f *fixture) converged(key cache.ObjectName) *fixture {
 	}
 	next := newFixture(f.t)
 	next.clock = testingclock.NewFakeClock(f.clock.Now().Add(time.Minute))
+	next.portRange = f.portRange
 	opts := metav1.ListOptions{}
 	svcs, err := f.kubeClient.CoreV1().Services("").List(ctx, opts)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,22 +160,35 @@ func endpointReady(ep discoveryv1.Endpoint) bool {
 
 // resolverEndpoints lists the resolver's ready IPv4 endpoints, one per
 // address, in a stable order so unchanged input never rewrites a slice.
-func (c *Controller) resolverEndpoints() []discoveryv1.Endpoint {
+//
+// perPort reports whether every one of them declares per-port routing.
+// elasti's resolver pods declare it with a container port named
+// ResolverPerPortRoutingPort, which the resolver Service also names; the
+// EndpointSlice controller lists a Service port for a pod only when the
+// pod has that named port, so a pod without it (KubeElasti's resolver,
+// which listens on the proxy port alone) lands in a slice without it. One
+// such pod is enough to keep every Service on Host routing: its share of
+// the traffic would otherwise reach ports it does not listen on.
+func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bool) {
 	list, err := c.resolverSlices.EndpointSlices(c.cfg.ResolverNamespace).List(
 		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: c.cfg.ResolverService}))
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	seen := map[string]bool{}
-	var out []discoveryv1.Endpoint
+	perPort = true
 	for _, slice := range list {
 		if slice.AddressType != discoveryv1.AddressTypeIPv4 {
 			continue
 		}
+		declares := slices.ContainsFunc(slice.Ports, func(p discoveryv1.EndpointPort) bool {
+			return ptr.Deref(p.Name, "") == ResolverPerPortRoutingPort
+		})
 		for _, ep := range slice.Endpoints {
 			if !endpointReady(ep) {
 				continue
 			}
+			perPort = perPort && declares
 			for _, addr := range ep.Addresses {
 				if seen[addr] {
 					continue
@@ -191,24 +205,33 @@ func (c *Controller) resolverEndpoints() []discoveryv1.Endpoint {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addresses[0] < out[j].Addresses[0] })
-	return out
+	return out, perPort && len(out) > 0
 }
 
 // ensureResolverSlice points the public Service at the resolver: one
-// endpoint per ready resolver pod, and one port per public Service port,
-// named like it, on the resolver's proxy port.
-func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, endpoints []discoveryv1.Endpoint) error {
+// endpoint per ready resolver pod, and one port per public Service TCP port,
+// named like it. A port in routes (Service port → resolver port) points at
+// its own resolver port, carrying the Service port's appProtocol, so the
+// resolver knows the Service from the port alone; any other port points at
+// the resolver's proxy port, where it routes by Host.
+func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
+	endpoints []discoveryv1.Endpoint, routes map[int32]int32) error {
 	name := names.ResolverSlice(public.Name)
 	var ports []discoveryv1.EndpointPort
 	for _, p := range public.Spec.Ports {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
 			continue
 		}
-		ports = append(ports, discoveryv1.EndpointPort{
+		port := discoveryv1.EndpointPort{
 			Name:     ptr.To(p.Name),
 			Port:     ptr.To(c.cfg.ResolverProxyPort),
 			Protocol: ptr.To(corev1.ProtocolTCP),
-		})
+		}
+		if rp, ok := routes[p.Port]; ok {
+			port.Port = ptr.To(rp)
+			port.AppProtocol = p.AppProtocol
+		}
+		ports = append(ports, port)
 	}
 	if endpoints == nil {
 		endpoints = []discoveryv1.Endpoint{}

@@ -54,6 +54,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 		c.superseded.forget(key)
 		c.directory.ReleaseAll(gone)
+		c.releasePorts(ctx, gone)
 		if c.Observer.Gone != nil {
 			c.Observer.Gone(gone)
 		}
@@ -86,7 +87,8 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if !ok {
 		// Only one ElastiService may drive a Service's endpoints. This one
 		// waits until the holder lets go; its deletion re-enqueues us.
-		return c.setNotReady(ctx, es, "", ReasonServiceConflict,
+		c.releasePorts(ctx, esKey)
+		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceConflict,
 			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), false)
 	}
 	if err := c.deleteStaleObjects(ctx, es); err != nil {
@@ -95,7 +97,9 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 
 	public, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
 	if apierrors.IsNotFound(err) {
-		return c.setNotReady(ctx, es, "", ReasonServiceNotFound,
+		// Its ports went with it.
+		c.releasePorts(ctx, esKey)
+		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceNotFound,
 			fmt.Sprintf("Service %q does not exist in namespace %q", es.Spec.Service, es.Namespace), true)
 	}
 	if err != nil {
@@ -104,13 +108,14 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if err := c.ensurePrivateService(ctx, es, public); err != nil {
 		return err
 	}
+	ports := c.assignPorts(ctx, es, public)
 
 	ref := scaletarget.RefFor(es)
 	state, err := c.scaler.Get(ref)
 	if err != nil {
 		switch {
 		case errors.Is(err, scaletarget.ErrUnsupportedKind):
-			return c.setNotReady(ctx, es, "", ReasonUnsupportedTarget,
+			return c.setNotReady(ctx, es, ports, "", ReasonUnsupportedTarget,
 				fmt.Sprintf("scale target kind %q is not supported; use Deployment, StatefulSet or Rollout", es.Spec.ScaleTargetRef.Kind), false)
 		case scaletarget.IsNotFound(err):
 			// Without a target, switching modes would only strand traffic;
@@ -119,7 +124,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 			if errors.Is(err, scaletarget.ErrRolloutsUnavailable) {
 				msg = err.Error()
 			}
-			return c.setNotReady(ctx, es, "", ReasonTargetNotFound, msg, true)
+			return c.setNotReady(ctx, es, ports, "", ReasonTargetNotFound, msg, true)
 		default:
 			return err
 		}
@@ -133,31 +138,31 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		if err := c.deleteResolverSlice(ctx, es); err != nil {
 			return err
 		}
-		return c.writeStatus(ctx, es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
+		return c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
 			"The target has a ready pod; traffic goes straight to it")
 	}
 
-	endpoints := c.resolverEndpoints()
-	if err := c.ensureResolverSlice(ctx, es, public, endpoints); err != nil {
+	endpoints, perPort := c.resolverEndpoints()
+	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort)); err != nil {
 		return err
 	}
 	if len(endpoints) == 0 {
-		return c.setNotReady(ctx, es, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
+		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
 			fmt.Sprintf("no ready pod behind resolver Service %s/%s; requests to %q cannot be held until one is ready",
 				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), true)
 	}
-	return c.writeStatus(ctx, es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
+	return c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
 		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request")
 }
 
 // setNotReady records why the ElastiService cannot be reconciled. With
 // retry the key backs off and is retried; without, only a change to the
 // ElastiService or a watched object brings it back.
-func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, mode, reason, message string, retry bool) error {
+func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode, reason, message string, retry bool) error {
 	if (mode != "" && es.Status.Mode != mode) || !conditionIs(es, metav1.ConditionFalse, reason) {
 		c.recorder.Event(es, corev1.EventTypeWarning, reason, message)
 	}
-	if err := c.writeStatus(ctx, es, mode, metav1.ConditionFalse, reason, message); err != nil {
+	if err := c.writeStatus(ctx, es, ports, mode, metav1.ConditionFalse, reason, message); err != nil {
 		return err
 	}
 	if retry {
@@ -167,8 +172,10 @@ func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiS
 }
 
 // writeStatus updates status through the subresource, only when something
-// changed. An empty mode leaves the mode as it is.
-func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string, status metav1.ConditionStatus, reason, message string) error {
+// changed: mode, Ready, and with ports the resolver ports and their
+// condition, all in one write. An empty mode leaves the mode as it is, nil
+// ports leave the resolver ports as they are.
+func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode string, status metav1.ConditionStatus, reason, message string) error {
 	next := es.Status.DeepCopy()
 	if mode != "" {
 		next.Mode = mode
@@ -185,6 +192,18 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		Message:            message,
 		ObservedGeneration: es.Generation,
 	})
+	if ports != nil {
+		next.ResolverPorts = ports.assigned
+		if ports.condition == nil {
+			meta.RemoveStatusCondition(&next.Conditions, elastiv1alpha1.ConditionResolverPortsAssigned)
+		} else {
+			cond := *ports.condition
+			cond.Type = elastiv1alpha1.ConditionResolverPortsAssigned
+			cond.ObservedGeneration = es.Generation
+			cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
+			meta.SetStatusCondition(&next.Conditions, cond)
+		}
+	}
 	if equality.Semantic.DeepEqual(&es.Status, next) {
 		return nil
 	}
@@ -222,8 +241,7 @@ func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.El
 }
 
 func conditionIs(es *elastiv1alpha1.ElastiService, status metav1.ConditionStatus, reason string) bool {
-	cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
-	return cond != nil && cond.Status == status && cond.Reason == reason
+	return hasCondition(es, elastiv1alpha1.ConditionReady, status, reason)
 }
 
 // patchFinalizers writes the finalizer list with the object's
@@ -297,7 +315,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 			if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
 				msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %q",
 					c.cfg.DeletionGrace, es.Spec.Service)
-				if err := c.writeStatus(ctx, es, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
+				if err := c.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
 					return err
 				}
 				c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)
@@ -319,6 +337,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 	// ElastiService for the same Service can claim it as soon as it hears of
 	// the deletion. If the patch fails, the queue retries the finalizer.
 	c.directory.ReleaseAll(types.NamespacedName{Namespace: es.Namespace, Name: es.Name})
+	c.releasePorts(ctx, owner(es))
 	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
 	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -65,7 +65,7 @@ func TestSyncNewElastiServiceAddsFinalizerAndPrivateService(t *testing.T) {
 	f.expectElasti(expectFinalizerPatch(es, elastiv1alpha1.Finalizer))
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(expectedStatus(withFinalizer, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(withFinalizer, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
 
 	wantNoError(t, f.run(keyOf(es)))
@@ -87,7 +87,7 @@ func TestSyncReadyEndpointSwitchesToServe(t *testing.T) {
 	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 	f.resolverSlices = readyResolver()
 
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	f.expectEvents("Normal " + ReasonSwitchedToServe)
 
 	wantNoError(t, f.run(keyOf(es)))
@@ -121,7 +121,8 @@ func TestSyncNoReadyEndpointSwitchesToProxy(t *testing.T) {
 	}
 
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1", "10.0.0.3", "10.0.0.5")))
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0),
+		rp("web", "http", 80, 20000), rp("web", "metrics", 9090, 20001))))
 	f.expectEvents("Normal " + ReasonSwitchedToProxy)
 
 	wantNoError(t, f.run(keyOf(es)))
@@ -182,7 +183,7 @@ func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
 	f.resolverSlices = readyResolver()
 
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	f.expectEvents("Normal " + ReasonSwitchedToProxy)
 
 	wantNoError(t, f.run(keyOf(es)))
@@ -279,7 +280,7 @@ func TestSyncMissingTargetKeepsMode(t *testing.T) {
 	f.resolverSlices = readyResolver()
 
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionFalse, ReasonTargetNotFound, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionFalse, ReasonTargetNotFound, t0), webPorts()...)))
 	f.expectEvents("Warning " + ReasonTargetNotFound)
 
 	wantWaiting(t, f.run(keyOf(es)), ReasonTargetNotFound)
@@ -299,7 +300,7 @@ func TestSyncUnsupportedKindDoesNotRetry(t *testing.T) {
 	f.resolverSlices = readyResolver()
 
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, "", metav1.ConditionFalse, ReasonUnsupportedTarget, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, "", metav1.ConditionFalse, ReasonUnsupportedTarget, t0), webPorts()...)))
 	f.expectEvents("Warning " + ReasonUnsupportedTarget)
 
 	wantNoError(t, f.run(keyOf(es)))
@@ -315,7 +316,7 @@ func TestSyncResolverUnavailable(t *testing.T) {
 
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public)))
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonResolverUnavailable, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonResolverUnavailable, t0), webPorts()...)))
 	f.expectEvents("Warning " + ReasonResolverUnavailable)
 
 	wantWaiting(t, f.run(keyOf(es)), ReasonResolverUnavailable)
@@ -362,7 +363,7 @@ func TestSyncServiceConflict(t *testing.T) {
 	}
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(second, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(second, public, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(expectedStatus(conflicted, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(conflicted, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
 	wantNoError(t, c.syncHandler(ctx, keyOf(second)))
 	f.verify()
@@ -547,7 +548,8 @@ func TestSyncServiceChangedDeletesObjectsForOldService(t *testing.T) {
 	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, newPublic)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, newPublic, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0),
+		rp("web-v2", "http", 80, 20000))))
 
 	wantNoError(t, f.run(keyOf(es)))
 	if _, ok := f.directory.Lookup(webKey); ok {
@@ -583,6 +585,9 @@ func TestSyncPublicServicePortAddedUpdatesBoth(t *testing.T) {
 
 	f.expectKube(expectUpdate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectUpdate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+	// The new port gets its own resolver port, in the one status write.
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, f.clock.Now()),
+		rp("web", "http", 80, 20000), rp("web", "grpc", 9000, 20001))))
 
 	wantNoError(t, f.run(keyOf(es)))
 }
@@ -622,7 +627,7 @@ func TestSyncStatusWrittenOnlyOnChange(t *testing.T) {
 	// A spec change (new generation) alone is written, with a new
 	// lastReconciledTime, and no event since the mode did not change.
 	es.Generation = 2
-	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, f.clock.Now())))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, f.clock.Now()), webPorts()...)))
 	wantNoError(t, f.run(keyOf(es)))
 }
 
@@ -634,7 +639,7 @@ func TestSyncRolloutWithoutArgoIsTargetNotFound(t *testing.T) {
 			es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: elastiv1alpha1.APIVersionArgoV1, Kind: kind, Name: "web"}
 
 			f.expectKube(expectCreate(servicesResource, privateServiceFor(es, f.service("web"))))
-			f.expectElasti(expectStatusUpdate(expectedStatus(es, "", metav1.ConditionFalse, ReasonTargetNotFound, t0)))
+			f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, "", metav1.ConditionFalse, ReasonTargetNotFound, t0), webPorts()...)))
 			f.expectEvents("Warning " + ReasonTargetNotFound)
 
 			wantWaiting(t, f.run(keyOf(es)), ReasonTargetNotFound)
@@ -662,7 +667,7 @@ func TestSyncStatefulSetAndLegacyDeploymentTargets(t *testing.T) {
 
 			f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 			f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
-			f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+			f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 			// A first mode is an adoption, not a switch: no event.
 
 			wantNoError(t, f.run(keyOf(es)))
@@ -722,7 +727,7 @@ func TestSyncConflictWithHolderThatMovedOn(t *testing.T) {
 
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(waiting, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(waiting, public, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(expectedStatus(waiting, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0)))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(waiting, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
 	wantNoError(t, f.run(keyOf(waiting)))
 }

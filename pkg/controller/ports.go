@@ -1,0 +1,171 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
+)
+
+// portStatus is what a sync found for status.resolverPorts and the
+// ResolverPortsAssigned condition; writeStatus writes it with the rest of
+// the status, in the same update.
+type portStatus struct {
+	assigned []elastiv1alpha1.ResolverPort
+	// condition is ResolverPortsAssigned without its type and times; nil
+	// removes the condition.
+	condition *metav1.Condition
+}
+
+// noPorts clears both: the ElastiService fronts no Service (it is missing,
+// or another ElastiService holds it), so there is nothing to assign.
+var noPorts = &portStatus{}
+
+func owner(es *elastiv1alpha1.ElastiService) portalloc.Owner {
+	return types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+}
+
+// assignPorts gives every TCP port of public a resolver port (see
+// pkg/portalloc), taking back what status recorded. It runs in serve mode
+// too, so a resolver serving per-port routing is listening long before the
+// Service is switched to it.
+func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) *portStatus {
+	var want []portalloc.Port
+	names := map[int32]string{}
+	for _, p := range public.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		want = append(want, portalloc.Port{Service: public.Name, Port: p.Port})
+		names[p.Port] = p.Name
+	}
+	recorded := make([]portalloc.Assignment, 0, len(es.Status.ResolverPorts))
+	for _, rp := range es.Status.ResolverPorts {
+		recorded = append(recorded, portalloc.Assignment{Service: rp.Service, Port: rp.Port, ResolverPort: rp.ResolverPort})
+	}
+
+	got, freed, err := c.ports.Assign(owner(es), want, recorded)
+	if freed {
+		c.enqueuePortWaiters(ctx, owner(es))
+	}
+	if err != nil {
+		// The message names no free count, which moves with every other
+		// ElastiService and would rewrite this status each time.
+		msg := fmt.Sprintf("No free port in --resolver-port-range %s for the %d TCP ports of Service %q; "+
+			"it is reached through Host routing on the resolver's proxy port %d until ports are freed or the range is widened",
+			c.ports.Range(), len(want), public.Name, c.cfg.ResolverProxyPort)
+		if !hasCondition(es, elastiv1alpha1.ConditionResolverPortsAssigned, metav1.ConditionFalse, elastiv1alpha1.ReasonResolverPortRangeExhausted) {
+			klog.FromContext(ctx).V(2).Info("Resolver port range exhausted", "range", c.ports.Range().String(),
+				"service", klog.KRef(es.Namespace, public.Name), "err", err)
+			c.recorder.Event(es, corev1.EventTypeWarning, ReasonResolverPortRangeExhausted, msg)
+		}
+		return &portStatus{condition: &metav1.Condition{
+			Status: metav1.ConditionFalse, Reason: elastiv1alpha1.ReasonResolverPortRangeExhausted, Message: msg,
+		}}
+	}
+
+	ps := &portStatus{condition: &metav1.Condition{
+		Status: metav1.ConditionTrue, Reason: elastiv1alpha1.ReasonResolverPortsAssigned,
+		Message: fmt.Sprintf("Every TCP port of Service %q has a resolver port of its own (see status.resolverPorts)", public.Name),
+	}}
+	for _, a := range got {
+		ps.assigned = append(ps.assigned, elastiv1alpha1.ResolverPort{
+			Service: a.Service, Name: names[a.Port], Port: a.Port, ResolverPort: a.ResolverPort,
+		})
+	}
+	return ps
+}
+
+// releasePorts lets go of every port es holds, and lets in whoever waited.
+func (c *Controller) releasePorts(ctx context.Context, es types.NamespacedName) {
+	if c.ports.Release(es) {
+		c.enqueuePortWaiters(ctx, es)
+	}
+}
+
+// enqueuePortWaiters re-syncs the ElastiServices that found the range
+// exhausted, since a port was freed; except the one that freed it.
+func (c *Controller) enqueuePortWaiters(ctx context.Context, freedBy portalloc.Owner) {
+	for _, w := range c.ports.Waiting() {
+		if w != freedBy {
+			klog.FromContext(ctx).V(4).Info("Resolver port freed; retrying a waiting ElastiService", "waiting", klog.KRef(w.Namespace, w.Name))
+			c.enqueue(cache.ObjectName{Namespace: w.Namespace, Name: w.Name})
+		}
+	}
+}
+
+// perPortRoutes maps each Service port to the resolver port its slice port
+// should name, or returns nil for Host routing on the proxy port. A port
+// is routed per port only once status records it: the resolver learns its
+// ports from status, so the slice never sends traffic to a port before a
+// resolver can know of it. A port newly assigned in this sync goes through
+// the proxy port until our status write comes back through the informer,
+// which brings the ElastiService back here.
+func perPortRoutes(es *elastiv1alpha1.ElastiService, ps *portStatus, perPortRouting bool) map[int32]int32 {
+	if !perPortRouting || ps == nil || len(ps.assigned) == 0 {
+		return nil
+	}
+	routes := map[int32]int32{}
+	for _, a := range ps.assigned {
+		for _, r := range es.Status.ResolverPorts {
+			if r.Service == a.Service && r.Port == a.Port && r.ResolverPort == a.ResolverPort {
+				routes[a.Port] = a.ResolverPort
+			}
+		}
+	}
+	return routes
+}
+
+// SeedResolverPorts rebuilds the port allocator from every ElastiService's
+// status.resolverPorts, so a new leader (or a restarted operator) keeps
+// every assignment its predecessors recorded. Run it before the workers
+// start. Where two ElastiServices recorded the same port (after a restore
+// from backup, say) the older one keeps it, then the first by
+// namespace/name, so every replica decides the same; the other is given a
+// new port when it syncs.
+func (c *Controller) SeedResolverPorts(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	all, err := c.elastiServices.List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "Cannot list ElastiServices to seed the resolver ports")
+		return
+	}
+	slices.SortFunc(all, func(a, b *elastiv1alpha1.ElastiService) int {
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			if a.CreationTimestamp.Before(&b.CreationTimestamp) {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	c.ports.Reset()
+	for _, es := range all {
+		recorded := make([]portalloc.Assignment, 0, len(es.Status.ResolverPorts))
+		for _, rp := range es.Status.ResolverPorts {
+			recorded = append(recorded, portalloc.Assignment{Service: rp.Service, Port: rp.Port, ResolverPort: rp.ResolverPort})
+		}
+		for _, l := range c.ports.Seed(owner(es), recorded) {
+			logger.V(2).Info("Recorded resolver port not kept; it will be reassigned",
+				"elastiService", klog.KObj(es), "service", l.Service, "port", l.Port, "resolverPort", l.ResolverPort,
+				"range", c.ports.Range().String())
+		}
+	}
+	logger.V(2).Info("Resolver ports seeded", "inUse", c.ports.InUse(), "range", c.ports.Range().String())
+}
+
+func hasCondition(es *elastiv1alpha1.ElastiService, condType string, status metav1.ConditionStatus, reason string) bool {
+	cond := meta.FindStatusCondition(es.Status.Conditions, condType)
+	return cond != nil && cond.Status == status && cond.Reason == reason
+}
