@@ -8,6 +8,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/operator"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 )
 
@@ -65,7 +66,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&op.WatchNamespace, "watch-namespace", "", "Only watch this namespace; empty watches all namespaces.")
 	fs.StringVar(&op.ResolverNamespace, "resolver-namespace", env.String(envResolverNamespace, def.ResolverNamespace), "Namespace of the resolver (env "+envResolverNamespace+").")
 	fs.StringVar(&op.ResolverService, "resolver-service", env.String(envResolverServiceName, def.ResolverService), "Service in front of the resolver pods (env "+envResolverServiceName+").")
-	proxyPort := fs.Int("resolver-proxy-port", env.Port(envResolverProxyPort, int(def.ResolverProxyPort)), "Resolver port that proxy-mode EndpointSlices point at (env "+envResolverProxyPort+").")
+	proxyPort := fs.Int("resolver-proxy-port", env.Port(envResolverProxyPort, int(def.ResolverProxyPort)), "Resolver port that proxy-mode EndpointSlices point at when they route by Host (env "+envResolverProxyPort+").")
+	portRange := fs.String("resolver-port-range", def.ResolverPortRange.String(),
+		"Ports FIRST-LAST from which every fronted Service port gets a resolver port of its own (per-port routing). "+
+			"The default avoids well-known and common application ports, Istio's 15000-15090, the NodePort range 30000-32767 "+
+			"and Linux's ephemeral range 32768-60999; it must not contain the resolver's ports 8012-8014 or the proxy port.")
 	qps := fs.Float64("kube-api-qps", float64(def.QPS), "Sustained requests per second to the apiserver.")
 	fs.IntVar(&op.Burst, "kube-api-burst", def.Burst, "Request burst to the apiserver.")
 	fs.IntVar(&op.ElastiServiceWorkers, "elastiservice-workers", def.ElastiServiceWorkers, "Workers reconciling ElastiServices in parallel.")
@@ -84,6 +89,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		op.ResolverProxyPort = int32(*proxyPort)
 		if *proxyPort < 1 || *proxyPort > 65535 {
 			env.Errs = append(env.Errs, fmt.Errorf("--resolver-proxy-port=%d is not a TCP port (1-65535)", *proxyPort))
+		}
+		if r, err := portalloc.ParseRange(*portRange); err != nil {
+			env.Errs = append(env.Errs, fmt.Errorf("--resolver-port-range: %w", err))
+		} else {
+			op.ResolverPortRange = r
 		}
 		op.QPS = float32(*qps)
 		if o.metricsSecure {

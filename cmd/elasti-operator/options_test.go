@@ -8,6 +8,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/command/commandtest"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*options, error) {
@@ -22,6 +23,9 @@ func TestDefaultsWithoutEnvironment(t *testing.T) {
 	}
 	if o.operator.ResolverNamespace != "elasti" || o.operator.ResolverService != "elasti-resolver-service" || o.operator.ResolverProxyPort != 8012 {
 		t.Errorf("resolver defaults = %+v", o.operator)
+	}
+	if o.operator.ResolverPortRange != portalloc.DefaultRange || o.operator.ResolverPortRange.String() != "20000-29999" {
+		t.Errorf("resolver port range = %s, want 20000-29999", o.operator.ResolverPortRange)
 	}
 	if o.metricsBindAddress != ":8080" || o.healthProbeBindAddress != ":8081" || o.leaderElect {
 		t.Errorf("server defaults: metrics %q health %q leader %v", o.metricsBindAddress, o.healthProbeBindAddress, o.leaderElect)
@@ -53,6 +57,20 @@ func TestKubeElastiEnvironmentIsHonoured(t *testing.T) {
 	}
 }
 
+func TestResolverPortRangeFlag(t *testing.T) {
+	o, err := parse(t, nil, "--resolver-port-range=40000-40099", "--resolver-proxy-port=9012")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.operator.ResolverPortRange != (portalloc.Range{First: 40000, Last: 40099}) {
+		t.Errorf("range = %s", o.operator.ResolverPortRange)
+	}
+	// A range that holds the default proxy port is fine once the proxy port moved.
+	if _, err := parse(t, nil, "--resolver-port-range=8012-8012", "--resolver-proxy-port=9012"); err == nil {
+		t.Error("a range holding the resolver's own port 8012 was accepted")
+	}
+}
+
 func TestKubeElastiFlagsAreAccepted(t *testing.T) {
 	o, err := parse(t, nil, "--leader-elect", "--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--watch-namespace=team-a", "--enable-http2=false")
 	if err != nil {
@@ -79,6 +97,14 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{map[string]string{"POLLING_INTERVAL": "soon"}, nil, `POLLING_INTERVAL="soon" is not a positive Go duration`},
 		{map[string]string{"POLLING_INTERVAL": "-5s"}, nil, "POLLING_INTERVAL"},
 		{map[string]string{"ELASTI_OPERATOR_PORT": "x"}, nil, "ELASTI_OPERATOR_PORT"},
+		{nil, []string{"--resolver-port-range=20000"}, `--resolver-port-range: port range "20000" is not of the form FIRST-LAST`},
+		{nil, []string{"--resolver-port-range=0-100"}, "not within 1-65535"},
+		{nil, []string{"--resolver-port-range=65000-70000"}, "not within 1-65535"},
+		{nil, []string{"--resolver-port-range=3000-2000"}, "ends before it starts"},
+		{nil, []string{"--resolver-port-range=8000-8999"}, "contains the resolver proxy port 8012"},
+		{nil, []string{"--resolver-port-range=8013-8013"}, "contains one of the resolver's own ports [8012 8013 8014]"},
+		{nil, []string{"--resolver-port-range=8014-9000"}, "resolver's own ports"},
+		{nil, []string{"--resolver-proxy-port=20500"}, "contains the resolver proxy port 20500"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.env, c.args...)

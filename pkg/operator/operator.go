@@ -5,6 +5,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/metrics"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -46,6 +48,9 @@ type Options struct {
 	ResolverNamespace string
 	ResolverService   string
 	ResolverProxyPort int32
+	// ResolverPortRange is where every fronted Service port's own resolver
+	// port comes from (see pkg/portalloc for the default's reasoning).
+	ResolverPortRange portalloc.Range
 	// API client rate limits.
 	QPS   float32
 	Burst int
@@ -88,6 +93,7 @@ func DefaultOptions() Options {
 		ResolverNamespace:    "elasti",
 		ResolverService:      "elasti-resolver-service",
 		ResolverProxyPort:    8012,
+		ResolverPortRange:    portalloc.DefaultRange,
 		QPS:                  1000,
 		Burst:                2000,
 		ElastiServiceWorkers: 64,
@@ -112,6 +118,14 @@ func (o Options) Validate() error {
 		return fmt.Errorf("resolver service must be set (--resolver-service or ELASTI_RESOLVER_SERVICE_NAME)")
 	case o.ResolverProxyPort < 1 || o.ResolverProxyPort > 65535:
 		return fmt.Errorf("resolver proxy port %d is not a TCP port (1-65535)", o.ResolverProxyPort)
+	case o.ResolverPortRange.First < 1 || o.ResolverPortRange.Last > 65535 || o.ResolverPortRange.First > o.ResolverPortRange.Last:
+		return fmt.Errorf("resolver port range %s (--resolver-port-range) is not a range of TCP ports (1-65535)", o.ResolverPortRange)
+	case o.ResolverPortRange.Contains(o.ResolverProxyPort):
+		return fmt.Errorf("resolver port range %s (--resolver-port-range) contains the resolver proxy port %d; choose a range without it",
+			o.ResolverPortRange, o.ResolverProxyPort)
+	case slices.ContainsFunc(ResolverOwnPorts, o.ResolverPortRange.Contains):
+		return fmt.Errorf("resolver port range %s (--resolver-port-range) contains one of the resolver's own ports %v; choose a range without them",
+			o.ResolverPortRange, ResolverOwnPorts)
 	case o.QPS <= 0 || o.Burst < 1:
 		return fmt.Errorf("client QPS (%v) and burst (%d) must be positive", o.QPS, o.Burst)
 	case o.ElastiServiceWorkers < 1 || o.TargetWorkers < 1 || o.EndpointSliceWorkers < 1:
@@ -127,6 +141,11 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// ResolverOwnPorts are the ports elasti's resolver listens on for itself:
+// Host-routed traffic (8012), health and metrics (8013) and the per-port
+// route table (8014). A per-port resolver port must never be one of them.
+var ResolverOwnPorts = []int32{8012, 8013, 8014}
 
 // Operator is an assembled, not yet running operator.
 type Operator struct {
@@ -211,6 +230,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		ResolverNamespace:    opts.ResolverNamespace,
 		ResolverService:      opts.ResolverService,
 		ResolverProxyPort:    opts.ResolverProxyPort,
+		ResolverPortRange:    opts.ResolverPortRange,
 		ElastiServiceWorkers: opts.ElastiServiceWorkers,
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
@@ -287,6 +307,9 @@ func (o *Operator) RunLeader(ctx context.Context) error {
 	// A new leader knows every Service before it answers, so a wake during
 	// failover is never a 404 for a Service the workers have not reached.
 	o.Controller.PrimeDirectory(ctx)
+	// Likewise every recorded resolver port is held again before any sync
+	// can hand one out.
+	o.Controller.SeedResolverPorts(ctx)
 	o.leading.Store(ctx.Err() == nil)
 	var pollerDone sync.WaitGroup
 	pollerDone.Go(func() { o.Poller.Run(ctx) })
