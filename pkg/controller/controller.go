@@ -73,10 +73,12 @@ const (
 	ReasonResolverPortRangeExhausted = elastiv1alpha1.ReasonResolverPortRangeExhausted
 )
 
-// ResolverPerPortRoutingPort is the port name by which resolver pods
-// declare that they serve per-port routing: elasti's resolver manifests
-// give the resolver container, and the resolver Service, a port of this
-// name. KubeElasti's resolver pods have none (see resolverEndpoints).
+// ResolverPerPortRoutingPort is the resolver Service port by which resolver
+// pods declare that they serve per-port routing. In elasti's manifests it
+// targets, by name, a container port of the resolver (named "per-port": a
+// container port name has at most 15 characters), so the EndpointSlice
+// controller lists it only for pods that have that container port.
+// KubeElasti's resolver pods have none (see resolverEndpoints).
 const ResolverPerPortRoutingPort = "per-port-routing"
 
 // Labels and values on the objects the operator creates.

@@ -161,11 +161,11 @@ func endpointReady(ep discoveryv1.Endpoint) bool {
 // resolverEndpoints lists the resolver's ready IPv4 endpoints, one per
 // address, in a stable order so unchanged input never rewrites a slice.
 //
-// perPort reports whether every one of them declares per-port routing.
-// elasti's resolver pods declare it with a container port named
-// ResolverPerPortRoutingPort, which the resolver Service also names; the
-// EndpointSlice controller lists a Service port for a pod only when the
-// pod has that named port, so a pod without it (KubeElasti's resolver,
+// perPort reports whether every one of them declares per-port routing:
+// is in a slice that lists the resolver Service's ResolverPerPortRoutingPort.
+// That Service port targets a named container port, and the EndpointSlice
+// controller lists a Service port for a pod only when the pod has the
+// container port it names; so a pod without it (KubeElasti's resolver,
 // which listens on the proxy port alone) lands in a slice without it. One
 // such pod is enough to keep every Service on Host routing: its share of
 // the traffic would otherwise reach ports it does not listen on.

@@ -62,9 +62,9 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 	if err != nil {
 		// The message names no free count, which moves with every other
 		// ElastiService and would rewrite this status each time.
-		msg := fmt.Sprintf("No free port in --resolver-port-range %s for the %d TCP ports of Service %q; "+
+		msg := fmt.Sprintf("--resolver-port-range %s has too few free ports for the TCP ports of Service %q (%d); "+
 			"it is reached through Host routing on the resolver's proxy port %d until ports are freed or the range is widened",
-			c.ports.Range(), len(want), public.Name, c.cfg.ResolverProxyPort)
+			c.ports.Range(), public.Name, len(want), c.cfg.ResolverProxyPort)
 		if !hasCondition(es, elastiv1alpha1.ConditionResolverPortsAssigned, metav1.ConditionFalse, elastiv1alpha1.ReasonResolverPortRangeExhausted) {
 			klog.FromContext(ctx).V(2).Info("Resolver port range exhausted", "range", c.ports.Range().String(),
 				"service", klog.KRef(es.Namespace, public.Name), "err", err)

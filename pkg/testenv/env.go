@@ -45,6 +45,16 @@ const (
 	ResolverName = "resolver"
 	// ResolverProxyPort is the resolver port proxy-mode slices point at.
 	ResolverProxyPort = 8012
+	// PerPortRoutingPortName (the resolver Service's port),
+	// PerPortContainerPortName (the container port it targets by name) and
+	// PerPortRoutingPort are how elasti's resolver pods declare per-port
+	// routing (manifests/30-resolver.yaml). A container port name has at
+	// most 15 characters, hence two names.
+	PerPortRoutingPortName   = "per-port-routing"
+	PerPortContainerPortName = "per-port"
+	PerPortRoutingPort       = 8014
+	// ResolverPodLabel marks the pods the resolver Service selects.
+	ResolverPodLabel = "elasti.test/resolver"
 	// WaitTimeout bounds every Eventually.
 	WaitTimeout = 60 * time.Second
 )
@@ -230,20 +240,48 @@ func (e *Env) CreateService(name, app string) error {
 }
 
 // resolver stands in for the resolver Deployment: kwok makes its pods Ready
-// with pod IPs, which is all the operator reads.
+// with pod IPs, which is all the operator reads. Its pods do not declare
+// per-port routing, as KubeElasti's resolver pods do not.
 func (e *Env) Resolver(replicas int32) {
 	e.T.Helper()
-	e.Deployment(ResolverName, replicas, nil)
+	e.ResolverService()
+	e.ResolverPods(ResolverName, replicas, false)
+}
+
+// ResolverService creates the resolver Service as elasti's manifests do:
+// the proxy port, and the per-port-routing port that only pods declaring it
+// (by a container port of that name) are listed under. It selects every
+// pod ResolverPods makes.
+func (e *Env) ResolverService() {
+	e.T.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: ResolverName, Namespace: e.NS},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": ResolverName},
-			Ports:    []corev1.ServicePort{{Name: "http-proxy", Port: ResolverProxyPort}},
+			Selector: map[string]string{ResolverPodLabel: "true"},
+			Ports: []corev1.ServicePort{
+				{Name: "http-proxy", Port: ResolverProxyPort},
+				{Name: PerPortRoutingPortName, Port: PerPortRoutingPort, TargetPort: intstr.FromString(PerPortContainerPortName)},
+			},
 		},
 	}
 	if _, err := e.Kube.CoreV1().Services(e.NS).Create(e.Ctx(), svc, metav1.CreateOptions{}); err != nil {
 		e.T.Fatal(err)
 	}
+}
+
+// ResolverPods runs replicas resolver stand-in pods in a Deployment called
+// name (its pods are labelled app=name), behind ResolverService. With
+// perPort they declare per-port routing as elasti's resolver manifests do,
+// with the container port named PerPortContainerPortName.
+func (e *Env) ResolverPods(name string, replicas int32, perPort bool) {
+	e.T.Helper()
+	e.Deployment(name, replicas, func(d *appsv1.Deployment) {
+		d.Spec.Template.Labels[ResolverPodLabel] = "true"
+		if perPort {
+			c := &d.Spec.Template.Spec.Containers[0]
+			c.Ports = append(c.Ports, corev1.ContainerPort{Name: PerPortContainerPortName, ContainerPort: PerPortRoutingPort})
+		}
+	})
 }
 
 func (e *Env) ElastiService(name, service, kind, target string) *elastiv1alpha1.ElastiService {
