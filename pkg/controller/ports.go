@@ -165,6 +165,12 @@ func (c *Controller) SeedResolverPorts(ctx context.Context) {
 	logger.V(2).Info("Resolver ports seeded", "inUse", c.ports.InUse(), "range", c.ports.Range().String())
 }
 
+// ResolverPorts reports how many resolver ports are held and how many the
+// range has, for metrics.
+func (c *Controller) ResolverPorts() (inUse, size int) {
+	return c.ports.InUse(), c.ports.Range().Size()
+}
+
 func hasCondition(es *elastiv1alpha1.ElastiService, condType string, status metav1.ConditionStatus, reason string) bool {
 	cond := meta.FindStatusCondition(es.Status.Conditions, condType)
 	return cond != nil && cond.Status == status && cond.Reason == reason

@@ -51,6 +51,22 @@ type Operator struct {
 	pending map[types.NamespacedName]time.Time
 }
 
+// RegisterResolverPorts exports how much of --resolver-port-range is held,
+// read from ports at each scrape, so exhaustion can be alerted on before an
+// ElastiService reports it.
+func (m *Operator) RegisterResolverPorts(ports func() (inUse, size int)) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "elasti_operator_resolver_ports_in_use",
+			Help: "Resolver ports assigned to Service ports (see --resolver-port-range).",
+		}, func() float64 { n, _ := ports(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "elasti_operator_resolver_ports_capacity",
+			Help: "Ports in --resolver-port-range.",
+		}, func() float64 { _, n := ports(); return float64(n) }),
+	)
+}
+
 // NewOperator registers the operator's metrics, plus Go and process
 // collectors, on a new registry.
 func NewOperator() *Operator {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	m.ModeSwitched(es, elastiv1alpha1.ModeServe, time.Unix(200, 0)) // no wake pending: not a cold start
 	q := m.Queues.NewAddsMetric("elastiservice")
 	q.Inc()
+	m.RegisterResolverPorts(func() (int, int) { return 3, 10000 })
 
 	problems, err := testutil.GatherAndLint(m.Registry)
 	if err != nil {
@@ -71,6 +73,16 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	}
 	if sum := histogramSum(t, m, "elasti_operator_cold_start_seconds"); sum != 3 {
 		t.Errorf("cold start = %vs, want 3s", sum)
+	}
+	if got, err := testutil.GatherAndCount(m.Registry, "elasti_operator_resolver_ports_in_use", "elasti_operator_resolver_ports_capacity"); err != nil || got != 2 {
+		t.Errorf("resolver port gauges: %d series, %v", got, err)
+	}
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(`
+# HELP elasti_operator_resolver_ports_in_use Resolver ports assigned to Service ports (see --resolver-port-range).
+# TYPE elasti_operator_resolver_ports_in_use gauge
+elasti_operator_resolver_ports_in_use 3
+`), "elasti_operator_resolver_ports_in_use"); err != nil {
+		t.Error(err)
 	}
 	m.ForgetElastiService(es)
 	if n := testutil.CollectAndCount(m.Mode); n != 0 {

@@ -262,6 +262,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		Switched: o.Metrics.ModeSwitched,
 		Gone:     o.Metrics.ForgetElastiService,
 	}
+	o.Metrics.RegisterResolverPorts(ctrl.ResolverPorts)
 	o.ScaleServer.Woke = o.Metrics.WakeStarted
 	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
 	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
