@@ -43,28 +43,6 @@ func multiPortApp(e *testenv.Env, name string, replicas int32) {
 	}
 }
 
-// waitPorts waits until name records a resolver port for each of the
-// Service ports given, with ResolverPortsAssigned True, and returns them
-// by Service port.
-func waitPorts(e *testenv.Env, name string, servicePorts ...int32) map[int32]int32 {
-	e.T.Helper()
-	var got map[int32]int32
-	e.Eventually(fmt.Sprintf("%s to record resolver ports for %v", name, servicePorts), func() (bool, string) {
-		es := e.Get(name)
-		got = map[int32]int32{}
-		for _, p := range es.Status.ResolverPorts {
-			got[p.Port] = p.ResolverPort
-		}
-		cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionResolverPortsAssigned)
-		ok := cond != nil && cond.Status == metav1.ConditionTrue && len(got) == len(servicePorts)
-		for _, p := range servicePorts {
-			ok = ok && got[p] != 0
-		}
-		return ok, fmt.Sprintf("resolverPorts %+v, condition %+v", es.Status.ResolverPorts, cond)
-	})
-	return got
-}
-
 // slicePortsOf returns the resolver slice's ports by name.
 func slicePortsOf(e *testenv.Env, service string) (map[string]discoveryv1.EndpointPort, []string, error) {
 	s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice(service), metav1.GetOptions{})
@@ -150,7 +128,7 @@ func TestResolverPortsAssignedAndRoutedPerPort(t *testing.T) {
 	multiPortApp(e, "web", 1)
 	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
 	e.WaitMode("web", elastiv1alpha1.ModeServe)
-	ports := waitPorts(e, "web", 80, 9000)
+	ports := e.WaitResolverPorts("web", 80, 9000)
 	for sp, rp := range ports {
 		if !portalloc.DefaultRange.Contains(rp) {
 			t.Errorf("Service port %d got resolver port %d, outside the default range %s", sp, rp, portalloc.DefaultRange)
@@ -176,7 +154,7 @@ func TestResolverPortsAssignedAndRoutedPerPort(t *testing.T) {
 		t.Errorf("slice endpoints %v (%v), want the resolver pods %v", ips, err, e.ReadyPodIPs(testenv.ResolverName))
 	}
 	// Nothing moved: the same ports as in serve mode.
-	if again := waitPorts(e, "web", 80, 9000); !maps.Equal(again, ports) {
+	if again := e.WaitResolverPorts("web", 80, 9000); !maps.Equal(again, ports) {
 		t.Errorf("ports changed from %v to %v on the switch to proxy", ports, again)
 	}
 }
@@ -193,7 +171,7 @@ func TestHostRoutingUntilEveryResolverPodDeclares(t *testing.T) {
 	waitDeclarations(e, map[string]bool{"kubeelasti": false})
 
 	e.Fronted("web", 0)
-	ports := waitPorts(e, "web", 80)
+	ports := e.WaitResolverPorts("web", 80)
 	waitSlicePorts(e, "web", map[string]int32{"http": testenv.ResolverProxyPort})
 
 	// Mid upgrade: both kinds Ready. The slice follows the new pod (so the
@@ -236,7 +214,7 @@ func TestExhaustedPortRangeFallsBackUntilAPortIsFreed(t *testing.T) {
 
 	multiPortApp(e, "two", 0)
 	e.ElastiService("two", "two", elastiv1alpha1.KindDeployment, "two")
-	two := waitPorts(e, "two", 80, 9000)
+	two := e.WaitResolverPorts("two", 80, 9000)
 	if got := []int32{two[80], two[9000]}; !slices.Equal(slices.Sorted(slices.Values(got)), []int32{20000, 20001}) {
 		t.Errorf("two got %v, want the whole range", got)
 	}
@@ -259,7 +237,7 @@ func TestExhaustedPortRangeFallsBackUntilAPortIsFreed(t *testing.T) {
 	if err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Delete(e.Ctx(), "two", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	one := waitPorts(e, "one", 80)
+	one := e.WaitResolverPorts("one", 80)
 	if !(portalloc.Range{First: 20000, Last: 20001}).Contains(one[80]) {
 		t.Errorf("one got %d", one[80])
 	}
@@ -280,7 +258,7 @@ func TestResolverPortsSurviveAnOperatorRestart(t *testing.T) {
 	old := e.Fleet("app", 6, 0)
 	before := map[string]int32{}
 	for _, name := range old {
-		before[name] = waitPorts(e, name, 80)[80]
+		before[name] = e.WaitResolverPorts(name, 80)[80]
 	}
 
 	e.Stop()
@@ -290,7 +268,7 @@ func TestResolverPortsSurviveAnOperatorRestart(t *testing.T) {
 
 	after := map[int32]string{}
 	for _, name := range append(created, old...) {
-		p := waitPorts(e, name, 80)[80]
+		p := e.WaitResolverPorts(name, 80)[80]
 		if other, dup := after[p]; dup {
 			t.Errorf("%s and %s both have resolver port %d", name, other, p)
 		}

@@ -381,6 +381,28 @@ func (e *Env) WaitReason(name string, status metav1.ConditionStatus, reason stri
 	return got
 }
 
+// WaitResolverPorts waits until name records a resolver port for each of
+// the Service ports given, and nothing else, with ResolverPortsAssigned
+// True, and returns them by Service port.
+func (e *Env) WaitResolverPorts(name string, servicePorts ...int32) map[int32]int32 {
+	e.T.Helper()
+	var got map[int32]int32
+	e.Eventually(fmt.Sprintf("%s to record resolver ports for %v", name, servicePorts), func() (bool, string) {
+		es := e.Get(name)
+		got = map[int32]int32{}
+		for _, p := range es.Status.ResolverPorts {
+			got[p.Port] = p.ResolverPort
+		}
+		cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionResolverPortsAssigned)
+		ok := cond != nil && cond.Status == metav1.ConditionTrue && len(got) == len(servicePorts)
+		for _, p := range servicePorts {
+			ok = ok && got[p] != 0
+		}
+		return ok, fmt.Sprintf("resolverPorts %+v, condition %+v", es.Status.ResolverPorts, cond)
+	})
+	return got
+}
+
 // slicesFor lists the EndpointSlices labelled for a Service.
 func (e *Env) SlicesFor(service string) []discoveryv1.EndpointSlice {
 	e.T.Helper()
