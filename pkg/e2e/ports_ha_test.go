@@ -7,18 +7,21 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
-// A leader change keeps every resolver port: two replicas with leader
-// election, the leader is killed, ElastiServices arrive while no one leads,
-// and the new leader keeps every recorded port and gives the newcomers
-// ports that collide with none. The replicas have one worker and the
-// newcomers sort first, so a leader that synced before taking back the
-// recorded ports would hand those out to them.
+// A leader change keeps every resolver port. The leader hangs (SIGSTOP),
+// ElastiServices arrive that it never handles, a second replica starts and
+// takes over the Lease; it must keep every recorded port and give the
+// newcomers ports that collide with none. The replicas have one worker, and
+// the newcomers come first both by name and by last change (the old ones
+// are touched after), so the new leader syncs them first whichever order
+// its informer lists in: had it not taken back the recorded ports before
+// its workers started, it would hand those out to them.
 func TestLeaderChangeKeepsResolverPorts(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
@@ -26,30 +29,24 @@ func TestLeaderChangeKeepsResolverPorts(t *testing.T) {
 	e.ResolverPods(testenv.ResolverName, 1, true)
 	const n = 6
 	old := e.Fleet("app", n, 0)
-	a := startOperatorProcessFor(t, e, "elasti-operator-a", "--elastiservice-workers=1")
-	b := startOperatorProcessFor(t, e, "elasti-operator-b", "--elastiservice-workers=1")
-
+	leader := startOperatorProcessFor(t, e, "elasti-operator-a", "--elastiservice-workers=1")
+	e.Eventually("the first replica to lead", func() (bool, string) { return leader.ready(), "not ready" })
 	before := map[string]int32{}
 	for _, name := range old {
 		before[name] = e.WaitResolverPorts(name, 80)[80]
 	}
-	var leader, follower *operatorProcess
-	e.Eventually("exactly one ready replica", func() (bool, string) {
-		ra, rb := a.ready(), b.ready()
-		switch {
-		case ra && !rb:
-			leader, follower = a, b
-		case rb && !ra:
-			leader, follower = b, a
-		default:
-			return false, fmt.Sprintf("a ready=%v b ready=%v", ra, rb)
-		}
-		return true, ""
-	})
 
-	leader.signal(syscall.SIGKILL)
+	leader.signal(syscall.SIGSTOP)
 	created := e.Fleet("aa", 3, 0)
-	e.Eventually("the follower to take over", func() (bool, string) { return follower.ready(), "not ready" })
+	for _, name := range old {
+		patch := []byte(`{"metadata":{"labels":{"touched":"after-the-newcomers"}}}`)
+		if _, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Patch(e.Ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follower := startOperatorProcessFor(t, e, "elasti-operator-b", "--elastiservice-workers=1")
+	e.Eventually("the second replica to take over", func() (bool, string) { return follower.ready(), "not ready" })
+	leader.signal(syscall.SIGKILL)
 
 	owners := map[int32]string{}
 	for _, name := range append(created, old...) {
@@ -59,6 +56,7 @@ func TestLeaderChangeKeepsResolverPorts(t *testing.T) {
 		}
 		owners[p] = name
 	}
+	t.Logf("resolver ports before %v, after %v", before, owners)
 	for name, p := range before {
 		if owners[p] != name {
 			t.Errorf("%s had resolver port %d under %s; under %s %s has it", name, p, leader.name, follower.name, owners[p])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +273,69 @@ func trigger(spec map[string]any) map[string]any {
 }
 func probe(spec map[string]any) map[string]any {
 	return spec["probeResponse"].([]any)[0].(map[string]any)
+}
+
+// status.resolverPorts, the resolver's contract, is written through the
+// status subresource and read back as written; the apiserver refuses two
+// entries for one Service port and ports outside 1-65535.
+func TestResolverPortsStatusIsValidatedByTheAPIServer(t *testing.T) {
+	testenv.InstallCRD(t)
+	ns := clustertest.Namespace(t)
+	cfg := clustertest.Get(t).RESTConfig()
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	client := versioned.NewForConfigOrDie(cfg).ElastiV1alpha1().ElastiServices(ns)
+	ctx := context.Background()
+	if _, err := dyn.Resource(elastiGVR).Namespace(ns).Create(ctx, validElastiService("ports"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(ports ...elastiv1alpha1.ResolverPort) error {
+		es, err := client.Get(ctx, "ports", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es.Status.ResolverPorts = ports
+		_, err = client.UpdateStatus(ctx, es, metav1.UpdateOptions{})
+		return err
+	}
+	want := []elastiv1alpha1.ResolverPort{
+		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
+		{Service: "web", Port: 9000, ResolverPort: 20001},
+	}
+	if err := write(want...); err != nil {
+		t.Fatalf("valid resolverPorts refused: %v", err)
+	}
+	got, err := client.Get(ctx, "ports", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Status.ResolverPorts, want) {
+		t.Errorf("read back %+v, want %+v", got.Status.ResolverPorts, want)
+	}
+	raw, err := dyn.Resource(elastiGVR).Namespace(ns).Get(ctx, "ports", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The field names the resolver reads.
+	first := raw.Object["status"].(map[string]any)["resolverPorts"].([]any)[0].(map[string]any)
+	for _, k := range []string{"service", "name", "port", "resolverPort"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("status.resolverPorts[0] has no %q: %v", k, first)
+		}
+	}
+
+	for _, tc := range []struct {
+		name  string
+		ports []elastiv1alpha1.ResolverPort
+		want  string
+	}{
+		{"one Service port twice", []elastiv1alpha1.ResolverPort{want[0], {Service: "web", Port: 80, ResolverPort: 20005}}, "Duplicate value"},
+		{"resolver port 0", []elastiv1alpha1.ResolverPort{{Service: "web", Port: 80, ResolverPort: 0}}, "status.resolverPorts[0].resolverPort"},
+		{"resolver port 70000", []elastiv1alpha1.ResolverPort{{Service: "web", Port: 80, ResolverPort: 70000}}, "status.resolverPorts[0].resolverPort"},
+		{"no service", []elastiv1alpha1.ResolverPort{{Port: 80, ResolverPort: 20000}}, "status.resolverPorts[0].service"},
+	} {
+		err := write(tc.ports...)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an Invalid error naming %q", tc.name, err, tc.want)
+		}
+	}
 }

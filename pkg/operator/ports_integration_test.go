@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -246,9 +247,11 @@ func TestExhaustedPortRangeFallsBackUntilAPortIsFreed(t *testing.T) {
 
 // (b) An operator restart keeps every assigned port, and ElastiServices
 // created while no operator ran get ports that collide with none. The new
-// ones sort first and the new operator has one worker, so it syncs them
-// first: had it not taken back the recorded ports before its workers
-// started, it would hand the old ones' ports out to them.
+// operator has one worker, and the new ones come first both by name and by
+// last change (the old ones are touched after), so it syncs them first
+// whichever order its informer lists in: had it not taken back the
+// recorded ports before its workers started, it would hand the old ones'
+// ports out to them. (Leader changes: pkg/e2e TestLeaderChangeKeepsResolverPorts.)
 func TestResolverPortsSurviveAnOperatorRestart(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
@@ -263,6 +266,12 @@ func TestResolverPortsSurviveAnOperatorRestart(t *testing.T) {
 
 	e.Stop()
 	created := e.Fleet("aa", 4, 0)
+	for _, name := range old {
+		patch := []byte(`{"metadata":{"labels":{"touched":"after-the-newcomers"}}}`)
+		if _, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Patch(e.Ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.Opts.ElastiServiceWorkers = 1
 	e.StartOperator()
 
