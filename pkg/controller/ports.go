@@ -84,6 +84,10 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 			Service: a.Service, Name: names[a.Port], Port: a.Port, ResolverPort: a.ResolverPort,
 		})
 	}
+	if !slices.Equal(ps.assigned, es.Status.ResolverPorts) {
+		klog.FromContext(ctx).V(2).Info("Assigned resolver ports", "service", klog.KRef(es.Namespace, public.Name),
+			"resolverPorts", ps.assigned, "recorded", es.Status.ResolverPorts)
+	}
 	return ps
 }
 

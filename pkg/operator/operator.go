@@ -123,9 +123,9 @@ func (o Options) Validate() error {
 	case o.ResolverPortRange.Contains(o.ResolverProxyPort):
 		return fmt.Errorf("resolver port range %s (--resolver-port-range) contains the resolver proxy port %d; choose a range without it",
 			o.ResolverPortRange, o.ResolverProxyPort)
-	case slices.ContainsFunc(ResolverOwnPorts, o.ResolverPortRange.Contains):
+	case slices.ContainsFunc(resolverOwnPorts, o.ResolverPortRange.Contains):
 		return fmt.Errorf("resolver port range %s (--resolver-port-range) contains one of the resolver's own ports %v; choose a range without them",
-			o.ResolverPortRange, ResolverOwnPorts)
+			o.ResolverPortRange, resolverOwnPorts)
 	case o.QPS <= 0 || o.Burst < 1:
 		return fmt.Errorf("client QPS (%v) and burst (%d) must be positive", o.QPS, o.Burst)
 	case o.ElastiServiceWorkers < 1 || o.TargetWorkers < 1 || o.EndpointSliceWorkers < 1:
@@ -142,10 +142,10 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// ResolverOwnPorts are the ports elasti's resolver listens on for itself:
+// resolverOwnPorts are the ports elasti's resolver listens on for itself:
 // Host-routed traffic (8012), health and metrics (8013) and the per-port
 // route table (8014). A per-port resolver port must never be one of them.
-var ResolverOwnPorts = []int32{8012, 8013, 8014}
+var resolverOwnPorts = []int32{8012, 8013, 8014}
 
 // Operator is an assembled, not yet running operator.
 type Operator struct {
