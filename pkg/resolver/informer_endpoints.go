@@ -106,12 +106,7 @@ func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInf
 
 // HasSynced reports whether both informers and their handlers have synced.
 func (e *InformerEndpoints) HasSynced() bool {
-	for _, s := range e.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
+	return allSynced(e.synced)
 }
 
 // Lookup implements EndpointSource.

@@ -79,12 +79,7 @@ func NewStaticProbeIndex(ctx context.Context) *ProbeIndex {
 
 // HasSynced reports whether the ElastiService informer has synced.
 func (p *ProbeIndex) HasSynced() bool {
-	for _, s := range p.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
+	return allSynced(p.synced)
 }
 
 func (p *ProbeIndex) onUpsert(obj any) {

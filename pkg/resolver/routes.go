@@ -90,12 +90,7 @@ func NewInformerRouteTable(ctx context.Context, informer elastiinformers.ElastiS
 
 // HasSynced reports whether the ElastiService informer has synced.
 func (t *RouteTable) HasSynced() bool {
-	for _, s := range t.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
+	return allSynced(t.synced)
 }
 
 // Changed receives a token after the set of ports changed.

@@ -140,15 +140,19 @@ func startEcho(b *bed) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-		host := ""
-		if local != nil {
-			host, _, _ = net.SplitHostPort(local.String())
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(echoReply{ServedBy: host, Host: r.Host, Path: r.URL.Path})
-	}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: http.HandlerFunc(echoHandler), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return nil
+}
+
+// echoHandler is the app pods' HTTP answer: which pod served, and the
+// request as it arrived.
+func echoHandler(w http.ResponseWriter, r *http.Request) {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	host := ""
+	if local != nil {
+		host, _, _ = net.SplitHostPort(local.String())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(echoReply{ServedBy: host, Host: r.Host, Path: r.URL.Path})
 }

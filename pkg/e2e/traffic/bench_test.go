@@ -3,7 +3,6 @@ package traffic
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,12 +88,7 @@ func BenchmarkResolverRouting(b *testing.B) {
 		var wakes []time.Duration
 		for range wakeCycles {
 			s.sleep()
-			resp := s.do(realnet.Request{URL: fmt.Sprintf("tcp://%s:7000", app), Protocol: realnet.ProtocolTCP, Body: "ping", Timeout: wakeTimeout})
-			servedBy, echoed, _ := strings.Cut(resp.Body, " ")
-			if resp.Err != "" || echoed != "ping" {
-				b.Fatalf("TCP wake: %s", resp)
-			}
-			s.expectServedByReadyPod(servedBy, resp)
+			resp := s.wakeByTCP()
 			s.e.WaitMode(app, elastiv1alpha1.ModeServe)
 			wakes = append(wakes, resp.Duration)
 		}

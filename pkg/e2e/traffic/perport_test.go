@@ -113,17 +113,6 @@ func serveTCPEcho(ln net.Listener) {
 	}
 }
 
-// echoHandler answers like the HTTP echo: which pod served, and the Host.
-func echoHandler(w http.ResponseWriter, r *http.Request) {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	host := ""
-	if local != nil {
-		host, _, _ = net.SplitHostPort(local.String())
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(echoReply{ServedBy: host, Host: r.Host, Path: r.URL.Path})
-}
-
 // grpcEcho answers one unary gRPC call with a message that names the pod,
 // and status OK in the trailers, as a gRPC server does.
 func grpcEcho(w http.ResponseWriter, r *http.Request) {
@@ -262,12 +251,20 @@ func TestTLSPassthroughWakesAService(t *testing.T) {
 func TestRawTCPWakesAService(t *testing.T) {
 	s := newProtocolScenario(t)
 	s.sleep()
+	s.wakeByTCP()
+}
+
+// wakeByTCP sends "ping" by short name to web's raw TCP port and checks
+// that a Ready pod echoed it.
+func (s *scenario) wakeByTCP() realnet.Response {
+	s.t.Helper()
 	resp := s.do(realnet.Request{URL: fmt.Sprintf("tcp://%s:7000", app), Protocol: realnet.ProtocolTCP, Body: "ping", Timeout: wakeTimeout})
 	servedBy, echoed, _ := strings.Cut(resp.Body, " ")
 	if resp.Err != "" || echoed != "ping" {
-		t.Fatalf("want the pod's echo of ping, got %s", resp)
+		s.t.Fatalf("want the pod's echo of ping, got %s", resp)
 	}
 	s.expectServedByReadyPod(servedBy, resp)
+	return resp
 }
 
 // expectServedByReadyPod checks that servedBy is a Ready pod of web and
