@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/command"
@@ -37,65 +38,29 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	elasti, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
-	elastiFactory := elastiinformers.NewSharedInformerFactory(elasti, 0)
-	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
-	if err != nil {
-		return err
-	}
-	probes, err := resolver.NewProbeIndex(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
-	if err != nil {
-		return err
-	}
-	fronted, err := resolver.NewFrontedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
-	if err != nil {
-		return err
-	}
-	routes, err := resolver.NewInformerRouteTable(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
-	if err != nil {
-		return err
-	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The resolver and the informers outlive ctx: after the signal they keep
-	// serving through the drain, and are stopped by drain and the defers.
-	// Derived from ctx, they would stop at the signal and held requests
-	// would be answered 503 before /readyz had failed.
+	// The data plane and the informers outlive ctx: after the signal they
+	// keep serving through the drain, and are stopped by drain and the
+	// defers. Derived from ctx, they would stop at the signal and held
+	// requests would be answered 503 before /readyz had failed.
 	bg := context.WithoutCancel(ctx)
-	r, err := resolver.New(bg, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry})
+	dp, err := newDataPlane(bg, cfg, o, registry)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	bindHost, _, err := net.SplitHostPort(o.proxyBindAddress)
-	if err != nil {
-		return fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
-	}
-	ports := resolver.NewPortListeners(r, routes, resolver.PortListenersOptions{Host: bindHost})
-
-	informerCtx, stopInformers := context.WithCancel(bg)
-	defer func() { stopInformers(); kubeFactory.Shutdown(); elastiFactory.Shutdown() }()
-	kubeFactory.Start(informerCtx.Done())
-	elastiFactory.Start(informerCtx.Done())
-	go ports.Run(informerCtx)
+	defer dp.resolver.Close()
+	defer dp.stop()
 
 	var draining atomic.Bool
 	internal := http.NewServeMux()
-	internal.HandleFunc("/healthz", r.Healthz)
-	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz(routes, ports)))
+	internal.HandleFunc("/healthz", dp.resolver.Healthz)
+	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, dp.resolver.Readyz(dp.routes, dp.ports)))
 	internal.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	routesMux := http.NewServeMux()
-	routesMux.HandleFunc("/routes", resolver.RoutesHandler(routes, ports))
+	routesMux.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
 	servers := []*http.Server{
-		resolver.NewServer(o.proxyBindAddress, r),
+		resolver.NewServer(o.proxyBindAddress, dp.resolver),
 		{Addr: o.internalBindAddress, Handler: internal, ReadHeaderTimeout: 10 * time.Second},
 		{Addr: o.routesBindAddress, Handler: routesMux, ReadHeaderTimeout: 10 * time.Second},
 	}
@@ -108,12 +73,73 @@ func run(ctx context.Context, o *options) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdown := []shutdowner{ports}
+	shutdown := []shutdowner{dp.ports}
 	for _, srv := range servers {
 		shutdown = append(shutdown, srv)
 	}
-	drain(logger, &draining, o.shutdownGrace, r.Close, shutdownTimeout, shutdown...)
+	drain(logger, &draining, o.shutdownGrace, dp.resolver.Close, shutdownTimeout, shutdown...)
 	return nil
+}
+
+// dataPlane is the resolver with the informer-fed sources it reads and
+// its per-port listeners, running.
+type dataPlane struct {
+	resolver *resolver.Resolver
+	routes   *resolver.RouteTable
+	ports    *resolver.PortListeners
+	// stop ends the informers and the port listeners' sync loop.
+	stop func()
+}
+
+// newDataPlane builds the resolver on shared informers and starts them.
+// ctx bounds nothing: stop does.
+func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry prometheus.Registerer) (*dataPlane, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	elasti, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	bindHost, _, err := net.SplitHostPort(o.proxyBindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
+	}
+	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+	elastiFactory := elastiinformers.NewSharedInformerFactory(elasti, 0)
+	elastiServices := elastiFactory.Elasti().V1alpha1().ElastiServices()
+	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
+	if err != nil {
+		return nil, err
+	}
+	probes, err := resolver.NewProbeIndex(ctx, elastiServices)
+	if err != nil {
+		return nil, err
+	}
+	fronted, err := resolver.NewFrontedIndex(elastiServices)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := resolver.NewInformerRouteTable(ctx, elastiServices)
+	if err != nil {
+		return nil, err
+	}
+	r, err := resolver.New(ctx, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry})
+	if err != nil {
+		return nil, err
+	}
+	ports := resolver.NewPortListeners(r, routes, resolver.PortListenersOptions{Host: bindHost})
+
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	kubeFactory.Start(informerCtx.Done())
+	elastiFactory.Start(informerCtx.Done())
+	go ports.Run(informerCtx)
+	return &dataPlane{resolver: r, routes: routes, ports: ports, stop: func() {
+		stopInformers()
+		kubeFactory.Shutdown()
+		elastiFactory.Shutdown()
+	}}, nil
 }
 
 // serveAll listens on every server's address and serves in the
