@@ -217,22 +217,7 @@ func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bo
 func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
 	endpoints []discoveryv1.Endpoint, routes map[int32]int32) error {
 	name := names.ResolverSlice(public.Name)
-	var ports []discoveryv1.EndpointPort
-	for _, p := range public.Spec.Ports {
-		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
-			continue
-		}
-		port := discoveryv1.EndpointPort{
-			Name:     ptr.To(p.Name),
-			Port:     ptr.To(c.cfg.ResolverProxyPort),
-			Protocol: ptr.To(corev1.ProtocolTCP),
-		}
-		if rp, ok := routes[p.Port]; ok {
-			port.Port = ptr.To(rp)
-			port.AppProtocol = p.AppProtocol
-		}
-		ports = append(ports, port)
-	}
+	ports := c.resolverSlicePorts(public, routes)
 	if endpoints == nil {
 		endpoints = []discoveryv1.Endpoint{}
 	}
@@ -243,7 +228,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 
 	existing, err := c.slices.EndpointSlices(es.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		slice := &discoveryv1.EndpointSlice{
+		return c.createResolverSlice(ctx, es, &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:            name,
 				Namespace:       es.Namespace,
@@ -253,12 +238,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   endpoints,
 			Ports:       ports,
-		}
-		if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
-			return fmt.Errorf("create resolver slice %s: %w", name, err)
-		}
-		klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
-		return nil
+		})
 	}
 	if err != nil {
 		return err
@@ -295,6 +275,38 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 		return fmt.Errorf("update resolver slice %s: %w", name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
+	return nil
+}
+
+// resolverSlicePorts lists one slice port per TCP port of the public
+// Service, named like it: its own resolver port when routes assigns one
+// (per-port routing, keeping the port's appProtocol), else the shared
+// proxy port (Host routing).
+func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32]int32) []discoveryv1.EndpointPort {
+	var ports []discoveryv1.EndpointPort
+	for _, p := range public.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		port := discoveryv1.EndpointPort{
+			Name:     ptr.To(p.Name),
+			Port:     ptr.To(c.cfg.ResolverProxyPort),
+			Protocol: ptr.To(corev1.ProtocolTCP),
+		}
+		if rp, ok := routes[p.Port]; ok {
+			port.Port = ptr.To(rp)
+			port.AppProtocol = p.AppProtocol
+		}
+		ports = append(ports, port)
+	}
+	return ports
+}
+
+func (c *Controller) createResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, slice *discoveryv1.EndpointSlice) error {
+	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+		return fmt.Errorf("create resolver slice %s: %w", slice.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KObj(slice), "endpoints", len(slice.Endpoints))
 	return nil
 }
 
