@@ -170,52 +170,7 @@ func (a *Allocator) Assign(owner Owner, want []Port, recorded []Assignment) (got
 	a.mu.Lock()
 	defer a.mu.Unlock()
 
-	current := map[Port]int32{}
-	for _, as := range a.held[owner] {
-		current[as.key()] = as.ResolverPort
-	}
-	fromStatus := map[Port]int32{}
-	for _, as := range recorded {
-		if _, dup := fromStatus[as.key()]; !dup {
-			fromStatus[as.key()] = as.ResolverPort
-		}
-	}
-	// usable reports whether owner may have port p: it is in range and free,
-	// or owner holds it already (for a Service port it may no longer want).
-	usable := func(p int32) bool {
-		h, taken := a.holder[p]
-		return a.r.Contains(p) && (!taken || h == owner)
-	}
-
-	got = make([]Assignment, 0, len(want))
-	seen := map[Port]bool{}
-	for _, w := range want {
-		if !seen[w] {
-			seen[w] = true
-			got = append(got, Assignment{Service: w.Service, Port: w.Port})
-		}
-	}
-	// What owner holds comes first, then what its status recorded, so a
-	// stale record can never take a port from a Service port that has it.
-	chosen := map[int32]bool{}
-	for i := range got {
-		if p, ok := current[got[i].key()]; ok {
-			got[i].ResolverPort = p
-			chosen[p] = true
-		}
-	}
-	var missing []int // indexes into got still without a port
-	for i := range got {
-		if got[i].ResolverPort != 0 {
-			continue
-		}
-		if p, ok := fromStatus[got[i].key()]; ok && usable(p) && !chosen[p] {
-			got[i].ResolverPort = p
-			chosen[p] = true
-			continue
-		}
-		missing = append(missing, i)
-	}
+	got, chosen, missing := a.keepLocked(owner, want, recorded)
 
 	// Ports owner holds but will not keep are free for its new ones too.
 	free := a.r.Size() - len(a.holder)
@@ -250,6 +205,58 @@ func (a *Allocator) Assign(owner Owner, want []Port, recorded []Assignment) (got
 	}
 	delete(a.waiting, owner)
 	return got, freed, nil
+}
+
+// keepLocked lists want without duplicates, each with the port owner
+// holds for it, else the port recorded for it if still usable. chosen are
+// the ports so kept; missing indexes the entries of got still without one.
+func (a *Allocator) keepLocked(owner Owner, want []Port, recorded []Assignment) (got []Assignment, chosen map[int32]bool, missing []int) {
+	current := map[Port]int32{}
+	for _, as := range a.held[owner] {
+		current[as.key()] = as.ResolverPort
+	}
+	fromStatus := map[Port]int32{}
+	for _, as := range recorded {
+		if _, dup := fromStatus[as.key()]; !dup {
+			fromStatus[as.key()] = as.ResolverPort
+		}
+	}
+	// usable reports whether owner may have port p: it is in range and free,
+	// or owner holds it already (for a Service port it may no longer want).
+	usable := func(p int32) bool {
+		h, taken := a.holder[p]
+		return a.r.Contains(p) && (!taken || h == owner)
+	}
+
+	got = make([]Assignment, 0, len(want))
+	seen := map[Port]bool{}
+	for _, w := range want {
+		if !seen[w] {
+			seen[w] = true
+			got = append(got, Assignment{Service: w.Service, Port: w.Port})
+		}
+	}
+	// What owner holds comes first, then what its status recorded, so a
+	// stale record can never take a port from a Service port that has it.
+	chosen = map[int32]bool{}
+	for i := range got {
+		if p, ok := current[got[i].key()]; ok {
+			got[i].ResolverPort = p
+			chosen[p] = true
+		}
+	}
+	for i := range got {
+		if got[i].ResolverPort != 0 {
+			continue
+		}
+		if p, ok := fromStatus[got[i].key()]; ok && usable(p) && !chosen[p] {
+			got[i].ResolverPort = p
+			chosen[p] = true
+			continue
+		}
+		missing = append(missing, i)
+	}
+	return got, chosen, missing
 }
 
 // freePortLocked finds a port neither held by another owner nor chosen
