@@ -2,143 +2,180 @@ package schedule
 
 import (
 	"fmt"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
+
+	robfig "github.com/robfig/cron/v3"
 )
 
-// field describes one of the five cron fields.
+// field describes one of the five cron fields, as this package accepts them.
 type field struct {
 	name     string
 	min, max int
-	// starMax is the top of the range '*' expands to. It differs from max
-	// only for day-of-week, where 7 is an alias of 0 and must not be set
-	// twice.
-	starMax int
-	names   map[string]int
+	names    map[string]int
 }
 
 var (
-	minuteField = field{name: "minute", min: 0, max: 59, starMax: 59}
-	hourField   = field{name: "hour", min: 0, max: 23, starMax: 23}
-	domField    = field{name: "day-of-month", min: 1, max: 31, starMax: 31}
-	monthField  = field{name: "month", min: 1, max: 12, starMax: 12, names: map[string]int{
+	minuteField = field{name: "minute", min: 0, max: 59}
+	hourField   = field{name: "hour", min: 0, max: 23}
+	domField    = field{name: "day-of-month", min: 1, max: 31}
+	monthField  = field{name: "month", min: 1, max: 12, names: map[string]int{
 		"JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5, "JUN": 6,
 		"JUL": 7, "AUG": 8, "SEP": 9, "OCT": 10, "NOV": 11, "DEC": 12,
 	}}
-	dowField = field{name: "day-of-week", min: 0, max: 7, starMax: 6, names: map[string]int{
+	// dowField accepts 7 as Sunday, which robfig/cron does not: normalise
+	// rewrites it to 0.
+	dowField = field{name: "day-of-week", min: 0, max: 7, names: map[string]int{
 		"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6,
 	}}
+	fields = [5]field{minuteField, hourField, domField, monthField, dowField}
 )
 
-// cron is a parsed 5-field expression. Each field is a bitmask with bit v set
-// when value v matches, so matching and "latest match at or below v" are a
-// couple of bit operations.
+// sunday7 is day-of-week 7, the alias of Sunday (0).
+const sunday7 = 7
+
+// parser reads the five standard fields; seconds are always 0.
+var parser = robfig.NewParser(robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow)
+
+// starBit is the bit robfig/cron sets in a field's mask when the field is
+// unrestricted ('*' or '?' without a step greater than 1).
+const starBit = 1 << 63
+
+// cron is a parsed 5-field expression: the bit masks robfig/cron built,
+// with bit v set when value v matches, and its star marker split out of the
+// two day fields. Classic cron ORs the two day fields when both are
+// restricted and ANDs them otherwise.
 type cron struct {
 	minute, hour, dom, month, dow uint64
-	// domStar and dowStar record an unrestricted field. Classic cron ORs the
-	// two day fields when both are restricted and ANDs them otherwise.
-	domStar, dowStar bool
+	domStar, dowStar              bool
 }
 
-// parseCron parses the five space-separated fields of expr.
+// parseCron checks expr with this package's messages, normalises it to what
+// robfig/cron reads the same way (Sunday as 7, over-wide steps, N/step on
+// day-of-week) and parses it with robfig/cron.
 func parseCron(expr string) (cron, error) {
-	fields := strings.Fields(expr)
-	if len(fields) != 5 {
+	normalised, err := normalise(expr)
+	if err != nil {
+		return cron{}, err
+	}
+	sched, err := parser.Parse(normalised)
+	if err != nil {
+		// normalise accepts only what robfig/cron accepts.
+		return cron{}, fmt.Errorf("normalised to %q: %w", normalised, err)
+	}
+	s := sched.(*robfig.SpecSchedule)
+	return cron{
+		minute: s.Minute &^ starBit, hour: s.Hour &^ starBit, dom: s.Dom &^ starBit,
+		month: s.Month &^ starBit, dow: s.Dow &^ starBit,
+		domStar: s.Dom&starBit != 0, dowStar: s.Dow&starBit != 0,
+	}, nil
+}
+
+// normalise checks the five space-separated fields of expr and returns them
+// in the form robfig/cron parses to the same schedule.
+func normalise(expr string) (string, error) {
+	parts := strings.Fields(expr)
+	if len(parts) != len(fields) {
 		first := ""
-		if len(fields) > 0 {
-			first = fields[0]
+		if len(parts) > 0 {
+			first = parts[0]
 		}
 		switch {
 		case strings.HasPrefix(first, "@"):
-			return cron{}, fmt.Errorf("descriptors such as @daily are not supported; use 5 fields (minute hour day-of-month month day-of-week)")
+			return "", fmt.Errorf("descriptors such as @daily are not supported; use 5 fields (minute hour day-of-month month day-of-week)")
 		case strings.HasPrefix(first, "TZ=") || strings.HasPrefix(first, "CRON_TZ="):
-			return cron{}, fmt.Errorf("time zones are not supported; the schedule is always evaluated in UTC")
+			return "", fmt.Errorf("time zones are not supported; the schedule is always evaluated in UTC")
 		}
-		return cron{}, fmt.Errorf("want 5 fields (minute hour day-of-month month day-of-week), got %d", len(fields))
+		return "", fmt.Errorf("want 5 fields (minute hour day-of-month month day-of-week), got %d", len(parts))
 	}
-	var c cron
-	var err error
-	if c.minute, _, err = parseField(fields[0], minuteField); err != nil {
-		return cron{}, err
+	for i, f := range fields {
+		text, err := normaliseField(parts[i], f)
+		if err != nil {
+			return "", err
+		}
+		parts[i] = text
 	}
-	if c.hour, _, err = parseField(fields[1], hourField); err != nil {
-		return cron{}, err
-	}
-	if c.dom, c.domStar, err = parseField(fields[2], domField); err != nil {
-		return cron{}, err
-	}
-	if c.month, _, err = parseField(fields[3], monthField); err != nil {
-		return cron{}, err
-	}
-	if c.dow, c.dowStar, err = parseField(fields[4], dowField); err != nil {
-		return cron{}, err
-	}
-	// Fold Sunday-as-7 onto Sunday-as-0 so matching needs only time.Weekday.
-	if c.dow&(1<<7) != 0 {
-		c.dow = c.dow&^(1<<7) | 1
-	}
-	return c, nil
+	return strings.Join(parts, " "), nil
 }
 
-// parseField parses a comma list of '*', values, ranges and steps. star
-// reports an unrestricted field ('*' or '?' without a step greater than 1),
-// which is what robfig/cron, and so KubeElasti, uses for the day rule.
-func parseField(text string, f field) (mask uint64, star bool, err error) {
+// normaliseField checks a comma list of '*', '?', values, names, ranges and
+// steps, and rewrites each item as "*[/step]" or "lo-hi[/step]" with numbers.
+func normaliseField(text string, f field) (string, error) {
+	var items []string
 	for part := range strings.SplitSeq(text, ",") {
 		if part == "" {
-			return 0, false, fmt.Errorf("%s %q has an empty list item", f.name, text)
+			return "", fmt.Errorf("%s %q has an empty list item", f.name, text)
 		}
 		rangeText, stepText, hasStep := strings.Cut(part, "/")
 		step := 1
 		if hasStep {
 			n, ok := parseDigits(stepText)
 			if !ok {
-				return 0, false, fmt.Errorf("%s step %q is not a number", f.name, stepText)
+				return "", fmt.Errorf("%s step %q is not a number", f.name, stepText)
 			}
 			if n < 1 {
-				return 0, false, fmt.Errorf("%s step %q must be at least 1", f.name, stepText)
+				return "", fmt.Errorf("%s step %q must be at least 1", f.name, stepText)
 			}
 			// A step wider than the field selects only its start; capping
-			// it keeps v+step from overflowing.
+			// it keeps it a number robfig/cron can read.
 			step = min(n, f.max+1)
 		}
-
-		var lo, hi int
-		switch {
-		case rangeText == "*" || rangeText == "?":
-			lo, hi = f.min, f.starMax
-			if step == 1 {
-				star = true
-			}
-		case strings.Contains(rangeText, "-"):
-			loText, hiText, _ := strings.Cut(rangeText, "-")
-			if lo, err = f.value(loText); err != nil {
-				return 0, false, err
-			}
-			if hi, err = f.value(hiText); err != nil {
-				return 0, false, err
-			}
-			if lo > hi {
-				return 0, false, fmt.Errorf("%s range %q starts after it ends", f.name, rangeText)
-			}
-		default:
-			if lo, err = f.value(rangeText); err != nil {
-				return 0, false, err
-			}
-			hi = lo
-			if hasStep {
-				// "N/step" means N-max/step, as robfig/cron reads it, so
-				// schedules written for KubeElasti keep their meaning.
-				hi = f.max
-			}
+		stepSuffix := ""
+		if hasStep {
+			stepSuffix = "/" + strconv.Itoa(step)
 		}
-		for v := lo; v <= hi; v += step {
-			mask |= 1 << uint(v)
+		if rangeText == "*" || rangeText == "?" {
+			items = append(items, "*"+stepSuffix)
+			continue
 		}
+		lo, hi, err := f.bounds(rangeText, hasStep)
+		if err != nil {
+			return "", err
+		}
+		items = append(items, f.rangeItems(lo, hi, step, stepSuffix)...)
 	}
-	return mask, star, nil
+	return strings.Join(items, ","), nil
+}
+
+// bounds parses a value or a range. A lone value with a step means
+// value-max, as robfig/cron, and so KubeElasti, reads it.
+func (f field) bounds(rangeText string, hasStep bool) (lo, hi int, err error) {
+	loText, hiText, isRange := strings.Cut(rangeText, "-")
+	if lo, err = f.value(loText); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case isRange:
+		if hi, err = f.value(hiText); err != nil {
+			return 0, 0, err
+		}
+		if lo > hi {
+			return 0, 0, fmt.Errorf("%s range %q starts after it ends", f.name, rangeText)
+		}
+	case hasStep:
+		hi = f.max
+	default:
+		hi = lo
+	}
+	return lo, hi, nil
+}
+
+// rangeItems writes lo-hi/step for robfig/cron. Only day-of-week can reach
+// 7, Sunday's alias: the range stops at 6 and Sunday is added as 0 when the
+// step lands on 7.
+func (f field) rangeItems(lo, hi, step int, stepSuffix string) []string {
+	if hi < sunday7 || f.max != sunday7 {
+		return []string{fmt.Sprintf("%d-%d%s", lo, hi, stepSuffix)}
+	}
+	var items []string
+	if lo < sunday7 {
+		items = append(items, fmt.Sprintf("%d-%d%s", lo, sunday7-1, stepSuffix))
+	}
+	if (sunday7-lo)%step == 0 {
+		items = append(items, "0")
+	}
+	return items
 }
 
 // value parses a single number or, for month and day-of-week, a three-letter
@@ -179,92 +216,57 @@ func parseDigits(text string) (int, bool) {
 	return n, true
 }
 
-// daysInMonth is the most days each month can have; February counts 29 so
-// that a leap-day schedule is not mistaken for one that never fires.
-var daysInMonth = [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
-
-// canFire reports whether some calendar day matches. Only a restricted
-// day-of-month ANDed with an unrestricted day-of-week can name days that do
-// not exist, such as "30 2"; every other combination matches at least once a
-// week in every selected month.
-func (c *cron) canFire() bool {
-	if c.domStar || !c.dowStar {
-		return true
+// spec is c as robfig/cron's schedule: second 0 of each matching minute,
+// in UTC.
+func (c *cron) spec() robfig.SpecSchedule {
+	s := robfig.SpecSchedule{
+		Second: 1, Minute: c.minute, Hour: c.hour, Dom: c.dom, Month: c.month, Dow: c.dow,
+		Location: time.UTC,
 	}
-	for m := 1; m <= 12; m++ {
-		if c.month&(1<<uint(m)) != 0 && c.dom&(1<<uint(daysInMonth[m]+1)-1) != 0 {
-			return true
-		}
+	if c.domStar {
+		s.Dom |= starBit
 	}
-	return false
+	if c.dowStar {
+		s.Dow |= starBit
+	}
+	return s
 }
 
-func (c *cron) dayMatches(day int, weekday time.Weekday) bool {
-	domMatch := c.dom&(1<<uint(day)) != 0
-	dowMatch := c.dow&(1<<uint(weekday)) != 0
-	if c.domStar || c.dowStar {
-		return domMatch && dowMatch
-	}
-	return domMatch || dowMatch
+// searchYears is how far robfig/cron's Next looks before it gives up: the
+// rest of the year it starts in and five more.
+const searchYears = 5
+
+// maxYear bounds the years next searches, far inside what time.Time can
+// represent, so that date arithmetic never wraps.
+const maxYear = 100_000_000
+
+// firesIn reports whether the schedule fires at some whole minute t with
+// after < t <= until.
+func (c *cron) firesIn(after, until time.Time) bool {
+	next, ok := c.next(after)
+	return ok && !next.After(until)
 }
 
-// maxSteps bounds latest's loop. Within maxLookback a schedule takes a few
-// thousand steps at most (one per non-matching day); the cap only guards
-// against times so extreme that time arithmetic wraps.
-const maxSteps = 100000
-
-// latest returns the latest firing time at or before from (a whole minute,
-// UTC) that is strictly after after. It walks backwards and skips a whole
-// month, day or hour as soon as that unit cannot match, so its cost depends on
-// the calendar gaps in the schedule, not on how far back it may look.
-func (c *cron) latest(from, after time.Time) (time.Time, bool) {
-	t := from
-	for range maxSteps {
-		if !t.After(after) {
-			return time.Time{}, false
+// next returns the first firing strictly after t, in UTC, looking at most
+// maxLookback ahead: a schedule that fires at all fires that often. Next
+// gives up after five years, and the gap between two firings can be eight (a
+// February 29th across 2100), so the search starts again where Next stopped
+// looking.
+func (c *cron) next(t time.Time) (time.Time, bool) {
+	end := t.Add(maxLookback)
+	if t.Year() < -maxYear || end.Year() > maxYear {
+		return time.Time{}, false
+	}
+	s := c.spec()
+	from := t.UTC()
+	for from.Before(end) {
+		if next := s.Next(from); !next.IsZero() {
+			return next, !next.After(end)
 		}
-		y, mo, d := t.Date()
-		h, mi := t.Hour(), t.Minute()
-
-		if c.month&(1<<uint(mo)) == 0 {
-			if m := highestAtOrBelow(c.month, int(mo)-1); m > 0 {
-				// Last minute of month m: the first of m+1 minus a minute.
-				t = time.Date(y, time.Month(m)+1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Minute)
-			} else {
-				t = time.Date(y, time.January, 1, 0, 0, 0, 0, time.UTC).Add(-time.Minute)
-			}
-			continue
-		}
-		if !c.dayMatches(d, t.Weekday()) {
-			t = time.Date(y, mo, d, 0, 0, 0, 0, time.UTC).Add(-time.Minute)
-			continue
-		}
-		if c.hour&(1<<uint(h)) == 0 {
-			if hh := highestAtOrBelow(c.hour, h-1); hh >= 0 {
-				t = time.Date(y, mo, d, hh, 59, 0, 0, time.UTC)
-			} else {
-				t = time.Date(y, mo, d, 0, 0, 0, 0, time.UTC).Add(-time.Minute)
-			}
-			continue
-		}
-		mm := highestAtOrBelow(c.minute, mi)
-		if mm < 0 {
-			t = time.Date(y, mo, d, h, 0, 0, 0, time.UTC).Add(-time.Minute)
-			continue
-		}
-		t = time.Date(y, mo, d, h, mm, 0, 0, time.UTC)
-		return t, t.After(after)
+		// Nothing up to the end of year+searchYears. Go on from just before
+		// the first of January of that year, which is strictly later than
+		// from.
+		from = time.Date(from.Year()+searchYears, time.January, 1, 0, 0, 0, 0, time.UTC).Add(-time.Second)
 	}
 	return time.Time{}, false
-}
-
-// highestAtOrBelow returns the highest set bit of mask that is <= n, or -1.
-func highestAtOrBelow(mask uint64, n int) int {
-	if n < 0 {
-		return -1
-	}
-	if n < 63 {
-		mask &= 1<<uint(n+1) - 1
-	}
-	return bits.Len64(mask) - 1
 }

@@ -3,9 +3,9 @@
 // scale-to-zero is allowed.
 //
 // The operator asks every ElastiService's window on every poll, so Active
-// must be cheap: it walks back from now to the latest firing time, skipping
-// whole months, days and hours that cannot match, instead of stepping minute
-// by minute through the duration.
+// must be cheap: it asks robfig/cron for the first firing after the start of
+// the longest window that could still be open, instead of stepping minute by
+// minute through the duration.
 package schedule
 
 import (
@@ -27,7 +27,6 @@ const maxLookback = 9 * 366 * 24 * time.Hour
 // time.
 type Window struct {
 	bounded  bool
-	never    bool
 	cron     cron
 	schedule string
 	duration time.Duration
@@ -71,7 +70,6 @@ func Parse(schedule, duration string) (Window, error) {
 	}
 	return Window{
 		bounded:  true,
-		never:    !c.canFire(),
 		cron:     c,
 		schedule: strings.Join(strings.Fields(schedule), " "),
 		duration: d,
@@ -84,15 +82,8 @@ func (w Window) Active(now time.Time) bool {
 	if !w.bounded {
 		return true
 	}
-	if w.never {
-		return false
-	}
 	now = now.UTC()
-	// The latest firing at or before now decides: if it is too old, every
-	// earlier one is older still.
-	after := now.Add(-min(w.duration, maxLookback))
-	_, ok := w.cron.latest(now.Truncate(time.Minute), after)
-	return ok
+	return w.cron.firesIn(now.Add(-min(w.duration, maxLookback)), now)
 }
 
 // String describes the window for logs and events.
