@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -77,9 +78,10 @@ type Server struct {
 	// Woke, when set, is told of every scale-up a request caused.
 	Woke func(es types.NamespacedName, at time.Time)
 
-	mu       sync.Mutex
-	inFlight map[types.NamespacedName]*call
-	settled  map[types.NamespacedName]settledWake
+	// calls coalesces concurrent wakes of one service.
+	calls   singleflight.Group
+	mu      sync.Mutex
+	settled map[types.NamespacedName]settledWake
 	// woken holds each ElastiService's last wake by this replica, which the
 	// idle poller reads: status.lastScaledUpTime is written asynchronously
 	// and may reach the cache after the next poll.
@@ -97,21 +99,14 @@ type settledWake struct {
 	generation int64
 }
 
-type call struct {
-	done    chan struct{}
-	outcome string
-	err     error
-}
-
 // New returns a server. baseCtx outlives requests: a scale started for one
 // client finishes even if that client hangs up, because others may wait on it.
 func New(baseCtx context.Context, dir *directory.Directory, scaler Scaler, status StatusRecorder, ready func() bool, cfg Config) *Server {
 	return &Server{
 		dir: dir, scaler: scaler, status: status, ready: ready, cfg: cfg,
 		clock: clock.RealClock{}, baseCtx: baseCtx,
-		inFlight: map[types.NamespacedName]*call{},
-		settled:  map[types.NamespacedName]settledWake{},
-		woken:    map[types.NamespacedName]time.Time{},
+		settled: map[types.NamespacedName]settledWake{},
+		woken:   map[types.NamespacedName]time.Time{},
 	}
 }
 
@@ -183,42 +178,47 @@ func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) 
 // cache may not show the write yet, so requests are answered "already up"
 // without another write, unless the cache has moved past the generation the
 // wake was decided on: then the target changed since (someone scaled it
-// back down) and is looked at afresh.
+// back down) and is looked at afresh. A call records its wake before it
+// ends, so a request either shares a call or sees the wake it made.
 func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, error) {
-	s.mu.Lock()
-	if w, ok := s.settled[svc]; ok && s.clock.Since(w.at) < s.cfg.SettleWindow {
-		if cur, err := s.scaler.Get(targetRef(entry)); err == nil && cur.Generation <= w.generation {
-			s.mu.Unlock()
+	outcome, err, _ := s.calls.Do(svc.String(), func() (any, error) {
+		if s.settledUp(svc, entry) {
 			return OutcomeAlreadyUp, nil
 		}
-	}
-	if c, ok := s.inFlight[svc]; ok {
-		s.mu.Unlock()
-		<-c.done
-		return c.outcome, c.err
-	}
-	c := &call{done: make(chan struct{})}
-	s.inFlight[svc] = c
-	s.mu.Unlock()
+		outcome, generation, err := s.scaleUp(entry)
+		if err == nil {
+			s.settle(svc, generation)
+		}
+		return outcome, err
+	})
+	return outcome.(string), err
+}
 
-	var generation int64
-	c.outcome, generation, c.err = s.scaleUp(entry)
-
+// settledUp reports whether svc was woken within SettleWindow and its target
+// has not changed since.
+func (s *Server) settledUp(svc types.NamespacedName, entry directory.Entry) bool {
 	s.mu.Lock()
-	delete(s.inFlight, svc)
-	if c.err == nil {
-		s.settled[svc] = settledWake{at: s.clock.Now(), generation: generation}
-		// Old entries only matter inside the window; drop the rest so the
-		// map stays as small as the set of recently woken services.
-		for k, w := range s.settled {
-			if s.clock.Since(w.at) >= s.cfg.SettleWindow {
-				delete(s.settled, k)
-			}
+	defer s.mu.Unlock()
+	w, ok := s.settled[svc]
+	if !ok || s.clock.Since(w.at) >= s.cfg.SettleWindow {
+		return false
+	}
+	cur, err := s.scaler.Get(targetRef(entry))
+	return err == nil && cur.Generation <= w.generation
+}
+
+// settle remembers a wake decided on the target's generation.
+func (s *Server) settle(svc types.NamespacedName, generation int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settled[svc] = settledWake{at: s.clock.Now(), generation: generation}
+	// Old entries only matter inside the window; drop the rest so the map
+	// stays as small as the set of recently woken services.
+	for k, w := range s.settled {
+		if s.clock.Since(w.at) >= s.cfg.SettleWindow {
+			delete(s.settled, k)
 		}
 	}
-	s.mu.Unlock()
-	close(c.done)
-	return c.outcome, c.err
 }
 
 func targetRef(entry directory.Entry) scaletarget.Ref {
