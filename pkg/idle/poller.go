@@ -50,13 +50,6 @@ const (
 	OutcomeNotManaged      = "not_managed"
 )
 
-// Scaler is what the poller needs of scaletarget.Scaler.
-type Scaler interface {
-	Get(ref scaletarget.Ref) (scaletarget.State, error)
-	Scale(ctx context.Context, ref scaletarget.Ref, replicas int32) error
-	SetKEDAPaused(ctx context.Context, namespace, name string, paused bool) error
-}
-
 // Config tunes the poller.
 type Config struct {
 	Interval    time.Duration
@@ -70,7 +63,7 @@ type Config struct {
 // Poller evaluates triggers and scales idle targets to zero.
 type Poller struct {
 	lister   elastilisters.ElastiServiceLister
-	scaler   Scaler
+	scaler   scaletarget.Interface
 	client   *triggers.Client
 	recorder record.EventRecorder
 	cfg      Config
@@ -90,7 +83,7 @@ type Poller struct {
 }
 
 // New returns a poller.
-func New(lister elastilisters.ElastiServiceLister, scaler Scaler, recorder record.EventRecorder, cfg Config) *Poller {
+func New(lister elastilisters.ElastiServiceLister, scaler scaletarget.Interface, recorder record.EventRecorder, cfg Config) *Poller {
 	if cfg.Parallelism < 1 {
 		cfg.Parallelism = 1
 	}
@@ -211,11 +204,9 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 	}
 
 	// Pause KEDA first, so it does not scale the target straight back up.
-	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
-		if err := p.scaler.SetKEDAPaused(ctx, es.Namespace, a.Name, true); err != nil {
-			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
-			return OutcomeScaleFailed, ""
-		}
+	if err := scaletarget.PauseKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
+		return OutcomeScaleFailed, ""
 	}
 	if err := p.scaler.Scale(ctx, ref, 0); err != nil {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling to zero failed: %v", err)
@@ -246,11 +237,9 @@ func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, 
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)
 		return err
 	}
-	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
-		if err := p.scaler.SetKEDAPaused(ctx, es.Namespace, a.Name, false); err != nil {
-			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Resuming KEDA failed: %v", err)
-			return fmt.Errorf("resume KEDA: %w", err)
-		}
+	if err := scaletarget.ResumeKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Resuming KEDA failed: %v", err)
+		return fmt.Errorf("resume KEDA: %w", err)
 	}
 	return nil
 }

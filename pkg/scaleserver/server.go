@@ -14,21 +14,13 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
-// Scaler is what the server needs of scaletarget.Scaler.
 // Path is the route the server answers, the one resolvers call.
 const Path = wakeapi.Path
-
-type Scaler interface {
-	Get(ref scaletarget.Ref) (scaletarget.State, error)
-	Scale(ctx context.Context, ref scaletarget.Ref, replicas int32) error
-	SetKEDAPaused(ctx context.Context, namespace, name string, paused bool) error
-}
 
 // StatusRecorder stores status.lastScaledUpTime.
 type StatusRecorder interface {
@@ -66,7 +58,7 @@ func DefaultConfig() Config {
 // Server handles POST /informer/incoming-request.
 type Server struct {
 	dir    *directory.Directory
-	scaler Scaler
+	scaler scaletarget.Interface
 	status StatusRecorder
 	// ready reports whether this replica may act: leader with synced caches.
 	ready   func() bool
@@ -101,7 +93,7 @@ type settledWake struct {
 
 // New returns a server. baseCtx outlives requests: a scale started for one
 // client finishes even if that client hangs up, because others may wait on it.
-func New(baseCtx context.Context, dir *directory.Directory, scaler Scaler, status StatusRecorder, ready func() bool, cfg Config) *Server {
+func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, status StatusRecorder, ready func() bool, cfg Config) *Server {
 	return &Server{
 		dir: dir, scaler: scaler, status: status, ready: ready, cfg: cfg,
 		clock: clock.RealClock{}, baseCtx: baseCtx,
@@ -243,12 +235,10 @@ func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 		return OutcomeFailed, 0, err
 	}
 	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
-	if a := entry.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
-		if err := s.scaler.SetKEDAPaused(ctx, ref.Namespace, a.Name, false); err != nil {
-			// The target is up; KEDA staying paused only delays scaling
-			// beyond the minimum, so report it without failing the wake.
-			logger.Error(err, "Could not resume KEDA after scale-up")
-		}
+	if err := scaletarget.ResumeKEDA(ctx, s.scaler, ref.Namespace, entry.Autoscaler); err != nil {
+		// The target is up; KEDA staying paused only delays scaling beyond
+		// the minimum, so report it without failing the wake.
+		logger.Error(err, "Could not resume KEDA after scale-up")
 	}
 	// The status write must never delay the answer to the resolver.
 	now := s.clock.Now()

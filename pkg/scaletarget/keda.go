@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
 // ScaledObjectGVR is KEDA's ScaledObject resource.
@@ -30,4 +32,31 @@ func (s *Scaler) SetKEDAPaused(ctx context.Context, namespace, name string, paus
 		return fmt.Errorf("set KEDA ScaledObject %s/%s paused=%v: %w", namespace, name, paused, err)
 	}
 	return nil
+}
+
+// KEDAPauser pauses and resumes ScaledObjects; Scaler is one.
+type KEDAPauser interface {
+	SetKEDAPaused(ctx context.Context, namespace, name string, paused bool) error
+}
+
+// PauseKEDA pauses at zero the KEDA ScaledObject an ElastiService in
+// namespace names as its autoscaler, before a scale-down, so that KEDA does
+// not scale the target straight back up. Without a KEDA autoscaler it does
+// nothing.
+func PauseKEDA(ctx context.Context, p KEDAPauser, namespace string, autoscaler *elastiv1alpha1.AutoscalerSpec) error {
+	return setKEDAPaused(ctx, p, namespace, autoscaler, true)
+}
+
+// ResumeKEDA hands the target back to the KEDA ScaledObject an ElastiService
+// in namespace names as its autoscaler, after a wake or when the
+// ElastiService goes away. Without a KEDA autoscaler it does nothing.
+func ResumeKEDA(ctx context.Context, p KEDAPauser, namespace string, autoscaler *elastiv1alpha1.AutoscalerSpec) error {
+	return setKEDAPaused(ctx, p, namespace, autoscaler, false)
+}
+
+func setKEDAPaused(ctx context.Context, p KEDAPauser, namespace string, autoscaler *elastiv1alpha1.AutoscalerSpec, paused bool) error {
+	if autoscaler == nil || autoscaler.Type != elastiv1alpha1.AutoscalerTypeKEDA {
+		return nil
+	}
+	return p.SetKEDAPaused(ctx, namespace, autoscaler.Name, paused)
 }

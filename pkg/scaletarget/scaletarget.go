@@ -59,6 +59,14 @@ type State struct {
 	Generation int64
 }
 
+// Interface is what the idle poller and the scale server use of a Scaler,
+// so that their tests can stand in for it.
+type Interface interface {
+	Get(ref Ref) (State, error)
+	Scale(ctx context.Context, ref Ref, replicas int32) error
+	KEDAPauser
+}
+
 // Scaler reads targets from caches and scales them.
 type Scaler struct {
 	kube         kubernetes.Interface
