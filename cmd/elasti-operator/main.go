@@ -9,20 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/command"
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/errreport"
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
@@ -33,7 +27,6 @@ const summary = "elasti-operator scales idle HTTP workloads to zero and wakes th
 func main() { command.Main("elasti-operator", summary, bindFlags, run) }
 
 func run(ctx context.Context, o *options) error {
-	logger := klog.FromContext(ctx)
 	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -42,134 +35,87 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-
-	// Sentry is on only when SENTRY_DSN is set; errors that exhaust their
-	// retries and panics are reported with the object they concern.
-	reporter, err := errreport.FromEnv(os.Getenv, "")
+	reporter, err := reportErrors(ctx, op)
 	if err != nil {
 		return err
 	}
 	defer reporter.Close(5 * time.Second)
-	if reporter.Enabled() {
-		logger.Info("Reporting errors to Sentry", "environment", os.Getenv(errreport.EnvEnvironment))
-		utilruntime.PanicHandlers = append(utilruntime.PanicHandlers, reporter.PanicHandler())
-		op.Controller.OnDrop(func(ctx context.Context, queue, kind, key string, err error) {
-			reporter.ReportDropped(ctx, queue, key, err, errreport.ObjectRefFromKey(kind, key))
-		})
-	}
-
-	registry := op.Metrics.Registry
 	op.Metrics.RegisterClientGoMetrics()
 
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	startServers(ctx, o, op, watchdog)
+	if !o.leaderElect {
+		return op.Start(ctx, nil)
+	}
+	lock, err := operator.NewLeaseLock(cfg, o.leaderElectNamespace, o.leaderElectName)
+	if err != nil {
+		return err
+	}
+	return op.Start(ctx, &operator.Election{
+		Lock:          lock,
+		LeaseDuration: o.leaseDuration,
+		RenewDeadline: o.renewDeadline,
+		RetryPeriod:   o.retryPeriod,
+		WatchDog:      watchdog,
+	})
+}
+
+// reportErrors turns Sentry on when SENTRY_DSN is set: errors that exhaust
+// their retries and panics are reported with the object they concern.
+func reportErrors(ctx context.Context, op *operator.Operator) (*errreport.Reporter, error) {
+	reporter, err := errreport.FromEnv(os.Getenv, "")
+	if err != nil || !reporter.Enabled() {
+		return reporter, err
+	}
+	klog.FromContext(ctx).Info("Reporting errors to Sentry", "environment", os.Getenv(errreport.EnvEnvironment))
+	utilruntime.PanicHandlers = append(utilruntime.PanicHandlers, reporter.PanicHandler())
+	op.Controller.OnDrop(func(ctx context.Context, queue, kind, key string, err error) {
+		reporter.ReportDropped(ctx, queue, key, err, errreport.ObjectRefFromKey(kind, key))
+	})
+	return reporter, nil
+}
+
+// startServers serves the probes, the metrics and the scale endpoint, each
+// unless its address is "0", until ctx ends.
+func startServers(ctx context.Context, o *options, op *operator.Operator, watchdog *leaderelection.HealthzAdaptor) {
 	if !disabled(o.healthProbeBindAddress) {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			if err := watchdog.Check(r); err != nil {
-				http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			// A follower is not ready, so the operator Service sends scale
-			// requests to the leader only.
-			switch {
-			case !op.Synced():
-				http.Error(w, "informer caches are not synced", http.StatusServiceUnavailable)
-			case !op.Leading():
-				http.Error(w, "not the leader", http.StatusServiceUnavailable)
-			default:
-				fmt.Fprintln(w, "ok")
-			}
-		})
-		go serve(ctx, "health", o.healthProbeBindAddress, mux)
+		go serve(ctx, "health", o.healthProbeBindAddress, probes(op, watchdog))
 	}
 	if !disabled(o.metricsBindAddress) {
+		registry := op.Metrics.Registry
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 		go serve(ctx, "metrics", o.metricsBindAddress, mux)
 	}
-
 	if !disabled(o.scaleServerBindAddress) {
 		go serve(ctx, "scale", o.scaleServerBindAddress, op.ScaleServer.Handler())
 	}
+}
 
-	// Followers keep their caches warm so failover is quick. Informers stop
-	// only when their context ends, so end it before waiting for them.
-	informerCtx, stopInformers := context.WithCancel(ctx)
-	defer func() { stopInformers(); op.ShutdownInformers() }()
-	op.StartInformers(informerCtx)
-
-	if !o.leaderElect {
-		return op.RunLeader(ctx)
-	}
-
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	identity := host + "_" + string(uuid.NewUUID())
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.leaderElectNamespace, Name: o.leaderElectName},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
-
-	// The election has its own context so that on shutdown the workers drain
-	// first and the Lease is released only afterwards: a new leader never
-	// overlaps with our last syncs.
-	electionCtx, cancelElection := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelElection()
-	workersDone := make(chan struct{})
-	var lost atomic.Bool
-	go func() {
-		<-ctx.Done()
-		if op.Leading() {
-			select {
-			case <-workersDone:
-			case <-time.After(workloop.SyncTimeout):
-				// Syncs are bounded by SyncTimeout, so this only fires if one
-				// is stuck; the lease is still renewed while we wait.
-				logger.Info("Workers did not finish in time; releasing the lease anyway")
-			}
+// probes serves /healthz, liveness with the leader-election watchdog, and
+// /readyz: caches synced and leader.
+func probes(op *operator.Operator, watchdog *leaderelection.HealthzAdaptor) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := watchdog.Check(r); err != nil {
+			http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
+			return
 		}
-		cancelElection()
-	}()
-	logger.Info("Waiting for leadership", "lease", o.leaderElectNamespace+"/"+o.leaderElectName, "identity", identity)
-	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   o.leaseDuration,
-		RenewDeadline:   o.renewDeadline,
-		RetryPeriod:     o.retryPeriod,
-		ReleaseOnCancel: true,
-		WatchDog:        watchdog,
-		Name:            "elasti-operator",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				defer close(workersDone)
-				workCtx, cancel := context.WithCancel(leaderCtx)
-				defer cancel()
-				stopOnSignal := context.AfterFunc(ctx, cancel)
-				defer stopOnSignal()
-				logger.Info("Became leader", "identity", identity)
-				if err := op.RunLeader(workCtx); err != nil {
-					logger.Error(err, "Controller stopped")
-				}
-			},
-			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					lost.Store(true)
-				}
-			},
-		},
+		fmt.Fprintln(w, "ok")
 	})
-	if lost.Load() {
-		// Another replica may already act; exit so this one restarts clean.
-		return errors.New("lost leadership")
-	}
-	return nil
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// A follower is not ready, so the operator Service sends scale
+		// requests to the leader only.
+		switch {
+		case !op.Synced():
+			http.Error(w, "informer caches are not synced", http.StatusServiceUnavailable)
+		case !op.Leading():
+			http.Error(w, "not the leader", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	return mux
 }
 
 // serve serves h on addr until ctx ends; it logs the address it bound

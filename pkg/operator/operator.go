@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
@@ -170,7 +169,7 @@ type Operator struct {
 	rollouts        *scaletarget.RolloutInformer
 }
 
-// New builds the operator against cfg. Nothing runs until Run.
+// New builds the operator against cfg. Nothing runs until Start.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -196,18 +195,44 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 
 	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
-	o.kubeFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+	o.newInformerFactories(opts)
+	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
+		return nil, err
+	}
+	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
+		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow})
+	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller.Recorder(), idle.Config{
+		Interval:     opts.PollingInterval,
+		Parallelism:  opts.PollParallelism,
+		QueryTimeout: opts.QueryTimeout,
+		Defaults: triggers.Defaults{
+			ServerAddress:       opts.PrometheusServerAddress,
+			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
+		},
+	})
+	o.connect()
+	return o, nil
+}
+
+// newInformerFactories makes the shared informer factories, scoped to
+// --watch-namespace.
+func (o *Operator) newInformerFactories(opts Options) {
+	o.kubeFactory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0,
 		informers.WithNamespace(opts.WatchNamespace), informers.WithTransform(trimForCache))
 	// The resolver's slices may live outside --watch-namespace; one more
 	// narrow watch covers them.
-	o.resolverFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+	o.resolverFactory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0,
 		informers.WithNamespace(opts.ResolverNamespace), informers.WithTransform(trimForCache),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: opts.ResolverService}).String()
 		}))
-	o.elastiFactory = elastiinformers.NewSharedInformerFactoryWithOptions(elasti, opts.ResyncPeriod,
+	o.elastiFactory = elastiinformers.NewSharedInformerFactoryWithOptions(o.Elasti, opts.ResyncPeriod,
 		elastiinformers.WithNamespace(opts.WatchNamespace), elastiinformers.WithTransform(trimForCache))
+}
 
+// newController makes the scaler, the Rollout informer and the controller
+// on the informer factories, and the controller's own events client.
+func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface, apiext apiextensionsclient.Interface, opts Options) error {
 	deployments := o.kubeFactory.Apps().V1().Deployments()
 	statefulSets := o.kubeFactory.Apps().V1().StatefulSets()
 	var ctrl *controller.Controller
@@ -216,9 +241,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 			ctrl.OnRolloutChange(r)
 		}
 	})
-	o.Scaler = scaletarget.NewScaler(kube, dyn, deployments.Lister(), statefulSets.Lister(), o.rollouts)
+	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Lister(), statefulSets.Lister(), o.rollouts)
 
-	ctrl, err = controller.New(ctx, kube, elasti, o.Scaler, o.Directory, controller.Informers{
+	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
 		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),
 		Services:       o.kubeFactory.Core().V1().Services(),
 		EndpointSlices: o.kubeFactory.Discovery().V1().EndpointSlices(),
@@ -237,32 +262,24 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		DeletionGrace:        opts.DeletionGrace,
 	}, o.Metrics.Queues)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	o.Controller = ctrl
 	eventsCfg := protobuf(cfg)
 	eventsCfg.QPS, eventsCfg.Burst = 50, 100
-	if ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg); err != nil {
-		return nil, err
-	}
-	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
-		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow})
-	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, ctrl.Recorder(), idle.Config{
-		Interval:     opts.PollingInterval,
-		Parallelism:  opts.PollParallelism,
-		QueryTimeout: opts.QueryTimeout,
-		Defaults: triggers.Defaults{
-			ServerAddress:       opts.PrometheusServerAddress,
-			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
-		},
-	})
+	ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg)
+	return err
+}
+
+// connect wires the parts to each other and to the metrics.
+func (o *Operator) connect() {
 	o.Controller.Observer = controller.Observer{
 		Sync:     o.Metrics.ObserveSync,
 		Mode:     o.Metrics.ObserveMode,
 		Switched: o.Metrics.ModeSwitched,
 		Gone:     o.Metrics.ForgetElastiService,
 	}
-	o.Metrics.RegisterResolverPorts(ctrl.ResolverPorts)
+	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
 	o.ScaleServer.Woke = o.Metrics.WakeStarted
 	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
 	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
@@ -274,7 +291,6 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
 			ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
 	}
-	return o, nil
 }
 
 // Synced reports whether every informer cache has synced.
@@ -291,12 +307,12 @@ func (o *Operator) Synced() bool {
 // synced. Followers answer scale requests with 503.
 func (o *Operator) Ready() bool { return o.leading.Load() && o.Synced() }
 
-// Leading reports whether RunLeader is running.
+// Leading reports whether runLeader is running.
 func (o *Operator) Leading() bool { return o.leading.Load() }
 
-// RunLeader runs everything that acts on the cluster: the controller's
+// runLeader runs everything that acts on the cluster: the controller's
 // workers and the idle poller. It blocks until ctx ends and both stopped.
-func (o *Operator) RunLeader(ctx context.Context) error {
+func (o *Operator) runLeader(ctx context.Context) error {
 	// Stop answering scale requests the moment leadership or the process
 	// ends, not after the workers have drained.
 	stopLeading := context.AfterFunc(ctx, func() { o.leading.Store(false) })
@@ -320,30 +336,20 @@ func (o *Operator) RunLeader(ctx context.Context) error {
 	return err
 }
 
-// StartInformers starts every watch. Followers run them too, so a new
+// startInformers starts every watch. Followers run them too, so a new
 // leader starts with warm caches.
-func (o *Operator) StartInformers(ctx context.Context) {
+func (o *Operator) startInformers(ctx context.Context) {
 	o.kubeFactory.Start(ctx.Done())
 	o.resolverFactory.Start(ctx.Done())
 	o.elastiFactory.Start(ctx.Done())
 	go o.rollouts.Run(ctx)
 }
 
-// ShutdownInformers waits for the informers' goroutines after ctx ends.
-func (o *Operator) ShutdownInformers() {
+// shutdownInformers waits for the informers' goroutines after ctx ends.
+func (o *Operator) shutdownInformers() {
 	o.kubeFactory.Shutdown()
 	o.resolverFactory.Shutdown()
 	o.elastiFactory.Shutdown()
-}
-
-// Run starts the informers and the controller and blocks until ctx ends.
-func (o *Operator) Run(ctx context.Context) error {
-	klog.FromContext(ctx).Info("Starting elasti operator")
-	ctx, cancel := context.WithCancel(ctx)
-	// Informers stop only when ctx ends, so end it before waiting for them.
-	defer func() { cancel(); o.ShutdownInformers() }()
-	o.StartInformers(ctx)
-	return o.RunLeader(ctx)
 }
 
 // protobuf makes a client speak protobuf to the apiserver, as the

@@ -1,7 +1,6 @@
 package operator_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -419,14 +419,28 @@ func TestFollowerAnswers503(t *testing.T) {
 	e.Resolver(1)
 	e.App("web", 0)
 	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
-	ctx, cancel := context.WithCancel(context.Background())
-	op, err := operator.New(ctx, clustertest.Get(t).RESTConfig(), e.Opts)
-	if err != nil {
-		cancel()
+	// Started as the binary is with --leader-elect, on a Lease another
+	// replica holds for an hour: this one stays a follower.
+	const leaseName = "elasti-operator-leader"
+	held := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: leaseName, Namespace: e.NS},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("another-replica"),
+			LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime:          &metav1.MicroTime{Time: time.Now()},
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	if _, err := e.Kube.CoordinationV1().Leases(e.NS).Create(e.Ctx(), held, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	op.StartInformers(ctx) // caches only: not leading
-	defer func() { cancel(); op.ShutdownInformers() }()
+	lock, err := operator.NewLeaseLock(clustertest.Get(t).RESTConfig(), e.NS, leaseName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.StartOperatorWith(&operator.Election{
+		Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+	})
 	srv := httptest.NewServer(op.ScaleServer.Handler())
 	defer srv.Close()
 	code, body := testenv.Post(t, srv.URL+scaleserver.Path, testenv.WakeBody("web", e.NS))

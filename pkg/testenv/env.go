@@ -121,7 +121,16 @@ func New(t testing.TB) *Env {
 // startOperator runs an operator in-process until the test ends or stop.
 func (e *Env) StartOperator() { e.T.Helper(); e.StartOperatorReturning() }
 
+// StartOperatorReturning is StartOperator, returning the operator. It starts
+// it as the binary does without --leader-elect, through operator.Start.
 func (e *Env) StartOperatorReturning() *operator.Operator {
+	e.T.Helper()
+	return e.StartOperatorWith(nil)
+}
+
+// StartOperatorWith is StartOperatorReturning, taking part in election as
+// the binary does with --leader-elect when election is not nil.
+func (e *Env) StartOperatorWith(election *operator.Election) *operator.Operator {
 	e.T.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", e.T.Name())))
 	op, err := operator.New(ctx, clustertest.Get(e.T).RESTConfig(), e.Opts)
@@ -131,7 +140,7 @@ func (e *Env) StartOperatorReturning() *operator.Operator {
 	}
 	e.LastOperator = op
 	done := make(chan error, 1)
-	go func() { done <- op.Run(ctx) }()
+	go func() { done <- op.Start(ctx, election) }()
 	var once sync.Once
 	e.Stop = func() {
 		once.Do(func() {
@@ -139,7 +148,7 @@ func (e *Env) StartOperatorReturning() *operator.Operator {
 			select {
 			case err := <-done:
 				if err != nil {
-					e.T.Errorf("operator.Run: %v", err)
+					e.T.Errorf("operator.Start: %v", err)
 				}
 			case <-time.After(30 * time.Second):
 				e.T.Error("operator did not stop within 30s of cancellation")
