@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -21,19 +22,26 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
-	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
 
-// The operator's open watches, counted per user agent in the audit log, do
-// not grow with the number of ElastiServices.
-func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
+// startWithResolver is how most tests here begin: in parallel, in an Env of
+// their own whose operator runs, with resolvers stand-in resolver pods.
+func startWithResolver(t *testing.T, resolvers int32) *testenv.Env {
+	t.Helper()
 	t.Parallel()
 	e := testenv.New(t)
 	e.StartOperator()
-	e.Resolver(1)
+	e.Resolver(resolvers)
+	return e
+}
+
+// The operator's open watches, counted per user agent in the audit log, do
+// not grow with the number of ElastiServices.
+func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
+	e := startWithResolver(t, 1)
 	e.Fronted("app-0", 0)
 	operatorWatches := func() int { return testenv.OpenWatches(t, " "+e.UserAgentSuffix()) }
 	// Informers open their watches right after their first list.
@@ -60,10 +68,7 @@ func TestWatchCountDoesNotGrowWithElastiServices(t *testing.T) {
 }
 
 func TestProxyAndServeFollowTheTarget(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(2)
+	e := startWithResolver(t, 2)
 	e.Fronted("web", 1)
 
 	es := e.Get("web")
@@ -74,7 +79,7 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		t.Errorf("status observedGeneration %d (generation %d), lastReconciledTime %v",
 			es.Status.ObservedGeneration, es.Generation, es.Status.LastReconciledTime)
 	}
-	pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	pvt, err := e.PrivateService("web")
 	if err != nil {
 		t.Fatalf("private service: %v", err)
 	}
@@ -94,13 +99,13 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		t.Fatalf("resolver has %d ready pods, want 2", len(want))
 	}
 	e.Eventually("the resolver slice to list both resolver pods", func() (bool, string) {
-		s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+		s, err := e.ResolverSlice("web")
 		if err != nil {
 			return false, err.Error()
 		}
 		return slices.Equal(testenv.SliceIPs(*s), want), fmt.Sprintf("%v", testenv.SliceIPs(*s))
 	})
-	s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	s, err := e.ResolverSlice("web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +129,7 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		t.Errorf("elasti_operator_mode = %v in serve mode, want 0", got)
 	}
 	e.Eventually("the resolver slice to be deleted", func() (bool, string) {
-		_, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+		_, err := e.ResolverSlice("web")
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 	})
 	e.Eventually("SwitchedToProxy and SwitchedToServe events", func() (bool, string) {
@@ -157,7 +162,9 @@ func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 	if _, err := e.Kube.CoreV1().Nodes().Create(e.Ctx(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Kube.CoreV1().Nodes().Delete(e.Ctx(), nodeName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Nodes().Delete(context.WithoutCancel(e.Ctx()), nodeName, metav1.DeleteOptions{})
+	})
 
 	e.StartOperator()
 	e.Resolver(1)
@@ -184,7 +191,7 @@ func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 		if es.Status.Mode != elastiv1alpha1.ModeProxy {
 			t.Fatalf("switched to %q while the only pod is not Ready", es.Status.Mode)
 		}
-		if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("slow"), metav1.GetOptions{}); err != nil {
+		if _, err := e.ResolverSlice("slow"); err != nil {
 			t.Fatalf("resolver slice gone while the only pod is not Ready: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -208,10 +215,7 @@ func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 }
 
 func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(1)
+	e := startWithResolver(t, 1)
 	e.Fronted("web", 1)
 
 	svc, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
@@ -224,7 +228,7 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Eventually("the private service to mirror the new selector and ports", func() (bool, string) {
-		pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
+		pvt, err := e.PrivateService("web")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -233,7 +237,7 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 	})
 
 	// A hand edit of the private Service is put back.
-	pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	pvt, err := e.PrivateService("web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +246,7 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Eventually("the hand-edited private service to be restored", func() (bool, string) {
-		pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
+		pvt, err := e.PrivateService("web")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -251,17 +255,14 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 }
 
 func TestResolverSliceFollowsResolverPods(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(2)
+	e := startWithResolver(t, 2)
 	e.Fronted("web", 0)
 
 	for _, n := range []int32{3, 1} {
 		e.Scale(elastiv1alpha1.KindDeployment, testenv.ResolverName, n)
 		e.Eventually(fmt.Sprintf("the resolver slice to follow %d resolver pods", n), func() (bool, string) {
 			want := e.ReadyPodIPs(testenv.ResolverName)
-			s, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+			s, err := e.ResolverSlice("web")
 			if err != nil {
 				return false, err.Error()
 			}
@@ -281,12 +282,9 @@ func TestResolverSliceFollowsResolverPods(t *testing.T) {
 }
 
 func TestDeletionRestoresTheTargetAndCleansUp(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(1)
+	e := startWithResolver(t, 1)
 	e.Fronted("web", 0)
-	if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
+	if _, err := e.ResolverSlice("web"); err != nil {
 		t.Fatalf("resolver slice before deletion: %v", err)
 	}
 
@@ -297,7 +295,7 @@ func TestDeletionRestoresTheTargetAndCleansUp(t *testing.T) {
 	// endpoint: the resolver slice or the target's own.
 	e.Eventually("the ElastiService to be gone", func() (bool, string) {
 		if len(e.ReadyPodIPs("web")) == 0 {
-			if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
+			if _, err := e.ResolverSlice("web"); err != nil {
 				t.Fatalf("the public service lost every endpoint during deletion: no ready pod and resolver slice %v", err)
 			}
 		}
@@ -311,19 +309,16 @@ func TestDeletionRestoresTheTargetAndCleansUp(t *testing.T) {
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 2 {
 		t.Errorf("target replicas after deletion = %d, want minTargetReplicas 2", got)
 	}
-	if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.ResolverSlice("web"); !apierrors.IsNotFound(err) {
 		t.Errorf("resolver slice after deletion: %v, want NotFound", err)
 	}
-	if _, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.PrivateService("web"); !apierrors.IsNotFound(err) {
 		t.Errorf("private service after deletion: %v, want NotFound", err)
 	}
 }
 
 func TestStatefulSetTarget(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(1)
+	e := startWithResolver(t, 1)
 	st := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: e.NS},
 		Spec: appsv1.StatefulSetSpec{
@@ -360,10 +355,7 @@ func TestStatefulSetTarget(t *testing.T) {
 }
 
 func TestBadSpecsReportAndHealWithoutRestart(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(1)
+	e := startWithResolver(t, 1)
 
 	// Missing Service.
 	e.ElastiService("web", "web", elastiv1alpha1.KindDeployment, "web")
@@ -393,19 +385,16 @@ func TestBadSpecsReportAndHealWithoutRestart(t *testing.T) {
 
 // An operator stopped in proxy mode and started again changes nothing.
 func TestRestartInProxyModeIsANoop(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(1)
+	e := startWithResolver(t, 1)
 	e.Fronted("web", 0)
 	e.Stop()
 
 	before := e.Get("web")
-	slice, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+	slice, err := e.ResolverSlice("web")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pvt, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	pvt, err := e.PrivateService("web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +417,7 @@ func TestRestartInProxyModeIsANoop(t *testing.T) {
 	if ours != 1 {
 		t.Errorf("%d resolver slices after restart, want 1", ours)
 	}
-	got, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), names.PrivateService("web"), metav1.GetOptions{})
+	got, err := e.PrivateService("web")
 	if err != nil || got.UID != pvt.UID || got.ResourceVersion != pvt.ResourceVersion {
 		t.Errorf("private service changed on restart: %v", err)
 	}
@@ -437,10 +426,7 @@ func TestRestartInProxyModeIsANoop(t *testing.T) {
 // Changes made while the operator is down converge when it returns, in both
 // directions.
 func TestConvergesAfterChangesWhileDown(t *testing.T) {
-	t.Parallel()
-	e := testenv.New(t)
-	e.StartOperator()
-	e.Resolver(1)
+	e := startWithResolver(t, 1)
 	e.Fronted("web", 0)
 
 	e.Stop()
@@ -452,7 +438,7 @@ func TestConvergesAfterChangesWhileDown(t *testing.T) {
 	e.StartOperator()
 	e.WaitMode("web", elastiv1alpha1.ModeServe)
 	e.Eventually("the resolver slice removed after restart", func() (bool, string) {
-		_, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Get(e.Ctx(), names.ResolverSlice("web"), metav1.GetOptions{})
+		_, err := e.ResolverSlice("web")
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
 

@@ -358,7 +358,7 @@ func TestStatefulSetWakesThroughTheEndpoint(t *testing.T) {
 	e := testenv.New(t)
 	scaleURL := startScaling(e, nil)
 	e.Resolver(1)
-	testenv.CreateStatefulSet(t, e, "db", 0)
+	e.StatefulSet("db", 0)
 	e.Service("db", "db")
 	e.ElastiService("db", "db", elastiv1alpha1.KindStatefulSet, "db")
 	e.WaitMode("db", elastiv1alpha1.ModeProxy)
