@@ -141,9 +141,37 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 
 	logf("starting etcd on 127.0.0.1:%d", etcdPort)
+	etcdURL, err := c.startEtcd(ctx, opts.Detach, etcdPort, peerPort)
+	if err != nil {
+		return nil, err
+	}
+	logf("starting kube-apiserver on %s", c.APIServerURL)
+	if err := c.startAPIServer(ctx, opts.Detach, etcdURL, apiPort, adminToken); err != nil {
+		return nil, err
+	}
+	if err := c.writeKubeconfigs(adminToken, unprivToken); err != nil {
+		return nil, err
+	}
+	logf("starting kube-controller-manager, kube-scheduler and kwok")
+	if err := c.startControllers(opts.Detach); err != nil {
+		return nil, err
+	}
+	if err := c.startKwokNode(ctx, opts.Detach); err != nil {
+		return nil, err
+	}
+	if err := c.saveState(); err != nil {
+		return nil, err
+	}
+	logf("cluster ready; KUBECONFIG=%s", c.Kubeconfig)
+	return c, nil
+}
+
+// startEtcd starts etcd on etcdPort and waits until it is healthy; it
+// returns its client URL.
+func (c *Cluster) startEtcd(ctx context.Context, detach bool, etcdPort, peerPort int) (string, error) {
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	etcd, err := c.start("etcd", opts.Detach,
+	etcd, err := c.start("etcd", detach,
 		"--name=default",
 		"--data-dir="+filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -157,14 +185,15 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--log-level=warn",
 	)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	if err := waitFor(ctx, etcd, httpOK(etcdURL+"/health", "")); err != nil {
-		return nil, err
-	}
+	return etcdURL, waitFor(ctx, etcd, httpOK(etcdURL+"/health", ""))
+}
 
-	logf("starting kube-apiserver on %s", c.APIServerURL)
-	apiserver, err := c.start("kube-apiserver", opts.Detach,
+// startAPIServer starts kube-apiserver on apiPort and waits until it is
+// ready.
+func (c *Cluster) startAPIServer(ctx context.Context, detach bool, etcdURL string, apiPort int, adminToken string) error {
+	apiserver, err := c.start("kube-apiserver", detach,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -186,24 +215,25 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--audit-log-maxsize=500",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.AuditLog = filepath.Join(c.Dir, "audit.log")
-	if err := waitFor(ctx, apiserver, httpOK(c.APIServerURL+"/readyz", adminToken)); err != nil {
-		return nil, err
-	}
+	return waitFor(ctx, apiserver, httpOK(c.APIServerURL+"/readyz", adminToken))
+}
 
+// writeKubeconfigs writes the admin and the unprivileged kubeconfig.
+func (c *Cluster) writeKubeconfigs(adminToken, unprivToken string) error {
 	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
 	c.UnprivilegedKubeconfig = filepath.Join(c.Dir, "unprivileged.kubeconfig")
 	if err := WriteKubeconfig(c.Kubeconfig, c.APIServerURL, c.CAFile, "admin", adminToken); err != nil {
-		return nil, err
+		return err
 	}
-	if err := WriteKubeconfig(c.UnprivilegedKubeconfig, c.APIServerURL, c.CAFile, UnprivilegedUser, unprivToken); err != nil {
-		return nil, err
-	}
+	return WriteKubeconfig(c.UnprivilegedKubeconfig, c.APIServerURL, c.CAFile, UnprivilegedUser, unprivToken)
+}
 
-	logf("starting kube-controller-manager, kube-scheduler and kwok")
-	if _, err := c.start("kube-controller-manager", opts.Detach,
+// startControllers starts kube-controller-manager and kube-scheduler.
+func (c *Cluster) startControllers(detach bool) error {
+	if _, err := c.start("kube-controller-manager", detach,
 		"--kubeconfig="+c.Kubeconfig,
 		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller",
 		"--leader-elect=false",
@@ -215,20 +245,24 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--concurrent-service-endpoint-syncs=20",
 		"--concurrent-namespace-syncs=20",
 	); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := c.start("kube-scheduler", opts.Detach,
+	_, err := c.start("kube-scheduler", detach,
 		"--kubeconfig="+c.Kubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--kube-api-qps=1000",
 		"--kube-api-burst=2000",
-	); err != nil {
-		return nil, err
-	}
-	kwok, err := c.start("kwok", opts.Detach,
+	)
+	return err
+}
+
+// startKwokNode starts kwok, creates its fake node and waits until the node
+// is Ready.
+func (c *Cluster) startKwokNode(ctx context.Context, detach bool) error {
+	kwok, err := c.start("kwok", detach,
 		"--kubeconfig="+c.Kubeconfig,
-		"--config="+filepath.Join(binDir, "stages.yaml"),
+		"--config="+filepath.Join(c.BinDir, "stages.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.1/17", // KwokPodCIDR, written as kwok wants it
@@ -236,24 +270,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--node-port=0",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
-
 	cs, err := kubernetes.NewForConfig(c.RESTConfig())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := createNode(ctx, cs); err != nil {
-		return nil, err
+		return err
 	}
-	if err := waitFor(ctx, kwok, nodeReady(cs)); err != nil {
-		return nil, err
-	}
-	if err := c.saveState(); err != nil {
-		return nil, err
-	}
-	logf("cluster ready; KUBECONFIG=%s", c.Kubeconfig)
-	return c, nil
+	return waitFor(ctx, kwok, nodeReady(cs))
 }
 
 // RESTConfig returns an admin client config with limits high enough that the

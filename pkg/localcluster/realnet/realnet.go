@@ -137,19 +137,7 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 		return nil, err
 	}
 
-	api, err := url.Parse(c.APIServerURL)
-	if err != nil {
-		return nil, err
-	}
-	if n.forwarder, err = Forward(net.JoinHostPort(podnet.HostIP, "0"), api.Host); err != nil {
-		return nil, fmt.Errorf("realnet: apiserver forwarder: %w", err)
-	}
-	token, err := adminToken(c.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	n.nodeKube = filepath.Join(n.stateDir, "node.kubeconfig")
-	if err := localcluster.WriteKubeconfig(n.nodeKube, "https://"+n.forwarder.Addr(), c.CAFile, "admin", token); err != nil {
+	if err := n.forwardAPIServer(c); err != nil {
 		return nil, err
 	}
 
@@ -176,6 +164,34 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 	if err := n.applyAddons(ctx); err != nil {
 		return nil, err
 	}
+	if err := n.waitAddons(ctx, nodeErr); err != nil {
+		return nil, err
+	}
+	logf("real-traffic test bed ready: kube-proxy, CoreDNS at %s, ingress at %s.%s", procnode.DefaultDNSServer, IngressService, IngressNamespace)
+	return n, nil
+}
+
+// forwardAPIServer forwards the node end of the veth to the apiserver and
+// writes the kubeconfig that components in the node namespace use.
+func (n *Net) forwardAPIServer(c *localcluster.Cluster) error {
+	api, err := url.Parse(c.APIServerURL)
+	if err != nil {
+		return err
+	}
+	if n.forwarder, err = Forward(net.JoinHostPort(podnet.HostIP, "0"), api.Host); err != nil {
+		return fmt.Errorf("realnet: apiserver forwarder: %w", err)
+	}
+	token, err := adminToken(c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	n.nodeKube = filepath.Join(n.stateDir, "node.kubeconfig")
+	return localcluster.WriteKubeconfig(n.nodeKube, "https://"+n.forwarder.Addr(), c.CAFile, "admin", token)
+}
+
+// waitAddons waits until CoreDNS and the ingress controller are ready; if
+// the process node stopped meanwhile, the error says why.
+func (n *Net) waitAddons(ctx context.Context, nodeErr <-chan error) error {
 	for _, d := range [][2]string{{DNSNamespace, DNSDeployment}, {IngressNamespace, IngressService}} {
 		if err := n.WaitDeploymentReady(ctx, d[0], d[1], addonTimeout); err != nil {
 			select {
@@ -183,11 +199,10 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 				err = errors.Join(err, fmt.Errorf("the process node stopped: %w", e))
 			default:
 			}
-			return nil, err
+			return err
 		}
 	}
-	logf("real-traffic test bed ready: kube-proxy, CoreDNS at %s, ingress at %s.%s", procnode.DefaultDNSServer, IngressService, IngressNamespace)
-	return n, nil
+	return nil
 }
 
 func adminToken(kubeconfig string) (string, error) {
