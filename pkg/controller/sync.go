@@ -301,10 +301,8 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 	// The idle poller may have paused KEDA at zero; an ElastiService that
 	// goes away must hand the target back to it.
-	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerTypeKEDA {
-		if err := c.scaler.SetKEDAPaused(ctx, es.Namespace, a.Name, false); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
+	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
 
 	if c.resolverSliceExists(es) {
