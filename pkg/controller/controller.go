@@ -40,7 +40,6 @@ import (
 	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastischeme "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/scheme"
@@ -49,6 +48,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // AgentName is the event source and field manager of the operator.

@@ -19,10 +19,10 @@ import (
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // errWaiting marks a sync that cannot finish until something else changes

@@ -16,9 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 var webKey = types.NamespacedName{Namespace: testNamespace, Name: "web"}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // Election makes Start take part in leader election: only the replica

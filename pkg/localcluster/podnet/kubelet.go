@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // kubeletName names the work queue (and its metrics).

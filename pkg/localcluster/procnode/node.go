@@ -42,8 +42,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/elasti-dev/elasti/pkg/controller/workloop"
 	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 const (

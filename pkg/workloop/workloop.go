@@ -1,6 +1,7 @@
 // Package workloop drains a rate-limited typed workqueue with a pool of
-// workers. Every controller in elasti shares it, so retry, backoff and
-// shutdown behave the same for each queue.
+// workers. The controller's queues and the local cluster's process node and
+// kubelet share it, so retry, backoff and shutdown behave the same for each
+// queue.
 package workloop
 
 import (
