@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/errreport"
 	"github.com/elasti-dev/elasti/pkg/operator"
 )
@@ -69,8 +70,8 @@ func reportErrors(ctx context.Context, op *operator.Operator) (*errreport.Report
 	}
 	klog.FromContext(ctx).Info("Reporting errors to Sentry", "environment", os.Getenv(errreport.EnvEnvironment))
 	utilruntime.PanicHandlers = append(utilruntime.PanicHandlers, reporter.PanicHandler())
-	op.Controller.OnDrop(func(ctx context.Context, queue, kind, key string, err error) {
-		reporter.ReportDropped(ctx, queue, key, err, errreport.ObjectRefFromKey(kind, key))
+	op.Controller.OnDrop(func(ctx context.Context, queue string, object controller.DroppedObject, err error) {
+		reporter.ReportDropped(ctx, queue, errreport.ObjectRef(object), err)
 	})
 	return reporter, nil
 }

@@ -313,23 +313,30 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	return c, nil
 }
 
-// DropHandler is told of a key that exhausted its retries, with the kind of
-// object the key names (ElastiService, a scale-target kind, or Service).
-type DropHandler func(ctx context.Context, queue, kind, key string, err error)
+// DroppedObject names the object behind a key a queue gave up on: an
+// ElastiService, a scale target (by its kind) or a Service.
+type DroppedObject struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// DropHandler is told of a key that exhausted its retries.
+type DropHandler func(ctx context.Context, queue string, object DroppedObject, err error)
 
 // OnDrop reports keys every queue drops; set it before Run. ElastiServices
 // that were only waiting (see IsWaiting) are not reported.
 func (c *Controller) OnDrop(h DropHandler) {
 	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
 		if !IsWaiting(err) {
-			h(ctx, c.elastiServiceQueue.Name(), "ElastiService", k.String(), err)
+			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{"ElastiService", k.Namespace, k.Name}, err)
 		}
 	}
 	c.targetQueue.OnDrop = func(ctx context.Context, r scaletarget.Ref, err error) {
-		h(ctx, c.targetQueue.Name(), r.Kind, r.Namespace+"/"+r.Name, err)
+		h(ctx, c.targetQueue.Name(), DroppedObject{r.Kind, r.Namespace, r.Name}, err)
 	}
 	c.sliceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
-		h(ctx, c.sliceQueue.Name(), "Service", k.String(), err)
+		h(ctx, c.sliceQueue.Name(), DroppedObject{"Service", k.Namespace, k.Name}, err)
 	}
 }
 

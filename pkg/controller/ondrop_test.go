@@ -18,8 +18,8 @@ func TestOnDropNamesTheQueueAndTheObject(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	var got []string
-	c.OnDrop(func(_ context.Context, queue, kind, key string, err error) {
-		got = append(got, queue+" "+kind+" "+key+" "+err.Error())
+	c.OnDrop(func(_ context.Context, queue string, o DroppedObject, err error) {
+		got = append(got, queue+" "+o.Kind+" "+o.Namespace+"/"+o.Name+" "+err.Error())
 	})
 	boom := errors.New("boom")
 	// Waiting for a missing object is no failure: not reported.

@@ -58,14 +58,13 @@ type ObjectRef struct {
 	Name      string
 }
 
-// ObjectRefFromKey builds an ObjectRef from a "namespace/name" (or
-// cluster-scoped "name") queue key.
-func ObjectRefFromKey(kind, key string) *ObjectRef {
-	ns, name, ok := strings.Cut(key, "/")
-	if !ok {
-		return &ObjectRef{Kind: kind, Name: key}
+// key is the object's queue key, "namespace/name" or, cluster-scoped,
+// "name".
+func (o ObjectRef) key() string {
+	if o.Namespace == "" {
+		return o.Name
 	}
-	return &ObjectRef{Kind: kind, Namespace: ns, Name: name}
+	return o.Namespace + "/" + o.Name
 }
 
 // Reporter sends errors and panics to Sentry. The zero value and nil are
@@ -184,11 +183,11 @@ func redact(s, dsn string) string {
 // Enabled reports whether events are sent anywhere.
 func (r *Reporter) Enabled() bool { return r != nil && r.hub != nil }
 
-// ReportDropped reports a key a queue gave up on. Events group by queue and
-// error class (API status reason, context error, or innermost error type),
-// and carry the object's kind, namespace and name as tags. It returns at
-// once; the event is sent in the background.
-func (r *Reporter) ReportDropped(ctx context.Context, queue string, key string, err error, object *ObjectRef) {
+// ReportDropped reports the object behind a key a queue gave up on. Events
+// group by queue and error class (API status reason, context error, or
+// innermost error type), and carry the object's kind, namespace and name
+// as tags. It returns at once; the event is sent in the background.
+func (r *Reporter) ReportDropped(ctx context.Context, queue string, object ObjectRef, err error) {
 	if !r.Enabled() || err == nil {
 		return
 	}
@@ -196,14 +195,12 @@ func (r *Reporter) ReportDropped(ctx context.Context, queue string, key string, 
 	hub.ConfigureScope(func(s *sentry.Scope) {
 		s.SetLevel(sentry.LevelError)
 		s.SetTag("queue", queue)
-		if object != nil {
-			s.SetTags(map[string]string{
-				"kind":      object.Kind,
-				"namespace": object.Namespace,
-				"name":      object.Name,
-			})
-		}
-		s.SetContext("workqueue", sentry.Context{"queue": queue, "key": key})
+		s.SetTags(map[string]string{
+			"kind":      object.Kind,
+			"namespace": object.Namespace,
+			"name":      object.Name,
+		})
+		s.SetContext("workqueue", sentry.Context{"queue": queue, "key": object.key()})
 		s.SetFingerprint([]string{"dropped", queue, errorClass(err)})
 	})
 	hub.Client().CaptureException(err, &sentry.EventHint{Context: ctx, OriginalException: err}, hub.Scope())

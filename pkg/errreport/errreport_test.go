@@ -168,8 +168,7 @@ func TestReportDropped(t *testing.T) {
 
 	cause := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("rbac says no"))
 	err := fmt.Errorf("scale deployment default/web: %w", cause)
-	r.ReportDropped(context.Background(), "elastiservice", "default/web", err,
-		&ObjectRef{Kind: "ElastiService", Namespace: "default", Name: "web"})
+	r.ReportDropped(context.Background(), "elastiservice", ObjectRef{Kind: "ElastiService", Namespace: "default", Name: "web"}, err)
 
 	ev := in.only(t)
 	if ev.Environment != "staging" || ev.Release != "elasti@test" {
@@ -207,9 +206,9 @@ func TestReportDroppedScrubsAndGroups(t *testing.T) {
 	r := newSyncReporter(t, in, "")
 
 	ctx := context.Background()
-	r.ReportDropped(ctx, "scaletarget", "ns/a", errors.New(`Get "https://admin:hunter2@10.0.0.1/x": refused`), nil)
-	r.ReportDropped(ctx, "scaletarget", "ns/b", fmt.Errorf("wait: %w", context.DeadlineExceeded), ObjectRefFromKey("Deployment", "ns/b"))
-	r.ReportDropped(ctx, "scaletarget", "ns/c", nil, nil) // nil error: nothing
+	r.ReportDropped(ctx, "scaletarget", ObjectRef{Kind: "Deployment", Namespace: "ns", Name: "a"}, errors.New(`Get "https://admin:hunter2@10.0.0.1/x": refused`))
+	r.ReportDropped(ctx, "scaletarget", ObjectRef{Kind: "Deployment", Namespace: "ns", Name: "b"}, fmt.Errorf("wait: %w", context.DeadlineExceeded))
+	r.ReportDropped(ctx, "scaletarget", ObjectRef{Kind: "Deployment", Namespace: "ns", Name: "c"}, nil) // nil error: nothing
 
 	evs := in.events()
 	if len(evs) != 2 {
@@ -219,8 +218,8 @@ func TestReportDroppedScrubsAndGroups(t *testing.T) {
 	if v := first.Exception[len(first.Exception)-1].Value; strings.Contains(v, "hunter2") || strings.Contains(v, "admin") || !strings.Contains(v, "[REDACTED]@10.0.0.1") {
 		t.Errorf("credentials not scrubbed: %q", v)
 	}
-	if _, ok := first.Tags["kind"]; ok {
-		t.Errorf("nil ObjectRef still tagged: %v", first.Tags)
+	if first.Contexts["workqueue"]["key"] != "ns/a" {
+		t.Errorf("workqueue context = %v", first.Contexts["workqueue"])
 	}
 	if got := strings.Join(first.Fingerprint, "|"); got != "dropped|scaletarget|*errors.errorString" {
 		t.Errorf("fingerprint = %q", got)
@@ -362,7 +361,7 @@ func TestDisabled(t *testing.T) {
 			t.Fatal("sentry client created without a DSN")
 		}
 		ctx := context.Background()
-		r.ReportDropped(ctx, "q", "ns/n", errors.New("x"), &ObjectRef{Kind: "K", Namespace: "ns", Name: "n"})
+		r.ReportDropped(ctx, "q", ObjectRef{Kind: "K", Namespace: "ns", Name: "n"}, errors.New("x"))
 		r.PanicHandler()(ctx, "p")
 		func() { defer r.RecoverPanic(ctx, "c") }()
 		// A disabled reporter leaves a panic untouched.
@@ -434,7 +433,7 @@ func TestFromEnv(t *testing.T) {
 	if !r.Enabled() {
 		t.Fatal("Enabled() = false")
 	}
-	r.ReportDropped(context.Background(), "scaletarget", "ns/web", errors.New("gone"), &ObjectRef{Kind: "Deployment", Namespace: "ns", Name: "web"})
+	r.ReportDropped(context.Background(), "scaletarget", ObjectRef{Kind: "Deployment", Namespace: "ns", Name: "web"}, errors.New("gone"))
 	if !r.Flush(3 * time.Second) {
 		t.Fatal("Flush timed out")
 	}
@@ -449,7 +448,7 @@ func TestFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r2.Close(time.Second)
-	r2.ReportDropped(context.Background(), "q", "k", errors.New("x"), nil)
+	r2.ReportDropped(context.Background(), "q", ObjectRef{Kind: "K", Name: "k"}, errors.New("x"))
 	r2.Flush(3 * time.Second)
 	if evs := in.events(); len(evs) != 2 || evs[1].Release != "elasti@9.9.9" {
 		t.Errorf("events = %+v", evs)
