@@ -35,25 +35,11 @@ func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {
 	}
 }
 
-// isController reports whether es is the controller among refs.
-func isController(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
-	for _, r := range refs {
-		if r.UID == es.UID && r.Controller != nil && *r.Controller {
-			return true
-		}
-	}
-	return false
-}
-
-// controlledByOther reports whether another object is the controller among
-// refs: the apiserver allows one, and adopting such an object would fight it.
-func controlledByOther(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
-	for _, r := range refs {
-		if r.UID != es.UID && r.Controller != nil && *r.Controller {
-			return true
-		}
-	}
-	return false
+// controlledByOther reports whether another object is obj's controller:
+// the apiserver allows one, and adopting such an object would fight it.
+func controlledByOther(obj metav1.Object, es *elastiv1alpha1.ElastiService) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID != es.UID
 }
 
 func hasOwnerRef(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService) bool {
@@ -98,7 +84,7 @@ func (c *Controller) ensurePrivateService(ctx context.Context, es *elastiv1alpha
 	if err != nil {
 		return err
 	}
-	if controlledByOther(existing.OwnerReferences, es) {
+	if controlledByOther(existing, es) {
 		return fmt.Errorf("private service %s is controlled by another object; not adopting it", name)
 	}
 	if existing.Spec.Type == corev1.ServiceTypeClusterIP &&
@@ -243,7 +229,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	if err != nil {
 		return err
 	}
-	if controlledByOther(existing.OwnerReferences, es) {
+	if controlledByOther(existing, es) {
 		return fmt.Errorf("resolver slice %s is controlled by another object; not adopting it", name)
 	}
 	labelsOK := true

@@ -390,11 +390,11 @@ func (c *Controller) shouldHold(a, b *elastiv1alpha1.ElastiService) bool {
 // controlsGenerated reports whether es is the controller of the private
 // Service or resolver slice generated for its Service.
 func (c *Controller) controlsGenerated(es *elastiv1alpha1.ElastiService) bool {
-	if svc, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service)); err == nil && isController(svc.OwnerReferences, es) {
+	if svc, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service)); err == nil && metav1.IsControlledBy(svc, es) {
 		return true
 	}
 	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
-	return err == nil && isController(slice.OwnerReferences, es)
+	return err == nil && metav1.IsControlledBy(slice, es)
 }
 
 // PrimeDirectory claims every ElastiService's Service from the cache, so a
