@@ -263,8 +263,8 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		}
 		return err
 	}, metrics)
-	c.targetQueue = workloop.New("scaletarget", c.syncTarget, metrics)
-	c.sliceQueue = workloop.New("endpointslice", c.syncSliceService, metrics)
+	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)
+	c.sliceQueue = workloop.New("endpointslice", c.enqueueForSliceService, metrics)
 	c.enqueue = c.elastiServiceQueue.Add
 
 	esInformer := inf.ElastiServices.Informer()

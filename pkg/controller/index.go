@@ -59,8 +59,8 @@ func indexByOwnerElastiService(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// syncTarget maps a scale-target event to the ElastiServices that name it.
-func (c *Controller) syncTarget(ctx context.Context, ref scaletarget.Ref) error {
+// enqueueForTarget maps a scale-target event to the ElastiServices that name it.
+func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) error {
 	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
 	if err != nil {
 		return err
@@ -73,11 +73,11 @@ func (c *Controller) syncTarget(ctx context.Context, ref scaletarget.Ref) error 
 	return nil
 }
 
-// syncSliceService maps an EndpointSlice event, keyed by its Service, to the
+// enqueueForSliceService maps an EndpointSlice event, keyed by its Service, to the
 // ElastiServices that care: the resolver's slices concern every ElastiService
 // not serving directly; any other Service's slices concern the
 // ElastiServices fronting it.
-func (c *Controller) syncSliceService(ctx context.Context, svc types.NamespacedName) error {
+func (c *Controller) enqueueForSliceService(ctx context.Context, svc types.NamespacedName) error {
 	if svc.Namespace == c.cfg.ResolverNamespace && svc.Name == c.cfg.ResolverService {
 		all, err := c.elastiServices.List(labels.Everything())
 		if err != nil {

@@ -47,11 +47,11 @@ func TestSyncTargetEnqueuesElastiServicesNamingIt(t *testing.T) {
 	c := f.newController(ctx)
 	keys := capture(c)
 
-	wantNoError(t, c.syncTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: "web"}))
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: "web"}))
 	wantKeys(t, "Deployment shop/web", keys(), "shop/legacy", "shop/web")
-	wantNoError(t, c.syncTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindStatefulSet, Namespace: testNamespace, Name: "web"}))
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindStatefulSet, Namespace: testNamespace, Name: "web"}))
 	wantKeys(t, "StatefulSet shop/web", keys(), "shop/sts")
-	wantNoError(t, c.syncTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: "elsewhere", Name: "web"}))
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: "elsewhere", Name: "web"}))
 	wantKeys(t, "Deployment elsewhere/web", keys())
 }
 
@@ -66,12 +66,12 @@ func TestSyncSliceServiceEnqueues(t *testing.T) {
 	keys := capture(c)
 
 	// The resolver's endpoints matter to every ElastiService not serving.
-	wantNoError(t, c.syncSliceService(ctx, types.NamespacedName{Namespace: resolverNamespace, Name: resolverService}))
+	wantNoError(t, c.enqueueForSliceService(ctx, types.NamespacedName{Namespace: resolverNamespace, Name: resolverService}))
 	wantKeys(t, "resolver slices", keys(), "shop/new", "shop/proxy")
 	// Any other Service's endpoints matter to the ElastiServices fronting it.
-	wantNoError(t, c.syncSliceService(ctx, types.NamespacedName{Namespace: testNamespace, Name: "api"}))
+	wantNoError(t, c.enqueueForSliceService(ctx, types.NamespacedName{Namespace: testNamespace, Name: "api"}))
 	wantKeys(t, "shop/api slices", keys(), "shop/serve")
-	wantNoError(t, c.syncSliceService(ctx, types.NamespacedName{Namespace: testNamespace, Name: "unrelated"}))
+	wantNoError(t, c.enqueueForSliceService(ctx, types.NamespacedName{Namespace: testNamespace, Name: "unrelated"}))
 	wantKeys(t, "shop/unrelated slices", keys())
 }
 

@@ -89,7 +89,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		// waits until the holder lets go; its deletion re-enqueues us.
 		c.releasePorts(ctx, esKey)
 		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceConflict,
-			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), false)
+			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), awaitChange)
 	}
 	if err := c.deleteStaleObjects(ctx, es); err != nil {
 		return err
@@ -100,7 +100,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		// Its ports went with it.
 		c.releasePorts(ctx, esKey)
 		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceNotFound,
-			fmt.Sprintf("Service %q does not exist in namespace %q", es.Spec.Service, es.Namespace), true)
+			fmt.Sprintf("Service %q does not exist in namespace %q", es.Spec.Service, es.Namespace), retryWithBackoff)
 	}
 	if err != nil {
 		return err
@@ -116,7 +116,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		switch {
 		case errors.Is(err, scaletarget.ErrUnsupportedKind):
 			return c.setNotReady(ctx, es, ports, "", ReasonUnsupportedTarget,
-				fmt.Sprintf("scale target kind %q is not supported; use Deployment, StatefulSet or Rollout", es.Spec.ScaleTargetRef.Kind), false)
+				fmt.Sprintf("scale target kind %q is not supported; use Deployment, StatefulSet or Rollout", es.Spec.ScaleTargetRef.Kind), awaitChange)
 		case scaletarget.IsNotFound(err):
 			// Without a target, switching modes would only strand traffic;
 			// keep routing as it is until the target exists.
@@ -124,7 +124,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 			if errors.Is(err, scaletarget.ErrRolloutsUnavailable) {
 				msg = err.Error()
 			}
-			return c.setNotReady(ctx, es, ports, "", ReasonTargetNotFound, msg, true)
+			return c.setNotReady(ctx, es, ports, "", ReasonTargetNotFound, msg, retryWithBackoff)
 		default:
 			return err
 		}
@@ -149,23 +149,33 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if len(endpoints) == 0 {
 		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
 			fmt.Sprintf("no ready pod behind resolver Service %s/%s; requests to %q cannot be held until one is ready",
-				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), true)
+				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), retryWithBackoff)
 	}
 	return c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
 		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request")
 }
 
-// setNotReady records why the ElastiService cannot be reconciled. With
-// retry the key backs off and is retried; without, only a change to the
-// ElastiService or a watched object brings it back.
-func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode, reason, message string, retry bool) error {
+// notReadyFollowUp says what brings a not-Ready ElastiService back.
+type notReadyFollowUp bool
+
+const (
+	// retryWithBackoff requeues the key with backoff: the cause may pass
+	// without an event we watch.
+	retryWithBackoff notReadyFollowUp = true
+	// awaitChange waits for a change to the ElastiService or a watched
+	// object; retrying could not help.
+	awaitChange notReadyFollowUp = false
+)
+
+// setNotReady records why the ElastiService cannot be reconciled.
+func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode, reason, message string, then notReadyFollowUp) error {
 	if (mode != "" && es.Status.Mode != mode) || !conditionIs(es, metav1.ConditionFalse, reason) {
 		c.recorder.Event(es, corev1.EventTypeWarning, reason, message)
 	}
 	if err := c.writeStatus(ctx, es, ports, mode, metav1.ConditionFalse, reason, message); err != nil {
 		return err
 	}
-	if retry {
+	if then == retryWithBackoff {
 		return &errWaiting{reason: reason, message: message}
 	}
 	return nil
