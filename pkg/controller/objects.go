@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/names"
 )
 
@@ -127,21 +128,12 @@ func (c *Controller) hasReadyEndpoints(namespace, service string) bool {
 			continue
 		}
 		for _, ep := range slice.Endpoints {
-			if endpointReady(ep) {
+			if endpointready.Serving(ep) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// endpointReady follows the EndpointSlice API: a nil ready condition means
-// ready, and terminating endpoints are never ready.
-func endpointReady(ep discoveryv1.Endpoint) bool {
-	if ep.Conditions.Terminating != nil && *ep.Conditions.Terminating {
-		return false
-	}
-	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
 }
 
 // resolverEndpoints lists the resolver's ready IPv4 endpoints, one per
@@ -171,7 +163,7 @@ func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bo
 			return ptr.Deref(p.Name, "") == ResolverPerPortRoutingPort
 		})
 		for _, ep := range slice.Endpoints {
-			if !endpointReady(ep) {
+			if !endpointready.Serving(ep) {
 				continue
 			}
 			perPort = perPort && declares
@@ -301,7 +293,7 @@ func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
 		return false
 	}
 	for i := range a {
-		if !equality.Semantic.DeepEqual(a[i].Addresses, b[i].Addresses) || endpointReady(a[i]) != endpointReady(b[i]) {
+		if !equality.Semantic.DeepEqual(a[i].Addresses, b[i].Addresses) || endpointready.Serving(a[i]) != endpointready.Serving(b[i]) {
 			return false
 		}
 	}

@@ -28,6 +28,12 @@ func PrivateService(publicService string) string {
 	return build(publicService, privateServiceSuffix, maxServiceName)
 }
 
+// IsPrivateService reports whether name has PrivateService's form. A cut
+// public name cannot be recovered from it, so this is the form only.
+func IsPrivateService(name string) bool {
+	return strings.HasPrefix(name, prefix) && strings.Contains(name, privateServiceSuffix)
+}
+
 // ResolverSlice is the EndpointSlice that points the public Service at the
 // resolver in proxy mode: elasti-<svc>-endpointslice-to-resolver-<hash>.
 func ResolverSlice(publicService string) string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
@@ -240,7 +241,7 @@ func resolveBackends(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlic
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if !endpointReady(ep) || len(ep.Addresses) == 0 {
+			if !endpointready.Serving(ep) || len(ep.Addresses) == 0 {
 				continue
 			}
 			addrs = append(addrs, net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(num))))
@@ -255,16 +256,6 @@ func resolveBackends(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlic
 	return b, nil
 }
 
-// endpointReady is kube-proxy's rule for a serving endpoint: ready unset or
-// true, and not terminating.
-func endpointReady(ep discoveryv1.Endpoint) bool {
-	c := ep.Conditions
-	if c.Ready != nil && !*c.Ready {
-		return false
-	}
-	return c.Terminating == nil || !*c.Terminating
-}
-
 func isH2CAppProtocol(p *string) bool {
 	if p == nil {
 		return false
@@ -274,11 +265,6 @@ func isH2CAppProtocol(p *string) bool {
 		return true
 	}
 	return false
-}
-
-// isPrivateServiceName reports whether name looks like names.PrivateService.
-func isPrivateServiceName(name string) bool {
-	return strings.HasPrefix(name, "elasti-") && strings.Contains(name, "-pvt-")
 }
 
 // endpointSliceController is the managed-by value of the slices the
@@ -296,7 +282,7 @@ func privateServiceOf(s *discoveryv1.EndpointSlice) string {
 		return ""
 	}
 	name := s.Labels[discoveryv1.LabelServiceName]
-	if !isPrivateServiceName(name) {
+	if !names.IsPrivateService(name) {
 		return ""
 	}
 	return name
@@ -332,7 +318,7 @@ func (e *InformerEndpoints) serviceChanged(obj any) {
 	if !ok {
 		return
 	}
-	if isPrivateServiceName(s.Name) {
+	if names.IsPrivateService(s.Name) {
 		e.b.notify(ServiceRef{s.Namespace, s.Name})
 	}
 	// The public Service decides the port; waiters are keyed by the private
