@@ -28,8 +28,10 @@ type forwarder struct {
 	// coldStartHeader is Config.ColdStartHeader.
 	coldStartHeader string
 	proxy           *httputil.ReverseProxy
-	metrics         *Metrics
-	logger          klog.Logger
+	// eps is read again after a failed connect; see nextEndpoint.
+	eps     EndpointSource
+	metrics *Metrics
+	logger  klog.Logger
 	// next holds a round-robin counter per service.
 	next sync.Map // ServiceRef -> *atomic.Uint64
 }
@@ -38,6 +40,7 @@ type forwarder struct {
 // the transport.
 type forwardInfo struct {
 	svc   ServiceRef
+	port  string   // the Service port, as given to EndpointSource.Lookup
 	addrs []string // in try order
 	h2c   bool
 	// held is how long the request waited for the Service to wake.
@@ -53,7 +56,7 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logger) *forwarder {
+func newForwarder(cfg Config, dial DialFunc, eps EndpointSource, metrics *Metrics, logger klog.Logger) *forwarder {
 	wrapped := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialPatiently(ctx, dial, addr, cfg.DialTimeout)
 		if err != nil {
@@ -73,7 +76,7 @@ func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logge
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, metrics: metrics, logger: logger}
+	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, eps: eps, metrics: metrics, logger: logger}
 	f.h1.Protocols = new(http.Protocols)
 	f.h1.Protocols.SetHTTP1(true)
 	// HTTP/2 with prior knowledge over cleartext, as gRPC servers expect.
@@ -91,12 +94,14 @@ func newForwarder(cfg Config, dial DialFunc, metrics *Metrics, logger klog.Logge
 	return f
 }
 
-// serve forwards req to one of b's endpoints. held is how long req was
-// held for the Service to wake, 0 if it was not.
-func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceRef, b Backends, held time.Duration) {
+// serve forwards req to one of b's endpoints, which Lookup(svc, port)
+// returned. held is how long req was held for the Service to wake, 0 if it
+// was not.
+func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string, b Backends, held time.Duration) {
 	upgrade := req.Header.Get("Upgrade") != ""
 	info := &forwardInfo{
 		svc:   svc,
+		port:  port,
 		addrs: f.order(svc, b.Addrs),
 		// WebSocket and other upgrades exist only in HTTP/1.1.
 		h2c:  !upgrade && (b.H2C || req.ProtoMajor == 2 || isGRPC(req)),
@@ -111,7 +116,7 @@ func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceR
 }
 
 // order returns at most two endpoints: the next in round-robin order, then
-// its successor for the single retry.
+// its successor, the fallback when the endpoints cannot be read again.
 func (f *forwarder) order(svc ServiceRef, addrs []string) []string {
 	n := len(addrs)
 	if n <= 1 {
@@ -150,9 +155,10 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// RoundTrip sends the request to the first endpoint and, if connecting
-// failed, once to the second: when none of the body was read, or when the
-// body can be read again (GetBody, set for bodies buffered while held).
+// RoundTrip sends the request to the first endpoint and, while connecting
+// fails, to each other endpoint once (see nextEndpoint): when none of the
+// body was read, or when the body can be read again (GetBody, set for
+// bodies buffered while held).
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
 	rt := f.h1
@@ -164,8 +170,9 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 		body = &trackedBody{rc: req.Body}
 	}
 	var err error
-	for i, addr := range info.addrs {
-		if i > 0 && body != nil && body.read.Load() {
+	tried := make(map[string]bool, len(info.addrs))
+	for addr := f.nextEndpoint(info, tried); addr != ""; addr = f.nextEndpoint(info, tried) {
+		if len(tried) > 0 && body != nil && body.read.Load() {
 			// The failed attempt read some of the body. A body buffered
 			// while the request was held can be sent again from the start.
 			rc, gerr := req.GetBody()
@@ -174,6 +181,7 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			body = &trackedBody{rc: rc}
 		}
+		tried[addr] = true
 		out := req.WithContext(req.Context()) // shallow copy
 		u := *req.URL
 		u.Host = addr
@@ -187,7 +195,7 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		var de *dialError
-		if !errors.As(err, &de) || (body != nil && body.read.Load() && req.GetBody == nil) || req.Context().Err() != nil || i == len(info.addrs)-1 {
+		if !errors.As(err, &de) || (body != nil && body.read.Load() && req.GetBody == nil) || req.Context().Err() != nil {
 			break
 		}
 		f.logger.V(2).Info("Connecting to endpoint failed, trying another", "service", info.svc.kref(), "endpoint", addr, "err", err)
@@ -196,6 +204,33 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 		err = errors.New("no endpoint")
 	}
 	return nil, err
+}
+
+// nextEndpoint is the endpoint to try after those in tried: the first of
+// info.addrs, then, after a failed connect, one not tried yet from the
+// endpoints as they are now, "" when none is left. The endpoints are read
+// again because they lag the pods: a deleted pod stays listed until its
+// EndpointSlice update arrives, and no longer accepts. By the time a
+// connect to it has failed the list has often caught up, so the retry goes
+// to a pod that is listed now rather than to another stale entry, and a
+// request fails only when no endpoint it could find accepts it.
+func (f *forwarder) nextEndpoint(info *forwardInfo, tried map[string]bool) string {
+	if len(tried) == 0 {
+		if len(info.addrs) == 0 {
+			return ""
+		}
+		return info.addrs[0]
+	}
+	addrs := info.addrs
+	if b, err := f.eps.Lookup(info.svc, info.port); err == nil && len(b.Addrs) > 0 {
+		addrs = b.Addrs
+	}
+	for _, a := range addrs {
+		if !tried[a] {
+			return a
+		}
+	}
+	return ""
 }
 
 // trackedBody records whether the transport started reading the body, and

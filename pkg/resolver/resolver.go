@@ -83,7 +83,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		fronted: opts.Fronted,
 		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
-		fwd:     newForwarder(cfg, dial, metrics, logger),
+		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
 		metrics: metrics,
 		logger:  logger,
@@ -138,7 +138,7 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		return
 	}
 	if len(b.Addrs) > 0 {
-		r.fwd.serve(w, req, svc, b, 0)
+		r.fwd.serve(w, req, svc, port, b, 0)
 		return
 	}
 
@@ -192,7 +192,7 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 		wait := time.Since(began)
 		r.metrics.ColdStartWait.Observe(wait.Seconds())
 		logger.V(4).Info("Releasing held request", "waited", wait)
-		r.fwd.serve(w, req, svc, b, wait)
+		r.fwd.serve(w, req, svc, port, b, wait)
 	case errors.Is(err, context.DeadlineExceeded):
 		r.metrics.Timeouts.Inc()
 		logger.V(2).Info("Held request timed out", "timeout", r.cfg.RequestTimeout)
