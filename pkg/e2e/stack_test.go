@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -124,12 +125,34 @@ func (s *stack) do(t *testing.T, client *http.Client, method, service, path stri
 	return client.Do(req)
 }
 
+// sliceReadyIPs lists, sorted, the Ready addresses in the EndpointSlices
+// labelled for service (kube-proxy's rule: ready unset or true).
+func (s *stack) sliceReadyIPs(service string) []string {
+	var ips []string
+	for _, sl := range s.SlicesFor(service) {
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				ips = append(ips, ep.Addresses...)
+			}
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+// decodeEcho reads the backend's echo from resp. Anything else (an error
+// page from the resolver, a cut-off body) fails the test with the status
+// and the body as received, so the failure says who answered and why.
 func decodeEcho(t *testing.T, resp *http.Response) echo {
 	t.Helper()
 	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer (status %d, %d bytes so far: %q): %v", resp.StatusCode, len(body), body, err)
+	}
 	var got echo
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
-		t.Fatalf("decode echo (status %d): %v", resp.StatusCode, err)
+	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("not the backend's echo: status %d, body %q (%v)", resp.StatusCode, body, err)
 	}
 	return got
 }
