@@ -163,32 +163,48 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	self, err := os.Executable()
+	// Burst copies run at once; repeats one after another.
+	stdout, stderr, err := c.exec(ctx, time.Duration(1+req.Repeat)*req.Timeout+10*time.Second, clientEnv+"="+string(spec))
 	if err != nil {
 		return Response{}, err
 	}
-	// Burst copies run at once; repeats one after another.
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(1+req.Repeat)*req.Timeout+10*time.Second)
-	defer cancel()
-	const script = `mount -t tmpfs -o mode=0755 realnet /run && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.sandbox.Name, "/bin/sh", "-c", script, "client", c.resolv, self)
-	cmd.Env = append(os.Environ(), clientEnv+"="+string(spec))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return Response{}, fmt.Errorf("client pod %s: %w: %s", c.sandbox.Name, err, strings.TrimSpace(stderr.String()))
-	}
 	var resp Response
-	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {
-		return Response{}, fmt.Errorf("client pod %s: bad answer %q: %w (stderr %s)", c.sandbox.Name, stdout.String(), err, stderr.String())
+	if err := json.Unmarshal(stdout, &resp); err != nil {
+		return Response{}, fmt.Errorf("client pod %s: bad answer %q: %w (stderr %s)", c.sandbox.Name, stdout, err, stderr)
 	}
 	return resp, nil
 }
 
-// ClientMain sends the request a Client passed in the environment, prints
-// the Response as JSON and exits; without one it returns at once. Call it
-// first thing in TestMain (or main) of every binary that uses Client.
+// exec runs this binary again in the client's sandbox, with its own mount
+// namespace so /etc/resolv.conf is the pod's, and env added to its
+// environment; it returns what the process printed on stdout and stderr.
+// limit bounds the process.
+func (c *Client) exec(ctx context.Context, limit time.Duration, env ...string) (stdout []byte, stderr string, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	const script = `mount -t tmpfs -o mode=0755 realnet /run && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.sandbox.Name, "/bin/sh", "-c", script, "client", c.resolv, self)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, "", fmt.Errorf("client pod %s: %w: %s", c.sandbox.Name, err, strings.TrimSpace(errOut.String()))
+	}
+	return out.Bytes(), errOut.String(), nil
+}
+
+// ClientMain sends the request a Client passed in the environment, or runs
+// the Program it named, prints the outcome as JSON and exits; without
+// either it returns at once. Call it first thing in TestMain (or main) of
+// every binary that uses Client.
 func ClientMain() {
+	if name, ok := os.LookupEnv(programEnv); ok {
+		runProgram(name)
+	}
 	spec, ok := os.LookupEnv(clientEnv)
 	if !ok {
 		return
