@@ -140,7 +140,7 @@ func startEcho(b *bed) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(echoHandler), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: appHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return nil
 }
