@@ -21,10 +21,12 @@ import (
 const largeBody = 32 << 20
 
 // in returns s for subtest t, so that a failure stops t and not its
-// parent. The dark-Service watcher stays the parent's.
+// parent (FailNow must run on the failing test's goroutine). The
+// dark-Service watcher stays the parent's.
 func (s *scenario) in(t *testing.T) *scenario {
-	c := *s
-	c.t = t
+	c, e := *s, *s.e
+	e.T = t
+	c.t, c.e = t, &e
 	return &c
 }
 
