@@ -52,7 +52,7 @@ func get(b *testing.B, client *http.Client, url, host string) {
 // BenchmarkResolverServeLatency compares a request through the resolver
 // with the same request straight to the pod, in serve mode.
 func BenchmarkResolverServeLatency(b *testing.B) {
-	s := newStackTB(b, nil)
+	s := newStack(b)
 	s.Fronted("web", 1)
 	pod := s.ReadyPodIPs("web")[0]
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -89,7 +89,7 @@ func BenchmarkResolverServeLatency(b *testing.B) {
 // clients per b.N.
 func BenchmarkResolverThroughput(b *testing.B) {
 	const throughputRequests, clients = 20000, 8
-	s := newStackTB(b, nil)
+	s := newStack(b)
 	s.Fronted("web", 2)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	via := s.ResolverURL + "/echo"
@@ -123,7 +123,7 @@ func BenchmarkResolverThroughput(b *testing.B) {
 // cluster reports it) to the response reaching the client. The pods of a
 // previous wake are gone before each sample, so only a new pod counts.
 func BenchmarkResolverColdStartOverhead(b *testing.B) {
-	s := newStackTB(b, nil)
+	s := newStack(b)
 	s.Fronted("web", 0)
 	client := &http.Client{Timeout: time.Minute}
 	const samples = 10

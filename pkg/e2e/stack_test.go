@@ -12,15 +12,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
@@ -40,13 +35,7 @@ type stack struct {
 
 // newStack starts the operator and a resolver for a fresh namespace. The
 // idle poller is slowed right down so no test scales anything by accident.
-func newStack(t *testing.T, configure func(*resolver.Config)) *stack {
-	t.Helper()
-	return newStackTB(t, configure)
-}
-
-// newStackTB is newStack for benchmarks too.
-func newStackTB(t testing.TB, configure func(*resolver.Config)) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	podNetwork(t)
 	e := testenv.New(t)
@@ -57,18 +46,14 @@ func newStackTB(t testing.TB, configure func(*resolver.Config)) *stack {
 	t.Cleanup(scale.Close)
 	e.Resolver(1) // the pods the operator's resolver slice points at
 	s := &stack{Env: e, ScaleURL: scale.URL}
-	s.ResolverURL = s.startResolver(t, func(c *resolver.Config) {
-		c.OperatorURL = scale.URL
-		if configure != nil {
-			configure(c)
-		}
-	})
+	s.ResolverURL = s.startResolver(t, scale.URL)
 	return s
 }
 
 // startResolver runs a resolver in-process, serving HTTP/1.1 and h2c on a
-// loopback port, until the test ends.
-func (s *stack) startResolver(t testing.TB, configure func(*resolver.Config)) string {
+// loopback port and waking targets through operatorURL, until the test
+// ends.
+func (s *stack) startResolver(t testing.TB, operatorURL string) string {
 	t.Helper()
 	cfg := clustertest.Get(t).RESTConfig()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name(), "component", "resolver")))
@@ -86,7 +71,7 @@ func (s *stack) startResolver(t testing.TB, configure func(*resolver.Config)) st
 	rc.RequestTimeout = 30 * time.Second
 	rc.OperatorRetryInitial = 100 * time.Millisecond
 	rc.OperatorRetryMax = time.Second
-	configure(&rc)
+	rc.OperatorURL = operatorURL
 	r, err := resolver.New(ctx, rc, resolver.Options{Endpoints: eps, Probes: probes, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +99,7 @@ func (s *stack) host(service string, port int) string {
 	return fmt.Sprintf("%s.%s.svc.cluster.local:%d", service, s.NS, port)
 }
 
-// get sends method path through the resolver to service.
+// do sends method path through the resolver to service.
 func (s *stack) do(t *testing.T, client *http.Client, method, service, path string, body io.Reader) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequest(method, s.ResolverURL+path, body)
@@ -155,23 +140,4 @@ func decodeEcho(t *testing.T, resp *http.Response) echo {
 		t.Fatalf("not the backend's echo: status %d, body %q (%v)", resp.StatusCode, body, err)
 	}
 	return got
-}
-
-// grpcApp is a Deployment and Service whose port speaks h2c.
-func (s *stack) grpcApp(t *testing.T, name string, replicas int32) {
-	t.Helper()
-	s.Deployment(name, replicas, func(d *appsv1.Deployment) {
-		d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "grpc", ContainerPort: grpcPort}}
-	})
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{Name: "grpc", Port: grpcPort, TargetPort: intstr.FromString("grpc"),
-				AppProtocol: ptr.To("kubernetes.io/h2c")}},
-		},
-	}
-	if _, err := s.Kube.CoreV1().Services(s.NS).Create(s.Ctx(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
