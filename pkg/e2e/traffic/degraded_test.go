@@ -3,6 +3,7 @@ package traffic
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -14,11 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 const (
@@ -27,8 +30,10 @@ const (
 	resolverQueue = 3
 	// operatorLabel selects manifests/' operator pods.
 	operatorLabel = "app.kubernetes.io/name=elasti-operator"
-	// resolverMetricsPort serves the resolver's /metrics.
+	// resolverMetricsPort serves the resolver's /metrics, and
+	// resolverRoutesPort its route table (GET /routes).
 	resolverMetricsPort = 8013
+	resolverRoutesPort  = 8014
 )
 
 // TestOperatorDownThenBack: with the operator scaled to zero, a sleeping
@@ -40,6 +45,7 @@ const (
 func TestOperatorDownThenBack(t *testing.T) {
 	s := newScenario(t)
 	s.setResolverArgs("--per-service-queue=" + strconv.Itoa(resolverQueue))
+	s.waitEveryResolverListens(1)
 	s.sleep()
 	s.scaleOperator(0)
 	resolvers := len(s.readyResolverPods())
@@ -132,11 +138,7 @@ func (s *scenario) setResolverArgs(args ...string) {
 	var orig []string
 	s.updateResolverArgs(func(a []string) []string { orig = a; return append(slices.Clone(a), args...) })
 	t := s.t
-	t.Cleanup(func() {
-		s := *s
-		s.ctx = context.Background()
-		s.updateResolverArgs(func([]string) []string { return orig })
-	})
+	t.Cleanup(func() { s.afterTest().updateResolverArgs(func([]string) []string { return orig }) })
 }
 
 func (s *scenario) updateResolverArgs(change func([]string) []string) {
@@ -160,13 +162,63 @@ func (s *scenario) updateResolverArgs(change func([]string) []string) {
 	}
 	// The old pods serve through their shutdown grace; wait until they are
 	// gone, so every resolver a request can reach runs with the new args.
-	s.e.Eventually("only the resolver pods of the new template", func() (bool, string) {
+	s.eventually("only the resolver pods of the new template", func() (bool, string) {
 		list, err := s.e.Kube.CoreV1().Pods(elastiNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: "app=" + resolverDeployment})
 		if err != nil {
 			return false, err.Error()
 		}
 		ready := s.readyResolverPods()
 		return len(list.Items) == len(ready), fmt.Sprintf("%d resolver pods, %d of them Ready and not terminating", len(list.Items), len(ready))
+	})
+}
+
+// eventually is testenv's Eventually on the scenario's context, which
+// afterTest keeps usable in cleanups.
+func (s *scenario) eventually(desc string, cond func() (bool, string)) {
+	s.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(s.ctx, 50*time.Millisecond, testenv.WaitTimeout, true, func(context.Context) (bool, error) {
+		ok, obs := cond()
+		last = obs
+		return ok, nil
+	})
+	if err != nil {
+		s.t.Fatalf("timed out after %s waiting for %s; last seen: %s", testenv.WaitTimeout, desc, last)
+	}
+}
+
+// afterTest returns s for a cleanup: the test's context has ended by then,
+// so s talks to the cluster on one that has not.
+func (s *scenario) afterTest() *scenario {
+	c := *s
+	c.ctx = context.WithoutCancel(s.ctx)
+	return &c
+}
+
+// waitEveryResolverListens waits until every Ready resolver pod, asked
+// directly on its route-table port, listens on n resolver ports for web:
+// a sleeping web is reached on them, whichever pod kube-proxy picks.
+func (s *scenario) waitEveryResolverListens(n int) {
+	s.t.Helper()
+	s.eventually(fmt.Sprintf("every resolver pod to listen on %d ports for web", n), func() (bool, string) {
+		var seen []string
+		ok := true
+		for _, p := range s.readyResolverPods() {
+			resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", p.Status.PodIP, resolverRoutesPort), Timeout: 2 * time.Second})
+			var table []resolver.RouteStatus
+			if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
+				return false, fmt.Sprintf("%s: %s", p.Name, resp)
+			}
+			listening := 0
+			for _, r := range table {
+				if r.Namespace == s.e.NS && r.Service == app && r.Listening {
+					listening++
+				}
+			}
+			ok = ok && listening == n
+			seen = append(seen, fmt.Sprintf("%s: %d", p.Name, listening))
+		}
+		return ok && len(seen) > 0, "listening per resolver pod: " + strings.Join(seen, ", ")
 	})
 }
 
@@ -187,15 +239,14 @@ func (s *scenario) scaleOperator(replicas int32) {
 	}
 	t := s.t
 	t.Cleanup(func() {
-		d, err := s.e.Kube.AppsV1().Deployments(elastiNamespace).Get(context.Background(), operatorDeployment, metav1.GetOptions{})
+		s := s.afterTest()
+		d, err := s.e.Kube.AppsV1().Deployments(elastiNamespace).Get(s.ctx, operatorDeployment, metav1.GetOptions{})
 		if err == nil && d.Spec.Replicas != nil && *d.Spec.Replicas > 0 {
 			return
 		}
-		s := *s
-		s.ctx = context.Background()
 		s.scaleOperator(1)
 	})
-	s.e.Eventually("the operator's pods to be gone", func() (bool, string) {
+	s.eventually("the operator's pods to be gone", func() (bool, string) {
 		list, err := s.e.Kube.CoreV1().Pods(elastiNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: operatorLabel})
 		if err != nil {
 			return false, err.Error()

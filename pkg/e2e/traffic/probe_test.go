@@ -2,7 +2,6 @@ package traffic
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -67,6 +66,7 @@ func TestProbeIsAnsweredWithoutWaking(t *testing.T) {
 	// Set before the target sleeps, so the resolvers know the rule by the
 	// time a probe can reach them.
 	s.setProbeRule()
+	s.waitEveryResolverListens(1)
 	s.sleep()
 	writes := s.scaleWrites()
 	t.Run("answered without waking", func(t *testing.T) {
@@ -133,7 +133,7 @@ func (s *scenario) resolverPodDeletedUnderProbes() {
 	t := s.t
 	t.Cleanup(func() {
 		// Later tests need both resolvers again, whatever happened here.
-		if err := s.bed.WaitDeploymentReady(context.Background(), elastiNamespace, resolverDeployment, readyTimeout); err != nil {
+		if err := s.bed.WaitDeploymentReady(s.afterTest().ctx, elastiNamespace, resolverDeployment, readyTimeout); err != nil {
 			t.Errorf("the resolver Deployment did not recover: %v", err)
 		}
 	})

@@ -31,8 +31,10 @@ func (s *scenario) in(t *testing.T) *scenario {
 }
 
 // way is one way a client pod calls web: by its full DNS name, or by its
-// ClusterIP with the full name as the Host, as KubeElasti's routing by Host
-// requires. (The short name and a bare ClusterIP are issue #11's.)
+// ClusterIP with the full name as the Host. Both wake web whether the
+// resolver routes by port or, as KubeElasti's resolver does, by Host; the
+// short name and a bare ClusterIP, which need routing by port, are
+// perport_test.go's.
 type way struct {
 	name string
 	addr string // what the client connects to
@@ -65,7 +67,9 @@ func (w way) hostPort(port int) (addr, host string) {
 func newProtocolsScenario(t *testing.T) *scenario {
 	t.Helper()
 	startGRPCEcho(t, testBed(t))
-	return newScenarioWithPorts(t, grpcEchoServicePort)
+	s := newScenarioWithPorts(t, grpcEchoServicePort)
+	s.waitEveryResolverListens(2)
+	return s
 }
 
 var (
