@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/endpointready"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
@@ -110,13 +111,13 @@ func (s *stack) do(t *testing.T, client *http.Client, method, service, path stri
 	return client.Do(req)
 }
 
-// sliceReadyIPs lists, sorted, the Ready addresses in the EndpointSlices
-// labelled for service (kube-proxy's rule: ready unset or true).
+// sliceReadyIPs lists, sorted, the serving addresses in the EndpointSlices
+// labelled for service, by the rule kube-proxy and the resolver use.
 func (s *stack) sliceReadyIPs(service string) []string {
 	var ips []string
 	for _, sl := range s.SlicesFor(service) {
 		for _, ep := range sl.Endpoints {
-			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			if endpointready.Serving(ep) {
 				ips = append(ips, ep.Addresses...)
 			}
 		}
