@@ -23,7 +23,9 @@ import (
 // contact are pod IPs inside the namespace the test itself created, while
 // that namespace's host route is in place.
 
-const setupTimeout = time.Minute
+// setupTimeout covers waiting for the machine-wide pod-network lock, which
+// the e2e packages of the same `make test` hold for minutes, then the setup.
+const setupTimeout = DefaultLockTimeout + time.Minute
 
 // newNetwork sets up a pod network that is closed, and checked to be gone,
 // when the test ends.
