@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
@@ -36,7 +35,6 @@ const (
 
 	tcpEchoPort = 7000 // raw TCP: answers "<pod IP> " and echoes
 	tlsPort     = 8443 // HTTPS with the bed's own certificate
-	grpcPort    = 9090 // gRPC (HTTP/2 cleartext) unary echo
 )
 
 // protocolPorts are the Service ports the per-port tests add to web. TLS
@@ -45,7 +43,7 @@ const (
 var protocolPorts = []corev1.ServicePort{
 	{Name: "tcp", Port: 7000, TargetPort: intstr.FromInt32(tcpEchoPort)},
 	{Name: "https", Port: 443, TargetPort: intstr.FromInt32(tlsPort)},
-	{Name: "grpc", Port: 9090, TargetPort: intstr.FromInt32(grpcPort), AppProtocol: ptr.To("kubernetes.io/h2c")},
+	grpcEchoServicePort,
 }
 
 var (
@@ -62,6 +60,7 @@ func startProtocolBackends(t testing.TB, b *bed) {
 	if protocolsErr != nil {
 		t.Fatal(protocolsErr)
 	}
+	startGRPCEcho(t, b)
 }
 
 func listenProtocols(b *bed) error {
@@ -82,13 +81,6 @@ func listenProtocols(b *bed) error {
 	sum := sha256.Sum256(tlsSrv.Certificate().Raw)
 	backendCert = hex.EncodeToString(sum[:])
 
-	grpcLn, err := b.Network.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", grpcPort))
-	if err != nil {
-		return err
-	}
-	grpcSrv := &http.Server{Handler: http.HandlerFunc(grpcEcho), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
-	grpcSrv.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = grpcSrv.Serve(grpcLn) }()
 	return nil
 }
 
@@ -111,22 +103,6 @@ func serveTCPEcho(ln net.Listener) {
 			_, _ = io.Copy(c, c)
 		}()
 	}
-}
-
-// grpcEcho answers one unary gRPC call with a message that names the pod,
-// and status OK in the trailers, as a gRPC server does.
-func grpcEcho(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor != 2 || r.Header.Get("Content-Type") != "application/grpc" {
-		http.Error(w, "want gRPC over HTTP/2", http.StatusUnsupportedMediaType)
-		return
-	}
-	_, _ = io.Copy(io.Discard, r.Body)
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	host, _, _ := net.SplitHostPort(local.String())
-	w.Header().Set("Content-Type", "application/grpc")
-	w.Header().Set("Trailer", "Grpc-Status")
-	_, _ = w.Write(grpcFrame([]byte("servedBy=" + host)))
-	w.Header().Set("Grpc-Status", "0")
 }
 
 // grpcFrame is one uncompressed gRPC length-prefixed message.
@@ -222,14 +198,14 @@ func TestGRPCWakesAService(t *testing.T) {
 	s := newProtocolScenario(t)
 	s.sleep()
 	resp := s.do(realnet.Request{
-		Method: http.MethodPost, URL: fmt.Sprintf("http://%s:9090/echo.Echo/Say", app), Protocol: realnet.ProtocolH2C,
+		Method: http.MethodPost, URL: fmt.Sprintf("http://%s:%d/echo.Echo/Say", app, grpcEchoPort), Protocol: realnet.ProtocolH2C,
 		Header: map[string]string{"Content-Type": "application/grpc", "TE": "trailers"},
 		Body:   string(grpcFrame([]byte("hello"))), Timeout: wakeTimeout,
 	})
-	if resp.Status != 200 || resp.Trailer.Get("Grpc-Status") != "0" {
-		t.Fatalf("want a gRPC OK, got %s, trailers %v", resp, resp.Trailer)
+	if resp.Status != 200 || resp.Trailer.Get("Grpc-Status") != "0" || resp.Body != string(grpcFrame([]byte("hello"))) {
+		t.Fatalf("want a gRPC OK echoing hello, got %s, trailers %v", resp, resp.Trailer)
 	}
-	s.expectServedByReadyPod(strings.TrimPrefix(resp.Body[min(5, len(resp.Body)):], "servedBy="), resp)
+	s.expectServedByReadyPod(resp.Trailer.Get(servedByHeader), resp)
 }
 
 // TestTLSPassthroughWakesAService: HTTPS to a sleeping Service whose pods
