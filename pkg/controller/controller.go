@@ -184,6 +184,8 @@ type Controller struct {
 	// and waits for the newer object's event instead of writing on stale
 	// state (which would only conflict).
 	superseded supersededVersions
+	// handoffs are the idle poller's scale-downs under way (handoff.go).
+	handoffs handoffs
 
 	// syncHandler is a field so tests can observe or replace it.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error

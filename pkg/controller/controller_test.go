@@ -313,6 +313,9 @@ func describeObject(obj runtime.Object) []string {
 	if m, err := meta.Accessor(obj); err == nil {
 		add("name: %s/%s", m.GetNamespace(), m.GetName())
 		add("labels: %s", sortedMap(m.GetLabels()))
+		if a := m.GetAnnotations(); len(a) > 0 {
+			add("annotations: %s", sortedMap(a))
+		}
 		for _, r := range m.GetOwnerReferences() {
 			add("owner: %s %s/%s uid=%s controller=%v", r.APIVersion, r.Kind, r.Name, r.UID, ptr.Deref(r.Controller, false))
 		}

@@ -113,27 +113,16 @@ func (c *Controller) ensurePrivateService(ctx context.Context, es *elastiv1alpha
 }
 
 // hasReadyEndpoints reports whether the public Service has a ready endpoint
-// of its own, i.e. one that is not our resolver slice. Judging from the
-// Service's slices rather than the target's replica count means serve mode
-// starts only once traffic can really reach a ready pod.
-func (c *Controller) hasReadyEndpoints(namespace, service string) bool {
-	objs, err := c.sliceIndexer.ByIndex(indexByService, namespace+"/"+service)
-	if err != nil {
-		return false
-	}
-	resolverSlice := names.ResolverSlice(service)
-	for _, obj := range objs {
-		slice := obj.(*discoveryv1.EndpointSlice)
-		if slice.Name == resolverSlice || slice.Labels[discoveryv1.LabelManagedBy] == ManagedByValue {
-			continue
-		}
-		for _, ep := range slice.Endpoints {
-			if endpointready.Serving(ep) {
-				return true
-			}
-		}
-	}
-	return false
+// of its own, i.e. one that is not our resolver slice, and that f does not
+// fence. Judging from the Service's slices rather than the target's replica
+// count means serve mode starts only once traffic can really reach a ready
+// pod.
+func (c *Controller) hasReadyEndpoints(namespace, service string, f fence) bool {
+	found := false
+	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+		found = found || !f.has(endpointKey(ep))
+	})
+	return found
 }
 
 // resolverEndpoints lists the resolver's ready IPv4 endpoints, one per
@@ -193,7 +182,7 @@ func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bo
 // resolver knows the Service from the port alone; any other port points at
 // the resolver's proxy port, where it routes by Host.
 func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
-	endpoints []discoveryv1.Endpoint, routes map[int32]int32) error {
+	endpoints []discoveryv1.Endpoint, routes map[int32]int32, f *fence) error {
 	name := names.ResolverSlice(public.Name)
 	ports := c.resolverSlicePorts(public, routes)
 	if endpoints == nil {
@@ -203,6 +192,10 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 		discoveryv1.LabelServiceName: public.Name,
 		discoveryv1.LabelManagedBy:   ManagedByValue,
 	}
+	wantAnnotations := map[string]string{}
+	if f != nil {
+		f.annotate(wantAnnotations)
+	}
 
 	existing, err := c.slices.EndpointSlices(es.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -211,6 +204,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 				Name:            name,
 				Namespace:       es.Namespace,
 				Labels:          wantLabels,
+				Annotations:     wantAnnotations,
 				OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
 			},
 			AddressType: discoveryv1.AddressTypeIPv4,
@@ -228,6 +222,9 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	for k, v := range wantLabels {
 		labelsOK = labelsOK && existing.Labels[k] == v
 	}
+	for _, k := range []string{AnnotationFencedEndpoints, AnnotationFencedAt} {
+		labelsOK = labelsOK && (f == nil || existing.Annotations[k] == wantAnnotations[k])
+	}
 	if labelsOK && hasOwnerRef(existing.OwnerReferences, es) && existing.AddressType == discoveryv1.AddressTypeIPv4 &&
 		sameEndpoints(existing.Endpoints, endpoints) && equality.Semantic.DeepEqual(existing.Ports, ports) {
 		return nil
@@ -244,6 +241,12 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 		updated.Labels = map[string]string{}
 	}
 	maps.Copy(updated.Labels, wantLabels)
+	if f != nil {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		f.annotate(updated.Annotations)
+	}
 	if !hasOwnerRef(updated.OwnerReferences, es) {
 		updated.OwnerReferences = append(updated.OwnerReferences, ownerRef(es))
 	}

@@ -53,6 +53,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 	if apierrors.IsNotFound(err) {
 		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 		c.superseded.forget(key)
+		c.handoffs.end(key, nil)
 		c.directory.ReleaseAll(gone)
 		c.releasePorts(ctx, gone)
 		if c.Observer.Gone != nil {
@@ -134,25 +135,68 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	// the target is scaled to zero, before the cluster has removed the
 	// terminating pods' endpoints, so the resolver is in front before the
 	// Service's last endpoint goes.
-	if state.Replicas > 0 && c.hasReadyEndpoints(es.Namespace, es.Spec.Service) {
-		if err := c.deleteResolverSlice(ctx, es); err != nil {
-			return err
-		}
-		return c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
-			"The target has a ready pod; traffic goes straight to it")
+	now := c.clock.Now()
+	slice, _ := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	fenced := fenceOf(slice, now)
+	if state.Replicas > 0 && c.hasReadyEndpoints(es.Namespace, es.Spec.Service, fenced) {
+		return c.serve(ctx, es, public, ports)
 	}
 
+	var refence *fence // nil keeps the slice's fence as it is
+	if state.Replicas == 0 {
+		// Whatever serves now is going away, however ready it looks.
+		if more := fenced.with(c.servingKeys(es.Namespace, es.Spec.Service), now); len(more.keys) > len(fenced.keys) {
+			refence, fenced = &more, more
+		}
+	}
 	endpoints, perPort := c.resolverEndpoints()
-	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort)); err != nil {
+	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort), refence); err != nil {
 		return err
+	}
+	if state.Replicas == 0 {
+		// The scale-down, ours or anyone's, is done.
+		c.handoffs.end(cache.MetaObjectToName(es), nil)
+	} else if len(endpoints) > 0 {
+		c.handoffs.settle(cache.MetaObjectToName(es), nil)
 	}
 	if len(endpoints) == 0 {
 		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
 			fmt.Sprintf("no ready pod behind resolver Service %s/%s; requests to %q cannot be held until one is ready",
 				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), retryWithBackoff)
 	}
-	return c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
-		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request")
+	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
+		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request"); err != nil {
+		return err
+	}
+	if left := fenced.remaining(now); state.Replicas > 0 && left > 0 {
+		// Perhaps only fenced pods look ready: look again when the fence
+		// lapses, in case they were never going away.
+		return workloop.RequeueAfter(left)
+	}
+	return nil
+}
+
+// serve lets the target's ready pods take the Service's traffic alone,
+// unless a scale-down is under way: then the resolver stays in front too.
+func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus) error {
+	handingOff, err := c.holdForHandoff(ctx, es, func() (bool, error) {
+		endpoints, perPort := c.resolverEndpoints()
+		if len(endpoints) == 0 {
+			return false, nil
+		}
+		return true, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort), nil)
+	})
+	if !handingOff {
+		if err := c.deleteResolverSlice(ctx, es); err != nil {
+			return err
+		}
+	}
+	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
+		"The target has a ready pod; traffic goes straight to it"); err != nil {
+		return err
+	}
+	// The handoff's timeout, or its failure to front.
+	return err
 }
 
 // notReadyFollowUp says what brings a not-Ready ElastiService back.
@@ -317,7 +361,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 	if c.resolverSliceExists(es) {
 		_, svcErr := c.services.Services(es.Namespace).Get(es.Spec.Service)
-		waiting := targetPresent && svcErr == nil && !c.hasReadyEndpoints(es.Namespace, es.Spec.Service)
+		waiting := targetPresent && svcErr == nil && !c.hasReadyEndpoints(es.Namespace, es.Spec.Service, fence{})
 		if waiting && withinGrace {
 			logger.V(2).Info("Keeping the resolver slice until the target has a ready pod", "deadline", deadline)
 			if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {

@@ -171,7 +171,7 @@ func TestSyncModeFollowsReadyEndpoints(t *testing.T) {
 }
 
 // A target scaled to zero switches to proxy at once, even while the cluster
-// still lists its terminating pods as ready.
+// still lists its terminating pods as ready; those pods are fenced.
 func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
 	f := newFixture(t)
 	es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
@@ -182,7 +182,7 @@ func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
 	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 	f.resolverSlices = readyResolver()
 
-	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+	f.expectKube(expectCreate(endpointSlicesResource, fenced(resolverSliceFor(es, public, "10.0.0.1"), t0, "10.1.0.1")))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	f.expectEvents("Normal " + ReasonSwitchedToProxy)
 

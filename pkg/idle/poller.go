@@ -48,7 +48,12 @@ const (
 	OutcomeScaleFailed     = "scale_failed"
 	OutcomeDeleting        = "deleting"
 	OutcomeNotManaged      = "not_managed"
+	OutcomeNotFronted      = "not_fronted"
 )
+
+// frontTimeout bounds the wait for the resolver to be put in front before a
+// scale to zero; past it the target is left alone until the next poll.
+const frontTimeout = 10 * time.Second
 
 // Config tunes the poller.
 type Config struct {
@@ -80,6 +85,11 @@ type Poller struct {
 	// Service and has it Ready; the poller leaves every other one alone, so
 	// it never scales a target nothing could wake.
 	Manages func(es *elastiv1alpha1.ElastiService) bool
+	// Front, when set, puts the resolver in front of es's Service before
+	// its target is scaled to zero, and is told the scale's outcome through
+	// done: make before break, so the Service never goes without endpoints
+	// even if the operator dies right after the scale write.
+	Front func(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
 }
 
 // New returns a poller.
@@ -203,18 +213,45 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 		return OutcomeBusy, ""
 	}
 
-	// Pause KEDA first, so it does not scale the target straight back up.
-	if err := scaletarget.PauseKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
-		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
-		return OutcomeScaleFailed, ""
-	}
-	if err := p.scaler.Scale(ctx, ref, 0); err != nil {
-		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling to zero failed: %v", err)
-		return OutcomeScaleFailed, ""
+	if outcome := p.scaleToZero(ctx, es, ref, now); outcome != OutcomeScaledToZero {
+		return outcome, ""
 	}
 	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", verdict.Detail)
 	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", cooldown, verdict.Detail, ref.Kind, ref.Name)
 	return OutcomeScaledToZero, ""
+}
+
+// scaleToZero puts the resolver in front, then scales the target to zero.
+// A wake that lands in between (after decided) calls the scale-down off.
+func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) string {
+	done := func(bool) {}
+	if p.Front != nil {
+		frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
+		d, err := p.Front(frontCtx, es)
+		cancel()
+		if err != nil {
+			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
+			return OutcomeNotFronted
+		}
+		done = d
+	}
+	if p.lastWake(es).After(decided) {
+		done(false)
+		return OutcomeCooldown
+	}
+	// Pause KEDA first, so it does not scale the target straight back up.
+	if err := scaletarget.PauseKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
+		done(false)
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
+		return OutcomeScaleFailed
+	}
+	if err := p.scaler.Scale(ctx, ref, 0); err != nil {
+		done(false)
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling to zero failed: %v", err)
+		return OutcomeScaleFailed
+	}
+	done(true)
+	return OutcomeScaledToZero
 }
 
 // lastWake is the later of status.lastScaledUpTime and a wake this replica

@@ -186,3 +186,56 @@ func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T)
 		t.Errorf("outcomes %v, run observed %v; want 40 busy verdicts", outcomes, ran)
 	}
 }
+
+// The resolver is put in front before the scale to zero, and told how the
+// scale went; a scale-down it could not front, or that a wake overtook,
+// does not happen.
+func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
+	frontErr := fmt.Errorf("no ready resolver pod")
+	cases := []struct {
+		name       string
+		frontErr   error
+		wakeInGap  bool
+		want       string
+		wantScaled []int32
+		wantDone   []bool
+	}{
+		{"fronted then scaled", nil, false, OutcomeScaledToZero, []int32{0}, []bool{true}},
+		{"not fronted, not scaled", frontErr, false, OutcomeNotFronted, nil, nil},
+		{"a wake while fronting calls it off", nil, true, OutcomeCooldown, nil, []bool{false}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			scaler := &fakeScaler{replicas: 2}
+			es := elastiService(nil)
+			recorder := record.NewFakeRecorder(10)
+			p := New(nil, scaler, recorder, Config{QueryTimeout: time.Second, Defaults: triggers.Defaults{ServerAddress: prometheus(t, "0")}})
+			p.clock = clocktesting.NewFakePassiveClock(now)
+			var woke time.Time
+			p.RecentWake = func(types.NamespacedName) (time.Time, bool) { return woke, !woke.IsZero() }
+			var done []bool
+			p.Front = func(ctx context.Context, got *elastiv1alpha1.ElastiService) (func(bool), error) {
+				if _, ok := ctx.Deadline(); !ok {
+					t.Error("Front was called without a deadline")
+				}
+				if len(scaler.scaled) != 0 {
+					t.Error("Front was called after the scale write")
+				}
+				if c.wakeInGap {
+					woke = now.Add(time.Second)
+				}
+				if c.frontErr != nil {
+					return nil, c.frontErr
+				}
+				return func(scaled bool) { done = append(done, scaled) }, nil
+			}
+			got, _ := p.Evaluate(context.Background(), es)
+			if got != c.want {
+				t.Errorf("outcome %q, want %q", got, c.want)
+			}
+			if fmt.Sprint(scaler.scaled) != fmt.Sprint(c.wantScaled) || fmt.Sprint(done) != fmt.Sprint(c.wantDone) {
+				t.Errorf("scaled %v, done %v; want %v and %v", scaler.scaled, done, c.wantScaled, c.wantDone)
+			}
+		})
+	}
+}

@@ -285,6 +285,7 @@ func (o *Operator) connect() {
 	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
 	o.Poller.ObserveRun = o.Metrics.ObservePoll
 	o.Poller.RecentWake = o.ScaleServer.LastWake
+	o.Poller.Front = o.Controller.FrontForScaleDown
 	o.Poller.Manages = func(es *elastiv1alpha1.ElastiService) bool {
 		entry, ok := o.Directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
 		ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)

@@ -33,57 +33,9 @@ import (
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
-// fakePrometheus speaks enough of /api/v1/query for the triggers: the uptime
-// query and one metric, on loopback.
-type fakePrometheus struct {
-	*httptest.Server
-	mu      sync.Mutex
-	value   string // the metric's value
-	up      string // the uptime query's value
-	mode    string // "", "garbage", "two-series", "error-500"
-	queries atomic.Int64
-}
-
-func newFakePrometheus(t *testing.T) *fakePrometheus {
-	p := &fakePrometheus{value: "0", up: "1"}
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.queries.Add(1)
-		p.mu.Lock()
-		value, up, mode := p.value, p.up, p.mode
-		p.mu.Unlock()
-		if r.URL.Path != "/api/v1/query" {
-			http.NotFound(w, r)
-			return
-		}
-		if strings.HasPrefix(r.URL.Query().Get("query"), "min_over_time(") {
-			value = up
-		}
-		switch mode {
-		case "garbage":
-			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"value":[1, "not json`)
-			return
-		case "error-500":
-			http.Error(w, "storage unavailable", http.StatusInternalServerError)
-			return
-		case "two-series":
-			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"%s"]},{"metric":{"a":"2"},"value":[1,"%s"]}]}}`, value, value)
-			return
-		}
-		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"%s"]}]}}`, value)
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *fakePrometheus) set(value, up, mode string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.value, p.up, p.mode = value, up, mode
-}
-
 // startScaling starts an operator that polls fast, with its scale endpoint
 // on a loopback server.
-func startScaling(e *testenv.Env, prom *fakePrometheus) string {
+func startScaling(e *testenv.Env, prom *testenv.FakePrometheus) string {
 	e.T.Helper()
 	e.Opts.PollingInterval = 200 * time.Millisecond
 	e.Opts.QueryTimeout = time.Second
@@ -96,22 +48,18 @@ func startScaling(e *testenv.Env, prom *fakePrometheus) string {
 	return srv.URL + scaleserver.Path
 }
 
-func idleTrigger(threshold string) []elastiv1alpha1.ScaleTrigger {
-	return []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: []byte(`{"query":"sum(rate(http_requests_total[1m]))","threshold":"` + threshold + `"}`)}}
-}
-
 func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	t.Parallel()
 	const cooldownSeconds = 4
 	const cooldown = cooldownSeconds * time.Second
 	e := testenv.New(t)
-	prom := newFakePrometheus(t)
+	prom := testenv.NewFakePrometheus(t)
 	scaleURL := startScaling(e, prom)
 	e.Resolver(1)
 	e.App("web", 2)
 	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = cooldownSeconds
-		es.Spec.Triggers = idleTrigger("0.5")
+		es.Spec.Triggers = testenv.IdleTrigger("0.5")
 	})
 	// Younger than the cooldown: nothing happens yet.
 	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 2, time.Second)
@@ -204,10 +152,10 @@ func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
 func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
-	prom := newFakePrometheus(t)
+	prom := testenv.NewFakePrometheus(t)
 	// Failing from the start: an idle answer before the loop below picks
 	// a failure mode would rightly scale a target down.
-	prom.set("0", "1", "error-500")
+	prom.Set("0", "1", testenv.PrometheusServerDown)
 	// A closed server: Prometheus unreachable.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
@@ -217,9 +165,9 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	e.Resolver(1)
 	cases := []struct{ name, mode, value, up, server string }{
 		{"unreachable", "", "0", "1", deadURL},
-		{"garbage", "garbage", "0", "1", ""},
-		{"two-series", "two-series", "0", "1", ""},
-		{"server-error", "error-500", "0", "1", ""},
+		{"garbage", testenv.PrometheusGarbage, "0", "1", ""},
+		{"two-series", testenv.PrometheusTwoSeries, "0", "1", ""},
+		{"server-error", testenv.PrometheusServerDown, "0", "1", ""},
 		{"prometheus-was-down", "", "0", "0", ""},
 		{"nan", "", "NaN", "1", ""},
 	}
@@ -239,7 +187,7 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	// The fake answers per mode for every query, so run the modes one at a
 	// time; the unreachable case fails on its own address throughout.
 	for _, c := range cases[1:] {
-		prom.set(c.value, c.up, c.mode)
+		prom.Set(c.value, c.up, c.mode)
 		name := "svc-" + c.name
 		e.Eventually(name+": a TriggerError event", func() (bool, string) { return e.HasEvent(name, idle.ReasonTriggerError) })
 		e.HoldsReplicas(elastiv1alpha1.KindDeployment, name, 1, 600*time.Millisecond)
@@ -258,14 +206,14 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 		}
 	}
 	// Control: with a healthy, idle Prometheus the same setup does scale down.
-	prom.set("0", "1", "")
+	prom.Set("0", "1", "")
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "svc-garbage", 0)
 }
 
 func TestOutsideEnabledPeriodKeepsTheTargetUp(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
-	prom := newFakePrometheus(t)
+	prom := testenv.NewFakePrometheus(t)
 	startScaling(e, prom)
 	e.Resolver(1)
 	e.App("web", 0)
@@ -277,7 +225,7 @@ func TestOutsideEnabledPeriodKeepsTheTargetUp(t *testing.T) {
 	}
 	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = 1
-		es.Spec.Triggers = idleTrigger("1")
+		es.Spec.Triggers = testenv.IdleTrigger("1")
 		es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: schedule, Duration: "1h"}
 	})
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 2)
@@ -325,13 +273,13 @@ func TestKEDAIsPausedForZeroAndResumedOnWake(t *testing.T) {
 		return got.GetAnnotations()
 	}
 
-	prom := newFakePrometheus(t)
+	prom := testenv.NewFakePrometheus(t)
 	scaleURL := startScaling(e, prom)
 	e.Resolver(1)
 	e.App("web", 1)
 	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = 1
-		es.Spec.Triggers = idleTrigger("1")
+		es.Spec.Triggers = testenv.IdleTrigger("1")
 		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"}
 	})
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
@@ -340,7 +288,7 @@ func TestKEDAIsPausedForZeroAndResumedOnWake(t *testing.T) {
 		t.Fatalf("after scale-to-zero the ScaledObject annotations are %v; want paused=true and paused-replicas=0", a)
 	}
 
-	prom.set("5", "1", "") // busy from now on, so it stays awake
+	prom.Set("5", "1", "") // busy from now on, so it stays awake
 	if code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS)); code != http.StatusOK {
 		t.Fatalf("wake: %d %s", code, body)
 	}

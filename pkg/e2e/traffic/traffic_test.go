@@ -35,7 +35,7 @@ type scenario struct {
 	bed    *bed
 	e      *testenv.Env
 	client *realnet.Client
-	dark   *darkWatch
+	dark   *testenv.DarkWatch
 	ctx    context.Context
 }
 
@@ -78,7 +78,7 @@ func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 		resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Timeout: 2 * time.Second})
 		return resp.Status == 200, resp.String()
 	})
-	s.dark = watchDark(t, e, app)
+	s.dark = e.WatchDark(app)
 	return s
 }
 
@@ -100,6 +100,14 @@ func (s *scenario) explainFailure() {
 	s.t.Logf("elasti's pods:\n%s", s.bed.Node.Logs(elastiNamespace, "", 30))
 	s.t.Logf("the ingress controller:\n%s", s.bed.Node.Logs(realnet.IngressNamespace, "", 30))
 }
+
+// handScaleDownBound is how long a Service may be dark after a test scales
+// its target to zero by hand: the pods' endpoints go at once, and the
+// operator needs this long at most, on this 2-core machine under a full
+// test run, to see the target at zero and put the resolver in front. The
+// operator's own scale-down is make-before-break and gets no such
+// allowance.
+const handScaleDownBound = 3 * time.Second
 
 // sleep scales web to zero by hand, as an idle poller or a person would,
 // and waits for the resolver to be in front.

@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/workloop"
+)
+
+// fenced sets a resolver slice's fence.
+func fenced(slice *discoveryv1.EndpointSlice, at time.Time, keys ...string) *discoveryv1.EndpointSlice {
+	if slice.Annotations == nil {
+		slice.Annotations = map[string]string{}
+	}
+	slice.Annotations[AnnotationFencedEndpoints] = strings.Join(keys, ",")
+	slice.Annotations[AnnotationFencedAt] = at.UTC().Format(time.RFC3339)
+	return slice
+}
+
+// wakingSeed is an ElastiService in proxy mode whose target was just woken:
+// the resolver slice fences 10.1.0.1, the pod that served before the scale
+// to zero, and the EndpointSlice controller still lists it as ready.
+func wakingSeed(f *fixture, since time.Duration, public ...discoveryv1.Endpoint) *elastiv1alpha1.ElastiService {
+	es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled)
+	svc := newPublicService("web")
+	f.elastiServices = append(f.elastiServices, es)
+	f.services = append(f.services, svc, privateServiceFor(es, svc))
+	f.deployments = append(f.deployments, newDeployment("web", 2))
+	f.resolverSlices = readyResolver()
+	f.endpointSlices = append(f.endpointSlices, targetSlice("web", public...),
+		fenced(resolverSliceFor(es, svc, "10.0.0.1"), t0, "10.1.0.1"))
+	f.clock = testingclock.NewFakeClock(t0.Add(since))
+	return es
+}
+
+// A wake soon after a scale to zero finds the old pod still listed as
+// ready: the resolver stays in front until a pod of the wake is ready, or
+// the fence lapses.
+func TestFenceKeepsTheResolverUntilAWokenPodIsReady(t *testing.T) {
+	old, woken := ep("10.1.0.1", ptr.To(true), false), ep("10.1.0.2", ptr.To(true), false)
+	t.Run("only the fenced pod is ready", func(t *testing.T) {
+		f := newFixture(t)
+		es := wakingSeed(f, 5*time.Second, old)
+		f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, f.clock.Now()), webPorts()...)))
+		err := f.run(keyOf(es))
+		var after workloop.RequeueAfter
+		if !errors.As(err, &after) || time.Duration(after) != fenceTimeout-5*time.Second {
+			t.Fatalf("sync returned %v, want a requeue when the fence lapses", err)
+		}
+	})
+	t.Run("a woken pod is ready", func(t *testing.T) {
+		f := newFixture(t)
+		es := wakingSeed(f, 5*time.Second, old, woken)
+		f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
+		f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, f.clock.Now()), webPorts()...)))
+		f.expectEvents("Normal " + ReasonSwitchedToServe)
+		wantNoError(t, f.run(keyOf(es)))
+	})
+	t.Run("the fence has lapsed", func(t *testing.T) {
+		f := newFixture(t)
+		es := wakingSeed(f, fenceTimeout, old)
+		f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
+		f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, f.clock.Now()), webPorts()...)))
+		f.expectEvents("Normal " + ReasonSwitchedToServe)
+		wantNoError(t, f.run(keyOf(es)))
+	})
+}
+
+func TestFenceGrowsOnlyAtZeroAndStaysSmall(t *testing.T) {
+	f := fence{}.with([]string{"b", "a", "b"}, t0)
+	if strings.Join(f.keys, ",") != "a,b" || !f.at.Equal(t0) || !f.has("a") || f.has("c") {
+		t.Fatalf("fence %+v", f)
+	}
+	if g := f.with([]string{"c"}, t0.Add(time.Second)); !g.at.Equal(t0) || !g.has("c") || f.has("c") {
+		t.Errorf("adding to a fence moved its start or changed the original: %+v, %+v", g, f)
+	}
+	many := make([]string, 2*maxFenced)
+	for i := range many {
+		many[i] = string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+	}
+	if n := len(fence{}.with(many, t0).keys); n != maxFenced {
+		t.Errorf("a fence of %d keys holds %d, want the cap %d", len(many), n, maxFenced)
+	}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+	f.annotate(slice.Annotations)
+	if got := fenceOf(slice, t0.Add(fenceTimeout-time.Second)); !got.has("b") {
+		t.Errorf("fence read back as %+v", got)
+	}
+	if got := fenceOf(slice, t0.Add(fenceTimeout)); len(got.keys) != 0 {
+		t.Errorf("a lapsed fence read back as %+v", got)
+	}
+	slice.Annotations[AnnotationFencedAt] = "yesterday"
+	if got := fenceOf(slice, t0); len(got.keys) != 0 {
+		t.Errorf("an unreadable fence read back as %+v", got)
+	}
+}
+
+// servingSeed is an ElastiService serving from one ready pod.
+func servingSeed(f *fixture) *elastiv1alpha1.ElastiService {
+	es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
+	es.Status.ResolverPorts = webPorts()
+	svc := newPublicService("web")
+	f.elastiServices = append(f.elastiServices, es)
+	f.services = append(f.services, svc, privateServiceFor(es, svc))
+	f.deployments = append(f.deployments, newDeployment("web", 1))
+	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
+	return es
+}
+
+// frontAsync starts FrontForScaleDown and returns once its key is queued.
+func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) <-chan error {
+	queued := make(chan cache.ObjectName, 4)
+	c.enqueue = func(key cache.ObjectName) { queued <- key }
+	result := make(chan error, 1)
+	go func() {
+		done, err := c.FrontForScaleDown(context.Background(), es)
+		if err == nil {
+			done(true)
+		}
+		result <- err
+	}()
+	if key := <-queued; key != keyOf(es) {
+		t.Fatalf("queued %v, want %v", key, keyOf(es))
+	}
+	return result
+}
+
+// The idle poller's scale-down: the sync puts the resolver in front while
+// the pod still serves, keeps it there on later syncs, and the poller
+// proceeds only once it is there.
+func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
+	f := newFixture(t)
+	es := servingSeed(f)
+	f.resolverSlices = readyResolver()
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	result := frontAsync(t, c, es)
+
+	err := c.syncHandler(ctx, keyOf(es))
+	var after workloop.RequeueAfter
+	if !errors.As(err, &after) || time.Duration(after) != handoffTimeout {
+		t.Fatalf("sync returned %v, want a requeue when the handoff times out", err)
+	}
+	if err := <-result; err != nil {
+		t.Fatalf("FrontForScaleDown: %v", err)
+	}
+	created, err := f.kubeClient.DiscoveryV1().EndpointSlices(testNamespace).Get(ctx, names.ResolverSlice("web"), metav1.GetOptions{})
+	if err != nil || len(created.Endpoints) != 1 || created.Endpoints[0].Addresses[0] != "10.0.0.1" {
+		t.Fatalf("resolver slice %+v (%v), want one endpoint, the resolver's", created, err)
+	}
+
+	// The scale write is done but this cache still shows the pod: the
+	// resolver stays.
+	if err := f.sliceIndexer.Add(created); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp(ctx, es)
+	f.kubeClient.ClearActions()
+	_ = c.syncHandler(ctx, keyOf(es))
+	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
+		if a.GetVerb() == "delete" {
+			t.Errorf("a sync during the handoff deleted %v", a)
+		}
+	}
+
+	// A sync that sees the target at zero ends the handoff.
+	scaleUp(f, "web", 0)
+	f.catchUp(ctx, es)
+	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	if left := c.handoffs.remaining(keyOf(es), f.clock.Now()); left != 0 {
+		t.Errorf("the handoff is still on after the target was seen at zero (%s left)", left)
+	}
+}
+
+// Without a ready resolver pod nothing could hold a request, so the
+// scale-down is refused and no slice is written.
+func TestScaleDownHandoffWithoutResolverIsRefused(t *testing.T) {
+	f := newFixture(t)
+	es := servingSeed(f)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	result := frontAsync(t, c, es)
+	_ = c.syncHandler(ctx, keyOf(es))
+	if err := <-result; !errors.Is(err, ErrNoResolver) {
+		t.Fatalf("FrontForScaleDown returned %v, want ErrNoResolver", err)
+	}
+	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
+		if a.GetResource().Resource == "endpointslices" {
+			t.Errorf("wrote %v with no resolver to front", a)
+		}
+	}
+	if left := c.handoffs.remaining(keyOf(es), f.clock.Now()); left != 0 {
+		t.Errorf("a refused handoff is still on (%s left)", left)
+	}
+}
+
+// catchUp puts what the fake API server holds for es into the cache, as its
+// informer would.
+func (f *fixture) catchUp(ctx context.Context, es *elastiv1alpha1.ElastiService) {
+	f.t.Helper()
+	latest, err := f.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).Get(ctx, es.Name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	// The fake clientset keeps resourceVersion as it was; the apiserver
+	// would have moved it past the one our write superseded.
+	latest.ResourceVersion += "1"
+	if err := f.esIndexer.Update(latest); err != nil {
+		f.t.Fatal(err)
+	}
+}
