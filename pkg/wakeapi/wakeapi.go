@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -82,4 +83,43 @@ func truncate(s string) string {
 		return s[:80] + "…"
 	}
 	return s
+}
+
+// Wake requests may carry a shared token (see pkg/waketoken), as
+// "Authorization: Bearer <token>" (RFC 6750). KubeElasti's resolver sends
+// none, so an operator only asks for one when it is configured to.
+const (
+	authorizationHeader = "Authorization"
+	bearerScheme        = "Bearer"
+	// Realm names the protected endpoint in a challenge.
+	Realm = "elasti-operator"
+)
+
+// SetBearer makes h carry token; an empty token leaves h alone.
+func SetBearer(h http.Header, token string) {
+	if token != "" {
+		h.Set(authorizationHeader, bearerScheme+" "+token)
+	}
+}
+
+// Bearer returns the token h carries, and whether it carries one. The
+// scheme is matched case-insensitively, as RFC 9110 asks.
+func Bearer(h http.Header) (string, bool) {
+	scheme, token, ok := strings.Cut(h.Get(authorizationHeader), " ")
+	if !ok || !strings.EqualFold(scheme, bearerScheme) {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Challenge is the WWW-Authenticate value of a 401 answer to a request
+// with headers h: a request that carried a token is told it was invalid
+// (RFC 6750 section 3.1); one without is only told to send one.
+func Challenge(h http.Header) string {
+	c := bearerScheme + ` realm="` + Realm + `"`
+	if _, ok := Bearer(h); ok {
+		c += `, error="invalid_token"`
+	}
+	return c
 }
