@@ -42,6 +42,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer reporter.Close(5 * time.Second)
 	op.Metrics.RegisterClientGoMetrics()
+	if o.wakeTokenFile != "" {
+		klog.FromContext(ctx).Info("The scale endpoint requires the wake token", "file", o.wakeTokenFile)
+	}
 
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	startServers(ctx, o, op, watchdog)

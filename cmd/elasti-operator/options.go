@@ -10,6 +10,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
 // Environment variables KubeElasti's deployments set; flags fall back to them.
@@ -22,6 +23,8 @@ const (
 	envPollingInterval     = "POLLING_INTERVAL"
 	envPrometheusAddress   = "PROMETHEUS_TRIGGER_SERVER_ADDRESS"
 	envPrometheusAuth      = "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER"
+	// elasti's own: the path of the wake token file, set on both binaries.
+	envWakeTokenFile = waketoken.EnvFile
 )
 
 // options is everything the command line and environment configure.
@@ -38,6 +41,7 @@ type options struct {
 	retryPeriod            time.Duration
 	metricsSecure          bool
 	enableHTTP2            bool
+	wakeTokenFile          string
 	operator               operator.Options
 }
 
@@ -84,6 +88,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	op.PrometheusAuthorizationHeader = env.String(envPrometheusAuth, "")
 	fs.DurationVar(&op.ScaleTimeout, "scale-timeout", def.ScaleTimeout, "Timeout of one scale-from-zero call.")
 	fs.DurationVar(&op.ResyncPeriod, "resync-period", def.ResyncPeriod, "How often every ElastiService is re-synced to repair unreported drift.")
+	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, env.String(envWakeTokenFile, ""),
+		"File holding the wake token(s), one a line, e.g. a mounted Secret key; the scale endpoint then answers 401 to requests without "+
+			"Authorization: Bearer <one of them>. Re-read when it changes. Empty: no token required (env "+envWakeTokenFile+").")
 
 	finish := func() error {
 		op.ResolverProxyPort = int32(*proxyPort)
@@ -96,6 +103,14 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			op.ResolverPortRange = r
 		}
 		op.QPS = float32(*qps)
+		if o.wakeTokenFile != "" {
+			// Read now, so a missing or empty file stops the start.
+			if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {
+				env.Errs = append(env.Errs, err)
+			} else {
+				op.WakeTokens = tokens
+			}
+		}
 		if o.metricsSecure {
 			env.Errs = append(env.Errs, errors.New("--metrics-secure=true is not supported: serve /metrics over plain HTTP and terminate TLS in front"))
 		}

@@ -2,9 +2,13 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/command/commandtest"
@@ -125,4 +129,48 @@ func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
 // The README's operator table documents every flag the operator defines.
 func TestReadmeFlagTableListsEveryFlag(t *testing.T) {
 	commandtest.CheckReadmeFlagTable(t, "../../README.md", "## The operator", bindFlags)
+}
+
+// The wake token is off unless a file is named, by flag or environment;
+// a named file must hold a token at start.
+func TestWakeTokenFile(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	o, err := parse(t, nil)
+	if err != nil || o.operator.WakeTokens != nil {
+		t.Fatalf("by default a wake token is required (%v, err %v); KubeElasti's resolver sends none", o.operator.WakeTokens, err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	if err := os.WriteFile(path, []byte("s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{nil, []string{"--wake-token-file=" + path}},
+		{map[string]string{"ELASTI_WAKE_TOKEN_FILE": path}, nil},
+		{map[string]string{"ELASTI_WAKE_TOKEN_FILE": filepath.Join(dir, "missing")}, []string{"--wake-token-file=" + path}},
+	} {
+		o, err := parse(t, c.env, c.args...)
+		if err != nil {
+			t.Fatalf("env %v args %v: %v", c.env, c.args, err)
+		}
+		if o.operator.WakeTokens == nil || !o.operator.WakeTokens.Verify(ctx, "s3cr3t") || o.operator.WakeTokens.Verify(ctx, "other") {
+			t.Errorf("env %v args %v: the token in %s is not what the scale endpoint requires", c.env, c.args, path)
+		}
+	}
+
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		filepath.Join(dir, "missing"): "--wake-token-file=" + filepath.Join(dir, "missing"),
+		empty:                         "holds no token",
+	} {
+		if _, err := parse(t, nil, "--wake-token-file="+file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--wake-token-file=%s: %v, want an error containing %q", file, err, want)
+		}
+	}
 }

@@ -80,6 +80,9 @@ type Options struct {
 	// ScaleSettleWindow is how long after a wake further requests for the
 	// same Service are answered without looking again (see scaleserver).
 	ScaleSettleWindow time.Duration
+	// WakeTokens, when set, is the wake token the scale endpoint requires
+	// (see pkg/waketoken); nil requires none, as KubeElasti's operator.
+	WakeTokens scaleserver.TokenVerifier
 	// UserAgentSuffix is appended to the operator's user agent, so the
 	// apiserver's audit log can tell operator instances apart.
 	UserAgentSuffix string
@@ -200,7 +203,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
-		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow})
+		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow, Tokens: opts.WakeTokens})
 	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller.Recorder(), idle.Config{
 		Interval:     opts.PollingInterval,
 		Parallelism:  opts.PollParallelism,

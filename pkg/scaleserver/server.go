@@ -35,6 +35,9 @@ const (
 	OutcomeFailed      = "failed"
 	OutcomeBadRequest  = "bad_request"
 	OutcomeUnavailable = "unavailable"
+	// OutcomeUnauthorized is a request without the wake token, when one
+	// is configured.
+	OutcomeUnauthorized = "unauthorized"
 )
 
 // wakeMemory is how long LastWake remembers a wake.
@@ -48,6 +51,15 @@ type Config struct {
 	// are answered from memory while the informer cache catches up, so a
 	// burst never turns into repeated writes.
 	SettleWindow time.Duration
+	// Tokens, when set, must accept the request's Bearer token or the
+	// request is answered 401. Nil accepts every request, as KubeElasti's
+	// operator does (its resolver sends no token).
+	Tokens TokenVerifier
+}
+
+// TokenVerifier checks a wake request's Bearer token (see pkg/waketoken).
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string) bool
 }
 
 // DefaultConfig suits production.
@@ -128,8 +140,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.Observe != nil {
 		s.Observe(outcome, s.clock.Since(start))
 	}
-	if code == http.StatusMethodNotAllowed {
+	switch code {
+	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", wakeapi.Challenge(r.Header))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -139,6 +154,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) {
 	if r.Method != http.MethodPost {
 		return OutcomeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
+	}
+	// Before anything else is looked at, so a caller without the token
+	// learns nothing, not even whether this replica leads.
+	if !s.authorized(r) {
+		klog.FromContext(s.baseCtx).V(2).Info("Refusing a wake request without the wake token", "remote", r.RemoteAddr)
+		return OutcomeUnauthorized, http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
 	}
 	if !s.ready() {
 		return OutcomeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
@@ -163,6 +184,19 @@ func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) 
 		return outcome, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
 	}
 	return outcome, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
+}
+
+// authorized reports whether r carries an accepted token, or none is
+// required.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Tokens == nil {
+		return true
+	}
+	token, ok := wakeapi.Bearer(r.Header)
+	if !ok {
+		return false
+	}
+	return s.cfg.Tokens.Verify(r.Context(), token)
 }
 
 // wake coalesces concurrent requests for one service into a single scale

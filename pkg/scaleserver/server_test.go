@@ -77,6 +77,11 @@ func (f *fakeStatus) RecordScaledUp(context.Context, types.NamespacedName, time.
 
 func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeStatus, string) {
 	t.Helper()
+	return setupWith(t, ready, scaler, DefaultConfig())
+}
+
+func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Server, *fakeStatus, string) {
+	t.Helper()
 	dir := directory.New()
 	es := &elastiv1alpha1.ElastiService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
@@ -89,7 +94,7 @@ func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeStatus, 
 	}
 	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
 	status := &fakeStatus{}
-	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, DefaultConfig())
+	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, cfg)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return s, status, srv.URL + Path
