@@ -34,6 +34,9 @@ func main() { command.Main("elasti-resolver", summary, bindFlags, run) }
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
+	if o.wakeTokenFile != "" {
+		logger.Info("Scale requests carry the wake token", "file", o.wakeTokenFile)
+	}
 	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -125,7 +128,9 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, err
 	}
-	r, err := resolver.New(ctx, o.resolver, resolver.Options{Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry})
+	r, err := resolver.New(ctx, o.resolver, resolver.Options{
+		Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry, WakeToken: o.wakeToken,
+	})
 	if err != nil {
 		return nil, err
 	}

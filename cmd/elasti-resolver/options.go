@@ -9,6 +9,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
 // KubeElasti's resolver environment; flags fall back to it.
@@ -22,6 +23,8 @@ const (
 	envRequestTimeout      = "REQ_TIMEOUT"
 	envHeaderForHost       = "HEADER_FOR_HOST"
 	envOperatorRetry       = "OPERATOR_RETRY_DURATION"
+	// elasti's own: the path of the wake token file, set on both binaries.
+	envWakeTokenFile = waketoken.EnvFile
 )
 
 type options struct {
@@ -30,7 +33,10 @@ type options struct {
 	internalBindAddress string
 	routesBindAddress   string
 	shutdownGrace       time.Duration
-	resolver            resolver.Config
+	wakeTokenFile       string
+	// wakeToken is nil unless wakeTokenFile is set.
+	wakeToken resolver.TokenSource
+	resolver  resolver.Config
 }
 
 func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() error) {
@@ -62,6 +68,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.DurationVar(&r.OperatorRetryMax, "operator-retry-max", e.Seconds(envOperatorRetry, def.OperatorRetryMax), "Longest wait between scale requests to the operator (env "+envOperatorRetry+").")
+	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, e.String(envWakeTokenFile, ""),
+		"File holding the wake token(s), one a line, e.g. a mounted Secret key; scale requests carry the first as Authorization: Bearer. "+
+			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")
 
 	finish := func() error {
 		if !strings.HasPrefix(r.OperatorURL, "http://") && !strings.HasPrefix(r.OperatorURL, "https://") {
@@ -70,6 +79,14 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		if r.RequestTimeout <= 0 || r.PerServiceQueue < 1 || r.GlobalQueue < r.PerServiceQueue {
 			e.Errs = append(e.Errs, fmt.Errorf("request timeout must be positive and 1 <= per-service queue (%d) <= global queue (%d)",
 				r.PerServiceQueue, r.GlobalQueue))
+		}
+		if o.wakeTokenFile != "" {
+			// Read now, so a missing or empty file stops the start.
+			if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {
+				e.Errs = append(e.Errs, err)
+			} else {
+				o.wakeToken = tokens
+			}
 		}
 		if o.shutdownGrace < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))

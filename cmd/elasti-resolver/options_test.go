@@ -2,9 +2,13 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/command/commandtest"
@@ -67,4 +71,41 @@ func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
 // The README's resolver table documents every flag the resolver defines.
 func TestReadmeFlagTableListsEveryFlag(t *testing.T) {
 	commandtest.CheckReadmeFlagTable(t, "../../README.md", "## The resolver", bindFlags)
+}
+
+// No token is sent unless a file is named, by flag or environment; a named
+// file must hold a token at start.
+func TestWakeTokenFile(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	o, err := parse(t, nil)
+	if err != nil || o.wakeToken != nil {
+		t.Fatalf("by default a wake token is sent (%v, err %v); KubeElasti's operator expects none", o.wakeToken, err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	if err := os.WriteFile(path, []byte("s3cr3t\nolder\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{nil, []string{"--wake-token-file=" + path}},
+		{map[string]string{"ELASTI_WAKE_TOKEN_FILE": path}, nil},
+	} {
+		o, err := parse(t, c.env, c.args...)
+		if err != nil {
+			t.Fatalf("env %v args %v: %v", c.env, c.args, err)
+		}
+		if o.wakeToken == nil || o.wakeToken.Current(ctx) != "s3cr3t" {
+			t.Errorf("env %v args %v: not sending the first token of %s", c.env, c.args, path)
+		}
+	}
+	missing := filepath.Join(dir, "missing")
+	if _, err := parse(t, nil, "--wake-token-file="+missing); err == nil || !strings.Contains(err.Error(), "--wake-token-file="+missing) {
+		t.Errorf("missing file: %v, want an error naming it", err)
+	}
+	if _, err := parse(t, map[string]string{"ELASTI_WAKE_TOKEN_FILE": dir}, nil...); err == nil {
+		t.Error("a directory was accepted as the token file")
+	}
 }

@@ -11,6 +11,9 @@ const (
 	OutcomeSuccess     = "success"
 	OutcomeRejected    = "rejected"
 	OutcomeUnreachable = "unreachable"
+	// OutcomeUnauthorized is the operator refusing the wake token (or its
+	// absence): the two are configured with different tokens.
+	OutcomeUnauthorized = "unauthorized"
 
 	ScopeService = "service"
 	ScopeGlobal  = "global"
@@ -96,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.Proxied.WithLabelValues(c)
 	}
-	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable} {
+	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable, OutcomeUnauthorized} {
 		m.Notifications.WithLabelValues(o)
 	}
 	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {

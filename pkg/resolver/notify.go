@@ -20,10 +20,12 @@ type operatorNotifier struct {
 	client  *http.Client
 	url     string
 	timeout time.Duration
+	// token, when set, is sent with every POST.
+	token   TokenSource
 	metrics *Metrics
 }
 
-func newOperatorNotifier(cfg Config, client *http.Client, metrics *Metrics) *operatorNotifier {
+func newOperatorNotifier(cfg Config, client *http.Client, token TokenSource, metrics *Metrics) *operatorNotifier {
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // never an HTTP proxy from the environment
@@ -33,7 +35,7 @@ func newOperatorNotifier(cfg Config, client *http.Client, metrics *Metrics) *ope
 		}}
 	}
 	return &operatorNotifier{client: client, url: strings.TrimRight(cfg.OperatorURL, "/") + wakeapi.Path,
-		timeout: cfg.OperatorTimeout, metrics: metrics}
+		timeout: cfg.OperatorTimeout, token: token, metrics: metrics}
 }
 
 // notify POSTs once and returns the outcome label. ctx ends on shutdown.
@@ -43,9 +45,15 @@ func (n *operatorNotifier) notify(ctx context.Context, logger klog.Logger, svc S
 		return outcome // shutting down: neither counted nor logged
 	}
 	n.metrics.Notifications.WithLabelValues(outcome).Inc()
-	if err != nil {
+	switch {
+	case outcome == OutcomeUnauthorized:
+		// Nothing wakes until the tokens agree, so this is an error at any
+		// verbosity.
+		logger.Error(err, "The operator refused the wake token; check that --wake-token-file holds the same token on the resolver and the operator",
+			"tokenSent", n.token != nil)
+	case err != nil:
 		logger.V(2).Info("Notifying operator failed", "outcome", outcome, "err", err)
-	} else {
+	default:
 		logger.V(4).Info("Notified operator")
 	}
 	return outcome
@@ -59,12 +67,18 @@ func (n *operatorNotifier) post(ctx context.Context, svc ServiceRef) (string, er
 		return OutcomeUnreachable, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if n.token != nil {
+		wakeapi.SetBearer(req.Header, n.token.Current(ctx))
+	}
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return OutcomeUnreachable, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return OutcomeUnauthorized, fmt.Errorf("operator answered %s", resp.Status)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return OutcomeRejected, fmt.Errorf("operator answered %s", resp.Status)
 	}

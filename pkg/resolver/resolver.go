@@ -32,6 +32,16 @@ type Options struct {
 	// OperatorClient posts to the operator; nil means a private client
 	// that ignores HTTP proxy environment variables.
 	OperatorClient *http.Client
+	// WakeToken, when set, gives the token every POST to the operator
+	// carries (see pkg/waketoken). Nil sends none, as KubeElasti's
+	// resolver.
+	WakeToken TokenSource
+}
+
+// TokenSource returns the current wake token; it is asked before every
+// POST, so a rotated token is sent as soon as it is read.
+type TokenSource interface {
+	Current(ctx context.Context) string
 }
 
 // Resolver is the http.Handler for proxied traffic. Create it with New and
@@ -75,7 +85,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	notifier := newOperatorNotifier(cfg, opts.OperatorClient, metrics)
+	notifier := newOperatorNotifier(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	return &Resolver{
 		cfg:     cfg,
 		eps:     opts.Endpoints,

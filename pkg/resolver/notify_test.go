@@ -1,0 +1,126 @@
+package resolver
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
+	"github.com/elasti-dev/elasti/pkg/waketoken"
+)
+
+// tokenOperator stands in for an operator's scale endpoint that requires
+// want as its token when want is set, and records what it was sent.
+type tokenOperator struct {
+	srv *httptest.Server
+
+	mu   sync.Mutex
+	want string
+	got  []string // Authorization headers, "" when absent
+}
+
+func newTokenOperator(t *testing.T, want string) *tokenOperator {
+	o := &tokenOperator{want: want}
+	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		o.got = append(o.got, r.Header.Get("Authorization"))
+		want := o.want
+		o.mu.Unlock()
+		if tok, _ := wakeapi.Bearer(r.Header); want != "" && tok != want {
+			w.Header().Set("WWW-Authenticate", wakeapi.Challenge(r.Header))
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"outcome":"scaled"}`))
+	}))
+	t.Cleanup(o.srv.Close)
+	return o
+}
+
+func (o *tokenOperator) last() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.got[len(o.got)-1]
+}
+
+func writeTokenFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil { // replaced, as a Secret volume does
+		t.Fatal(err)
+	}
+}
+
+func newTestNotifier(t *testing.T, url string, token TokenSource) (*operatorNotifier, *Metrics) {
+	t.Helper()
+	metrics, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.OperatorURL = url
+	return newOperatorNotifier(cfg, nil, token, metrics), metrics
+}
+
+// Without a token the POST is KubeElasti's, with no Authorization header.
+func TestNotifySendsNoTokenUnlessConfigured(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	op := newTokenOperator(t, "")
+	n, _ := newTestNotifier(t, op.srv.URL, nil)
+	if outcome := n.notify(ctx, klog.FromContext(ctx), testSvc); outcome != OutcomeSuccess {
+		t.Fatalf("outcome %q, want %q", outcome, OutcomeSuccess)
+	}
+	if got := op.last(); got != "" {
+		t.Errorf("Authorization %q sent without a token configured", got)
+	}
+}
+
+// With a token file the POST carries its first token, the operator's 401
+// is told apart from other refusals, and a rotated file is sent from the
+// next POST on.
+func TestNotifySendsTheTokenAndFollowsRotation(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	logger := klog.FromContext(ctx)
+	path := filepath.Join(t.TempDir(), "token")
+	writeTokenFile(t, path, "token-one\n")
+	tokens, err := waketoken.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := newTokenOperator(t, "token-one")
+	n, metrics := newTestNotifier(t, op.srv.URL, tokens)
+
+	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-one" {
+		t.Fatalf("outcome %q with Authorization %q; want success with Bearer token-one", outcome, op.last())
+	}
+
+	// The operator moved on before this resolver did: refused, and counted
+	// as such rather than as any other rejection.
+	op.mu.Lock()
+	op.want = "token-two"
+	op.mu.Unlock()
+	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeUnauthorized {
+		t.Fatalf("wrong token: outcome %q, want %q", outcome, OutcomeUnauthorized)
+	}
+	if got := testutil.ToFloat64(metrics.Notifications.WithLabelValues(OutcomeUnauthorized)); got != 1 {
+		t.Errorf("unauthorized notifications = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.Notifications.WithLabelValues(OutcomeRejected)); got != 0 {
+		t.Errorf("a 401 was counted as rejected too (%v)", got)
+	}
+
+	writeTokenFile(t, path, "token-two\ntoken-one\n")
+	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-two" {
+		t.Errorf("after rotation: outcome %q with Authorization %q; want success with Bearer token-two", outcome, op.last())
+	}
+}
