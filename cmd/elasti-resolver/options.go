@@ -68,6 +68,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.DurationVar(&r.OperatorRetryMax, "operator-retry-max", e.Seconds(envOperatorRetry, def.OperatorRetryMax), "Longest wait between scale requests to the operator (env "+envOperatorRetry+").")
+	fs.Float64Var(&r.SourceWakeRate, "source-wake-rate", def.SourceWakeRate,
+		"Wakes per second one client address may start once its burst is spent; a request over the limit gets 429 with Retry-After. "+
+			"Requests for a Service already waking or up cost nothing. Behind an ingress controller every client shares its address. 0 turns the limit off.")
+	fs.IntVar(&r.SourceWakeBurst, "source-wake-burst", def.SourceWakeBurst,
+		"Wakes one client address may start at once before --source-wake-rate applies. 0 turns the limit off.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, e.String(envWakeTokenFile, ""),
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; scale requests carry the first as Authorization: Bearer. "+
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")
@@ -87,6 +92,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			} else {
 				o.wakeToken = tokens
 			}
+		}
+		if r.SourceWakeRate < 0 || r.SourceWakeBurst < 0 {
+			e.Errs = append(e.Errs, fmt.Errorf("--source-wake-rate=%v and --source-wake-burst=%d must not be negative (0 turns the limit off)",
+				r.SourceWakeRate, r.SourceWakeBurst))
 		}
 		if o.shutdownGrace < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))

@@ -44,6 +44,23 @@ func TestDefaultsNeedNoEnvironment(t *testing.T) {
 	if o.resolver.OperatorURL != "http://elasti-operator-controller-service.elasti.svc.cluster.local:8013" || o.proxyBindAddress != ":8012" {
 		t.Errorf("defaults %+v %q", o.resolver, o.proxyBindAddress)
 	}
+	// Generous enough for an ingress controller, whose clients share its
+	// address.
+	if o.resolver.SourceWakeRate != 10 || o.resolver.SourceWakeBurst != 100 {
+		t.Errorf("wake limit %v/s, burst %d; want 10/s and 100", o.resolver.SourceWakeRate, o.resolver.SourceWakeBurst)
+	}
+}
+
+func TestSourceWakeLimitFlags(t *testing.T) {
+	o, err := parse(t, nil, "--source-wake-rate=0.5", "--source-wake-burst=20")
+	if err != nil || o.resolver.SourceWakeRate != 0.5 || o.resolver.SourceWakeBurst != 20 {
+		t.Errorf("parsed %v/s burst %d, err %v; want 0.5/s and 20", o.resolver.SourceWakeRate, o.resolver.SourceWakeBurst, err)
+	}
+	for _, flag := range []string{"--source-wake-rate=0", "--source-wake-burst=0"} {
+		if _, err := parse(t, nil, flag); err != nil {
+			t.Errorf("%s (the limit off) was refused: %v", flag, err)
+		}
+	}
 }
 
 func TestBadResolverInput(t *testing.T) {
@@ -56,6 +73,8 @@ func TestBadResolverInput(t *testing.T) {
 		{map[string]string{"ELASTI_RESOLVER_PROXY_PORT": "0"}, nil, "ELASTI_RESOLVER_PROXY_PORT"},
 		{nil, []string{"--operator-url=operator:8013"}, "http://"},
 		{nil, []string{"--per-service-queue=0"}, "per-service queue"},
+		{nil, []string{"--source-wake-rate=-1"}, "--source-wake-rate=-1"},
+		{nil, []string{"--source-wake-burst=-5"}, "--source-wake-burst=-5"},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)

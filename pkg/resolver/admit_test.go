@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,29 +10,30 @@ import (
 
 func TestAdmissionBoundsPerServiceThenGlobally(t *testing.T) {
 	queued := prometheus.NewGauge(prometheus.GaugeOpts{Name: "queued"})
-	a := newAdmission(2, 3, queued)
+	a := newAdmission(2, 3, nil, queued)
 	web, api := ServiceRef{"shop", "web"}, ServiceRef{"shop", "api"}
-	r1, _ := a.admit(web)
-	_, _ = a.admit(web)
-	if _, overflow := a.admit(web); overflow != ScopeService {
-		t.Fatalf("third slot for one service: overflow %q, want %q", overflow, ScopeService)
+	client := netip.MustParseAddr("10.244.0.7")
+	r1, _ := a.admit(web, client)
+	_, _ = a.admit(web, client)
+	if _, refused := a.admit(web, client); refused.scope != ScopeService {
+		t.Fatalf("third slot for one service: overflow %q, want %q", refused.scope, ScopeService)
 	}
-	if _, overflow := a.admit(api); overflow != "" {
-		t.Fatalf("another service within the global bound was refused (%q)", overflow)
+	if _, refused := a.admit(api, client); refused.scope != "" {
+		t.Fatalf("another service within the global bound was refused (%q)", refused.scope)
 	}
-	if _, overflow := a.admit(api); overflow != ScopeGlobal {
-		t.Fatalf("past the global bound: overflow %q, want %q", overflow, ScopeGlobal)
+	if _, refused := a.admit(api, client); refused.scope != ScopeGlobal {
+		t.Fatalf("past the global bound: overflow %q, want %q", refused.scope, ScopeGlobal)
 	}
 	r1()
 	r1() // releasing twice frees one slot only
 	if got := a.admitted(web); got != 1 {
 		t.Fatalf("web holds %d slots after one release, want 1", got)
 	}
-	if _, overflow := a.admit(api); overflow != "" {
-		t.Fatalf("a released slot was not reusable (%q)", overflow)
+	if _, refused := a.admit(api, client); refused.scope != "" {
+		t.Fatalf("a released slot was not reusable (%q)", refused.scope)
 	}
-	if _, overflow := a.admit(web); overflow != ScopeGlobal {
-		t.Fatalf("global bound not enforced after reuse: %q", overflow)
+	if _, refused := a.admit(web, client); refused.scope != ScopeGlobal {
+		t.Fatalf("global bound not enforced after reuse: %q", refused.scope)
 	}
 	if got := testutil.ToFloat64(queued); got != 3 {
 		t.Fatalf("queued gauge = %v, want the 3 slots taken", got)

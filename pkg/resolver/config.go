@@ -25,6 +25,13 @@ const (
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
+	// A client behind an ingress controller shares the controller pod's
+	// address with every other client of the ingress, so the defaults let
+	// one address wake a hundred Services at once and ten a second after
+	// that: far more than one client's page needs, far less than a fleet.
+	DefaultSourceWakeRate    = 10
+	DefaultSourceWakeBurst   = 100
+	DefaultSourceWakeTracked = 10000
 )
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
@@ -68,6 +75,19 @@ type Config struct {
 	// is set only on held responses. Empty turns it off; unlike the other
 	// fields it is not defaulted, so a partial Config leaves it off.
 	ColdStartHeader string
+	// SourceWakeRate and SourceWakeBurst bound the wakes one client address
+	// may start: a token bucket per address, holding SourceWakeBurst and
+	// refilled at SourceWakeRate a second. A request starts a wake when it
+	// is the first one held for a Service; requests that join a wake under
+	// way, or reach a Service that is up, cost nothing. A request over the
+	// limit is answered 429 with Retry-After (a TCP connection is closed).
+	// Either at 0 turns the limit off; like ColdStartHeader they are not
+	// defaulted, so a partial Config has no limit.
+	SourceWakeRate  float64
+	SourceWakeBurst int
+	// SourceWakeTracked bounds the client addresses tracked at once; past
+	// it the least recently seen is forgotten.
+	SourceWakeTracked int
 }
 
 // DefaultConfig returns a Config with every field set to its default.
@@ -85,6 +105,9 @@ func DefaultConfig() Config {
 		DialTimeout:          DefaultDialTimeout,
 		RetryAfter:           DefaultRetryAfter,
 		ColdStartHeader:      DefaultColdStartHeader,
+		SourceWakeRate:       DefaultSourceWakeRate,
+		SourceWakeBurst:      DefaultSourceWakeBurst,
+		SourceWakeTracked:    DefaultSourceWakeTracked,
 	}
 }
 
@@ -102,6 +125,7 @@ func (c Config) complete() (Config, error) {
 	c.ClusterDomain = cmp.Or(c.ClusterDomain, d.ClusterDomain)
 	c.DialTimeout = cmp.Or(c.DialTimeout, d.DialTimeout)
 	c.RetryAfter = cmp.Or(c.RetryAfter, d.RetryAfter)
+	c.SourceWakeTracked = cmp.Or(c.SourceWakeTracked, d.SourceWakeTracked)
 
 	switch {
 	case c.ProxyPort < 1 || c.ProxyPort > 65535:
@@ -120,6 +144,9 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("dial timeout %v is negative", c.DialTimeout)
 	case c.RetryAfter < 0:
 		return c, fmt.Errorf("retry-after %v is negative", c.RetryAfter)
+	case c.SourceWakeRate < 0 || c.SourceWakeBurst < 0 || c.SourceWakeTracked < 0:
+		return c, fmt.Errorf("source wake rate %v, burst %d and tracked sources %d must not be negative",
+			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
 	}
 	u, err := url.Parse(c.OperatorURL)
 	if err != nil {

@@ -10,7 +10,8 @@
 //     records in status.resolverPorts, see [RouteTable] and
 //     [PortListeners]) the local port alone names it; on the shared proxy
 //     port the Host does, as a Service DNS name or ClusterIP.
-//   - admit (admit.go): per-Service and global bounds on what waits.
+//   - admit (admit.go, wakerate.go): per-Service and global bounds on
+//     what waits, and per client address a bound on the wakes it starts.
 //   - hold (hold.go): one waiter per Service that owns the loop asking the
 //     operator to wake it (coalesced, with capped exponential backoff),
 //     woken by the EndpointSource the moment the private Service has a

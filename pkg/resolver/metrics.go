@@ -17,6 +17,11 @@ const (
 
 	ScopeService = "service"
 	ScopeGlobal  = "global"
+	// ScopeSource is a client out of wakes (see Config.SourceWakeRate).
+	ScopeSource = "source"
+
+	ProtocolHTTP = "http"
+	ProtocolTCP  = "tcp"
 )
 
 // Metrics are the resolver's Prometheus metrics, all prefixed
@@ -35,6 +40,12 @@ type Metrics struct {
 	// Overflow counts requests refused because a queue bound was reached,
 	// by scope (service or global).
 	Overflow *prometheus.CounterVec
+	// WakeRateLimited counts requests answered 429 (http) and connections
+	// closed (tcp) because their client had started its share of wakes.
+	WakeRateLimited *prometheus.CounterVec
+	// WakeRateSources is the number of client addresses whose wakes are
+	// being counted.
+	WakeRateSources prometheus.Gauge
 	// Timeouts counts held requests answered 504.
 	Timeouts prometheus.Counter
 	// ProbeResponses counts requests answered by a probeResponse rule.
@@ -74,6 +85,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "elasti_resolver_queue_overflow_total",
 			Help: "Requests answered 503 because a hold queue was full, by queue scope.",
 		}, []string{"scope"}),
+		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_wake_rate_limited_total",
+			Help: "Requests answered 429 (protocol http) or connections closed (tcp) because their client address started more wakes than --source-wake-rate and --source-wake-burst allow.",
+		}, []string{"protocol"}),
+		WakeRateSources: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_wake_rate_limit_sources",
+			Help: "Client addresses whose recent wakes the per-source wake rate limit tracks.",
+		}),
 		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_timeouts_total",
 			Help: "Held requests answered 504 because no endpoint became Ready in time.",
@@ -108,9 +127,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, s := range []string{ScopeService, ScopeGlobal} {
 		m.Overflow.WithLabelValues(s)
 	}
+	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
+		m.WakeRateLimited.WithLabelValues(p)
+	}
 	if reg != nil {
 		var errs []error
-		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.Timeouts, m.ProbeResponses, m.Spliced, m.Listeners, m.ListenFailures} {
+		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.Listeners, m.ListenFailures} {
 			errs = append(errs, reg.Register(c))
 		}
 		if err := errors.Join(errs...); err != nil {

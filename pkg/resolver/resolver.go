@@ -47,7 +47,8 @@ type TokenSource interface {
 // Resolver is the http.Handler for proxied traffic. Create it with New and
 // stop it with Close. A request passes four layers, each with one owner:
 // identify (identify.go, listeners.go) names the Service, admit
-// (admit.go) bounds the waiting, hold (hold.go) waits for a Ready
+// (admit.go, wakerate.go) bounds the waiting and the wakes each client
+// starts, hold (hold.go) waits for a Ready
 // endpoint while the operator wakes the Service, and forward (proxy.go,
 // splice.go) sends the request or connection to a pod.
 type Resolver struct {
@@ -91,7 +92,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		eps:     opts.Endpoints,
 		probes:  opts.Probes,
 		fronted: opts.Fronted,
-		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, metrics.Queued),
+		admit: newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue,
+			newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources), metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
@@ -170,9 +172,9 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 // forwards it, or answers why not: 503 when the queues are full or the
 // resolver shuts down, 504 at the request timeout.
 func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
-	release, overflow := r.admit.admit(svc)
-	if overflow != "" {
-		r.refuseOverflow(w, logger, svc, overflow)
+	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr))
+	if refused.scope != "" {
+		r.refuse(w, logger, req.RemoteAddr, svc, refused)
 		return
 	}
 	defer release()
@@ -216,16 +218,30 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 	}
 }
 
-// refuseOverflow answers 503 with Retry-After for a full queue.
-func (r *Resolver) refuseOverflow(w http.ResponseWriter, logger klog.Logger, svc ServiceRef, scope string) {
-	r.metrics.Overflow.WithLabelValues(scope).Inc()
-	logger.V(2).Info("Hold queue full, refusing request", "scope", scope)
-	w.Header().Set("Retry-After", strconv.Itoa(int((r.cfg.RetryAfter+time.Second-1)/time.Second)))
+// refuse answers a request admission refused: 429 for a client out of
+// wakes, 503 for a full queue, both with Retry-After.
+func (r *Resolver) refuse(w http.ResponseWriter, logger klog.Logger, client string, svc ServiceRef, refused refusal) {
+	if refused.scope == ScopeSource {
+		r.metrics.WakeRateLimited.WithLabelValues(ProtocolHTTP).Inc()
+		logger.V(2).Info("Client started too many wakes, refusing request", "client", client, "retryAfter", refused.retryAfter)
+		w.Header().Set("Retry-After", retryAfterSeconds(refused.retryAfter))
+		httpError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has woken too many services lately; service %s is asleep, retry later", svc))
+		return
+	}
+	r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
+	logger.V(2).Info("Hold queue full, refusing request", "scope", refused.scope)
+	w.Header().Set("Retry-After", retryAfterSeconds(r.cfg.RetryAfter))
 	msg := fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
-	if scope == ScopeGlobal {
+	if refused.scope == ScopeGlobal {
 		msg = "too many requests are waiting for services to start; retry later"
 	}
 	httpError(w, http.StatusServiceUnavailable, msg)
+}
+
+// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
+// up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }
 
 // maxBufferedBody is the largest request body hold reads into memory

@@ -48,10 +48,16 @@ func (r *Resolver) serveConn(c *peekedConn, route Route) {
 // holdConn admits c and waits until svc has a Ready endpoint on port. It
 // notices a client that closes while held.
 func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logger, svc ServiceRef, port string) (Backends, time.Duration, error) {
-	release, overflow := r.admit.admit(svc)
-	if overflow != "" {
-		r.metrics.Overflow.WithLabelValues(overflow).Inc()
-		logger.V(2).Info("Hold queue full, closing connection", "scope", overflow)
+	release, refused := r.admit.admit(svc, sourceOf(c.RemoteAddr().String()))
+	switch refused.scope {
+	case "":
+	case ScopeSource:
+		r.metrics.WakeRateLimited.WithLabelValues(ProtocolTCP).Inc()
+		logger.V(2).Info("Client started too many wakes, closing connection", "client", c.RemoteAddr().String())
+		return Backends{}, 0, errors.New("client out of wakes")
+	default:
+		r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
+		logger.V(2).Info("Hold queue full, closing connection", "scope", refused.scope)
 		return Backends{}, 0, errors.New("queue full")
 	}
 	defer release()
