@@ -354,7 +354,6 @@ func TestHAOverlay(t *testing.T) {
 	if !resolverCovered {
 		t.Errorf("no PodDisruptionBudget selects the resolver pods %v; PDBs:\n%s", res.Spec.Template.Labels, pdbs.list())
 	}
-	checkRenderedOperatorNetworkPolicy(t, objs)
 
 	dryRunApplyKustomization(t, dir)
 }
@@ -470,7 +469,6 @@ func TestNamespaceScopedOverlay(t *testing.T) {
 	}
 
 	assertRulesCommented(t, filepath.Join(dir, "rbac.yaml"))
-	checkRenderedOperatorNetworkPolicy(t, objs)
 
 	ensureNamespace(t, overlayWatchNamespace)
 	dryRunApplyKustomization(t, dir)
@@ -857,7 +855,6 @@ func TestMonitoringOverlay(t *testing.T) {
 		}
 		checkDashboard(t, []byte(text))
 	}
-	checkRenderedOperatorNetworkPolicy(t, objs)
 
 	c := clustertest.Get(t)
 	cfg := c.RESTConfig()

@@ -102,7 +102,6 @@ func TestWakeTokenOverlay(t *testing.T) {
 	dir := repoPath(t, "deploy", "overlays", "wake-token")
 	objs := kustomize(t, dir)
 	checkWakeToken(t, objs)
-	checkRenderedOperatorNetworkPolicy(t, objs)
 	// Nothing else of the base changes.
 	var op appsv1.Deployment
 	objs.get(t, "Deployment", overlayElastiNamespace, overlayOperatorDeployment).into(t, &op)

@@ -3,6 +3,7 @@ package install_test
 import (
 	"context"
 	"net/netip"
+	"path/filepath"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -216,15 +217,23 @@ func TestOperatorNetworkPolicyAdmitsOnlyTheResolverToTheScaleEndpoint(t *testing
 	checkOperatorNetworkPolicy(t, np, op, res)
 }
 
-// checkRenderedOperatorNetworkPolicy runs checkOperatorNetworkPolicy on an
-// overlay's output: an overlay that renames labels or moves ports must
-// bring the policy along.
-func checkRenderedOperatorNetworkPolicy(t *testing.T, objs renderedObjects) {
-	t.Helper()
-	var np networkingv1.NetworkPolicy
-	var op, res appsv1.Deployment
-	objs.get(t, "NetworkPolicy", overlayElastiNamespace, operatorNetworkPolicy).into(t, &np)
-	objs.get(t, "Deployment", overlayElastiNamespace, overlayOperatorDeployment).into(t, &op)
-	objs.get(t, "Deployment", overlayElastiNamespace, overlayResolverDeployment).into(t, &res)
-	checkOperatorNetworkPolicy(t, &np, &op, &res)
+// Every overlay keeps the policy in step with the Deployments it renders:
+// an overlay that renames labels or moves ports must bring the policy
+// along.
+func TestOverlaysKeepTheOperatorNetworkPolicy(t *testing.T) {
+	overlays, err := filepath.Glob(repoPath(t, "deploy", "overlays", "*"))
+	if err != nil || len(overlays) == 0 {
+		t.Fatalf("no overlays in deploy/overlays (%v)", err)
+	}
+	for _, dir := range overlays {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			objs := kustomize(t, dir)
+			var np networkingv1.NetworkPolicy
+			var op, res appsv1.Deployment
+			objs.get(t, "NetworkPolicy", overlayElastiNamespace, operatorNetworkPolicy).into(t, &np)
+			objs.get(t, "Deployment", overlayElastiNamespace, overlayOperatorDeployment).into(t, &op)
+			objs.get(t, "Deployment", overlayElastiNamespace, overlayResolverDeployment).into(t, &res)
+			checkOperatorNetworkPolicy(t, &np, &op, &res)
+		})
+	}
 }
