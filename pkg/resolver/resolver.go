@@ -48,9 +48,9 @@ type TokenSource interface {
 // stop it with Close. A request passes four layers, each with one owner:
 // identify (identify.go, listeners.go) names the Service, admit
 // (admit.go, wakerate.go) bounds the waiting and the wakes each client
-// starts, hold (hold.go) waits for a Ready
-// endpoint while the operator wakes the Service, and forward (proxy.go,
-// splice.go) sends the request or connection to a pod.
+// starts, hold (hold.go) waits for a Ready endpoint while the operator
+// wakes the Service, and forward (proxy.go, splice.go) sends the request
+// or connection to a pod.
 type Resolver struct {
 	cfg     Config
 	eps     EndpointSource
@@ -87,13 +87,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
 	notifier := newOperatorNotifier(cfg, opts.OperatorClient, opts.WakeToken, metrics)
+	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources)
 	return &Resolver{
 		cfg:     cfg,
 		eps:     opts.Endpoints,
 		probes:  opts.Probes,
 		fronted: opts.Fronted,
-		admit: newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue,
-			newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources), metrics.Queued),
+		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
@@ -169,8 +169,9 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 }
 
 // holdHTTP admits req, holds it until svc has a Ready endpoint and
-// forwards it, or answers why not: 503 when the queues are full or the
-// resolver shuts down, 504 at the request timeout.
+// forwards it, or answers why not: 429 when its client has started too
+// many wakes, 503 when the queues are full or the resolver shuts down,
+// 504 at the request timeout.
 func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
 	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr))
 	if refused.scope != "" {
