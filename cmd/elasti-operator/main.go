@@ -45,6 +45,7 @@ func run(ctx context.Context, o *options) error {
 	if o.wakeTokenFile != "" {
 		klog.FromContext(ctx).Info("The scale endpoint requires the wake token", "file", o.wakeTokenFile)
 	}
+	op.Metrics.Registry.MustRegister(command.BuildInfo("elasti-operator"))
 
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	startServers(ctx, o, op, watchdog)

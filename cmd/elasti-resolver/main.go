@@ -42,7 +42,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), command.BuildInfo("elasti-resolver"))
 	// The data plane and the informers outlive ctx: after the signal they
 	// keep serving through the drain, and are stopped by drain and the
 	// defers. Derived from ctx, they would stop at the signal and held

@@ -5,11 +5,13 @@ package command
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -32,14 +34,27 @@ func Parse[O any](fs *flag.FlagSet, bind BindFunc[O], getenv func(string) string
 // KlogHeading introduces klog's flags in -h output, after the command's own.
 const KlogHeading = "Logging flags (klog):"
 
-// WithKlog returns bind with klog's flags registered after bind's, and a
-// -h (fs.Usage) that prints summary (one line: what the command does), a
-// usage line, bind's flags, and then klog's flags under KlogHeading.
+// ErrVersion is what Parse returns for --version, instead of checking the
+// configuration: Main then prints VersionLine and exits 0, as the flag
+// package does for -h with flag.ErrHelp.
+var ErrVersion = errors.New("version requested")
+
+// WithKlog returns bind with a --version flag and klog's flags registered
+// after bind's, and a -h (fs.Usage) that prints summary (one line: what the
+// command does), a usage line, bind's flags and --version, and then klog's
+// flags under KlogHeading.
 func WithKlog[O any](name, summary string, bind BindFunc[O]) BindFunc[O] {
 	return func(fs *flag.FlagSet, getenv func(string) string) (O, func() error) {
 		before := map[string]bool{}
 		fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
-		opts, finish := bind(fs, getenv)
+		opts, check := bind(fs, getenv)
+		showVersion := fs.Bool("version", false, "print the version and exit")
+		finish := func() error {
+			if *showVersion {
+				return ErrVersion
+			}
+			return check()
+		}
 		var own, logging, other []*flag.Flag
 		fs.VisitAll(func(f *flag.Flag) {
 			if !before[f.Name] {
@@ -86,11 +101,16 @@ func printDefaults(w io.Writer, flags []*flag.Flag) {
 }
 
 // Main parses the command line with bind's flags and klog's (see WithKlog
-// for -h; summary says in one line what the command does), exits 2 with the
-// message if the configuration is bad, then runs run until it returns or a
-// termination signal ends its context; a run error exits 1.
+// for -h; summary says in one line what the command does), prints the
+// version and exits for --version, exits 2 with the message if the
+// configuration is bad, then logs its version and runs run until it returns
+// or a termination signal ends its context; a run error exits 1.
 func Main[O any](name, summary string, bind BindFunc[O], run func(ctx context.Context, opts O) error) {
 	opts, err := Parse(flag.CommandLine, WithKlog(name, summary, bind), os.Getenv, os.Args[1:])
+	if errors.Is(err, ErrVersion) {
+		fmt.Println(VersionLine(name))
+		os.Exit(0)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
 		os.Exit(2)
@@ -98,6 +118,7 @@ func Main[O any](name, summary string, bind BindFunc[O], run func(ctx context.Co
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
+	klog.FromContext(ctx).Info("Starting", "command", name, "version", Version(), "go", runtime.Version())
 	if err := run(ctx, opts); err != nil {
 		klog.FromContext(ctx).Error(err, "Exiting on error", "command", name)
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
