@@ -8,6 +8,10 @@ FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 
 # Which ./cmd/<CMD> to build.
 ARG CMD=elasti-operator
+# The release the binary reports (--version, elasti_build_info): the
+# Makefile's VERSION and the tag of the images in manifests/. make
+# set-image-tag rewrites this line with them.
+ARG VERSION=v0.1.0
 ARG TARGETOS
 ARG TARGETARCH
 
@@ -25,7 +29,7 @@ COPY . .
 # above (a cache mount there would hide it).
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w" -o /out/app ./cmd/${CMD}
+    go build -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=${VERSION}" -o /out/app ./cmd/${CMD}
 
 FROM gcr.io/distroless/static:nonroot
 

@@ -12,13 +12,24 @@ BENCH_TIME    ?= 1x
 # ElastiServices in the fleet benchmark.
 FLEET         ?= 1000
 
-.PHONY: all build test unit generate verify verify-codegen lint cluster-bins cluster-up cluster-down demo bench clean
+# The release this tree builds: what the binaries report (--version, the
+# Starting log line, elasti_build_info) and the tag of the images in
+# manifests/. Change it only with `make set-image-tag TAG=vX.Y.Z`, which
+# rewrites this line, the Dockerfile's ARG VERSION and every elasti image
+# in manifests/ and deploy/; pkg/release's tests fail when they disagree.
+VERSION := v0.1.0
+# The static build the Dockerfile runs for each image (keep the two alike;
+# pkg/release checks it), so `make build` exercises it.
+GO_BUILD_ENV   := CGO_ENABLED=0
+GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=$(VERSION)"
+
+.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag clean
 
 all: build
 
-build: ## Compile everything; commands under cmd/ land in ./bin
-	$(GO) build ./...
-	@if compgen -G 'cmd/*/main.go' >/dev/null; then $(GO) build -o $(BIN)/ ./cmd/...; fi
+build: ## Compile everything; the commands, built as the Dockerfile builds them, land in ./bin
+	$(GO_BUILD_ENV) $(GO) build -trimpath ./...
+	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
 
 cluster-bins: ## Build or reuse the cached control-plane binaries (shows progress)
 	@hack/build-cluster-bins.sh >/dev/null
@@ -29,10 +40,13 @@ test: cluster-bins ## The full suite: unit, integration and end-to-end tests on 
 generate: ## Regenerate deepcopy, clientset, listers and informers
 	hack/update-codegen.sh
 
-verify: verify-codegen lint ## Everything CI checks before tests
+verify: verify-codegen verify-release lint ## Everything CI checks before tests
 
 verify-codegen:
 	hack/verify-codegen.sh
+
+verify-release: ## Images pinned to VERSION, the Dockerfile's Go equal to go.mod's, one build command
+	$(GO) test -count=1 ./pkg/release/
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -54,6 +68,12 @@ bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes t
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout 60m ./pkg/e2e/ -args -fleet-size=$(FLEET)
+
+version: ## Print VERSION, e.g. for a release pipeline's image tags
+	@echo '$(VERSION)'
+
+set-image-tag: ## Release TAG (vX.Y.Z): sets VERSION, the Dockerfile's ARG VERSION and every elasti image tag in manifests/ and deploy/
+	@hack/set-image-tag.sh '$(TAG)'
 
 clean:
 	rm -rf $(BIN)
