@@ -1,17 +1,39 @@
 # syntax=docker/dockerfile:1
 #
-# Builds one elasti binary into a distroless, non-root image.
-#   docker build -t ghcr.io/elasti-dev/elasti-operator:dev .
-#   docker build --build-arg CMD=elasti-resolver -t ghcr.io/elasti-dev/elasti-resolver:dev .
+# Builds one elasti binary, static (CGO_ENABLED=0), into a distroless image
+# that runs as a non-root user:
+#   docker build -t ghcr.io/elasti-dev/elasti-operator:$(make -s version) .
+#   docker build --build-arg CMD=elasti-resolver -t ghcr.io/elasti-dev/elasti-resolver:$(make -s version) .
+#
+# Both bases are pinned by version tag, and pkg/release's tests keep
+# GO_VERSION equal to go.mod's toolchain line. A tag can still be re-pushed,
+# so a release pins the bases by digest too, by overriding the ARGs with
+# digests it has looked up itself at release time, e.g.
+#   docker buildx imagetools inspect golang:1.26.8-bookworm   (prints "Digest: sha256:...")
+#   docker build \
+#     --build-arg GO_IMAGE=golang:1.26.8-bookworm@sha256:<digest> \
+#     --build-arg RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:<digest> ...
+# No digest is written here: none could be verified where this file was
+# written (no registry is reachable there), and an unverified digest is
+# worse than a tag. Keep the tag in front of the digest so the version stays
+# readable.
 
-FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
+# The Go that builds the binaries: go.mod's toolchain line, exactly.
+ARG GO_VERSION=1.26.8
+ARG GO_IMAGE=golang:${GO_VERSION}-bookworm
+# Static binaries need no libc: distroless "static" on Debian 12, the
+# variant whose default user is nonroot (65532).
+ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
+# The release the binary reports (--version, the Starting log line,
+# elasti_build_info): the Makefile's VERSION and the tag of the images in
+# manifests/. make set-image-tag rewrites this line with them.
+ARG VERSION=v0.1.0
+
+FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS builder
 
 # Which ./cmd/<CMD> to build.
 ARG CMD=elasti-operator
-# The release the binary reports (--version, elasti_build_info): the
-# Makefile's VERSION and the tag of the images in manifests/. make
-# set-image-tag rewrites this line with them.
-ARG VERSION=v0.1.0
+ARG VERSION
 ARG TARGETOS
 ARG TARGETARCH
 
@@ -26,16 +48,19 @@ RUN go mod download
 COPY . .
 
 # The build cache is a BuildKit cache mount; /go/pkg/mod stays the layer
-# above (a cache mount there would hide it).
+# above (a cache mount there would hide it). `make build` runs the same
+# command (GO_BUILD_ENV, GO_BUILD_FLAGS); pkg/release checks they agree.
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=${VERSION}" -o /out/app ./cmd/${CMD}
 
-FROM gcr.io/distroless/static:nonroot
+FROM ${RUNTIME_IMAGE}
 
 ARG CMD=elasti-operator
+ARG VERSION
 LABEL org.opencontainers.image.source="https://github.com/elasti-dev/elasti" \
-      org.opencontainers.image.title="${CMD}"
+      org.opencontainers.image.title="${CMD}" \
+      org.opencontainers.image.version="${VERSION}"
 
 COPY --from=builder /out/app /app
 USER 65532:65532

@@ -2,6 +2,8 @@ module github.com/elasti-dev/elasti
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/getsentry/sentry-go v0.50.0
 	github.com/go-logr/logr v1.4.3

@@ -4,6 +4,8 @@
 //   - Every container image in manifests/ and deploy/ has a tag (or digest)
 //     and none is `latest`; elasti's own images carry the Makefile's VERSION,
 //     which is also the Dockerfile's ARG VERSION.
+//   - The Dockerfile's Go is the Go of go.mod's toolchain line, and its bases
+//     are pinned by tag.
 //   - The Dockerfile and `make build` run the same static go build, with the
 //     linker flag that sets the version the binaries report.
 //   - hack/set-image-tag.sh (make set-image-tag) keeps all of that true, and

@@ -579,3 +579,171 @@ func TestSetImageTagRefusesNonReleases(t *testing.T) {
 	}
 }
 
+// goModGo returns the Go that go.mod asks to build with: its toolchain
+// line, else its go line.
+func goModGo(dir string) (string, error) {
+	src, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	if m := regexp.MustCompile(`(?m)^toolchain go(\S+)\s*$`).FindSubmatch(src); m != nil {
+		return string(m[1]), nil
+	}
+	if m := regexp.MustCompile(`(?m)^go (\S+)\s*$`).FindSubmatch(src); m != nil {
+		return string(m[1]), nil
+	}
+	return "", errors.New("go.mod has neither a toolchain nor a go line")
+}
+
+var dockerVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+
+// expand substitutes ${NAME} and $NAME from args, repeatedly, since an
+// ARG's default may name an earlier ARG.
+func expand(s string, args map[string]string) string {
+	for range 5 {
+		next := dockerVar.ReplaceAllStringFunc(s, func(v string) string {
+			name := strings.Trim(v, "${}")
+			if value, ok := args[name]; ok {
+				return value
+			}
+			return v
+		})
+		if next == s {
+			break
+		}
+		s = next
+	}
+	return s
+}
+
+// stage is one FROM of a Dockerfile.
+type stage struct {
+	base, name string
+	// fromStage is set when base is an earlier stage, not an image.
+	fromStage bool
+	// user is the stage's last USER.
+	user string
+}
+
+func stages(dockerfile string) []stage {
+	global, _ := dockerArgs(dockerfile)
+	var out []stage
+	names := map[string]bool{}
+	for _, ins := range instructions(dockerfile) {
+		f := strings.Fields(ins)
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			var s stage
+			for i := 1; i < len(f); i++ {
+				switch {
+				case strings.HasPrefix(f[i], "--"):
+				case strings.EqualFold(f[i], "AS") && i+1 < len(f):
+					s.name = f[i+1]
+					i++
+				case s.base == "":
+					s.base = expand(f[i], global)
+				}
+			}
+			s.fromStage = names[s.base]
+			if s.name != "" {
+				names[s.name] = true
+			}
+			out = append(out, s)
+		case "USER":
+			if len(out) > 0 && len(f) > 1 {
+				out[len(out)-1].user = f[1]
+			}
+		}
+	}
+	return out
+}
+
+// dockerGoProblems checks that the builder's Go is exactly go.mod's.
+func dockerGoProblems(dir, dockerfile string) []string {
+	want, err := goModGo(dir)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	_, args := dockerArgs(dockerfile)
+	var problems []string
+	if got := args["GO_VERSION"]; got != want {
+		problems = append(problems, fmt.Sprintf("the Dockerfile's ARG GO_VERSION is %q, go.mod's Go %q: change both together", got, want))
+	}
+	all := stages(dockerfile)
+	if len(all) == 0 {
+		return append(problems, "the Dockerfile has no FROM")
+	}
+	name, tag, _ := splitImage(all[0].base)
+	if (name != "golang" && name != "docker.io/library/golang") || (tag != want && !strings.HasPrefix(tag, want+"-")) {
+		problems = append(problems, fmt.Sprintf("the builder stage is FROM %s, want golang:%s or golang:%s-<variant> (go.mod's Go)", all[0].base, want, want))
+	}
+	return problems
+}
+
+func TestDockerfileGoIsGoMods(t *testing.T) {
+	report(t, dockerGoProblems(root, readDockerfile(t, root)))
+}
+
+// dockerBaseProblems checks that every base image is pinned and the final
+// stage runs as a non-root user.
+func dockerBaseProblems(dockerfile string) []string {
+	var problems []string
+	all := stages(dockerfile)
+	for _, s := range all {
+		if s.fromStage || s.base == "scratch" {
+			continue
+		}
+		if strings.Contains(s.base, "$") {
+			problems = append(problems, fmt.Sprintf("FROM %s: a variable without a default", s.base))
+		} else if p := pinProblem(s.base); p != "" {
+			problems = append(problems, "FROM: "+p)
+		}
+	}
+	if len(all) > 0 {
+		switch user := all[len(all)-1].user; {
+		case user == "":
+			problems = append(problems, "the final stage sets no USER; the image would run as the base's user")
+		case user == "root" || user == "0" || strings.HasPrefix(user, "0:") || strings.HasPrefix(user, "root:"):
+			problems = append(problems, "the final stage runs as root: USER "+user)
+		}
+	}
+	return problems
+}
+
+func TestDockerfileBasesArePinnedAndNonRoot(t *testing.T) {
+	report(t, dockerBaseProblems(readDockerfile(t, root)))
+}
+
+// The Dockerfile checks catch what they are for.
+func TestDockerfileProblemsAreFound(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "go.mod", "module x\n\ngo 1.26.0\n\ntoolchain go1.26.8\n")
+	dockerfile := `ARG GO_VERSION=1.26.7
+ARG BASE=gcr.io/distroless/static
+FROM golang:${GO_VERSION} AS builder
+FROM builder AS again
+FROM ${BASE}
+USER 0:0
+`
+	got := strings.Join(append(dockerGoProblems(dir, dockerfile), dockerBaseProblems(dockerfile)...), "\n")
+	for _, want := range []string{
+		`ARG GO_VERSION is "1.26.7", go.mod's Go "1.26.8"`,
+		`the builder stage is FROM golang:1.26.7, want golang:1.26.8`,
+		`FROM: "gcr.io/distroless/static" has no tag`,
+		`runs as root: USER 0:0`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no problem %q reported; got:\n%s", want, got)
+		}
+	}
+	if n := len(strings.Split(got, "\n")); n != 4 {
+		t.Errorf("%d problems, want 4:\n%s", n, got)
+	}
+	if v, err := goModGo(dir); err != nil || v != "1.26.8" {
+		t.Errorf("goModGo = %q, %v; want the toolchain line's 1.26.8", v, err)
+	}
+	write(t, dir, "go.mod", "module x\n\ngo 1.26.3\n")
+	if v, err := goModGo(dir); err != nil || v != "1.26.3" {
+		t.Errorf("goModGo without a toolchain line = %q, %v; want the go line's 1.26.3", v, err)
+	}
+}
