@@ -23,7 +23,7 @@ VERSION := v0.1.0
 GO_BUILD_ENV   := CGO_ENABLED=0
 GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=$(VERSION)"
 
-.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag clean
+.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck clean
 
 all: build
 
@@ -74,6 +74,15 @@ version: ## Print VERSION, e.g. for a release pipeline's image tags
 
 set-image-tag: ## Release TAG (vX.Y.Z): sets VERSION, the Dockerfile's ARG VERSION and every elasti image tag in manifests/ and deploy/
 	@hack/set-image-tag.sh '$(TAG)'
+
+# govulncheck, pinned. It reads the Go vulnerability database, by default
+# https://vuln.go.dev, which this project's CI cannot reach (only the Go
+# module proxy is reachable there); VULNDB=file:///path/to/mirror uses an
+# offline copy instead. See README, "Supply chain".
+GOVULNCHECK_VERSION := v1.9.0
+VULNDB ?=
+vulncheck: ## Known vulnerabilities in the code paths elasti uses (needs vuln.go.dev, or VULNDB=file:///mirror)
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) $(if $(VULNDB),-db '$(VULNDB)') ./...
 
 clean:
 	rm -rf $(BIN)
