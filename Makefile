@@ -78,11 +78,11 @@ set-image-tag: ## Release TAG (vX.Y.Z): sets VERSION, the Dockerfile's ARG VERSI
 # govulncheck, pinned. It reads the Go vulnerability database, by default
 # https://vuln.go.dev, which this project's CI cannot reach (only the Go
 # module proxy is reachable there); VULNDB=file:///path/to/mirror uses an
-# offline copy instead. See README, "Supply chain".
+# offline copy instead. See README, "Images and releases".
 GOVULNCHECK_VERSION := v1.9.0
 VULNDB ?=
 vulncheck: ## Known vulnerabilities in the code paths elasti uses (needs vuln.go.dev, or VULNDB=file:///mirror)
-	$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) $(if $(VULNDB),-db '$(VULNDB)') ./...
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)$(if $(VULNDB), -db '$(VULNDB)') ./...
 
 clean:
 	rm -rf $(BIN)

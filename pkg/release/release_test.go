@@ -747,3 +747,28 @@ USER 0:0
 		t.Errorf("goModGo without a toolchain line = %q, %v; want the go line's 1.26.3", v, err)
 	}
 }
+
+// The README's "Images and releases" names the pins it explains; when one
+// changes, so must the README.
+func TestReadmeNamesThePins(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := readDockerfile(t, root)
+	global, _ := dockerArgs(dockerfile)
+	vulncheck, err := makeVar(root, "GOVULNCHECK_VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"govulncheck@" + vulncheck,
+		"go" + global["GO_VERSION"],
+		expand(global["GO_IMAGE"], global),
+		global["RUNTIME_IMAGE"],
+	} {
+		if want == "" || !bytes.Contains(readme, []byte(want)) {
+			t.Errorf("README.md does not mention %q", want)
+		}
+	}
+}
