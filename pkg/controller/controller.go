@@ -66,6 +66,7 @@ const (
 	ReasonReconciled          = "Reconciled"
 	ReasonTargetRestored      = "TargetRestored"
 	ReasonWaitingForTarget    = "WaitingForTarget"
+	ReasonWokenForMove        = "WokenForServiceChange"
 	ReasonFinalized           = "Finalized"
 	ReasonSyncFailed          = "SyncFailed"
 	// ReasonResolverPortRangeExhausted is also the reason of the

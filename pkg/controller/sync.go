@@ -92,7 +92,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceConflict,
 			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), awaitChange)
 	}
-	if err := c.deleteStaleObjects(ctx, es); err != nil {
+	if err := c.leaveOldService(ctx, es); err != nil {
 		return err
 	}
 

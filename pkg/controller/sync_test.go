@@ -539,8 +539,10 @@ func TestSyncServiceChangedDeletesObjectsForOldService(t *testing.T) {
 	f.elastiServices = append(f.elastiServices, es)
 	f.services = append(f.services, oldPublic, newPublic, privateServiceFor(es, oldPublic),
 		privateServiceFor(earlier, newPublicService("legacy")))
-	f.endpointSlices = append(f.endpointSlices, resolverSliceFor(es, oldPublic, "10.0.0.1"))
-	f.deployments = append(f.deployments, newDeployment("web", 0))
+	// The target is up and its pod serves the old Service.
+	f.endpointSlices = append(f.endpointSlices, resolverSliceFor(es, oldPublic, "10.0.0.1"),
+		targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
+	f.deployments = append(f.deployments, newDeployment("web", 1))
 	f.resolverSlices = readyResolver()
 	f.directory.Claim(webKey, directory.EntryFor(es))
 
@@ -558,6 +560,29 @@ func TestSyncServiceChangedDeletesObjectsForOldService(t *testing.T) {
 	if e, ok := f.directory.Lookup(types.NamespacedName{Namespace: testNamespace, Name: "web-v2"}); !ok || e.ElastiService != webKey {
 		t.Error("new Service not claimed")
 	}
+}
+
+// Moving spec.service while the target is at zero: the old Service has
+// only the resolver's endpoints, so the target is woken and they stay
+// until a pod serves.
+func TestSyncServiceChangedAtZeroWakesTheTargetFirst(t *testing.T) {
+	f := newFixture(t)
+	es := withStatus(newElastiService("web", "web-v2", "web"), elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled)
+	oldPublic, newPublic := newPublicService("web"), newPublicService("web-v2")
+	f.elastiServices = append(f.elastiServices, es)
+	f.services = append(f.services, oldPublic, newPublic, privateServiceFor(es, oldPublic))
+	f.endpointSlices = append(f.endpointSlices, resolverSliceFor(es, oldPublic, "10.0.0.1"))
+	f.deployments = append(f.deployments, newDeployment("web", 0))
+	f.resolverSlices = readyResolver()
+
+	f.expectKube(expectScalePatch(deploymentsResource, "web", 2))
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, newPublic)))
+	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, newPublic, "10.0.0.1")))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0),
+		rp("web-v2", "http", 80, 20000))))
+	f.expectEvents("Normal " + ReasonWokenForMove)
+
+	wantNoError(t, f.run(keyOf(es)))
 }
 
 // 14.
