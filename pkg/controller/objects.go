@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )

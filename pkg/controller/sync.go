@@ -142,8 +142,15 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return c.serve(ctx, es, public, ports)
 	}
 
+	return c.proxy(ctx, es, public, ports, state.Replicas, fenced, now)
+}
+
+// proxy puts the resolver in front of the Service: the target is at zero,
+// or none of its pods serves yet (apart from fenced ones).
+func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus,
+	replicas int32, fenced fence, now time.Time) error {
 	var refence *fence // nil keeps the slice's fence as it is
-	if state.Replicas == 0 {
+	if replicas == 0 {
 		// Whatever serves now is going away, however ready it looks.
 		if more := fenced.with(c.servingKeys(es.Namespace, es.Spec.Service), now); len(more.keys) > len(fenced.keys) {
 			refence, fenced = &more, more
@@ -153,7 +160,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort), refence); err != nil {
 		return err
 	}
-	if state.Replicas == 0 {
+	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
 		c.handoffs.end(cache.MetaObjectToName(es), nil)
 	} else if len(endpoints) > 0 {
@@ -168,7 +175,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request"); err != nil {
 		return err
 	}
-	if left := fenced.remaining(now); state.Replicas > 0 && left > 0 {
+	if left := fenced.remaining(now); replicas > 0 && left > 0 {
 		// Perhaps only fenced pods look ready: look again when the fence
 		// lapses, in case they were never going away.
 		return workloop.RequeueAfter(left)
