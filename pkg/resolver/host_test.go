@@ -56,6 +56,10 @@ func TestParseHost(t *testing.T) {
 		{"web.team:0", "", "port"},
 		{"web.team:70000", "", "port"},
 		{"web.team:080", "", "port"},
+		{"web.team:+80", "", "port"},
+		// Unicode case folding would make the Kelvin sign a "k".
+		{"web.\u212aube", "", "not a valid namespace"},
+		{"\u017fvc.team", "", "not a valid service name"},
 		{"web.team:", "", "port"},
 		{"web.team:80:90", "", "too many colons"},
 		{"1web.team", "", "not a valid service name"},
@@ -64,6 +68,7 @@ func TestParseHost(t *testing.T) {
 		{".team", "", "not a valid service name"},
 		{"web..svc", "", "not a valid namespace"},
 		{strings.Repeat("a", 64) + ".team", "", "not a valid service name"},
+		{strings.Repeat("a", 70000) + ".team", "", "(70005 bytes)"},
 	}
 	for _, tc := range invalid {
 		svc, ns, port, err := ParseHost(tc.host, tc.domain)

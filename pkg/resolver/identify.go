@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
-	"strings"
 )
 
 // ClusterIPIndex maps a Service's ClusterIP to the Service. An
@@ -38,23 +38,28 @@ func (r *Resolver) identifyHost(req *http.Request) (ServiceRef, string, error) {
 }
 
 // serviceForIPHost resolves a Host that is an IP address, with or without
-// a port, through the ClusterIP index.
+// a port, through the ClusterIP index. An IPv6 address comes bracketed, as
+// a client writes it in a Host ("[fd00::1]" or "[fd00::1]:80"), or bare.
 func (r *Resolver) serviceForIPHost(host string) (ServiceRef, string, bool) {
 	idx, ok := r.eps.(ClusterIPIndex)
 	if !ok {
 		return ServiceRef{}, "", false
 	}
-	ip, port := strings.TrimSpace(host), ""
+	ip, port := stripSchemeAndPath(host), ""
 	if h, p, err := net.SplitHostPort(ip); err == nil {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		if !validPort(p) {
 			return ServiceRef{}, "", false
 		}
 		ip, port = h, p
+	} else if len(ip) > 2 && ip[0] == '[' && ip[len(ip)-1] == ']' {
+		ip = ip[1 : len(ip)-1]
 	}
-	if net.ParseIP(ip) == nil {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || addr.Zone() != "" {
 		return ServiceRef{}, "", false
 	}
-	svc, ok := idx.ServiceForClusterIP(ip)
+	// The index holds the apiserver's canonical spelling.
+	svc, ok := idx.ServiceForClusterIP(addr.Unmap().String())
 	return svc, port, ok
 }
 

@@ -22,7 +22,7 @@ func (c clusterIPEndpoints) ServiceForClusterIP(ip string) (ServiceRef, bool) {
 // its Service as well as the Service's DNS name does.
 func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 	e := newEnv(t, testConfig())
-	e.r.eps = clusterIPEndpoints{e.eps, map[string]ServiceRef{"10.0.0.42": testSvc}}
+	e.r.eps = clusterIPEndpoints{e.eps, map[string]ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "pod")
@@ -31,6 +31,10 @@ func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 	for host, want := range map[string]int{
 		"10.0.0.42": 200, "10.0.0.42:80": 200, testHost: 200,
 		"10.0.0.43": 400, "10.0.0.42:0": 400, "10.0.0.42:99999": 400,
+		// One port has one spelling, as in a Service DNS name.
+		"10.0.0.42:080": 400, "10.0.0.42:+80": 400,
+		// IPv6 as clients write it: bracketed, with or without a port.
+		"[fd00::42]": 200, "[fd00::42]:80": 200, "[FD00:0::42]": 200, "[fd00::43]": 400,
 	} {
 		req := e.request(t, t.Context(), "GET", "/", nil)
 		req.Host = host
