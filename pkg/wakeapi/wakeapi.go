@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -62,12 +63,12 @@ func DecodeRequest(r io.Reader) (Request, error) {
 	if req.Svc == "" {
 		problems = append(problems, `"svc" is required`)
 	} else if errs := validation.IsDNS1035Label(req.Svc); len(errs) > 0 {
-		problems = append(problems, fmt.Sprintf(`"svc" %q is not a Service name: %s`, truncate(req.Svc), strings.Join(errs, "; ")))
+		problems = append(problems, fmt.Sprintf(`"svc" %s is not a Service name: %s`, quoteShort(req.Svc), strings.Join(errs, "; ")))
 	}
 	if req.Namespace == "" {
 		problems = append(problems, `"namespace" is required`)
 	} else if errs := validation.IsDNS1123Label(req.Namespace); len(errs) > 0 {
-		problems = append(problems, fmt.Sprintf(`"namespace" %q is not a namespace name: %s`, truncate(req.Namespace), strings.Join(errs, "; ")))
+		problems = append(problems, fmt.Sprintf(`"namespace" %s is not a namespace name: %s`, quoteShort(req.Namespace), strings.Join(errs, "; ")))
 	}
 	if req.Count < 0 {
 		problems = append(problems, `"count" must not be negative`)
@@ -78,11 +79,16 @@ func DecodeRequest(r io.Reader) (Request, error) {
 	return req, nil
 }
 
-func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
+// quoteShort quotes s cut to about 80 bytes of quoted text: the error goes
+// back to the caller and into the log, and escapes make binary input four
+// times longer.
+func quoteShort(s string) string {
+	const limit = 80
+	q := strconv.Quote(s)
+	if len(q) <= limit {
+		return q
 	}
-	return s
+	return strings.ToValidUTF8(q[:limit], "") + `…"`
 }
 
 // Wake requests may carry a shared token (see pkg/waketoken), as

@@ -1,0 +1,137 @@
+package scaleserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
+)
+
+// newDirectServer is setup without a listener: the handler alone, for
+// shop/web, with the target at zero.
+func newDirectServer() (*Server, *fakeScaler, *fakeStatus) {
+	dir := directory.New()
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           "web",
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinTargetReplicas: 3,
+		},
+	}
+	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	scaler, status := &fakeScaler{}, &fakeStatus{}
+	return New(context.Background(), dir, scaler, status, func() bool { return true }, DefaultConfig()), scaler, status
+}
+
+// FuzzHandler sends arbitrary bodies to the scale endpoint. It never
+// panics, always answers JSON with an outcome, maps every failure to its
+// status (413 over the limit, 400 malformed, 404 unknown Service), and
+// writes to the scale target only for the one Service it manages.
+func FuzzHandler(f *testing.F) {
+	for _, seed := range []string{
+		body, `{"count":1,"svc":"api","namespace":"shop"}`, `{"count":1,"svc":"web","namespace":"other"}`,
+		`{`, `null`, `[]`, `{"svc":"Web","namespace":"shop"}`, `{"svc":"web","namespace":"shop"} x`,
+		`{"svc":"../web","namespace":"shop"}`, `{"svc":"web","namespace":"shop/web"}`,
+		body + strings.Repeat(" ", wakeapi.MaxBodyBytes), "\x00\xff", "",
+	} {
+		f.Add(http.MethodPost, []byte(seed))
+	}
+	f.Add(http.MethodGet, []byte(body))
+	f.Add("PUT", []byte(body))
+	f.Fuzz(func(t *testing.T, method string, payload []byte) {
+		req, err := http.NewRequest(method, Path, bytes.NewReader(payload))
+		if err != nil {
+			return // not a method net/http would hand a handler
+		}
+		s, scaler, _ := newDirectServer()
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		s.Wait()
+
+		var resp response
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Outcome == "" || resp.Message == "" {
+			t.Fatalf("%s %q: answer %d %q is not a JSON outcome", method, payload, rec.Code, rec.Body)
+		}
+		if len(resp.Message) > 1024 {
+			t.Fatalf("%d-byte message", len(resp.Message))
+		}
+		want, decoded := expectedCode(method, payload)
+		if rec.Code != want {
+			t.Fatalf("%s %q: %d %s, want %d", method, payload, rec.Code, resp.Message, want)
+		}
+		wantScales := int32(0)
+		if rec.Code == http.StatusOK {
+			if decoded.Svc != "web" || decoded.Namespace != "shop" {
+				t.Fatalf("200 for %+v, which nothing manages", decoded)
+			}
+			wantScales = 1
+		}
+		if n := scaler.scales.Load(); n != wantScales {
+			t.Fatalf("%s %q: %d scale writes, want %d", method, payload, n, wantScales)
+		}
+	})
+}
+
+// expectedCode is the status the endpoint must answer, decided from the
+// request alone.
+func expectedCode(method string, payload []byte) (int, wakeapi.Request) {
+	if method != http.MethodPost {
+		return http.StatusMethodNotAllowed, wakeapi.Request{}
+	}
+	if len(payload) > wakeapi.MaxBodyBytes {
+		return http.StatusRequestEntityTooLarge, wakeapi.Request{}
+	}
+	req, err := wakeapi.DecodeRequest(bytes.NewReader(payload))
+	switch {
+	case err != nil:
+		return http.StatusBadRequest, req
+	case req.Svc != "web" || req.Namespace != "shop":
+		return http.StatusNotFound, req
+	}
+	return http.StatusOK, req
+}
+
+// Over HTTP, each kind of bad request gets its status and a message that
+// says what is wrong, and nothing is scaled.
+func TestBadRequestsAreRefusedClearly(t *testing.T) {
+	scaler := &fakeScaler{}
+	_, status, url := setup(t, true, scaler)
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"count":1,"svc":"web"`, http.StatusBadRequest, "malformed JSON"},
+		{`{"count":1,"svc":"web","namespace":"shop"}{}`, http.StatusBadRequest, "more than one value"},
+		{`{"count":1,"svc":"Web","namespace":"shop"}`, http.StatusBadRequest, "is not a Service name"},
+		{`{"count":1,"namespace":"shop"}`, http.StatusBadRequest, `"svc" is required`},
+		{`{"count":1,"svc":"api","namespace":"shop"}`, http.StatusNotFound, "no ElastiService manages Service shop/api"},
+		{`{"count":1,"svc":"web","namespace":"other"}`, http.StatusNotFound, "no ElastiService manages Service other/web"},
+		{body + strings.Repeat(" ", wakeapi.MaxBodyBytes), http.StatusRequestEntityTooLarge, "request body too large"},
+	} {
+		resp, err := http.Post(url, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got response
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != tc.code || !strings.Contains(got.Message, tc.want) {
+			t.Errorf("%.50q: %d %+v (%v); want %d with %q", tc.body, resp.StatusCode, got, err, tc.code, tc.want)
+		}
+	}
+	if n := scaler.scales.Load(); n != 0 || status.writes.Load() != 0 {
+		t.Errorf("%d scale writes and %d status writes for bad requests, want none", n, status.writes.Load())
+	}
+}
