@@ -67,6 +67,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.IntVar(&r.GlobalQueue, "global-queue", def.GlobalQueue, "Requests held at once in all; more get 503.")
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
+	fs.Int64Var(&r.MaxBufferedBody, "max-buffered-body", def.MaxBufferedBody,
+		"Largest held request body, in bytes, read into memory while the Service wakes; larger and chunked bodies stream to the pod once it is Ready.")
+	fs.Int64Var(&r.MaxBufferedBodies, "max-buffered-bodies", def.MaxBufferedBodies,
+		"Bytes that all buffered held bodies may take together; past it, bodies stream.")
 	fs.DurationVar(&r.OperatorRetryMax, "operator-retry-max", e.Seconds(envOperatorRetry, def.OperatorRetryMax), "Longest wait between scale requests to the operator (env "+envOperatorRetry+").")
 	fs.Float64Var(&r.SourceWakeRate, "source-wake-rate", def.SourceWakeRate,
 		"Wakes per second one client address may start once its burst is spent; a request over the limit gets 429 with Retry-After. "+
@@ -96,6 +100,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		if r.SourceWakeRate < 0 || r.SourceWakeBurst < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--source-wake-rate=%v and --source-wake-burst=%d must not be negative (0 turns the limit off)",
 				r.SourceWakeRate, r.SourceWakeBurst))
+		}
+		if r.MaxBufferedBody < 1 || r.MaxBufferedBodies < r.MaxBufferedBody {
+			e.Errs = append(e.Errs, fmt.Errorf("--max-buffered-body=%d and --max-buffered-bodies=%d must satisfy 1 <= per body <= all bodies",
+				r.MaxBufferedBody, r.MaxBufferedBodies))
 		}
 		if o.shutdownGrace < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))

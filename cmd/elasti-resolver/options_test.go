@@ -75,6 +75,8 @@ func TestBadResolverInput(t *testing.T) {
 		{nil, []string{"--per-service-queue=0"}, "per-service queue"},
 		{nil, []string{"--source-wake-rate=-1"}, "--source-wake-rate=-1"},
 		{nil, []string{"--source-wake-burst=-5"}, "--source-wake-burst=-5"},
+		{nil, []string{"--max-buffered-body=0"}, "--max-buffered-body=0"},
+		{nil, []string{"--max-buffered-body=2048", "--max-buffered-bodies=1024"}, "per body <= all bodies"},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)

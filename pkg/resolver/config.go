@@ -32,6 +32,8 @@ const (
 	DefaultSourceWakeRate    = 10
 	DefaultSourceWakeBurst   = 100
 	DefaultSourceWakeTracked = 10000
+	DefaultMaxBufferedBody   = 64 << 10
+	DefaultMaxBufferedBodies = 16 << 20
 )
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
@@ -70,6 +72,13 @@ type Config struct {
 	DialTimeout time.Duration
 	// RetryAfter is sent in the Retry-After header of overflow answers.
 	RetryAfter time.Duration
+	// MaxBufferedBody is the largest request body, of known length, that a
+	// held request reads into memory before it waits; larger and chunked
+	// bodies stream to the pod instead (see holdHTTP).
+	MaxBufferedBody int64
+	// MaxBufferedBodies bounds the memory all buffered held bodies take
+	// together; a body that does not fit streams.
+	MaxBufferedBodies int64
 	// ColdStartHeader names the response header that tells a client how
 	// long its request was held while the Service woke, e.g. "1.204s". It
 	// is set only on held responses. Empty turns it off; unlike the other
@@ -108,6 +117,8 @@ func DefaultConfig() Config {
 		SourceWakeRate:       DefaultSourceWakeRate,
 		SourceWakeBurst:      DefaultSourceWakeBurst,
 		SourceWakeTracked:    DefaultSourceWakeTracked,
+		MaxBufferedBody:      DefaultMaxBufferedBody,
+		MaxBufferedBodies:    DefaultMaxBufferedBodies,
 	}
 }
 
@@ -126,6 +137,8 @@ func (c Config) complete() (Config, error) {
 	c.DialTimeout = cmp.Or(c.DialTimeout, d.DialTimeout)
 	c.RetryAfter = cmp.Or(c.RetryAfter, d.RetryAfter)
 	c.SourceWakeTracked = cmp.Or(c.SourceWakeTracked, d.SourceWakeTracked)
+	c.MaxBufferedBody = cmp.Or(c.MaxBufferedBody, d.MaxBufferedBody)
+	c.MaxBufferedBodies = cmp.Or(c.MaxBufferedBodies, d.MaxBufferedBodies)
 
 	switch {
 	case c.ProxyPort < 1 || c.ProxyPort > 65535:
@@ -147,6 +160,8 @@ func (c Config) complete() (Config, error) {
 	case c.SourceWakeRate < 0 || c.SourceWakeBurst < 0 || c.SourceWakeTracked < 0:
 		return c, fmt.Errorf("source wake rate %v, burst %d and tracked sources %d must not be negative",
 			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
+	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
+		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
 	}
 	u, err := url.Parse(c.OperatorURL)
 	if err != nil {

@@ -185,8 +185,7 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 	began := time.Now()
 	logger.V(4).Info("Holding request until the service has a Ready endpoint", "method", req.Method, "path", req.URL.Path)
 	deadline := began.Add(r.cfg.RequestTimeout)
-	if req.ContentLength > 0 && req.ContentLength <= maxBufferedBody && req.Body != nil && req.Body != http.NoBody &&
-		r.reserveBuffer(req.ContentLength) {
+	if r.bufferable(req) && r.reserveBuffer(req.ContentLength) {
 		defer r.buffered.Add(-req.ContentLength)
 		if err := bufferBody(w, req, deadline); err != nil {
 			// The slot is freed on return; nobody is left to answer.
@@ -245,25 +244,27 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }
 
-// maxBufferedBody is the largest request body hold reads into memory
-// before it waits. Go's HTTP/1.1 server only notices that a client closed
-// its connection once the handler has read the body to the end; left
-// unread, the body of a held request would keep its slot until
+// bufferable reports whether hold may read req's body into memory before
+// it waits: a body of known length up to Config.MaxBufferedBody. Go's
+// HTTP/1.1 server only notices that a client closed its connection once
+// the handler has read the body to the end; left unread, the body of a
+// held request would keep its slot until
 // RequestTimeout after the client left. Reading it first lets the server
 // watch the connection again, and the in-memory copy lets the one-time
-// dial retry resend it. Bodies larger than this, or of unknown length
-// (chunked), are not buffered: they still stream to the pod, and a client
-// that leaves while such a request is held is noticed only at
-// RequestTimeout. All held bodies together take at most
-// maxBufferedBodies; past that, bodies stream as if they were large.
-const (
-	maxBufferedBody   = 64 << 10
-	maxBufferedBodies = 16 << 20
-)
+// dial retry resend it. Bodies larger than that, or of unknown length
+// (chunked), are not buffered: they stay in the kernel's socket buffers
+// (HTTP/2: at most serverMaxReceiveBufferPerStream per stream) and stream
+// to the pod once it is Ready, and a client that leaves while such a
+// request is held is noticed only at RequestTimeout. All held bodies
+// together take at most Config.MaxBufferedBodies (see reserveBuffer);
+// past that, bodies stream as if they were large.
+func (r *Resolver) bufferable(req *http.Request) bool {
+	return req.ContentLength > 0 && req.ContentLength <= r.cfg.MaxBufferedBody && req.Body != nil && req.Body != http.NoBody
+}
 
 // reserveBuffer takes n bytes of the held-body budget if they are free.
 func (r *Resolver) reserveBuffer(n int64) bool {
-	if r.buffered.Add(n) > maxBufferedBodies {
+	if r.buffered.Add(n) > r.cfg.MaxBufferedBodies {
 		r.buffered.Add(-n)
 		return false
 	}
@@ -312,6 +313,13 @@ const (
 	// Without it (and with no ReadTimeout, which would cut off streaming
 	// bodies) idle client connections are never closed and accumulate.
 	serverIdleTimeout = 2 * time.Minute
+	// serverMaxReceiveBufferPerStream is the HTTP/2 flow-control window of
+	// one request body. The server buffers what a client sends within it
+	// before the handler reads, and a held request's handler does not read
+	// a large body until the pod is Ready: Go's default of 1 MiB would let
+	// GlobalQueue held streams pin 10 GiB. The resolver is in the path only
+	// while a Service wakes, so the smaller window costs little.
+	serverMaxReceiveBufferPerStream = 64 << 10
 )
 
 // NewServer returns an HTTP server for proxied traffic on addr: HTTP/1.1
@@ -323,6 +331,7 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		ReadHeaderTimeout: 30 * time.Second,
 		MaxHeaderBytes:    serverMaxHeaderBytes,
 		IdleTimeout:       serverIdleTimeout,
+		HTTP2:             &http.HTTP2Config{MaxReceiveBufferPerStream: serverMaxReceiveBufferPerStream},
 	}
 	ConfigureServer(srv)
 	return srv
