@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,5 +44,20 @@ func TestServeLogsTheBoundAddress(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET %s: %s, want the handler's 404", addr, resp.Status)
+	}
+
+	// Headers are bounded before the handler runs.
+	req, err := http.NewRequest("POST", "http://"+addr+"/informer/incoming-request", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("a", 2*maxHeaderBytes))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a %d-byte header: %s, want 431", 2*maxHeaderBytes, resp.Status)
 	}
 }

@@ -64,8 +64,8 @@ func run(ctx context.Context, o *options) error {
 	routesMux.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
 	servers := []*http.Server{
 		resolver.NewServer(o.proxyBindAddress, dp.resolver),
-		{Addr: o.internalBindAddress, Handler: internal, ReadHeaderTimeout: 10 * time.Second},
-		{Addr: o.routesBindAddress, Handler: routesMux, ReadHeaderTimeout: 10 * time.Second},
+		internalServer(o.internalBindAddress, internal),
+		internalServer(o.routesBindAddress, routesMux),
 	}
 	errs, err := serveAll(logger, servers)
 	if err != nil {
@@ -82,6 +82,15 @@ func run(ctx context.Context, o *options) error {
 	}
 	drain(logger, &draining, o.shutdownGrace, dp.resolver.Close, shutdownTimeout, shutdown...)
 	return nil
+}
+
+// internalMaxHeaderBytes bounds the headers of probes, scrapes and route
+// reads, which send well under 1 KiB; Go's default is 1 MiB.
+const internalMaxHeaderBytes = 16 << 10
+
+// internalServer serves the resolver's own endpoints, not proxied traffic.
+func internalServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: internalMaxHeaderBytes}
 }
 
 // dataPlane is the resolver with the informer-fed sources it reads and

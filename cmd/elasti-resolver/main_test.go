@@ -28,6 +28,21 @@ func TestProxyServerLimits(t *testing.T) {
 	}
 }
 
+// The internal and routes servers bound headers too: an oversized request
+// is refused with 431 before the handler runs.
+func TestInternalServerLimits(t *testing.T) {
+	var reached atomic.Int32
+	url := serve(t, internalServer("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
+	req, err := http.NewRequest("GET", url+"/readyz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("a", 2*internalMaxHeaderBytes))
+	if got := get(http.DefaultClient, req); !strings.HasPrefix(got, "431 ") || reached.Load() != 0 {
+		t.Errorf("a %d-byte header: %q, handler reached %d times; want 431 and never", 2*internalMaxHeaderBytes, got, reached.Load())
+	}
+}
+
 func TestShutdownGraceFlag(t *testing.T) {
 	o, err := parse(t, nil)
 	if err != nil || o.shutdownGrace != 5*time.Second {
