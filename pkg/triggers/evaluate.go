@@ -34,6 +34,11 @@ func Evaluate(ctx context.Context, c *Client, triggers []v1alpha1.ScaleTrigger, 
 		return Verdict{Reason: ReasonNoTriggers, Detail: "no triggers, so nothing says the service is idle"}, nil
 	}
 
+	if len(triggers) > v1alpha1.MaxTriggers {
+		// Refused before anything is parsed or queried, so an oversized
+		// list costs nothing each poll.
+		return failed(errorf(ReasonInvalidMetadata, "%d triggers, more than the %d allowed", len(triggers), v1alpha1.MaxTriggers))
+	}
 	parsed := make([]Prometheus, len(triggers))
 	for i, t := range triggers {
 		if t.Type != v1alpha1.TriggerTypePrometheus {

@@ -174,6 +174,34 @@ func TestEvaluate(t *testing.T) {
 			wantErr: `triggers[1]: metadata.threshold: "many" is not a number`,
 		},
 		{
+			name: "too many triggers stops before any query",
+			triggers: func(s string) []v1alpha1.ScaleTrigger {
+				list := make([]v1alpha1.ScaleTrigger, v1alpha1.MaxTriggers+1)
+				for i := range list {
+					list[i] = promTrigger(s, "low", "1")
+				}
+				return list
+			},
+			want:    Verdict{Reason: ReasonInvalidMetadata},
+			wantErr: "11 triggers, more than the 10 allowed",
+		},
+		{
+			name: "a 1 MiB query stops before any query",
+			triggers: func(s string) []v1alpha1.ScaleTrigger {
+				return []v1alpha1.ScaleTrigger{promTrigger(s, "low", "1"), promTrigger(s, strings.Repeat("x", 1<<20), "1")}
+			},
+			want:    Verdict{Reason: ReasonInvalidMetadata},
+			wantErr: "bytes of JSON, more than the 32768 allowed", // the length depends on the server port
+		},
+		{
+			name: "a query over 16 KiB stops before any query",
+			triggers: func(s string) []v1alpha1.ScaleTrigger {
+				return []v1alpha1.ScaleTrigger{promTrigger(s, strings.Repeat("x", v1alpha1.MaxTriggerQueryBytes+1), "1")}
+			},
+			want:    Verdict{Reason: ReasonInvalidMetadata},
+			wantErr: "triggers[0]: metadata.query is 16385 bytes, more than the 16384 allowed",
+		},
+		{
 			name: "missing metadata",
 			triggers: func(string) []v1alpha1.ScaleTrigger {
 				return []v1alpha1.ScaleTrigger{{Type: v1alpha1.TriggerTypePrometheus}}

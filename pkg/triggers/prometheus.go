@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
 // DefaultUptimeFilter selects the Prometheus server's own up series for the
@@ -71,16 +73,9 @@ type metadata struct {
 // Unknown keys are ignored, as KubeElasti ignores them. Every error has
 // ReasonInvalidMetadata.
 func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata is missing")
-	}
-	var m metadata
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
-	}
-
-	if strings.TrimSpace(m.Query) == "" {
-		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.query is required")
+	m, threshold, err := parseMetadata(raw)
+	if err != nil {
+		return Prometheus{}, err
 	}
 
 	addr, from := strings.TrimSpace(m.ServerAddress), "metadata.serverAddress"
@@ -94,11 +89,6 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 		return Prometheus{}, errorf(ReasonInvalidMetadata, "%s: %w", from, err)
 	}
 
-	threshold, err := parseThreshold(m.Threshold)
-	if err != nil {
-		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.threshold: %w", err)
-	}
-
 	filter := m.UptimeFilter
 	if filter == "" {
 		filter = d.UptimeFilter
@@ -110,9 +100,6 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 	headers := make(map[string]string, len(m.Headers)+1)
 	hasAuth := false
 	for name, value := range m.Headers {
-		if err := checkHeader(name, value); err != nil {
-			return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
-		}
 		if http.CanonicalHeaderKey(name) == "Authorization" {
 			hasAuth = true
 		}
@@ -135,6 +122,54 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 		UptimeFilter:  filter,
 		Headers:       headers,
 	}, nil
+}
+
+// ValidatePrometheus checks a prometheus trigger's own metadata as
+// ParsePrometheus does, without the operator's defaults: metadata it
+// refuses, ParsePrometheus refuses whatever the defaults. A missing
+// serverAddress is no error here, since a default may supply it.
+func ValidatePrometheus(raw json.RawMessage) error {
+	_, _, err := parseMetadata(raw)
+	return err
+}
+
+// parseMetadata decodes and checks everything in raw that does not depend
+// on the defaults. The size is checked before decoding, so a huge metadata
+// costs nothing to refuse, and no message repeats the query.
+func parseMetadata(raw json.RawMessage) (metadata, float64, error) {
+	var m metadata
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is missing")
+	}
+	if len(raw) > v1alpha1.MaxTriggerMetadataBytes {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is %d bytes of JSON, more than the %d allowed", len(raw), v1alpha1.MaxTriggerMetadataBytes)
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
+	}
+	if strings.TrimSpace(m.Query) == "" {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata.query is required")
+	}
+	if len(m.Query) > v1alpha1.MaxTriggerQueryBytes {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata.query is %d bytes, more than the %d allowed", len(m.Query), v1alpha1.MaxTriggerQueryBytes)
+	}
+	if addr := strings.TrimSpace(m.ServerAddress); addr != "" {
+		if err := checkServerAddress(addr); err != nil {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.serverAddress: %w", err)
+		}
+	}
+	threshold, err := parseThreshold(m.Threshold)
+	if err != nil {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata.threshold: %w", err)
+	}
+	// In order, so that the same metadata always gets the same message: it
+	// ends up in a condition, and a changing one would be rewritten forever.
+	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+		if err := checkHeader(name, m.Headers[name]); err != nil {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
+		}
+	}
+	return m, threshold, nil
 }
 
 // parseThreshold reads a threshold written as a string, as KubeElasti's CRD

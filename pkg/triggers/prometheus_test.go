@@ -161,6 +161,48 @@ func TestParsePrometheusErrors(t *testing.T) {
 	}
 }
 
+// ValidatePrometheus refuses what ParsePrometheus refuses under any
+// defaults, and accepts a trigger that leaves serverAddress to the default.
+func TestValidatePrometheus(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"query":"up","threshold":"1"}`:                                      "",
+		`{"query":"up","threshold":"1","serverAddress":"https://p:9090/x"}`:   "",
+		`{"query":"up","threshold":"1","serverAddress":"ftp://p"}`:            `metadata.serverAddress: "ftp://p" is not an absolute http or https URL`,
+		`{"query":"up","threshold":"1","serverAddress":"prometheus:9090"}`:    "is not an absolute http or https URL",
+		`{"query":"up","threshold":"1","serverAddress":"file:///etc/passwd"}`: "is not an absolute http or https URL",
+		`{"query":"up"}`:    "metadata.threshold: is required",
+		`{"threshold":"1"}`: "metadata.query is required",
+		`{"query":"` + strings.Repeat("q", 20000) + `","threshold":"1"}`:            "metadata.query is 20000 bytes, more than the 16384 allowed",
+		`{"query":"up","threshold":"1","pad":"` + strings.Repeat("p", 40000) + `"}`: "more than the 32768 allowed",
+	} {
+		err := ValidatePrometheus(json.RawMessage(raw))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("ValidatePrometheus(%.60s): %v", raw, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("ValidatePrometheus(%.60s) = %v, want an error containing %q", raw, err, want)
+		case err != nil && (len(err.Error()) > 512 || ReasonOf(err) != ReasonInvalidMetadata):
+			t.Errorf("ValidatePrometheus(%.60s): %d-byte error with reason %s", raw, len(err.Error()), ReasonOf(err))
+		}
+	}
+}
+
+// The same metadata always gets the same message, however Go orders a map:
+// the message becomes a condition, and a changing one would be rewritten
+// on every sync.
+func TestMetadataErrorsAreDeterministic(t *testing.T) {
+	raw := json.RawMessage(`{"query":"up","threshold":"1","headers":{"B x":"1","A x":"1","C x":"1","D x":"1"}}`)
+	first := ValidatePrometheus(raw)
+	for range 50 {
+		if err := ValidatePrometheus(raw); err == nil || err.Error() != first.Error() {
+			t.Fatalf("%v, then %v", first, err)
+		}
+	}
+	if !strings.Contains(first.Error(), `"A x"`) {
+		t.Errorf("%v, want the first bad header in order", first)
+	}
+}
+
 func TestParsePrometheusKeepsSecretsOutOfErrors(t *testing.T) {
 	for _, raw := range []string{
 		`{"query":"up","serverAddress":"ftp://user:s3cret@p","threshold":"1"}`,

@@ -58,6 +58,19 @@ const (
 	DefaultEnabledDuration       = "24h"
 )
 
+// Limits on a spec, beyond the schema's, that the operator enforces (see
+// pkg/validation): a spec past them is refused with the reason InvalidSpec. The
+// CRD schema repeats MaxTriggers; the metadata limits are operator-side
+// only, since the schema does not look inside trigger metadata.
+const (
+	// MaxTriggers bounds spec.triggers; a real spec has one or two.
+	MaxTriggers = 10
+	// MaxTriggerMetadataBytes bounds one trigger's metadata as JSON.
+	MaxTriggerMetadataBytes = 32 << 10
+	// MaxTriggerQueryBytes bounds a trigger's PromQL query.
+	MaxTriggerQueryBytes = 16 << 10
+)
+
 // Condition types and reasons in status.conditions.
 const (
 	ConditionReady = "Ready"
