@@ -63,6 +63,7 @@ const (
 	ReasonUnsupportedTarget   = "UnsupportedTarget"
 	ReasonResolverUnavailable = "ResolverUnavailable"
 	ReasonServiceConflict     = "ServiceConflict"
+	ReasonInvalidSpec         = "InvalidSpec"
 	ReasonReconciled          = "Reconciled"
 	ReasonTargetRestored      = "TargetRestored"
 	ReasonWaitingForTarget    = "WaitingForTarget"

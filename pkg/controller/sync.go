@@ -22,6 +22,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/validation"
 	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
@@ -80,6 +81,10 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 }
 
 func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	// First: nothing is written, and the directory keeps the last valid claim so a proxied Service still wakes.
+	if errs := validation.ValidateElastiService(es); len(errs) > 0 {
+		return c.setNotReady(ctx, es, nil, "", ReasonInvalidSpec, validation.Message(errs), awaitChange)
+	}
 	esKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
 
