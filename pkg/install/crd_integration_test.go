@@ -233,6 +233,13 @@ func TestInvalidResourcesAreRefusedByTheAPIServer(t *testing.T) {
 		{"cooldownPeriod -1", func(s map[string]any) { s["cooldownPeriod"] = int64(-1) }, []string{"spec.cooldownPeriod", "greater than or equal to 0"}},
 		{"cooldownPeriod 604801", func(s map[string]any) { s["cooldownPeriod"] = int64(604801) }, []string{"spec.cooldownPeriod", "less than or equal to 604800"}},
 		{"unknown trigger type", func(s map[string]any) { trigger(s)["type"] = "cpu" }, []string{"spec.triggers[0].type", `Unsupported value: "cpu"`}},
+		{"service over 63", func(s map[string]any) { s["service"] = strings.Repeat("s", 64) }, []string{"spec.service", "Too long"}},
+		{"target name over 253", func(s map[string]any) { ref(s)["name"] = strings.Repeat("n", 254) }, []string{"spec.scaleTargetRef.name", "Too long"}},
+		{"11 triggers", func(s map[string]any) {
+			for range 10 {
+				s["triggers"] = append(s["triggers"].([]any), trigger(s))
+			}
+		}, []string{"spec.triggers", "must have at most 10 items"}},
 		{"bad autoscaler type", func(s map[string]any) { s["autoscaler"].(map[string]any)["type"] = "vpa" }, []string{"spec.autoscaler.type", `Unsupported value: "vpa"`}},
 		{"bad probeResponse path type", func(s map[string]any) { probe(s)["path"].(map[string]any)["type"] = "Glob" }, []string{"spec.probeResponse[0].path.type", `Unsupported value: "Glob"`}},
 		{"probeResponse without response", func(s map[string]any) { delete(probe(s), "response") }, []string{"spec.probeResponse[0].response", "Required value"}},

@@ -287,6 +287,17 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 			t.Errorf("%s: want minLength 1", path)
 		}
 	}
+	// The operator enforces these itself (pkg/validation), since an older
+	// CRD may be installed; the schema repeats those every real manifest
+	// meets, so the apiserver refuses the rest up front.
+	for path, want := range map[string]int64{"spec.service": 63, "spec.scaleTargetRef.name": 253} {
+		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxLength, -1) != want {
+			t.Errorf("%s: want maxLength %d", path, want)
+		}
+	}
+	if s := lookup(root, "spec.triggers"); s == nil || ptr.Deref(s.MaxItems, -1) != MaxTriggers {
+		t.Errorf("spec.triggers: want maxItems %d", MaxTriggers)
+	}
 	if s := lookup(root, "status.conditions"); s == nil ||
 		ptr.Deref(s.XListType, "") != "map" || !reflect.DeepEqual(s.XListMapKeys, []string{"type"}) {
 		t.Errorf("status.conditions: want x-kubernetes-list-type map with x-kubernetes-list-map-keys [type]")
@@ -403,6 +414,12 @@ func TestCRDValidatesObjects(t *testing.T) {
 		{"cooldown above maximum", func(e *ElastiService) { e.Spec.CooldownPeriod = MaxCooldownPeriodSeconds + 1 }, false},
 		{"cooldown negative", func(e *ElastiService) { e.Spec.CooldownPeriod = -5 }, false},
 		{"unknown trigger type", func(e *ElastiService) { e.Spec.Triggers[0].Type = "cpu" }, false},
+		{"service of 63", func(e *ElastiService) { e.Spec.Service = strings.Repeat("s", 63) }, true},
+		{"service of 64", func(e *ElastiService) { e.Spec.Service = strings.Repeat("s", 64) }, false},
+		{"target name of 253", func(e *ElastiService) { e.Spec.ScaleTargetRef.Name = strings.Repeat("n", 253) }, true},
+		{"target name of 254", func(e *ElastiService) { e.Spec.ScaleTargetRef.Name = strings.Repeat("n", 254) }, false},
+		{"10 triggers", func(e *ElastiService) { e.Spec.Triggers = slices.Repeat(e.Spec.Triggers[:1], MaxTriggers) }, true},
+		{"11 triggers", func(e *ElastiService) { e.Spec.Triggers = slices.Repeat(e.Spec.Triggers[:1], MaxTriggers+1) }, false},
 		{"unknown autoscaler type", func(e *ElastiService) { e.Spec.Autoscaler.Type = "vpa" }, false},
 		{"headers match PathPrefix", func(e *ElastiService) { e.Spec.ProbeResponse[0].Headers[0].Type = MatchPathPrefix }, false},
 		{"probe status 42", func(e *ElastiService) { e.Spec.ProbeResponse[0].Response.Status = 42 }, false},
