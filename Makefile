@@ -11,6 +11,8 @@ TEST_TIMEOUT  ?= 30m
 BENCH_TIME    ?= 1x
 # ElastiServices in the fleet benchmark.
 FLEET         ?= 1000
+# How long make fuzz runs each fuzz target.
+FUZZTIME      ?= 30s
 
 # The release this tree builds: what the binaries report (--version, the
 # Starting log line, elasti_build_info) and the tag of the images in
@@ -23,7 +25,7 @@ VERSION := v0.1.0
 GO_BUILD_ENV   := CGO_ENABLED=0
 GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=$(VERSION)"
 
-.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck clean
+.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz clean
 
 all: build
 
@@ -83,6 +85,16 @@ GOVULNCHECK_VERSION := v1.9.0
 VULNDB ?=
 vulncheck: ## Known vulnerabilities in the code paths elasti uses (needs vuln.go.dev, or VULNDB=file:///mirror)
 	$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)$(if $(VULNDB), -db '$(VULNDB)') ./...
+
+# Targets are found by their source, not by `go test -list`, which would run
+# the integration packages' TestMain and start a control plane.
+fuzz: ## Every fuzz target for FUZZTIME each (their seeds already run in make test)
+	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg cmd | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' "$$dir"/*_test.go | sed 's/^func //'); do \
+			echo "== $$target in ./$$dir for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "./$$dir" || exit 1; \
+		done; \
+	done
 
 clean:
 	rm -rf $(BIN)

@@ -217,7 +217,7 @@ func checkServerAddress(addr string) error {
 		return fmt.Errorf("not a valid URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute http or https URL", u.Redacted())
+		return fmt.Errorf("%q is not an absolute http or https URL", truncate(u.Redacted(), 128))
 	}
 	return nil
 }
@@ -236,7 +236,7 @@ func checkHeader(name, value string) error {
 	}
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return fmt.Errorf("header %q has a control character in its value", name)
+			return fmt.Errorf("header %q has a control character in its value", truncate(name, 64))
 		}
 	}
 	return nil

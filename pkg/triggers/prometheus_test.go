@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
 func TestParsePrometheus(t *testing.T) {
@@ -277,17 +279,33 @@ func FuzzParsePrometheus(f *testing.F) {
 		`{"query":" ","threshold":"NaN"}`,
 		`{"threshold":"0x1p-2","query":"q"}`,
 		`null`, `[]`, `{`, ``, `"x"`,
+		// These repeated a 5,000-byte header name or URL in full.
+		`{"query":"up","threshold":"1","headers":{"` + strings.Repeat("k", 5000) + `":"v\n"}}`,
+		`{"query":"up","threshold":"1","serverAddress":"ftp://` + strings.Repeat("h", 5000) + `"}`,
+		`{"query":"up","threshold":"` + strings.Repeat(`\u0001`, 5000) + `"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	d := Defaults{ServerAddress: "http://default:9090", AuthorizationHeader: "Bearer t"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p, err := ParsePrometheus(raw, d)
+		// With valid defaults only the metadata can be at fault, and spec
+		// validation must see exactly what the poller will.
+		if verr := ValidatePrometheus(raw); (verr == nil) != (err == nil) {
+			t.Fatalf("ValidatePrometheus(%q) = %v but ParsePrometheus = %v", raw, verr, err)
+		}
 		if err != nil {
 			if ReasonOf(err) != ReasonInvalidMetadata {
 				t.Fatalf("error %v has reason %q", err, ReasonOf(err))
 			}
+			// It becomes an event and part of a condition.
+			if n := len(err.Error()); n > 1024 {
+				t.Fatalf("%d-byte error for %d bytes of metadata", n, len(raw))
+			}
 			return
+		}
+		if len(raw) > v1alpha1.MaxTriggerMetadataBytes || len(p.Query) > v1alpha1.MaxTriggerQueryBytes {
+			t.Fatalf("accepted %d bytes of metadata with a %d-byte query", len(raw), len(p.Query))
 		}
 		if strings.TrimSpace(p.Query) == "" {
 			t.Fatalf("parsed an empty query from %q", raw)
