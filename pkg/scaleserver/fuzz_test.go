@@ -17,9 +17,16 @@ import (
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
+// fuzzToken is the one wake token fuzzTokens accepts.
+const fuzzToken = "s3cr3t"
+
+type fuzzTokens struct{}
+
+func (fuzzTokens) Verify(_ context.Context, token string) bool { return token == fuzzToken }
+
 // newDirectServer is setup without a listener: the handler alone, for
-// shop/web, with the target at zero.
-func newDirectServer() (*Server, *fakeScaler, *fakeStatus) {
+// shop/web, with the target at zero, and with a wake token if requireToken.
+func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeStatus) {
 	dir := directory.New()
 	es := &elastiv1alpha1.ElastiService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
@@ -30,14 +37,20 @@ func newDirectServer() (*Server, *fakeScaler, *fakeStatus) {
 		},
 	}
 	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	cfg := DefaultConfig()
+	if requireToken {
+		cfg.Tokens = fuzzTokens{}
+	}
 	scaler, status := &fakeScaler{}, &fakeStatus{}
-	return New(context.Background(), dir, scaler, status, func() bool { return true }, DefaultConfig()), scaler, status
+	return New(context.Background(), dir, scaler, status, func() bool { return true }, cfg), scaler, status
 }
 
-// FuzzHandler sends arbitrary bodies to the scale endpoint. It never
+// FuzzHandler sends arbitrary methods, Authorization headers and bodies to
+// the scale endpoint, with and without a wake token configured. It never
 // panics, always answers JSON with an outcome, maps every failure to its
-// status (413 over the limit, 400 malformed, 404 unknown Service), and
-// writes to the scale target only for the one Service it manages.
+// status (405 not POST, 401 without the token, 413 over the limit, 400
+// malformed, 404 unknown Service), and writes to the scale target only for
+// the one Service it manages.
 func FuzzHandler(f *testing.F) {
 	for _, seed := range []string{
 		body, `{"count":1,"svc":"api","namespace":"shop"}`, `{"count":1,"svc":"web","namespace":"other"}`,
@@ -45,16 +58,23 @@ func FuzzHandler(f *testing.F) {
 		`{"svc":"../web","namespace":"shop"}`, `{"svc":"web","namespace":"shop/web"}`,
 		body + strings.Repeat(" ", wakeapi.MaxBodyBytes), "\x00\xff", "",
 	} {
-		f.Add(http.MethodPost, []byte(seed))
+		f.Add(http.MethodPost, "", []byte(seed), false)
+		f.Add(http.MethodPost, "Bearer "+fuzzToken, []byte(seed), true)
 	}
-	f.Add(http.MethodGet, []byte(body))
-	f.Add("PUT", []byte(body))
-	f.Fuzz(func(t *testing.T, method string, payload []byte) {
+	for _, auth := range []string{"", "Bearer", "Bearer wrong", "bearer " + fuzzToken, "Basic czNjcjN0", fuzzToken, "Bearer " + fuzzToken + " x"} {
+		f.Add(http.MethodPost, auth, []byte(body), true)
+	}
+	f.Add(http.MethodGet, "", []byte(body), false)
+	f.Add("PUT", "Bearer "+fuzzToken, []byte(body), true)
+	f.Fuzz(func(t *testing.T, method, auth string, payload []byte, requireToken bool) {
 		req, err := http.NewRequest(method, Path, bytes.NewReader(payload))
 		if err != nil {
 			return // not a method net/http would hand a handler
 		}
-		s, scaler, _ := newDirectServer()
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		s, scaler, _ := newDirectServer(requireToken)
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)
 		s.Wait()
@@ -67,8 +87,13 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("%d-byte message", len(resp.Message))
 		}
 		want, decoded := expectedCode(method, payload)
+		if want != http.StatusMethodNotAllowed && requireToken {
+			if token, ok := wakeapi.Bearer(req.Header); !ok || token != fuzzToken {
+				want = http.StatusUnauthorized
+			}
+		}
 		if rec.Code != want {
-			t.Fatalf("%s %q: %d %s, want %d", method, payload, rec.Code, resp.Message, want)
+			t.Fatalf("%s %q (Authorization %q, token required %v): %d %s, want %d", method, payload, auth, requireToken, rec.Code, resp.Message, want)
 		}
 		wantScales := int32(0)
 		if rec.Code == http.StatusOK {
