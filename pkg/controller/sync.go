@@ -81,7 +81,8 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 }
 
 func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	// First: nothing is written, and the directory keeps the last valid claim so a proxied Service still wakes.
+	// First, so nothing is written for an invalid spec and the directory
+	// keeps the last valid claim: a Service left in proxy mode still wakes.
 	if errs := validation.ValidateElastiService(es); len(errs) > 0 {
 		return c.setNotReady(ctx, es, nil, "", ReasonInvalidSpec, validation.Message(errs), awaitChange)
 	}
