@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // connectAttempts are the connect timeouts of the attempts dialPatiently
@@ -48,4 +50,15 @@ func dialPatiently(ctx context.Context, dial DialFunc, addr string, maxTimeout t
 		}
 	}
 	return nil, err
+}
+
+// countFailures is dial, counting its failed attempts in failures.
+func countFailures(dial DialFunc, failures prometheus.Counter) DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			failures.Inc()
+		}
+		return c, err
+	}
 }

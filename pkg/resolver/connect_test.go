@@ -73,4 +73,7 @@ func TestHeldRequestSurvivesAPodThatAcceptsLate(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != 200 || body != "late pod" {
 		t.Fatalf("got %d %q, want the pod's answer", resp.StatusCode, body)
 	}
+	if got := metricValue(t, e.r.metrics.ConnectFailures); got < 1 {
+		t.Errorf("%s = %v; the refused connects must be counted", "elasti_resolver_pod_connect_failures_total", got)
+	}
 }

@@ -54,6 +54,10 @@ type Metrics struct {
 	// accepted them (success) or none did before the deadline
 	// (unreachable).
 	Spliced *prometheus.CounterVec
+	// ConnectFailures counts connect attempts to pods that failed
+	// (refused, unreachable or timed out), including those a later attempt
+	// made good.
+	ConnectFailures prometheus.Counter
 	// Listeners is the number of resolver ports open.
 	Listeners prometheus.Gauge
 	// ListenFailures counts failed attempts to open a resolver port.
@@ -105,6 +109,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "elasti_resolver_spliced_connections_total",
 			Help: "TCP connections on resolver ports spliced to a pod (success) or closed because no pod accepted them (unreachable).",
 		}, []string{"outcome"}),
+		ConnectFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_pod_connect_failures_total",
+			Help: "Connect attempts to a pod that failed (refused, unreachable or timed out), whether or not a later attempt got through.",
+		}),
 		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_port_listeners",
 			Help: "Resolver ports open for per-port routing.",
@@ -132,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		var errs []error
-		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.Listeners, m.ListenFailures} {
+		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
 			errs = append(errs, reg.Register(c))
 		}
 		if err := errors.Join(errs...); err != nil {

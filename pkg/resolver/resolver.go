@@ -86,6 +86,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
+	dial = countFailures(dial, metrics.ConnectFailures)
 	notifier := newOperatorNotifier(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources)
 	return &Resolver{
