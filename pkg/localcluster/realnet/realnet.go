@@ -117,9 +117,12 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 		binaries[k] = v
 	}
 	n = &Net{cluster: c, logf: logf, nodeDone: make(chan struct{}), stateDir: opts.StateDir, keepState: opts.StateDir != ""}
+	// Every failure returns a nil Net; what was built so far is torn down
+	// through this one.
+	started := n
 	defer func() {
 		if err != nil {
-			n.Close()
+			started.Close()
 		}
 	}()
 	if n.stateDir == "" {
