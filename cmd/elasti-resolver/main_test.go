@@ -79,6 +79,9 @@ func get(client *http.Client, req *http.Request) string {
 	if err != nil {
 		return "error: " + err.Error()
 	}
+	if after := resp.Header.Get("Retry-After"); after != "" {
+		return fmt.Sprint(resp.StatusCode, " ", string(b), " [Retry-After: ", after, "]")
+	}
 	return fmt.Sprint(resp.StatusCode, " ", string(b))
 }
 
@@ -145,11 +148,12 @@ func TestDrainOrder(t *testing.T) {
 	default:
 	}
 
-	// After the grace: a 503 reply, not a reset, then the servers stop.
+	// After the grace: a 503 reply with a Retry-After, not a reset, then
+	// the servers stop.
 	select {
 	case got := <-held:
-		if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "shutting down") {
-			t.Errorf("held request got %q, want a 503 saying the resolver shuts down", got)
+		if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "shutting down") || !strings.HasSuffix(got, "[Retry-After: 1]") {
+			t.Errorf("held request got %q, want a 503 saying the resolver shuts down, with Retry-After: 1", got)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("held request not answered")

@@ -213,6 +213,9 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 	case errors.Is(err, context.Canceled):
 		logger.V(4).Info("Client went away while held")
 	case errors.Is(err, errClosed):
+		// Another resolver pod, or by then the woken pod itself, takes the
+		// retry: this one left the endpoints during its shutdown grace.
+		w.Header().Set("Retry-After", retryAfterSeconds(shutdownRetryAfter))
 		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("resolver is shutting down while service %s starts; retry", svc))
 	default:
 		r.lookupFailed(w, logger, svc, err)
@@ -238,6 +241,10 @@ func (r *Resolver) refuse(w http.ResponseWriter, logger klog.Logger, client stri
 	}
 	httpError(w, http.StatusServiceUnavailable, msg)
 }
+
+// shutdownRetryAfter is the Retry-After of the 503 a held request gets
+// when its resolver shuts down.
+const shutdownRetryAfter = time.Second
 
 // retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
 // up, at least 1.

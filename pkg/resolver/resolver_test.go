@@ -909,19 +909,39 @@ func TestBadRequestsAndHealth(t *testing.T) {
 	}
 }
 
+// Close answers every held request 503 with a Retry-After, so a client
+// knows to come back, through another resolver pod, soon.
 func TestCloseAnswersHeldRequests(t *testing.T) {
 	checkNoLeaks(t)
 	e := newEnv(t, testConfig())
-	done := make(chan string, 1)
+	type answer struct {
+		got        string
+		retryAfter string
+	}
+	done := make(chan answer, 1)
 	client := newClient(t)
 	req := e.request(t, context.Background(), "GET", "/", nil)
-	go func() { done <- fetch(client, req) }()
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			done <- answer{got: err.Error()}
+			return
+		}
+		body, err := readBody(resp)
+		if err != nil {
+			body = err.Error()
+		}
+		done <- answer{fmt.Sprint(resp.StatusCode, " ", body), resp.Header.Get("Retry-After")}
+	}()
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.r.Close()
 	select {
-	case got := <-done:
-		if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "shutting down") {
-			t.Fatalf("got %q", got)
+	case a := <-done:
+		if !strings.HasPrefix(a.got, "503 ") || !strings.Contains(a.got, "shutting down") {
+			t.Fatalf("got %q", a.got)
+		}
+		if a.retryAfter != "1" {
+			t.Errorf("Retry-After %q, want 1", a.retryAfter)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("held request not answered on Close")
