@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -9,47 +10,62 @@ import (
 )
 
 // connectAttempts are the connect timeouts of the attempts dialPatiently
-// makes, the last capped by Config.DialTimeout. A pod that was just marked
-// Ready may not accept yet, and a lost SYN is only resent by the kernel
-// after a second; a fresh, short attempt gets through sooner, so a held
-// request is not answered 502 (or delayed a second) for a pod that is
-// about to accept.
+// makes while attempts time out, the last capped by Config.DialTimeout. A
+// lost SYN is only resent by the kernel after a second; a fresh, short
+// attempt gets through sooner, so a held request is not delayed a second
+// for a pod that is about to accept.
 var connectAttempts = []time.Duration{250 * time.Millisecond, 750 * time.Millisecond, 0}
 
-// connectBackoff is the pause after an attempt that failed at once
-// (refused, unreachable), doubled each time.
-const connectBackoff = 50 * time.Millisecond
+// Connect rounds. When no endpoint of a Service accepted a connection, the
+// resolver tries again after a pause, from the endpoints as they are then:
+// a pod is often Ready a moment before its process listens (it has no
+// readiness probe, or one that does not check the port it serves), and
+// until then its connects are refused; and the endpoint list lags pods
+// that are gone. The pauses start at connectBackoff and double up to
+// maxConnectBackoff. An HTTP request tries for up to connectPatience from
+// its first connect, so a pod that never listens costs it a 502 after at
+// most 15 rounds; a held TCP connection tries until its hold deadline.
+const (
+	connectBackoff    = 50 * time.Millisecond
+	maxConnectBackoff = time.Second
+	connectPatience   = 10 * time.Second
+)
 
-// dialPatiently connects to addr with growing timeouts until an attempt
-// succeeds, the attempts run out or ctx ends. It returns the last error.
+// dialPatiently connects to addr. An attempt that times out is followed at
+// once by a fresh one with a longer timeout (connectAttempts); an attempt
+// that fails otherwise (refused, unreachable) ends it, and the caller's
+// connect rounds decide when to try addr again. It returns the last error.
 func dialPatiently(ctx context.Context, dial DialFunc, addr string, maxTimeout time.Duration) (net.Conn, error) {
 	var err error
-	backoff := connectBackoff
-	for i, timeout := range connectAttempts {
+	for _, timeout := range connectAttempts {
 		if timeout == 0 || timeout > maxTimeout {
 			timeout = maxTimeout
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, timeout)
-		began := time.Now()
 		var c net.Conn
 		c, err = dial(attemptCtx, "tcp", addr)
+		timedOut := errors.Is(attemptCtx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err == nil {
 			return c, nil
 		}
-		if ctx.Err() != nil || i == len(connectAttempts)-1 {
+		if ctx.Err() != nil || !timedOut {
 			break
-		}
-		if time.Since(began) < timeout/2 {
-			select {
-			case <-ctx.Done():
-				return nil, err
-			case <-time.After(backoff):
-			}
-			backoff *= 2
 		}
 	}
 	return nil, err
+}
+
+// pause waits d, or until ctx ends; it reports whether d passed.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // countFailures is dial, counting its failed attempts in failures.

@@ -29,9 +29,11 @@ type forwarder struct {
 	coldStartHeader string
 	proxy           *httputil.ReverseProxy
 	// eps is read again after a failed connect; see nextEndpoint.
-	eps     EndpointSource
-	metrics *Metrics
-	logger  klog.Logger
+	eps EndpointSource
+	// connectPatience is connectPatience; tests shorten it.
+	connectPatience time.Duration
+	metrics         *Metrics
+	logger          klog.Logger
 	// next holds a round-robin counter per service.
 	next sync.Map // ServiceRef -> *atomic.Uint64
 }
@@ -76,7 +78,8 @@ func newForwarder(cfg Config, dial DialFunc, eps EndpointSource, metrics *Metric
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, eps: eps, metrics: metrics, logger: logger}
+	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, eps: eps,
+		connectPatience: connectPatience, metrics: metrics, logger: logger}
 	f.h1.Protocols = new(http.Protocols)
 	f.h1.Protocols.SetHTTP1(true)
 	// HTTP/2 with prior knowledge over cleartext, as gRPC servers expect.
@@ -156,9 +159,11 @@ func rewrite(pr *httputil.ProxyRequest) {
 }
 
 // RoundTrip sends the request to the first endpoint and, while connecting
-// fails, to each other endpoint once (see nextEndpoint): when none of the
-// body was read, or when the body can be read again (GetBody, set for
-// bodies buffered while held).
+// fails, to each other endpoint once (see nextEndpoint). When none
+// accepted, it pauses and starts another round from the endpoints as they
+// are then, for up to the connect patience (see connectPatience). A
+// request is sent again only when none of its body was read, or when the
+// body can be read again (GetBody, set for bodies buffered while held).
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
 	rt := f.h1
@@ -170,50 +175,62 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 		body = &trackedBody{rc: req.Body}
 	}
 	var err error
-	tried := make(map[string]bool, len(info.addrs))
-	for addr := f.nextEndpoint(info, tried); addr != ""; addr = f.nextEndpoint(info, tried) {
-		if len(tried) > 0 && body != nil && body.read.Load() {
-			// The failed attempt read some of the body. A body buffered
-			// while the request was held can be sent again from the start.
-			rc, gerr := req.GetBody()
-			if gerr != nil {
-				break
+	began := time.Now()
+	backoff := connectBackoff
+	for round := 1; ; round++ {
+		tried := make(map[string]bool, len(info.addrs))
+		for addr := f.nextEndpoint(info, tried); addr != ""; addr = f.nextEndpoint(info, tried) {
+			if err != nil && body != nil && body.read.Load() {
+				// The failed attempt read some of the body. A body buffered
+				// while the request was held can be sent again from the start.
+				rc, gerr := req.GetBody()
+				if gerr != nil {
+					return nil, err
+				}
+				body = &trackedBody{rc: rc}
 			}
-			body = &trackedBody{rc: rc}
+			tried[addr] = true
+			out := req.WithContext(req.Context()) // shallow copy
+			u := *req.URL
+			u.Host = addr
+			out.URL = &u
+			if body != nil {
+				out.Body = body
+			}
+			var resp *http.Response
+			resp, err = rt.RoundTrip(out)
+			if err == nil {
+				return resp, nil
+			}
+			var de *dialError
+			if !errors.As(err, &de) || (body != nil && body.read.Load() && req.GetBody == nil) || req.Context().Err() != nil {
+				return nil, err
+			}
+			f.logger.V(2).Info("Connecting to endpoint failed", "service", info.svc.kref(), "endpoint", addr, "round", round, "err", err)
 		}
-		tried[addr] = true
-		out := req.WithContext(req.Context()) // shallow copy
-		u := *req.URL
-		u.Host = addr
-		out.URL = &u
-		if body != nil {
-			out.Body = body
-		}
-		var resp *http.Response
-		resp, err = rt.RoundTrip(out)
 		if err == nil {
-			return resp, nil
+			return nil, errors.New("no endpoint")
 		}
-		var de *dialError
-		if !errors.As(err, &de) || (body != nil && body.read.Load() && req.GetBody == nil) || req.Context().Err() != nil {
-			break
+		if time.Since(began)+backoff > f.connectPatience || !pause(req.Context(), backoff) {
+			return nil, err
 		}
-		f.logger.V(2).Info("Connecting to endpoint failed, trying another", "service", info.svc.kref(), "endpoint", addr, "err", err)
+		backoff = min(2*backoff, maxConnectBackoff)
+		// The next round starts from the endpoints as they are now.
+		if b, lerr := f.eps.Lookup(info.svc, info.port); lerr == nil && len(b.Addrs) > 0 {
+			info.addrs = f.order(info.svc, b.Addrs)
+		}
 	}
-	if err == nil {
-		err = errors.New("no endpoint")
-	}
-	return nil, err
 }
 
-// nextEndpoint is the endpoint to try after those in tried: the first of
-// info.addrs, then, after a failed connect, one not tried yet from the
-// endpoints as they are now, "" when none is left. The endpoints are read
-// again because they lag the pods: a deleted pod stays listed until its
-// EndpointSlice update arrives, and no longer accepts. By the time a
-// connect to it has failed the list has often caught up, so the retry goes
-// to a pod that is listed now rather than to another stale entry, and a
-// request fails only when no endpoint it could find accepts it.
+// nextEndpoint is the endpoint to try after those in tried this round:
+// the first of info.addrs, then, after a failed connect, one not tried yet
+// from the endpoints as they are now, "" when none is left. The endpoints
+// are read again because they lag the pods: a deleted pod stays listed
+// until its EndpointSlice update arrives, and no longer accepts. By the
+// time a connect to it has failed the list has often caught up, so the
+// retry goes to a pod that is listed now rather than to another stale
+// entry, and a request fails only when no endpoint it could find accepts
+// it within the connect patience.
 func (f *forwarder) nextEndpoint(info *forwardInfo, tried map[string]bool) string {
 	if len(tried) == 0 {
 		if len(info.addrs) == 0 {

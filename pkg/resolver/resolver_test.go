@@ -802,6 +802,7 @@ func TestRemovedEndpointNeverUsed(t *testing.T) {
 func TestDialFailureRetriesAnotherEndpoint(t *testing.T) {
 	checkNoLeaks(t)
 	e := newEnv(t, testConfig())
+	e.r.fwd.connectPatience = 300 * time.Millisecond
 	e.backend(t, "10.244.0.2:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "b got %s", b)
@@ -822,7 +823,8 @@ func TestDialFailureRetriesAnotherEndpoint(t *testing.T) {
 		t.Error("the dead endpoint was never tried; the test proves nothing")
 	}
 
-	// No endpoint answers: 502 naming the service, not the pod addresses.
+	// No endpoint answers: 502 naming the service, not the pod addresses,
+	// once the connect patience (shortened above) is spent.
 	e.eps.Set(testSvc, "10.244.0.1:8080", "10.244.0.3:8080")
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {

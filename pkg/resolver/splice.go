@@ -111,10 +111,10 @@ func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
 }
 
 // dialBackend connects to one of b's endpoints, each patiently. When none
-// accepts it tries again with backoff until ctx ends, looking the
-// endpoints up again each round.
+// accepts it tries again in connect rounds (see connectBackoff) until ctx
+// ends, looking the endpoints up again each round.
 func (r *Resolver) dialBackend(ctx context.Context, logger klog.Logger, svc ServiceRef, port string, b Backends) (net.Conn, error) {
-	backoff := 50 * time.Millisecond
+	backoff := connectBackoff
 	for {
 		var err error
 		for _, addr := range r.fwd.order(svc, b.Addrs) {
@@ -127,12 +127,10 @@ func (r *Resolver) dialBackend(ctx context.Context, logger klog.Logger, svc Serv
 		if err == nil {
 			err = errors.New("no ready endpoint")
 		}
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, backoff) {
 			return nil, err
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, maxConnectBackoff)
 		if b, err = r.eps.Lookup(svc, port); err != nil {
 			return nil, err
 		}
