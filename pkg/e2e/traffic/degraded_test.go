@@ -259,17 +259,32 @@ func (s *scenario) scaleOperator(replicas int32) {
 // resolver pods, read from each pod's /metrics by the client pod.
 func (s *scenario) heldRequests() (int, string) {
 	s.t.Helper()
+	held, desc := s.heldPerPod()
+	if held == nil {
+		return -1, desc
+	}
 	total := 0
+	for _, n := range held {
+		total += n
+	}
+	return total, desc
+}
+
+// heldPerPod is elasti_resolver_queued_requests of each Ready resolver
+// pod, by name; nil when a pod's metrics cannot be read.
+func (s *scenario) heldPerPod() (map[string]int, string) {
+	s.t.Helper()
+	held := map[string]int{}
 	var seen []string
 	for _, p := range s.readyResolverPods() {
 		n, err := s.resolverGauge(p, "elasti_resolver_queued_requests")
 		if err != nil {
-			return -1, err.Error()
+			return nil, err.Error()
 		}
-		total += n
+		held[p.Name] = n
 		seen = append(seen, fmt.Sprintf("%s: %d", p.Name, n))
 	}
-	return total, "held per resolver pod: " + strings.Join(seen, ", ")
+	return held, "held per resolver pod: " + strings.Join(seen, ", ")
 }
 
 // resolverGauge reads an unlabelled gauge from a resolver pod's /metrics.
