@@ -83,11 +83,17 @@ func startBed(t testing.TB) (*bed, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %w\n%s", err, out)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
 	b.Net, err = realnet.Start(ctx, realnet.Options{
 		Cluster: c,
 		Binaries: map[string]string{
 			"elasti-operator": filepath.Join(b.binDir, "elasti-operator"),
 			"elasti-resolver": filepath.Join(b.binDir, "elasti-resolver"),
+			// The late app (lateapp_test.go) is this test binary.
+			lateAppImage: self,
 		},
 		Logf: logf,
 	})

@@ -13,7 +13,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// A client pod is this binary again, run inside its sandbox.
+	// A client pod is this binary again, run inside its sandbox, and so is
+	// the late app some tests run as web's pods.
+	lateAppMain()
 	realnet.ClientMain()
 
 	before, err := hostNetworkState("")
