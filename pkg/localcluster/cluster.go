@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,9 @@ type Cluster struct {
 	CAFile string         `json:"caFile"`
 	PIDs   map[string]int `json:"pids"`
 
+	// mu guards procs and PIDs, which RestartAPIServer changes while the
+	// cluster runs.
+	mu      sync.Mutex
 	procs   []*process
 	ownsDir bool
 }
@@ -317,6 +321,8 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
 // Stop ends every component this process started and removes a temporary
 // directory. A detached cluster is stopped with StopDir instead.
 func (c *Cluster) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(stopGrace)
 	}
@@ -356,13 +362,18 @@ func (c *Cluster) start(name string, detach bool, args ...string) (*process, err
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.procs = append(c.procs, p)
 	c.PIDs[name] = p.cmd.Process.Pid
 	return p, nil
 }
 
+// saveState records the cluster in its directory, for Load and StopDir.
 func (c *Cluster) saveState() error {
+	c.mu.Lock()
 	b, err := json.MarshalIndent(c, "", "  ")
+	c.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -26,10 +26,30 @@ type process struct {
 // cluster-up); otherwise the kernel kills it when this process dies, so a
 // crashed or timed-out test leaves no orphans.
 func startProcess(dir, name, bin string, args []string, detach bool) (*process, error) {
+	return launch(dir, name, bin, args, detach, os.O_TRUNC)
+}
+
+// relaunch starts p's command again, after it has exited: same binary,
+// arguments, directory and session. It appends to p's log, so the lines of
+// the run that ended (how it died) stay beside those of the new one.
+func (p *process) relaunch() (*process, error) {
+	if !p.exited() {
+		return nil, fmt.Errorf("%s is still running", p.name)
+	}
+	detach := p.cmd.SysProcAttr != nil && p.cmd.SysProcAttr.Setsid
+	return launch(p.cmd.Dir, p.name, p.cmd.Path, p.cmd.Args[1:], detach, os.O_APPEND)
+}
+
+// launch is startProcess; logMode (os.O_TRUNC or os.O_APPEND) says what
+// happens to an existing log.
+func launch(dir, name, bin string, args []string, detach bool, logMode int) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, err
+	}
+	if logMode == os.O_APPEND {
+		fmt.Fprintf(logFile, "\n--- %s restarted at %s ---\n", name, time.Now().Format(time.RFC3339Nano))
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
@@ -74,6 +94,24 @@ func (p *process) stop(grace time.Duration) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
+}
+
+// kill sends sig to the process group and waits until the process has
+// exited. SIGTERM is a graceful shutdown, followed by SIGKILL after grace;
+// SIGKILL is a crash: nothing is drained or closed cleanly.
+func (p *process) kill(sig syscall.Signal, grace time.Duration) error {
+	switch sig {
+	case syscall.SIGTERM:
+		p.stop(grace)
+	case syscall.SIGKILL:
+		if !p.exited() {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	default:
+		return fmt.Errorf("stop %s with %v: only SIGTERM and SIGKILL are supported", p.name, sig)
+	}
+	return nil
 }
 
 // failure describes why a component did not come up, with the end of its log.

@@ -1,0 +1,100 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// healthCheckTimeout bounds one readiness probe while the apiserver comes
+// back: a request it accepted but never answered must not stall the wait.
+const healthCheckTimeout = 2 * time.Second
+
+// errNotStartedHere is returned for a cluster this process did not start
+// (Load, ELASTI_TEST_CLUSTER): it holds no process to stop or start again,
+// and other test binaries may be using that cluster.
+var errNotStartedHere = errors.New("the kube-apiserver was not started by this process, so it cannot be restarted from here")
+
+// RestartAPIServer stops the kube-apiserver with sig and starts it again
+// (StopAPIServer, then StartAPIServer). It returns once the apiserver is
+// Healthy.
+func (c *Cluster) RestartAPIServer(ctx context.Context, sig syscall.Signal) error {
+	if err := c.StopAPIServer(sig); err != nil {
+		return err
+	}
+	return c.StartAPIServer(ctx)
+}
+
+// StopAPIServer stops the kube-apiserver and waits until it has exited.
+// etcd, the controllers and kwok keep running, so their clients live
+// through the outage a crashed or restarted apiserver causes. SIGKILL is a
+// crash: connections reset, nothing drained; SIGTERM is the graceful
+// shutdown, with SIGKILL after stopGrace. Only a cluster this process
+// started can be stopped this way.
+func (c *Cluster) StopAPIServer(sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.component(KubeAPIServerBinary)
+	c.mu.Unlock()
+	if p == nil {
+		return errNotStartedHere
+	}
+	if p.exited() {
+		return fmt.Errorf("kube-apiserver had already exited (%v); see %s", p.waitErr, p.logPath)
+	}
+	return p.kill(sig, stopGrace)
+}
+
+// StartAPIServer starts the kube-apiserver that StopAPIServer stopped, with
+// the same flags: the same port, certificates, tokens, audit log and etcd,
+// so every kubeconfig still works and every object is still there. Its log
+// continues the old one. It returns once the apiserver is Healthy.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	p, err := c.relaunch(KubeAPIServerBinary)
+	if err != nil {
+		return err
+	}
+	// StopDir of a detached cluster reads the PID from the state file.
+	if err := c.saveState(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, startLimit)
+	defer cancel()
+	return waitFor(ctx, p, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
+		defer cancel()
+		return c.Healthy(ctx)
+	})
+}
+
+// relaunch starts the exited component name again in its place, so Stop
+// still stops components in reverse start order.
+func (c *Cluster) relaunch(name string) (*process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, old := range c.procs {
+		if old.name != name {
+			continue
+		}
+		p, err := old.relaunch()
+		if err != nil {
+			return nil, err
+		}
+		c.procs[i] = p
+		c.PIDs[name] = p.cmd.Process.Pid
+		return p, nil
+	}
+	return nil, errNotStartedHere
+}
+
+// component is the running or exited process of name, nil if this process
+// did not start it. Hold c.mu.
+func (c *Cluster) component(name string) *process {
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
