@@ -66,7 +66,23 @@ func Main(m *testing.M) int {
 		shared = c
 		return m.Run()
 	}
+	return runOwn(m)
+}
 
+// MainPrivate is Main for a package whose tests disturb the control plane
+// itself, e.g. restart its apiserver: it always starts a cluster of its
+// own, even when ReuseEnv names a running one, because other packages may
+// be using that one, and only a cluster this process started can have its
+// components restarted.
+func MainPrivate(m *testing.M) int {
+	if dir := os.Getenv(ReuseEnv); dir != "" {
+		fmt.Fprintf(os.Stderr, "%s=%s ignored: this package disturbs its control plane, so it starts its own\n", ReuseEnv, dir)
+	}
+	return runOwn(m)
+}
+
+// runOwn starts a cluster, runs the tests and stops it.
+func runOwn(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
