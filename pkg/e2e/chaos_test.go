@@ -46,7 +46,7 @@ type chaos struct {
 	e      *testenv.Env
 	prom   *testenv.FakePrometheus
 	names  []string
-	leader atomic.Pointer[operatorProcess]
+	leader atomic.Pointer[testenv.OperatorProcess]
 	starts int
 }
 
@@ -70,14 +70,14 @@ func newChaos(t *testing.T, n int) *chaos {
 		})
 	}
 	c.leader.Store(c.startOperator())
-	c.e.Eventually("the first leader", func() (bool, string) { return c.leader.Load().ready(), "not ready" })
+	c.e.Eventually("the first leader", func() (bool, string) { return c.leader.Load().Ready(), "not ready" })
 	c.e.Eventually("every Service served by its pod", c.converged(elastiv1alpha1.ModeServe, replicas))
 	return c
 }
 
-func (c *chaos) startOperator() *operatorProcess {
+func (c *chaos) startOperator() *testenv.OperatorProcess {
 	c.starts++
-	return startOperatorProcessFor(c.t, c.e, fmt.Sprintf("elasti-operator-%d", c.starts),
+	return c.e.StartOperatorProcess(fmt.Sprintf("elasti-operator-%d", c.starts),
 		"--polling-interval=250ms", "--prometheus-server-address="+c.prom.URL)
 }
 
@@ -94,11 +94,11 @@ func (c *chaos) killDuring(round int, what string, act func(stop <-chan struct{}
 	delay := time.Duration(round)*60*time.Millisecond + rand.N(40*time.Millisecond)
 	time.Sleep(delay)
 	old := c.leader.Load()
-	old.signal(syscall.SIGKILL)
-	<-old.done
+	old.Signal(syscall.SIGKILL)
+	<-old.Done()
 	killed := time.Now()
 	c.leader.Store(c.startOperator())
-	c.e.Eventually(what+": the new leader", func() (bool, string) { return c.leader.Load().ready(), "not ready" })
+	c.e.Eventually(what+": the new leader", func() (bool, string) { return c.leader.Load().Ready(), "not ready" })
 	c.e.Eventually(what+": converged after the kill", converged)
 	close(stop)
 	acting.Wait()
@@ -175,7 +175,7 @@ func (c *chaos) wake(client *http.Client, name string) bool {
 
 // leaderScaleURL is the scale endpoint of the current leader, which the
 // test replaces while the waking goroutines run.
-func (c *chaos) leaderScaleURL() string { return c.leader.Load().scale }
+func (c *chaos) leaderScaleURL() string { return c.leader.Load().Scale }
 
 // converged reports whether every ElastiService is in mode, every target
 // at replicas, and the resolver slice exists exactly for the Services in

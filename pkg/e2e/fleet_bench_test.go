@@ -279,7 +279,7 @@ func runFleet(b *testing.B, n int) {
 
 	watchesBefore := testenv.WatchCount(b)
 	// All namespaces, as a cluster-wide install runs.
-	op := startOperatorProcessFor(b, e, "elasti-operator-fleet", "--watch-namespace=")
+	op := e.StartOperatorProcess("elasti-operator-fleet", "--watch-namespace=")
 	start := time.Now()
 	reconciled := w.waitAll(b, fleetWait{"reconcile all", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
 	reconcileAll := reconciled[0].Sub(start)
@@ -307,7 +307,7 @@ func runFleet(b *testing.B, n int) {
 	wakeStart := time.Now()
 	var failed atomic.Int64
 	_ = parallel(n, 256, func(i int) error {
-		resp, err := client.Post(op.scale, "application/json", strings.NewReader(testenv.WakeBody(names[i], e.NS)))
+		resp, err := client.Post(op.Scale, "application/json", strings.NewReader(testenv.WakeBody(names[i], e.NS)))
 		if err != nil || resp.StatusCode != http.StatusOK {
 			failed.Add(1)
 		}
@@ -325,7 +325,7 @@ func runFleet(b *testing.B, n int) {
 	clusterStart := up[0].Sub(wakeStart)
 	toServe := up[1].Sub(wakeStart)
 
-	rss, peak, cpu, err := procStats(op.cmd.Process.Pid)
+	rss, peak, cpu, err := procStats(op.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}

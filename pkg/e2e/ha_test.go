@@ -22,12 +22,12 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 	e.Resolver(1)
 	const n = 10
 	e.Fleet("app", n, 0)
-	a := startOperatorProcess(t, e, "elasti-operator-a")
-	b := startOperatorProcess(t, e, "elasti-operator-b")
+	a := e.StartOperatorProcess("elasti-operator-a")
+	b := e.StartOperatorProcess("elasti-operator-b")
 
-	var leader, follower *operatorProcess
+	var leader, follower *testenv.OperatorProcess
 	e.Eventually("exactly one ready replica", func() (bool, string) {
-		ra, rb := a.ready(), b.ready()
+		ra, rb := a.Ready(), b.Ready()
 		switch {
 		case ra && !rb:
 			leader, follower = a, b
@@ -44,28 +44,28 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 	})
 	// The follower stays out: not ready, 503 on scale requests, no writes.
 	for range 5 {
-		if follower.ready() {
-			t.Fatalf("%s reports ready while %s leads", follower.name, leader.name)
+		if follower.Ready() {
+			t.Fatalf("%s reports ready while %s leads", follower.Name, leader.Name)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if code, body := testenv.Post(t, follower.scale, testenv.WakeBody("app-0", e.NS)); code != http.StatusServiceUnavailable {
+	if code, body := testenv.Post(t, follower.Scale, testenv.WakeBody("app-0", e.NS)); code != http.StatusServiceUnavailable {
 		t.Fatalf("the follower answered a scale request with %d %s, want 503", code, body)
 	}
-	if w := writesBy(t, e.NS, follower.name); w != 0 {
-		t.Errorf("the follower %s made %d writes; only the leader may act", follower.name, w)
+	if w := writesBy(t, e.NS, follower.Name); w != 0 {
+		t.Errorf("the follower %s made %d writes; only the leader may act", follower.Name, w)
 	}
-	if w := writesBy(t, e.NS, leader.name); w < n {
-		t.Errorf("the leader %s made %d writes for %d ElastiServices", leader.name, w, n)
+	if w := writesBy(t, e.NS, leader.Name); w < n {
+		t.Errorf("the leader %s made %d writes for %d ElastiServices", leader.Name, w, n)
 	}
 
 	// Kill the leader outright: the follower takes over within the lease.
 	killed := time.Now()
-	leader.signal(syscall.SIGKILL)
+	leader.Signal(syscall.SIGKILL)
 	// Work that arrives with no leader must not be lost.
 	e.App("late", 0)
 	e.ElastiService("late", "late", elastiv1alpha1.KindDeployment, "late")
-	e.Eventually("the follower to take over", func() (bool, string) { return follower.ready(), "not ready" })
+	e.Eventually("the follower to take over", func() (bool, string) { return follower.Ready(), "not ready" })
 	took := time.Since(killed)
 	t.Logf("failover took %s (lease duration 3s)", took.Round(time.Millisecond))
 	if took > 3*time.Second+5*time.Second {
@@ -73,7 +73,7 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 	}
 	for i := range 5 {
 		name := fmt.Sprintf("app-%d", i)
-		if code, body := testenv.Post(t, follower.scale, testenv.WakeBody(name, e.NS)); code != http.StatusOK {
+		if code, body := testenv.Post(t, follower.Scale, testenv.WakeBody(name, e.NS)); code != http.StatusOK {
 			t.Fatalf("new leader: wake %s: %d %s", name, code, body)
 		}
 	}
@@ -91,7 +91,7 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 	e.Resolver(1)
 	const n = 60
 	e.Fleet("app", n, 1)
-	first := startOperatorProcess(t, e, "elasti-operator-first")
+	first := e.StartOperatorProcess("elasti-operator-first")
 	e.Eventually("every ElastiService serving", func() (bool, string) {
 		p, s := e.CountModes()
 		return s == n, fmt.Sprintf("%d proxy, %d serve", p, s)
@@ -104,13 +104,13 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 		p, _ := e.CountModes()
 		return p > 0, fmt.Sprintf("%d switched", p)
 	})
-	first.signal(syscall.SIGTERM)
+	first.Signal(syscall.SIGTERM)
 	select {
-	case <-first.done:
+	case <-first.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the operator did not exit within 30s of SIGTERM")
 	}
-	if code := first.state.ExitCode(); code != 0 {
+	if code := first.State().ExitCode(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 	lease, err := e.Kube.CoordinationV1().Leases(e.NS).Get(e.Ctx(), "elasti-operator-leader", metav1.GetOptions{})
@@ -123,7 +123,7 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 	p, _ := e.CountModes()
 	t.Logf("%d of %d switched to proxy before the shutdown", p, n)
 
-	second := startOperatorProcess(t, e, "elasti-operator-second")
+	second := e.StartOperatorProcess("elasti-operator-second")
 	start := time.Now()
 	e.Eventually("every ElastiService converged to proxy after the restart", func() (bool, string) {
 		p, s := e.CountModes()

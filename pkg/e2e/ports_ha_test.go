@@ -29,14 +29,14 @@ func TestLeaderChangeKeepsResolverPorts(t *testing.T) {
 	e.ResolverPods(testenv.ResolverName, 1, true)
 	const n = 6
 	old := e.Fleet("app", n, 0)
-	leader := startOperatorProcessFor(t, e, "elasti-operator-a", "--elastiservice-workers=1")
-	e.Eventually("the first replica to lead", func() (bool, string) { return leader.ready(), "not ready" })
+	leader := e.StartOperatorProcess("elasti-operator-a", "--elastiservice-workers=1")
+	e.Eventually("the first replica to lead", func() (bool, string) { return leader.Ready(), "not ready" })
 	before := map[string]int32{}
 	for _, name := range old {
 		before[name] = e.WaitResolverPorts(name, 80)[80]
 	}
 
-	leader.signal(syscall.SIGSTOP)
+	leader.Signal(syscall.SIGSTOP)
 	created := e.Fleet("aa", 3, 0)
 	for _, name := range old {
 		patch := []byte(`{"metadata":{"labels":{"touched":"after-the-newcomers"}}}`)
@@ -44,9 +44,9 @@ func TestLeaderChangeKeepsResolverPorts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	follower := startOperatorProcessFor(t, e, "elasti-operator-b", "--elastiservice-workers=1")
-	e.Eventually("the second replica to take over", func() (bool, string) { return follower.ready(), "not ready" })
-	leader.signal(syscall.SIGKILL)
+	follower := e.StartOperatorProcess("elasti-operator-b", "--elastiservice-workers=1")
+	e.Eventually("the second replica to take over", func() (bool, string) { return follower.Ready(), "not ready" })
+	leader.Signal(syscall.SIGKILL)
 
 	owners := map[int32]string{}
 	for _, name := range append(created, old...) {
@@ -59,7 +59,7 @@ func TestLeaderChangeKeepsResolverPorts(t *testing.T) {
 	t.Logf("resolver ports before %v, after %v", before, owners)
 	for name, p := range before {
 		if owners[p] != name {
-			t.Errorf("%s had resolver port %d under %s; under %s %s has it", name, p, leader.name, follower.name, owners[p])
+			t.Errorf("%s had resolver port %d under %s; under %s %s has it", name, p, leader.Name, follower.Name, owners[p])
 		}
 	}
 	// And the slices still point at them.

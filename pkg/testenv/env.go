@@ -7,7 +7,8 @@
 //   - wait.go: reads of the Env's objects, and waits on them;
 //   - audit.go: readers of the apiserver's audit log;
 //   - metrics.go: readers of the apiserver's metrics;
-//   - scale.go: requests to the operator's scale endpoint.
+//   - scale.go: requests to the operator's scale endpoint;
+//   - process.go: the operator binary run as a process of its own.
 //
 // A helper that acts in an Env's namespace or with its clients is a method
 // of Env; one that needs no Env (the audit log and the metrics are the whole
