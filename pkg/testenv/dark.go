@@ -26,6 +26,7 @@ type DarkWatch struct {
 	mu         sync.Mutex
 	allowUntil time.Time
 	samples    int
+	unreadable int
 	dark       map[string]bool
 	violations int
 
@@ -59,6 +60,15 @@ func (w *DarkWatch) Stats() (samples, darkServices int) {
 	return w.samples, len(w.dark)
 }
 
+// Unreadable reports how many samples could not be taken because the
+// apiserver did not answer the List (it was down or restarting): they
+// count neither as dark nor as lit.
+func (w *DarkWatch) Unreadable() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unreadable
+}
+
 func (w *DarkWatch) run(ctx context.Context) {
 	defer close(w.done)
 	ticker := time.NewTicker(DarkSample)
@@ -70,6 +80,10 @@ func (w *DarkWatch) run(ctx context.Context) {
 		}
 		if err == nil {
 			w.record(list.Items)
+		} else {
+			w.mu.Lock()
+			w.unreadable++
+			w.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,339 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/controller"
+	"github.com/elasti-dev/elasti/pkg/localcluster"
+	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/testenv"
+)
+
+const (
+	fleetSize = 30
+	// killAfter and killSpread place the kill after the first write of a
+	// switch: killAfter plus up to killSpread, while the switch is under way.
+	killAfter  = 100 * time.Millisecond
+	killSpread = 200 * time.Millisecond
+	// holdConverged is how long a converged fleet must stay so.
+	holdConverged = 2 * time.Second
+	// exitGrace is how long after the apiserver is back an operator may
+	// still exit because of the outage: one that failed to renew its lease
+	// is already on its way out.
+	exitGrace = testenv.LeaseDuration
+	// readTimeout bounds each read of the test's own, so none hangs on an
+	// apiserver that is going away.
+	readTimeout = 5 * time.Second
+)
+
+// The apiserver is SIGKILLed in the middle of a fleet-wide scale-down that
+// the operator makes by itself (the triggers go idle), and again in the
+// middle of a fleet-wide wake, and started again each time. The operator
+// runs as a process with a short lease under a supervisor that restarts it
+// whenever it exits. Every ElastiService converges, with exactly one
+// resolver slice per proxied Service and none per served one, and no
+// Service is ever seen without a ready endpoint: the watcher tolerates no
+// darkness; it only cannot look while the apiserver is down.
+func TestAPIServerRestartDuringFleetSwitchConverges(t *testing.T) {
+	b := newBed(t, fleetSize)
+	dark := b.e.WatchDark(b.names...)
+	b.restartDuring("scale-down", b.sleepFleet, elastiv1alpha1.ModeProxy)
+	b.restartDuring("wake", b.wakeFleet, elastiv1alpha1.ModeServe)
+	b.checkExits()
+	samples, darkServices := dark.Stats()
+	t.Logf("%d Services, 2 apiserver restarts, %d operator exits; %d dark-Service samples (%d more could not be taken while the apiserver was down), %d Services ever dark",
+		len(b.names), len(b.sup.exited()), samples, dark.Unreadable(), darkServices)
+}
+
+// bed is a fleet of ElastiServices behind a supervised operator process.
+type bed struct {
+	t       *testing.T
+	e       *testenv.Env
+	cluster *localcluster.Cluster
+	prom    *testenv.FakePrometheus
+	sup     *supervisor
+	names   []string
+	awake   map[string]int32 // each target's replicas when served
+	outages []outage
+}
+
+// outage is when the apiserver was killed and when it was ready again.
+type outage struct{ kill, back time.Time }
+
+// newBed makes n busy ElastiServices whose targets have one or two ready
+// pods, behind an operator process that polls their triggers often, and
+// waits until every one serves.
+func newBed(t *testing.T, n int) *bed {
+	b := &bed{t: t, e: testenv.New(t), cluster: clustertest.Get(t), prom: testenv.NewFakePrometheus(t), awake: map[string]int32{}}
+	b.prom.Set("5", "1", testenv.PrometheusHealthy)
+	b.e.Resolver(2)
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		replicas := int32(1 + i%2)
+		b.names, b.awake[name] = append(b.names, name), replicas
+		b.e.App(name, replicas)
+		b.e.ElastiServiceWith(name, name, elastiv1alpha1.KindDeployment, name, func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.MinTargetReplicas = replicas
+			es.Spec.CooldownPeriod = 1
+			es.Spec.Triggers = testenv.IdleTrigger("1")
+		})
+	}
+	b.sup = supervise(t, b.e, "--polling-interval=250ms", "--prometheus-server-address="+b.prom.URL)
+	b.e.Eventually("the first leader", func() (bool, string) { return b.sup.leader().Ready(), "not ready" })
+	b.e.Eventually("every Service served by its pods", b.converged(elastiv1alpha1.ModeServe))
+	return b
+}
+
+// restartDuring starts act, kills the apiserver a little after act's first
+// write, starts it again, and waits until the fleet is in mode and stays
+// there.
+func (b *bed) restartDuring(what string, act func(stop <-chan struct{}), mode string) {
+	b.t.Helper()
+	stop := make(chan struct{})
+	var acting sync.WaitGroup
+	defer func() { close(stop); acting.Wait() }()
+	before := b.observe()
+	acting.Go(func() { act(stop) })
+	first := b.awaitFirstWrite(what, before)
+	delay := killAfter + rand.N(killSpread)
+	time.Sleep(time.Until(first.Add(delay)))
+	atKill := b.observe()
+	sized := atKill.sized(b, mode)
+	settled, _ := atKill.count(b, mode)
+
+	kill := time.Now()
+	if err := b.cluster.StopAPIServer(syscall.SIGKILL); err != nil {
+		b.t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := b.cluster.StartAPIServer(b.e.Ctx()); err != nil {
+		b.t.Fatal(err)
+	}
+	back := time.Now()
+	b.outages = append(b.outages, outage{kill: kill, back: back})
+
+	// When every target has its final size, the operator's own writes are
+	// done; the rest is the cluster's (pods, their EndpointSlices) and the
+	// operator's reaction to it.
+	var scaled time.Time
+	b.e.Eventually(what+": converged after the restart", func() (bool, string) {
+		o := b.observe()
+		if scaled.IsZero() && o.sized(b, mode) == len(b.names) {
+			scaled = time.Now()
+		}
+		return b.settled(o, mode)
+	})
+	converged := time.Now()
+	b.holds(what, mode, holdConverged)
+	b.t.Logf("%s: apiserver killed %s after the first write, %d of %d targets sized and %d Services settled; down %s (exited in %s, /readyz %s after the start); "+
+		"after it was back, every target sized in %s and every Service converged in %s; %d operator exits so far",
+		what, delay.Round(time.Millisecond), sized, len(b.names), settled, back.Sub(kill).Round(time.Millisecond),
+		stopped.Sub(kill).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond),
+		max(scaled.Sub(back), 0).Round(time.Millisecond), converged.Sub(back).Round(time.Millisecond), len(b.sup.exited()))
+}
+
+// awaitFirstWrite waits until a target's replicas or a resolver slice
+// differ from before, the first write of a scale-down (the resolver slice,
+// made before the scale) or of a wake (the scale), and returns when it saw
+// it.
+func (b *bed) awaitFirstWrite(what string, before observation) time.Time {
+	b.t.Helper()
+	deadline := time.Now().Add(testenv.WaitTimeout)
+	for time.Now().Before(deadline) {
+		now := b.observe()
+		for name := range b.awake {
+			if now.replicas[name] != before.replicas[name] || now.fronted[name] != before.fronted[name] {
+				return time.Now()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.t.Fatalf("%s: no write within %s", what, testenv.WaitTimeout)
+	return time.Time{}
+}
+
+// holds fails the test unless the fleet stays in mode for d.
+func (b *bed) holds(what, mode string, d time.Duration) {
+	b.t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if ok, obs := b.converged(mode)(); !ok {
+			b.t.Fatalf("%s: the fleet converged to %s, then left it: %s", what, mode, obs)
+		}
+	}
+}
+
+// sleepFleet makes every trigger idle; the operator's poller does the rest,
+// resolver slice first, then the scale to zero.
+func (b *bed) sleepFleet(<-chan struct{}) { b.prom.Set("0", "1", testenv.PrometheusHealthy) }
+
+// wakeFleet makes the fleet busy and asks the running operator to wake
+// every Service, as resolvers holding a request for each would: each keeps
+// asking until its Service is woken or stop closes, through the outage and
+// operator restarts.
+func (b *bed) wakeFleet(stop <-chan struct{}) {
+	b.prom.Set("5", "1", testenv.PrometheusHealthy)
+	client := &http.Client{Timeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	for _, name := range b.names {
+		wg.Go(func() {
+			for !b.wake(client, name) {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (b *bed) wake(client *http.Client, name string) bool {
+	resp, err := client.Post(b.sup.leader().Scale, "application/json", strings.NewReader(testenv.WakeBody(name, b.e.NS)))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// checkExits fails the test for an operator exit that was not clean (a
+// crash, a signal, or an exit code without the error it exited on) or
+// that the apiserver's outages do not explain.
+func (b *bed) checkExits() {
+	b.t.Helper()
+	for _, ex := range b.sup.exited() {
+		code := ex.state.ExitCode()
+		when := "outside every outage"
+		explained := false
+		for i, o := range b.outages {
+			if !ex.at.Before(o.kill) && !ex.at.After(o.back.Add(exitGrace)) {
+				when, explained = fmt.Sprintf("%s into outage %d", ex.at.Sub(o.kill).Round(time.Millisecond), i+1), true
+			}
+		}
+		b.t.Logf("%s exited %s with code %d: %s", ex.name, when, code, ex.reason)
+		clean := ex.crash == "" && (code == 0 || code == 1 && ex.reason != "")
+		if !clean {
+			b.t.Errorf("%s did not exit cleanly: %s; code %d; %s", ex.name, ex.state, code, ex.crash)
+		}
+		if !explained {
+			b.t.Errorf("%s exited %s", ex.name, when)
+		}
+	}
+	if !b.sup.leader().Ready() {
+		b.t.Errorf("the running operator %s is not the ready leader at the end", b.sup.leader().Name)
+	}
+}
+
+// observation is one read of the fleet: each ElastiService's mode and
+// whether it is Ready, each target's replicas, and how many resolver slices
+// front each Service. Every ElastiService, target and Service shares its
+// name here.
+type observation struct {
+	err      error
+	mode     map[string]string
+	ready    map[string]bool
+	replicas map[string]int32
+	fronted  map[string]int
+}
+
+// observe reads the fleet; a failed read (the apiserver down) is recorded
+// in err, not fatal.
+func (b *bed) observe() observation {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.e.Ctx()), readTimeout)
+	defer cancel()
+	o := observation{mode: map[string]string{}, ready: map[string]bool{}, replicas: map[string]int32{}, fronted: map[string]int{}}
+	list, err := b.e.Elasti.ElastiV1alpha1().ElastiServices(b.e.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return observation{err: err}
+	}
+	for _, es := range list.Items {
+		o.mode[es.Name] = es.Status.Mode
+		o.ready[es.Name] = meta.IsStatusConditionTrue(es.Status.Conditions, elastiv1alpha1.ConditionReady)
+	}
+	deployments, err := b.e.Kube.AppsV1().Deployments(b.e.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return observation{err: err}
+	}
+	for _, d := range deployments.Items {
+		if d.Spec.Replicas != nil {
+			o.replicas[d.Name] = *d.Spec.Replicas
+		}
+	}
+	slices, err := b.e.Kube.DiscoveryV1().EndpointSlices(b.e.NS).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelManagedBy + "=" + controller.ManagedByValue,
+	})
+	if err != nil {
+		return observation{err: err}
+	}
+	for _, s := range slices.Items {
+		o.fronted[s.Labels[discoveryv1.LabelServiceName]]++
+	}
+	return o
+}
+
+// count is how many Services are settled in mode: the ElastiService Ready
+// in mode, the target at zero (proxy) or at its size (serve), and exactly
+// one resolver slice (proxy) or none (serve). It also describes the first
+// one that is not.
+func (o observation) count(b *bed, mode string) (int, string) {
+	if o.err != nil {
+		return 0, o.err.Error()
+	}
+	n, first := 0, ""
+	for _, name := range b.names {
+		replicas, fronted := b.want(name, mode)
+		if o.mode[name] == mode && o.ready[name] && o.replicas[name] == replicas && o.fronted[name] == fronted {
+			n++
+		} else if first == "" {
+			first = fmt.Sprintf("%s: mode %q, Ready %v, replicas %d, resolver slices %d",
+				name, o.mode[name], o.ready[name], o.replicas[name], o.fronted[name])
+		}
+	}
+	return n, first
+}
+
+// sized counts the targets that have their size in mode: zero (proxy) or
+// awake (serve).
+func (o observation) sized(b *bed, mode string) int {
+	n := 0
+	for _, name := range b.names {
+		if replicas, _ := b.want(name, mode); o.err == nil && o.replicas[name] == replicas {
+			n++
+		}
+	}
+	return n
+}
+
+// want is what Service name settled in mode has: its target's replicas and
+// how many resolver slices front it.
+func (b *bed) want(name, mode string) (replicas int32, fronted int) {
+	if mode == elastiv1alpha1.ModeProxy {
+		return 0, 1
+	}
+	return b.awake[name], 0
+}
+
+// settled reports whether every Service is settled in mode in o.
+func (b *bed) settled(o observation, mode string) (bool, string) {
+	n, first := o.count(b, mode)
+	return n == len(b.names), fmt.Sprintf("%d of %d in %s; %s", n, len(b.names), mode, first)
+}
+
+// converged reports whether every Service is settled in mode.
+func (b *bed) converged(mode string) func() (bool, string) {
+	return func() (bool, string) { return b.settled(b.observe(), mode) }
+}
