@@ -124,6 +124,9 @@ func (b *bed) restartDuring(what string, act func(stop <-chan struct{}), mode st
 	}
 	back := time.Now()
 	b.outages = append(b.outages, outage{kill: kill, back: back})
+	if settled == len(b.names) {
+		b.t.Errorf("%s: the switch was over %s after its first write, before the kill; kill sooner", what, kill.Sub(first).Round(time.Millisecond))
+	}
 
 	// When every target has its final size, the operator's own writes are
 	// done; the rest is the cluster's (pods, their EndpointSlices) and the
@@ -140,7 +143,7 @@ func (b *bed) restartDuring(what string, act func(stop <-chan struct{}), mode st
 	b.holds(what, mode, holdConverged)
 	b.t.Logf("%s: apiserver killed %s after the first write, %d of %d targets sized and %d Services settled; down %s (exited in %s, /readyz %s after the start); "+
 		"after it was back, every target sized in %s and every Service converged in %s; %d operator exits so far",
-		what, delay.Round(time.Millisecond), sized, len(b.names), settled, back.Sub(kill).Round(time.Millisecond),
+		what, kill.Sub(first).Round(time.Millisecond), sized, len(b.names), settled, back.Sub(kill).Round(time.Millisecond),
 		stopped.Sub(kill).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond),
 		max(scaled.Sub(back), 0).Round(time.Millisecond), converged.Sub(back).Round(time.Millisecond), len(b.sup.exited()))
 }
