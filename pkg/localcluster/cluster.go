@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -163,6 +165,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.startKwokNode(ctx, opts.Detach); err != nil {
 		return nil, err
 	}
+	if err := c.waitControllerManager(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.saveState(); err != nil {
 		return nil, err
 	}
@@ -284,6 +289,55 @@ func (c *Cluster) startKwokNode(ctx context.Context, detach bool) error {
 		return err
 	}
 	return waitFor(ctx, kwok, nodeReady(cs))
+}
+
+// probeDeployment is the Deployment Start makes to see the
+// kube-controller-manager at work, and deletes again.
+const probeDeployment = "localcluster-controller-manager-probe"
+
+// waitControllerManager waits until kube-controller-manager runs its
+// controllers: the deployment controller has observed a Deployment with no
+// replicas. Until then it is in a startup phase that exits when the
+// apiserver is unreachable for 10 s, so a test that restarts the apiserver
+// right after Start would otherwise lose it.
+func (c *Cluster) waitControllerManager(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return err
+	}
+	deployments := cs.AppsV1().Deployments(metav1.NamespaceSystem)
+	labels := map[string]string{"app": probeDeployment}
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: probeDeployment},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+			},
+		},
+	}
+	if _, err := deployments.Create(ctx, probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	c.mu.Lock()
+	kcm := c.component(KubeControllerManagerBinary)
+	c.mu.Unlock()
+	err = waitFor(ctx, kcm, func(ctx context.Context) error {
+		d, err := deployments.Get(ctx, probeDeployment, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration < d.Generation {
+			return errors.New("the deployment controller has not observed the probe Deployment yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return deployments.Delete(ctx, probeDeployment, metav1.DeleteOptions{})
 }
 
 // RESTConfig returns an admin client config with limits high enough that the

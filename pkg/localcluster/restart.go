@@ -49,7 +49,8 @@ func (c *Cluster) StopAPIServer(sig syscall.Signal) error {
 // StartAPIServer starts the kube-apiserver that StopAPIServer stopped, with
 // the same flags: the same port, certificates, tokens, audit log and etcd,
 // so every kubeconfig still works and every object is still there. Its log
-// continues the old one. It returns once the apiserver is Healthy.
+// continues the old one. It returns once the apiserver is Healthy, with an
+// error if another component exited meanwhile.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	p, err := c.relaunch(KubeAPIServerBinary)
 	if err != nil {
@@ -61,11 +62,31 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
-	return waitFor(ctx, p, func(ctx context.Context) error {
+	err = waitFor(ctx, p, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
 		defer cancel()
 		return c.Healthy(ctx)
 	})
+	if err != nil {
+		return err
+	}
+	return c.othersRunning()
+}
+
+// othersRunning fails if a component other than the apiserver has exited:
+// one that gave up during the outage would otherwise show up only as a
+// cluster that silently stopped working.
+func (c *Cluster) othersRunning() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, p := range c.procs {
+		if p.name != KubeAPIServerBinary && p.exited() {
+			errs = append(errs, fmt.Errorf("%s exited while the kube-apiserver was away (%v)\n--- last lines of %s ---\n%s",
+				p.name, p.waitErr, p.logPath, tail(p.logPath, 10)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // relaunch starts the exited component name again in its place, so Stop
