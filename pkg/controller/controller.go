@@ -188,6 +188,9 @@ type Controller struct {
 	superseded supersededVersions
 	// handoffs are the idle poller's scale-downs under way (handoff.go).
 	handoffs handoffs
+	// readForbidden logs once that pods or their controllers cannot be
+	// read (live.go).
+	readForbidden sync.Once
 
 	// syncHandler is a field so tests can observe or replace it.
 	syncHandler func(ctx context.Context, key cache.ObjectName) error

@@ -65,6 +65,8 @@ var (
 	endpointSlicesResource = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
 	deploymentsResource    = appsv1.SchemeGroupVersion.WithResource("deployments")
 	statefulSetsResource   = appsv1.SchemeGroupVersion.WithResource("statefulsets")
+	podsResource           = corev1.SchemeGroupVersion.WithResource("pods")
+	replicaSetsResource    = appsv1.SchemeGroupVersion.WithResource("replicasets")
 	elastiServicesResource = elastiv1alpha1.SchemeGroupVersion.WithResource("elastiservices")
 )
 
@@ -87,6 +89,10 @@ type fixture struct {
 	resolverSlices []*discoveryv1.EndpointSlice
 	deployments    []*appsv1.Deployment
 	statefulSets   []*appsv1.StatefulSet
+	// apiOnly are only in the fake clientset, in no informer: pods and
+	// ReplicaSets, which the controller reads one at a time to check an
+	// endpoint (live.go).
+	apiOnly []runtime.Object
 
 	// portRange is the resolver port range; zero means testPortRange.
 	portRange portalloc.Range
@@ -131,6 +137,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	for _, o := range f.statefulSets {
 		kubeObjects = append(kubeObjects, o)
 	}
+	kubeObjects = append(kubeObjects, f.apiOnly...)
 	for _, o := range f.elastiServices {
 		elastiObjects = append(elastiObjects, o)
 	}

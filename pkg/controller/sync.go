@@ -144,7 +144,11 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	now := c.clock.Now()
 	slice, _ := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
 	fenced := fenceOf(slice, now)
-	if state.Replicas > 0 && c.hasReadyEndpoints(es.Namespace, es.Spec.Service, fenced) {
+	serving, err := c.canServe(ctx, es, state.Replicas, slice, fenced)
+	if err != nil {
+		return err
+	}
+	if serving {
 		return c.serve(ctx, es, public, ports)
 	}
 

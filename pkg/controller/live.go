@@ -1,0 +1,148 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+const (
+	// maxLiveChecks bounds the pods one sync reads before it gives up on
+	// leaving proxy mode for now.
+	maxLiveChecks = 10
+	// liveRecheck is how soon a Service whose ready endpoints were not
+	// trusted is looked at again: what settles it (a pod deleted, a
+	// ReplicaSet's status) brings no event the operator watches.
+	liveRecheck = 2 * time.Second
+)
+
+// canServe reports whether es's Service may leave the resolver for its own
+// pods: the target is scaled up and an endpoint outside the fence serves.
+// While the resolver slice is still there, that endpoint's pod must also
+// stay (podStays): the resolver is only taken away for a pod that does.
+func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiService, replicas int32,
+	resolverSlice *discoveryv1.EndpointSlice, f fence) (bool, error) {
+	if replicas == 0 || !c.hasReadyEndpoints(es.Namespace, es.Spec.Service, f) {
+		return false, nil
+	}
+	if resolverSlice == nil {
+		// Nothing to take away: the Service already relies on its pods.
+		return true, nil
+	}
+	ok, err := c.liveEndpoint(ctx, es.Namespace, es.Spec.Service, f)
+	if err == nil && !ok {
+		c.elastiServiceQueue.AddAfter(cache.MetaObjectToName(es), liveRecheck)
+	}
+	return ok, err
+}
+
+// liveEndpoint reports whether a serving endpoint of the Service outside f
+// belongs to a pod that stays, asking the apiserver rather than trusting
+// the EndpointSlice.
+//
+// The EndpointSlice and ReplicaSet controllers can be far behind: after an
+// apiserver restart their watches back off for tens of seconds, longer
+// than a fence holds. A wake then finds the pods of the last scale-down
+// listed as ready and no longer fenced, though they are deleted already,
+// or still there but about to be deleted by a ReplicaSet that has not yet
+// acted on the scale to zero. Leaving proxy for them sends the Service's
+// traffic to pods that are gone or going, and leaves it with no endpoint
+// at all once the controllers catch up.
+func (c *Controller) liveEndpoint(ctx context.Context, namespace, service string, f fence) (bool, error) {
+	var candidates []discoveryv1.Endpoint
+	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+		if !f.has(endpointKey(ep)) {
+			candidates = append(candidates, ep)
+		}
+	})
+	for i, ep := range candidates {
+		if i == maxLiveChecks {
+			break
+		}
+		stays, err := c.podStays(ctx, namespace, ep.TargetRef)
+		if stays || err != nil {
+			return stays, err
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("No ready endpoint's pod is there to stay; the resolver stays in front",
+		"service", klog.KRef(namespace, service), "endpoints", len(candidates))
+	return false, nil
+}
+
+// podStays reports whether the pod ref names exists, with the UID ref names,
+// is not being deleted, and its controller (ReplicaSet or StatefulSet) has
+// acted on its latest spec, which keeps at least one pod: then it has
+// already deleted every pod it is going to.
+//
+// An endpoint that names no pod cannot be checked and counts, and so does
+// everything when the operator may not read pods or their controllers
+// (RBAC from before this check): that is how it behaved before.
+func (c *Controller) podStays(ctx context.Context, namespace string, ref *corev1.ObjectReference) (bool, error) {
+	if ref == nil || ref.Kind != "Pod" || ref.Name == "" {
+		return true, nil
+	}
+	if ref.Namespace != "" {
+		namespace = ref.Namespace
+	}
+	pod, err := c.kubeClient.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if ok, done, err := c.readOutcome(ctx, err, "pod", namespace, ref.Name); done {
+		return ok, err
+	}
+	if (ref.UID != "" && pod.UID != ref.UID) || pod.DeletionTimestamp != nil {
+		return false, nil
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return true, nil
+	}
+	var generation, observed int64
+	var replicas int32
+	switch {
+	case owner.APIVersion == appsv1.SchemeGroupVersion.String() && owner.Kind == "ReplicaSet":
+		rs, err := c.kubeClient.AppsV1().ReplicaSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if ok, done, err := c.readOutcome(ctx, err, "ReplicaSet", namespace, owner.Name); done {
+			return ok, err
+		}
+		generation, observed, replicas = rs.Generation, rs.Status.ObservedGeneration, ptr.Deref(rs.Spec.Replicas, 1)
+	case owner.APIVersion == appsv1.SchemeGroupVersion.String() && owner.Kind == "StatefulSet":
+		sts, err := c.kubeClient.AppsV1().StatefulSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if ok, done, err := c.readOutcome(ctx, err, "StatefulSet", namespace, owner.Name); done {
+			return ok, err
+		}
+		generation, observed, replicas = sts.Generation, sts.Status.ObservedGeneration, ptr.Deref(sts.Spec.Replicas, 1)
+	default:
+		return true, nil
+	}
+	return observed >= generation && replicas > 0, nil
+}
+
+// readOutcome turns the error of reading kind namespace/name into podStays'
+// answer when it decides it (done): gone means the pod does not stay,
+// forbidden means trusting the EndpointSlice (logged once), anything else
+// is retried.
+func (c *Controller) readOutcome(ctx context.Context, err error, kind, namespace, name string) (stays, done bool, _ error) {
+	switch {
+	case err == nil:
+		return false, false, nil
+	case apierrors.IsNotFound(err):
+		return false, true, nil
+	case apierrors.IsForbidden(err):
+		c.readForbidden.Do(func() {
+			klog.FromContext(ctx).Error(err, "Cannot read the pods behind ready endpoints; trusting EndpointSlices alone (grant the operator get on pods and replicasets)")
+		})
+		return true, true, nil
+	default:
+		return false, true, fmt.Errorf("read %s %s/%s: %w", kind, namespace, name, err)
+	}
+}
