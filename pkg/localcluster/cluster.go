@@ -222,6 +222,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, detach bool, etcdURL strin
 		"--audit-policy-file="+filepath.Join(c.Dir, "audit-policy.yaml"),
 		"--audit-log-path="+filepath.Join(c.Dir, "audit.log"),
 		"--audit-log-maxsize=500",
+		// Without it a SIGTERM waits for every watch to end by itself, a
+		// minute (--request-timeout), before the apiserver exits.
+		"--shutdown-watch-termination-grace-period=2s",
 	)
 	if err != nil {
 		return err
