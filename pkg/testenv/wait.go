@@ -23,14 +23,21 @@ import (
 // last observation otherwise.
 func (e *Env) Eventually(desc string, cond func() (bool, string)) {
 	e.T.Helper()
+	e.EventuallyWithin(desc, WaitTimeout, cond)
+}
+
+// EventuallyWithin is Eventually with a bound of its own, for a wait a test
+// knows to be longer than WaitTimeout.
+func (e *Env) EventuallyWithin(desc string, timeout time.Duration, cond func() (bool, string)) {
+	e.T.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(e.Ctx(), 50*time.Millisecond, WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(e.Ctx(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		ok, obs := cond()
 		last = obs
 		return ok, nil
 	})
 	if err != nil {
-		e.T.Fatalf("timed out after %s waiting for %s; last seen: %s", WaitTimeout, desc, last)
+		e.T.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, desc, last)
 	}
 }
 

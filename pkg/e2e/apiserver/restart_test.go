@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,11 +38,28 @@ const (
 	// readTimeout bounds each read of the test's own, so none hangs on an
 	// apiserver that is going away.
 	readTimeout = 5 * time.Second
+	// outageHold keeps the apiserver down a little longer than a local
+	// restart takes (3 to 10 s here); a real one takes longer still. The
+	// cluster's controllers' watches back off meanwhile as they do there,
+	// and stay behind for tens of seconds after it is back: that is what
+	// showed the operator trusting stale ready endpoints.
+	outageHold = 5 * time.Second
+	// convergeTimeout bounds the convergence after a restart: client-go's
+	// informers in kube-controller-manager back off up to 30 s (with
+	// jitter, more) before they list again, and nothing converges until
+	// they do.
+	convergeTimeout = 90 * time.Second
+	// gracefulExit bounds an apiserver's graceful stop: it closes its
+	// watches within 2 s (--shutdown-watch-termination-grace-period) and is
+	// killed only after 10 s.
+	gracefulExit = 8 * time.Second
 )
 
 // The apiserver is SIGKILLed in the middle of a fleet-wide scale-down that
 // the operator makes by itself (the triggers go idle), and again in the
-// middle of a fleet-wide wake, and started again each time. The operator
+// middle of a fleet-wide wake, and started again each time after about
+// 10 s (outageHold), long enough for the cluster's own controllers to fall
+// behind as they do after a real apiserver restart. The operator
 // runs as a process with a short lease under a supervisor that restarts it
 // whenever it exits. Every ElastiService converges, with exactly one
 // resolver slice per proxied Service and none per served one, and no
@@ -56,6 +74,43 @@ func TestAPIServerRestartDuringFleetSwitchConverges(t *testing.T) {
 	samples, darkServices := dark.Stats()
 	t.Logf("%d Services, 2 apiserver restarts, %d operator exits; %d dark-Service samples (%d more could not be taken while the apiserver was down), %d Services ever dark",
 		len(b.names), len(b.sup.exited()), samples, dark.Unreadable(), darkServices)
+}
+
+// A graceful restart (SIGTERM) keeps the apiserver's port, certificates,
+// tokens and etcd: the kubeconfigs written at the start still work, and
+// what was stored before is there after.
+func TestAPIServerGracefulRestartKeepsClientsAndData(t *testing.T) {
+	e := testenv.New(t)
+	c := clustertest.Get(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before", Namespace: e.NS}, Data: map[string]string{"k": "v"}}
+	created, err := e.Kube.CoreV1().ConfigMaps(e.NS).Create(e.Ctx(), cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c.StopAPIServer(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := c.StartAPIServer(e.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	took := stopped.Sub(start)
+	t.Logf("SIGTERM: the apiserver exited in %s and was ready %s after the start",
+		took.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
+	if took > gracefulExit {
+		t.Errorf("the apiserver took %s to stop after SIGTERM; a graceful stop takes under %s, so it was killed", took, gracefulExit)
+	}
+	got, err := e.Kube.CoreV1().ConfigMaps(e.NS).Get(e.Ctx(), "before", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read after the restart through the old kubeconfig: %v", err)
+	}
+	if got.UID != created.UID || got.Data["k"] != "v" {
+		t.Errorf("after the restart: uid %s data %v; before: uid %s data %v", got.UID, got.Data, created.UID, created.Data)
+	}
+	if _, err := c.Kubectl(e.Ctx(), "get", "configmap", "-n", e.NS, "before"); err != nil {
+		t.Errorf("kubectl after the restart: %v", err)
+	}
 }
 
 // bed is a fleet of ElastiServices behind a supervised operator process.
@@ -105,34 +160,37 @@ func (b *bed) restartDuring(what string, act func(stop <-chan struct{}), mode st
 	stop := make(chan struct{})
 	var acting sync.WaitGroup
 	defer func() { close(stop); acting.Wait() }()
-	before := b.observe()
+	before := b.observeTargets()
 	acting.Go(func() { act(stop) })
 	first := b.awaitFirstWrite(what, before)
-	delay := killAfter + rand.N(killSpread)
-	time.Sleep(time.Until(first.Add(delay)))
-	atKill := b.observe()
-	sized := atKill.sized(b, mode)
-	settled, _ := atKill.count(b, mode)
+	// Counted before the wait, not after it: under the switch's load a List
+	// can take longer than the whole delay.
+	inMode, err := b.inMode(mode)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	time.Sleep(time.Until(first.Add(killAfter + rand.N(killSpread))))
 
 	kill := time.Now()
 	if err := b.cluster.StopAPIServer(syscall.SIGKILL); err != nil {
 		b.t.Fatal(err)
 	}
 	stopped := time.Now()
+	time.Sleep(outageHold)
 	if err := b.cluster.StartAPIServer(b.e.Ctx()); err != nil {
 		b.t.Fatal(err)
 	}
 	back := time.Now()
 	b.outages = append(b.outages, outage{kill: kill, back: back})
-	if settled == len(b.names) {
-		b.t.Errorf("%s: the switch was over %s after its first write, before the kill; kill sooner", what, kill.Sub(first).Round(time.Millisecond))
+	if inMode == len(b.names) {
+		b.t.Errorf("%s: the switch was over before the kill, %s after its first write; kill sooner", what, kill.Sub(first).Round(time.Millisecond))
 	}
 
 	// When every target has its final size, the operator's own writes are
 	// done; the rest is the cluster's (pods, their EndpointSlices) and the
 	// operator's reaction to it.
 	var scaled time.Time
-	b.e.Eventually(what+": converged after the restart", func() (bool, string) {
+	b.e.EventuallyWithin(what+": converged after the restart", convergeTimeout, func() (bool, string) {
 		o := b.observe()
 		if scaled.IsZero() && o.sized(b, mode) == len(b.names) {
 			scaled = time.Now()
@@ -141,10 +199,10 @@ func (b *bed) restartDuring(what string, act func(stop <-chan struct{}), mode st
 	})
 	converged := time.Now()
 	b.holds(what, mode, holdConverged)
-	b.t.Logf("%s: apiserver killed %s after the first write, %d of %d targets sized and %d Services settled; down %s (exited in %s, /readyz %s after the start); "+
+	b.t.Logf("%s: apiserver killed %s after the first write, %d of %d ElastiServices in %s just before; down %s (exited in %s, held down %s, /readyz %s after the start); "+
 		"after it was back, every target sized in %s and every Service converged in %s; %d operator exits so far",
-		what, kill.Sub(first).Round(time.Millisecond), sized, len(b.names), settled, back.Sub(kill).Round(time.Millisecond),
-		stopped.Sub(kill).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond),
+		what, kill.Sub(first).Round(time.Millisecond), inMode, len(b.names), mode, back.Sub(kill).Round(time.Millisecond),
+		stopped.Sub(kill).Round(time.Millisecond), outageHold, back.Sub(stopped.Add(outageHold)).Round(time.Millisecond),
 		max(scaled.Sub(back), 0).Round(time.Millisecond), converged.Sub(back).Round(time.Millisecond), len(b.sup.exited()))
 }
 
@@ -156,7 +214,7 @@ func (b *bed) awaitFirstWrite(what string, before observation) time.Time {
 	b.t.Helper()
 	deadline := time.Now().Add(testenv.WaitTimeout)
 	for time.Now().Before(deadline) {
-		now := b.observe()
+		now := b.observeTargets()
 		for name := range b.awake {
 			if now.replicas[name] != before.replicas[name] || now.fronted[name] != before.fronted[name] {
 				return time.Now()
@@ -258,15 +316,28 @@ type observation struct {
 func (b *bed) observe() observation {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.e.Ctx()), readTimeout)
 	defer cancel()
-	o := observation{mode: map[string]string{}, ready: map[string]bool{}, replicas: map[string]int32{}, fronted: map[string]int{}}
+	o := b.observeTargets()
+	if o.err != nil {
+		return o
+	}
 	list, err := b.e.Elasti.ElastiV1alpha1().ElastiServices(b.e.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return observation{err: err}
 	}
+	o.mode, o.ready = map[string]string{}, map[string]bool{}
 	for _, es := range list.Items {
 		o.mode[es.Name] = es.Status.Mode
 		o.ready[es.Name] = meta.IsStatusConditionTrue(es.Status.Conditions, elastiv1alpha1.ConditionReady)
 	}
+	return o
+}
+
+// observeTargets reads the targets' replicas and the resolver slices, where
+// a switch's first write shows.
+func (b *bed) observeTargets() observation {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.e.Ctx()), readTimeout)
+	defer cancel()
+	o := observation{replicas: map[string]int32{}, fronted: map[string]int{}}
 	deployments, err := b.e.Kube.AppsV1().Deployments(b.e.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return observation{err: err}
@@ -286,6 +357,24 @@ func (b *bed) observe() observation {
 		o.fronted[s.Labels[discoveryv1.LabelServiceName]]++
 	}
 	return o
+}
+
+// inMode counts the ElastiServices Ready in mode: the last step of each
+// Service's switch.
+func (b *bed) inMode(mode string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.e.Ctx()), readTimeout)
+	defer cancel()
+	list, err := b.e.Elasti.ElastiV1alpha1().ElastiServices(b.e.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, es := range list.Items {
+		if es.Status.Mode == mode && meta.IsStatusConditionTrue(es.Status.Conditions, elastiv1alpha1.ConditionReady) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // count is how many Services are settled in mode: the ElastiService Ready
