@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
 
@@ -50,9 +51,14 @@ func ReadCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 	return crds, nil
 }
 
-// ApplyCRDs creates or updates the CRDs and waits until each is Established.
+// ApplyCRDs creates or updates the CRDs and waits until each is Established
+// and listed by discovery.
 func ApplyCRDs(ctx context.Context, cfg *rest.Config, crds ...*apiextensionsv1.CustomResourceDefinition) error {
 	cs, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -74,6 +80,38 @@ func ApplyCRDs(ctx context.Context, cfg *rest.Config, crds ...*apiextensionsv1.C
 	for _, crd := range crds {
 		if err := WaitEstablished(ctx, cs, crd.Name); err != nil {
 			return err
+		}
+		if err := waitDiscoverable(ctx, disco, crd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitDiscoverable waits until discovery lists crd's resource in every
+// served version. Established comes first: the apiserver's discovery
+// document catches up a moment later, and clients that build their REST
+// mappings from it (kubectl, informers via a RESTMapper) fail until then.
+func waitDiscoverable(ctx context.Context, disco discovery.DiscoveryInterface, crd *apiextensionsv1.CustomResourceDefinition) error {
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gv := crd.Spec.Group + "/" + v.Name
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			list, err := disco.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return false, nil
+			}
+			for _, r := range list.APIResources {
+				if r.Name == crd.Spec.Names.Plural {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not served at %s: %w", crd.Name, gv, err)
 		}
 	}
 	return nil
