@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
@@ -47,7 +48,15 @@ func readYAML(t *testing.T, rel string) map[string]any {
 func TestCRDInstallsAndIsServed(t *testing.T) {
 	testenv.InstallCRD(t)
 	cs := clustertest.Clientset(t)
-	resources, err := cs.Discovery().ServerResourcesForGroupVersion(elastiv1alpha1.SchemeGroupVersion.String())
+	// Other tests of this package apply manifests/, CRD included, at the
+	// same time; the apiserver's discovery document follows each update a
+	// moment late, so read it until it answers.
+	var resources *metav1.APIResourceList
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		resources, err = cs.Discovery().ServerResourcesForGroupVersion(elastiv1alpha1.SchemeGroupVersion.String())
+		return err == nil, nil
+	})
 	if err != nil {
 		t.Fatalf("discovery: %v", err)
 	}
