@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -145,32 +143,7 @@ func (c *chaos) sleepFleet(<-chan struct{}) { c.prom.Set("0", "1", testenv.Prome
 // way a resolver does, until its Service is woken or stop closes.
 func (c *chaos) wakeFleet(stop <-chan struct{}) {
 	c.prom.Set("5", "1", testenv.PrometheusHealthy)
-	client := &http.Client{Timeout: 5 * time.Second}
-	var wg sync.WaitGroup
-	for _, name := range c.names {
-		wg.Go(func() {
-			for {
-				if c.wake(client, name) {
-					return
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func (c *chaos) wake(client *http.Client, name string) bool {
-	resp, err := client.Post(c.leaderScaleURL(), "application/json", strings.NewReader(testenv.WakeBody(name, c.e.NS)))
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	testenv.WakeEvery(stop, c.leaderScaleURL, c.e.NS, c.names)
 }
 
 // leaderScaleURL is the scale endpoint of the current leader, which the

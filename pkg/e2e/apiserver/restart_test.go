@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -246,29 +244,7 @@ func (b *bed) sleepFleet(<-chan struct{}) { b.prom.Set("0", "1", testenv.Prometh
 // operator restarts.
 func (b *bed) wakeFleet(stop <-chan struct{}) {
 	b.prom.Set("5", "1", testenv.PrometheusHealthy)
-	client := &http.Client{Timeout: 5 * time.Second}
-	var wg sync.WaitGroup
-	for _, name := range b.names {
-		wg.Go(func() {
-			for !b.wake(client, name) {
-				select {
-				case <-stop:
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func (b *bed) wake(client *http.Client, name string) bool {
-	resp, err := client.Post(b.sup.leader().Scale, "application/json", strings.NewReader(testenv.WakeBody(name, b.e.NS)))
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	testenv.WakeEvery(stop, func() string { return b.sup.leader().Scale }, b.e.NS, b.names)
 }
 
 // checkExits fails the test for an operator exit that was not clean (a
