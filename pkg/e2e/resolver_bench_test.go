@@ -13,16 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
 
 func percentile(d []time.Duration, p int) time.Duration {
 	s := slices.Clone(d)
@@ -138,7 +130,7 @@ func BenchmarkResolverColdStartOverhead(b *testing.B) {
 			readyAt := make(chan time.Time, 1)
 			go func() {
 				for ev := range w.ResultChan() {
-					if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && p.DeletionTimestamp == nil && podReady(p) {
+					if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && p.DeletionTimestamp == nil && testenv.PodReady(p) {
 						readyAt <- time.Now()
 						return
 					}

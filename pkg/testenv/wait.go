@@ -126,17 +126,22 @@ func (e *Env) ReadyPodIPs(app string) []string {
 	}
 	var ips []string
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-			continue
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				ips = append(ips, p.Status.PodIP)
-			}
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && PodReady(&p) {
+			ips = append(ips, p.Status.PodIP)
 		}
 	}
 	sort.Strings(ips)
 	return ips
+}
+
+// PodReady reports whether p's Ready condition is true.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // SliceIPs lists an EndpointSlice's addresses, sorted.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 // brokenHold is how long a broken copy of the manifests is watched never
@@ -105,7 +106,7 @@ func TestBrokenManifestsNeverBecomeReady(t *testing.T) {
 	}
 	for end := time.Now().Add(brokenHold); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		for _, p := range b.pods(t, ns) {
-			if podReady(&p) {
+			if testenv.PodReady(&p) {
 				t.Fatalf("pod %s became Ready though its manifest is broken:\n%s", p.Name, b.Node.Logs(ns, "", 20))
 			}
 		}
@@ -123,15 +124,6 @@ func (b *bed) pods(t *testing.T, ns string) []corev1.Pod {
 		t.Fatal(err)
 	}
 	return list.Items
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func describePods(pods []corev1.Pod) []string {
