@@ -2,8 +2,11 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
@@ -42,11 +47,16 @@ const (
 	// and stay behind for tens of seconds after it is back: that is what
 	// showed the operator trusting stale ready endpoints.
 	outageHold = 5 * time.Second
-	// convergeTimeout bounds the convergence after a restart: client-go's
-	// informers in kube-controller-manager back off up to 30 s (with
-	// jitter, more) before they list again, and nothing converges until
-	// they do.
-	convergeTimeout = 90 * time.Second
+	// clusterCatchUp bounds how long the cluster's own controllers take to
+	// catch up after a restart. client-go's informers in
+	// kube-controller-manager back off up to 30 s (with jitter, more)
+	// before they list again, and the EndpointSlice controller retries a
+	// Service whose syncs failed meanwhile after 1 s, 2 s, 4 s, ... 64 s:
+	// a Service's slice was seen two minutes behind its pods.
+	clusterCatchUp = 4 * time.Minute
+	// operatorLag bounds the operator's own convergence once the cluster
+	// has caught up: the live pod check looks again every 2 s.
+	operatorLag = 10 * time.Second
 	// gracefulExit bounds an apiserver's graceful stop: it closes its
 	// watches within 2 s (--shutdown-watch-termination-grace-period) and is
 	// killed only after 10 s.
@@ -187,21 +197,68 @@ func (b *bed) restartDuring(what string, act func(stop <-chan struct{}), mode st
 	// When every target has its final size, the operator's own writes are
 	// done; the rest is the cluster's (pods, their EndpointSlices) and the
 	// operator's reaction to it.
-	var scaled time.Time
-	b.e.EventuallyWithin(what+": converged after the restart", convergeTimeout, func() (bool, string) {
-		o := b.observe()
-		if scaled.IsZero() && o.sized(b, mode) == len(b.names) {
-			scaled = time.Now()
-		}
-		return b.settled(o, mode)
-	})
+	scaled, caughtUp := b.awaitConverged(what, mode)
 	converged := time.Now()
 	b.holds(what, mode, holdConverged)
 	b.t.Logf("%s: apiserver killed %s after the first write, %d of %d ElastiServices in %s just before; down %s (exited in %s, held down %s, /readyz %s after the start); "+
-		"after it was back, every target sized in %s and every Service converged in %s; %d operator exits so far",
+		"after it was back, every target sized in %s, the cluster's EndpointSlices caught up in %s, and every Service converged in %s; %d operator exits so far",
 		what, kill.Sub(first).Round(time.Millisecond), inMode, len(b.names), mode, back.Sub(kill).Round(time.Millisecond),
 		stopped.Sub(kill).Round(time.Millisecond), outageHold, back.Sub(stopped.Add(outageHold)).Round(time.Millisecond),
-		max(scaled.Sub(back), 0).Round(time.Millisecond), converged.Sub(back).Round(time.Millisecond), len(b.sup.exited()))
+		max(scaled.Sub(back), 0).Round(time.Millisecond), max(caughtUp.Sub(back), 0).Round(time.Millisecond),
+		converged.Sub(back).Round(time.Millisecond), len(b.sup.exited()))
+}
+
+// awaitConverged waits until every Service is settled in mode, and
+// returns when every target had its size and when the cluster's
+// EndpointSlices had caught up with the pods.
+//
+// Serve needs the cluster: until kube-controller-manager's EndpointSlice
+// controller lists the woken pods, the Service's slice names only the pods
+// of the last scale-down, which are gone, and the operator rightly keeps
+// the resolver in front; until the ReplicaSet controller has acted on the
+// latest scale, the pods of the last scale-down may still be there, ready,
+// but about to go, and the operator rightly does not trust them either.
+// After a restart that can take minutes
+// (clusterCatchUp), which is the cluster's time, not the operator's: the
+// operator is held to operatorLag after it. Proxy needs nothing of the
+// cluster but the scale.
+func (b *bed) awaitConverged(what, mode string) (scaled, caughtUp time.Time) {
+	b.t.Helper()
+	var last observation
+	var lateBy time.Duration
+	err := wait.PollUntilContextTimeout(b.e.Ctx(), 50*time.Millisecond, clusterCatchUp+operatorLag, true, func(context.Context) (bool, error) {
+		last = b.observe()
+		now := time.Now()
+		if scaled.IsZero() && last.sized(b, mode) == len(b.names) {
+			scaled = now
+		}
+		if caughtUp.IsZero() && (mode != elastiv1alpha1.ModeServe || last.caughtUp(b)) {
+			caughtUp = now
+		}
+		if ok, _ := b.settled(last, mode); ok {
+			return true, nil
+		}
+		if !caughtUp.IsZero() && now.Sub(caughtUp) > operatorLag {
+			lateBy = now.Sub(caughtUp)
+			return false, errors.New("operator behind the cluster")
+		}
+		return false, nil
+	})
+	if err == nil {
+		return scaled, caughtUp
+	}
+	_, seen := b.settled(last, mode)
+	switch {
+	case lateBy > 0:
+		b.t.Fatalf("%s: the cluster caught up, but the operator had not converged %s later: %s\n%s",
+			what, lateBy.Round(time.Millisecond), seen, b.describe(last.unsettled(b, mode)))
+	case caughtUp.IsZero():
+		b.t.Fatalf("%s: the cluster's EndpointSlices had not caught up with the pods %s after the restart (%v)\n%s",
+			what, clusterCatchUp+operatorLag, last.err, b.describe(last.behind(b)))
+	default:
+		b.t.Fatalf("%s: not converged after the restart: %v; %s\n%s", what, err, seen, b.describe(last.unsettled(b, mode)))
+	}
+	return scaled, caughtUp
 }
 
 // awaitFirstWrite waits until a target's replicas or a resolver slice
@@ -285,6 +342,13 @@ type observation struct {
 	ready    map[string]bool
 	replicas map[string]int32
 	fronted  map[string]int
+	// readyPods and listed are, per Service, the UIDs of its target's
+	// ready pods and of the pods its own (kube-controller-manager's)
+	// EndpointSlices list as serving.
+	readyPods, listed map[string]sets.Set[string]
+	// rsBehind names the targets with a ReplicaSet whose controller has
+	// not yet acted on its latest spec.
+	rsBehind sets.Set[string]
 }
 
 // observe reads the fleet; a failed read (the apiserver down) is recorded
@@ -305,7 +369,56 @@ func (b *bed) observe() observation {
 		o.mode[es.Name] = es.Status.Mode
 		o.ready[es.Name] = meta.IsStatusConditionTrue(es.Status.Conditions, elastiv1alpha1.ConditionReady)
 	}
+	if o.readyPods, o.listed, err = b.observeEndpoints(ctx); err != nil {
+		return observation{err: err}
+	}
+	rss, err := b.e.Kube.AppsV1().ReplicaSets(b.e.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return observation{err: err}
+	}
+	o.rsBehind = sets.New[string]()
+	for _, rs := range rss.Items {
+		if rs.Status.ObservedGeneration < rs.Generation {
+			o.rsBehind.Insert(rs.Labels["app"])
+		}
+	}
 	return o
+}
+
+// observeEndpoints reads, per Service, the UIDs of its target's ready pods
+// and of the pods the cluster's EndpointSlices for it list as serving.
+func (b *bed) observeEndpoints(ctx context.Context) (readyPods, listed map[string]sets.Set[string], _ error) {
+	pods, err := b.e.Kube.CoreV1().Pods(b.e.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	readyPods, listed = map[string]sets.Set[string]{}, map[string]sets.Set[string]{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && testenv.PodReady(&p) {
+			insert(readyPods, p.Labels["app"], string(p.UID))
+		}
+	}
+	slices, err := b.e.Kube.DiscoveryV1().EndpointSlices(b.e.NS).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelManagedBy + "=endpointslice-controller.k8s.io",
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			if ep.TargetRef != nil && (ep.Conditions.Serving == nil || *ep.Conditions.Serving) {
+				insert(listed, s.Labels[discoveryv1.LabelServiceName], string(ep.TargetRef.UID))
+			}
+		}
+	}
+	return readyPods, listed, nil
+}
+
+func insert(m map[string]sets.Set[string], key, value string) {
+	if m[key] == nil {
+		m[key] = sets.New[string]()
+	}
+	m[key].Insert(value)
 }
 
 // observeTargets reads the targets' replicas and the resolver slices, where
@@ -363,8 +476,7 @@ func (o observation) count(b *bed, mode string) (int, string) {
 	}
 	n, first := 0, ""
 	for _, name := range b.names {
-		replicas, fronted := b.want(name, mode)
-		if o.mode[name] == mode && o.ready[name] && o.replicas[name] == replicas && o.fronted[name] == fronted {
+		if o.isSettled(b, name, mode) {
 			n++
 		} else if first == "" {
 			first = fmt.Sprintf("%s: mode %q, Ready %v, replicas %d, resolver slices %d",
@@ -372,6 +484,42 @@ func (o observation) count(b *bed, mode string) (int, string) {
 		}
 	}
 	return n, first
+}
+
+func (o observation) isSettled(b *bed, name, mode string) bool {
+	replicas, fronted := b.want(name, mode)
+	return o.err == nil && o.mode[name] == mode && o.ready[name] && o.replicas[name] == replicas && o.fronted[name] == fronted
+}
+
+// caughtUp reports whether the cluster has caught up with every woken
+// target: its ReplicaSets' controller has acted on their latest spec, its
+// pods are ready, and its Service's EndpointSlices list those and no
+// others.
+func (o observation) caughtUp(b *bed) bool {
+	return o.err == nil && len(o.behind(b)) == 0
+}
+
+// behind lists the Services whose EndpointSlices have not caught up with
+// their woken target's ready pods.
+func (o observation) behind(b *bed) []string {
+	var out []string
+	for _, name := range b.names {
+		if o.err != nil || o.rsBehind.Has(name) || o.readyPods[name].Len() != int(b.awake[name]) || !o.readyPods[name].Equal(o.listed[name]) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// unsettled lists the Services not settled in mode in o.
+func (o observation) unsettled(b *bed, mode string) []string {
+	var out []string
+	for _, name := range b.names {
+		if !o.isSettled(b, name, mode) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // sized counts the targets that have their size in mode: zero (proxy) or
@@ -404,4 +552,20 @@ func (b *bed) settled(o observation, mode string) (bool, string) {
 // converged reports whether every Service is settled in mode.
 func (b *bed) converged(mode string) func() (bool, string) {
 	return func() (bool, string) { return b.settled(b.observe(), mode) }
+}
+
+// describe says, for the first few of names, what the cluster holds and
+// what every operator logged about them.
+func (b *bed) describe(names []string) string {
+	var out strings.Builder
+	for i, name := range names {
+		if i == 3 {
+			fmt.Fprintf(&out, "(%d more)\n", len(names)-i)
+			break
+		}
+		fmt.Fprintf(&out, "--- %s ---\n%s", name, b.e.DescribeDeployment(b.e.Ctx(), name))
+		out.WriteString(b.sup.logsAbout(b.e.NS+"/"+name, 30))
+		out.WriteString(linesAbout(filepath.Join(b.cluster.Dir, "kube-controller-manager.log"), b.e.NS+"/"+name, 20))
+	}
+	return out.String()
 }

@@ -3,6 +3,8 @@ package apiserver
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,4 +145,34 @@ func (s *supervisor) close() {
 	for _, p := range s.procs {
 		s.t.Logf("--- %s log (last 40 lines) ---\n%s", p.Name, p.LastLines(40))
 	}
+}
+
+// logsAbout returns the last n lines of every operator's log that mention
+// key (namespace/name), each operator's under its name.
+func (s *supervisor) logsAbout(key string, n int) string {
+	s.mu.Lock()
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	var out strings.Builder
+	for _, p := range procs {
+		out.WriteString(linesAbout(p.Log, key, n))
+	}
+	return out.String()
+}
+
+// linesAbout returns the last n lines of the log at path that mention key
+// (namespace/name, quoted as klog quotes it), under the log's name.
+func linesAbout(path, key string, n int) string {
+	log, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("%s: %v\n", filepath.Base(path), err)
+	}
+	var about []string
+	for line := range strings.Lines(string(log)) {
+		if strings.Contains(line, key+`"`) {
+			about = append(about, line)
+		}
+	}
+	return fmt.Sprintf("%s, %d lines about %s, the last %d:\n%s", filepath.Base(path), len(about), key, min(n, len(about)),
+		strings.Join(about[max(len(about)-n, 0):], ""))
 }
