@@ -922,6 +922,12 @@ func checkDashboard(t *testing.T, data []byte) {
 		"elasti_resolver_cold_start_wait_seconds_bucket",
 		"rate(elasti_resolver_queue_overflow_total[5m])",
 		"rate(elasti_resolver_queue_timeouts_total[5m])",
+		"sum by (outcome) (rate(elasti_operator_scale_request_duration_seconds_count[5m]))",
+		"max(elasti_operator_resolver_ports_in_use) / max(elasti_operator_resolver_ports_capacity)",
+		"count by (binary, version) (elasti_build_info)",
+		"sum by (protocol) (rate(elasti_resolver_wake_rate_limited_total[5m]))",
+		"rate(elasti_resolver_pod_connect_failures_total[5m])",
+		"sum by (outcome) (rate(elasti_resolver_spliced_connections_total[5m]))",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no dashboard query contains %s", want)
