@@ -67,7 +67,23 @@ type Metrics struct {
 // NewMetrics creates the metrics and registers them on reg; a nil reg
 // leaves them unregistered. Registering twice on one registry is an error.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
+	m := newMetrics()
+	m.initLabelValues()
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func newMetrics() *Metrics {
+	return &Metrics{
 		Queued: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_queued_requests",
 			Help: "Requests held while their service has no Ready endpoint.",
@@ -122,7 +138,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Failed attempts to open a resolver port; each is retried.",
 		}),
 	}
-	// Initialise every label value so each series exists from the start.
+}
+
+// initLabelValues makes every labelled series exist from the start, so a
+// rate over it is 0, not absent, before the first event.
+func (m *Metrics) initLabelValues() {
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.Proxied.WithLabelValues(c)
 	}
@@ -138,16 +158,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
 		m.WakeRateLimited.WithLabelValues(p)
 	}
-	if reg != nil {
-		var errs []error
-		for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
-			errs = append(errs, reg.Register(c))
-		}
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
 }
 
 // codeClass maps a status code to its class label.
