@@ -27,20 +27,21 @@ const (
 	liveRecheck = 2 * time.Second
 )
 
-// canServe reports whether es's Service may leave the resolver for its own
-// pods: the target is scaled up and an endpoint outside the fence serves.
-// While the resolver slice is still there, that endpoint's pod must also
-// stay (podStays): the resolver is only taken away for a pod that does.
-func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiService, replicas int32,
+// canServe reports whether service, a Service es fronts, may leave the
+// resolver for its own pods: the target is scaled up and an endpoint
+// outside the fence serves. While the resolver slice is still there, that
+// endpoint's pod must also stay (podStays): the resolver is only taken
+// away for a pod that does.
+func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiService, service string, replicas int32,
 	resolverSlice *discoveryv1.EndpointSlice, f fence) (bool, error) {
-	if replicas == 0 || !c.hasReadyEndpoints(es.Namespace, es.Spec.Service, f) {
+	if replicas == 0 || !c.hasReadyEndpoints(es.Namespace, service, f) {
 		return false, nil
 	}
 	if resolverSlice == nil {
 		// Nothing to take away: the Service already relies on its pods.
 		return true, nil
 	}
-	ok, err := c.liveEndpoint(ctx, es.Namespace, es.Spec.Service, f)
+	ok, err := c.liveEndpoint(ctx, es.Namespace, service, f)
 	if err == nil && !ok {
 		c.elastiServiceQueue.AddAfter(cache.MetaObjectToName(es), liveRecheck)
 	}

@@ -234,7 +234,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	}
 	if existing.AddressType != discoveryv1.AddressTypeIPv4 {
 		// addressType is immutable: replace the slice.
-		if err := c.deleteResolverSlice(ctx, es); err != nil {
+		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 			return err
 		}
 		return fmt.Errorf("replaced resolver slice %s with a non-IPv4 address type", name)
@@ -311,16 +311,17 @@ func (c *Controller) resolverSliceExists(es *elastiv1alpha1.ElastiService) bool 
 	return err == nil
 }
 
-func (c *Controller) deleteResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	name := names.ResolverSlice(es.Spec.Service)
-	if !c.resolverSliceExists(es) {
+// deleteResolverSlice deletes the resolver slice of namespace/service.
+func (c *Controller) deleteResolverSlice(ctx context.Context, namespace, service string) error {
+	name := names.ResolverSlice(service)
+	if _, err := c.slices.EndpointSlices(namespace).Get(name); err != nil {
 		return nil
 	}
-	err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	err := c.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete resolver slice %s: %w", name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(es.Namespace, name))
+	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(namespace, name))
 	return nil
 }
 

@@ -109,19 +109,23 @@ func (c *Controller) enqueuePortWaiters(ctx context.Context, freedBy portalloc.O
 	}
 }
 
-// perPortRoutes maps each Service port to the resolver port its slice port
-// should name, or returns nil for Host routing on the proxy port. A port
+// perPortRoutes maps each port of service to the resolver port its slice
+// port should name, or returns nil for Host routing on the proxy port. A port
 // is routed per port only once status records it: the resolver learns its
 // ports from status, so the slice never sends traffic to a port before a
 // resolver can know of it. A port newly assigned in this sync goes through
 // the proxy port until our status write comes back through the informer,
 // which brings the ElastiService back here.
-func perPortRoutes(es *elastiv1alpha1.ElastiService, ps *portStatus, perPortRouting bool) map[int32]int32 {
+func perPortRoutes(es *elastiv1alpha1.ElastiService, ps *portStatus, service string, perPortRouting bool) map[int32]int32 {
 	if !perPortRouting || ps == nil || len(ps.assigned) == 0 {
 		return nil
 	}
 	routes := map[int32]int32{}
 	for _, a := range ps.assigned {
+		if a.Service != service {
+			// During a move ps holds the old Service's ports too.
+			continue
+		}
 		for _, r := range es.Status.ResolverPorts {
 			if r.Service == a.Service && r.Port == a.Port && r.ResolverPort == a.ResolverPort {
 				routes[a.Port] = a.ResolverPort

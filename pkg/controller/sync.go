@@ -144,7 +144,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	now := c.clock.Now()
 	slice, _ := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
 	fenced := fenceOf(slice, now)
-	serving, err := c.canServe(ctx, es, state.Replicas, slice, fenced)
+	serving, err := c.canServe(ctx, es, es.Spec.Service, state.Replicas, slice, fenced)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		}
 	}
 	endpoints, perPort := c.resolverEndpoints()
-	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort), refence); err != nil {
+	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), refence); err != nil {
 		return err
 	}
 	if replicas == 0 {
@@ -201,10 +201,10 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 		if len(endpoints) == 0 {
 			return false, nil
 		}
-		return true, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, perPort), nil)
+		return true, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
 	})
 	if !handingOff {
-		if err := c.deleteResolverSlice(ctx, es); err != nil {
+		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 			return err
 		}
 	}
@@ -391,7 +391,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 			}
 			return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
 		}
-		if err := c.deleteResolverSlice(ctx, es); err != nil {
+		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 			return err
 		}
 	}
