@@ -188,6 +188,9 @@ type Controller struct {
 	superseded supersededVersions
 	// handoffs are the idle poller's scale-downs under way (handoff.go).
 	handoffs handoffs
+	// drains are the old Services of moves that wait to be let go of
+	// (move.go).
+	drains moveDrains
 	// readForbidden logs once that pods or their controllers cannot be
 	// read (live.go).
 	readForbidden sync.Once

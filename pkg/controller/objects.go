@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,10 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/names"
-	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
 // ownerRef makes the ElastiService own a generated object, so the garbage
@@ -323,73 +320,6 @@ func (c *Controller) deleteResolverSlice(ctx context.Context, namespace, service
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(namespace, name))
 	return nil
-}
-
-// leaveOldService removes generated objects that belong to an earlier
-// spec.service of this ElastiService. A resolver slice among them means the
-// old Service was asleep, with the resolver's endpoints as its only ones:
-// deleting them at once would leave it with none until something woke the
-// target. So a target at zero is woken first, and the old objects go once a
-// pod serves, through the old Service or the new one (a pod the old
-// Service does not select could never serve it).
-func (c *Controller) leaveOldService(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	oldServices := c.oldFrontedServices(es)
-	if len(oldServices) == 0 {
-		return c.deleteStaleObjects(ctx, es)
-	}
-	ref := scaletarget.RefFor(es)
-	state, err := c.scaler.Get(ref)
-	if err != nil {
-		// Without a target nothing could wake; keeping the old resolver
-		// slice keeps the old Service answered until the target appears.
-		return nil
-	}
-	if state.Replicas == 0 {
-		replicas := directory.EntryFor(es).MinTargetReplicas
-		if err := c.scaler.Scale(ctx, ref, replicas); err != nil {
-			return err
-		}
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonWokenForMove,
-			"spec.service changed to %q while %s %q was at zero: scaled it to %d; the resolver stays in front of %v until a pod serves",
-			es.Spec.Service, ref.Kind, ref.Name, replicas, oldServices)
-	}
-	if !c.hasReadyEndpoints(es.Namespace, es.Spec.Service, fence{}) && !slices.ContainsFunc(oldServices, func(svc string) bool {
-		_, err := c.services.Services(es.Namespace).Get(svc)
-		return apierrors.IsNotFound(err) || c.hasReadyEndpoints(es.Namespace, svc, fence{})
-	}) {
-		// The slices of both Services lag the pods' readiness; look again.
-		c.elastiServiceQueue.AddAfter(cache.MetaObjectToName(es), moveRecheck)
-		return nil
-	}
-	return c.deleteStaleObjects(ctx, es)
-}
-
-// moveRecheck is how often a move waits for a pod to serve.
-const moveRecheck = 2 * time.Second
-
-// oldFrontedServices names the earlier Services whose resolver slice es
-// still owns.
-func (c *Controller) oldFrontedServices(es *elastiv1alpha1.ElastiService) []string {
-	objs, err := c.sliceIndexer.ByIndex(indexByOwner, es.Namespace+"/"+es.Name)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, obj := range objs {
-		slice := obj.(*discoveryv1.EndpointSlice)
-		svc := slice.Labels[discoveryv1.LabelServiceName]
-		if svc != es.Spec.Service && slice.Name == names.ResolverSlice(svc) && hasOwnerRef(slice.OwnerReferences, es) {
-			out = append(out, svc)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// deleteStaleObjects removes generated objects that belong to an earlier
-// spec.service of this ElastiService.
-func (c *Controller) deleteStaleObjects(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	return c.deleteOwned(ctx, es, names.PrivateService(es.Spec.Service), names.ResolverSlice(es.Spec.Service))
 }
 
 // deleteOwned deletes the Services and EndpointSlices es owns, except those

@@ -39,16 +39,23 @@ func owner(es *elastiv1alpha1.ElastiService) portalloc.Owner {
 // assignPorts gives every TCP port of public a resolver port (see
 // pkg/portalloc), taking back what status recorded. It runs in serve mode
 // too, so a resolver serving per-port routing is listening long before the
-// Service is switched to it.
-func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) *portStatus {
+// Service is switched to it. The old Services of a move keep the ports
+// they hold until they are let go of (move.go).
+func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, old []leaving) *portStatus {
 	var want []portalloc.Port
-	names := map[int32]string{}
-	for _, p := range public.Spec.Ports {
-		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
-			continue
+	names := map[portalloc.Port]string{}
+	services := []*corev1.Service{public}
+	for _, l := range old {
+		services = append(services, l.svc)
+	}
+	for _, svc := range services {
+		for _, p := range svc.Spec.Ports {
+			if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+				continue
+			}
+			want = append(want, portalloc.Port{Service: svc.Name, Port: p.Port})
+			names[want[len(want)-1]] = p.Name
 		}
-		want = append(want, portalloc.Port{Service: public.Name, Port: p.Port})
-		names[p.Port] = p.Name
 	}
 	recorded := make([]portalloc.Assignment, 0, len(es.Status.ResolverPorts))
 	for _, rp := range es.Status.ResolverPorts {
@@ -81,7 +88,7 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 	}}
 	for _, a := range got {
 		ps.assigned = append(ps.assigned, elastiv1alpha1.ResolverPort{
-			Service: a.Service, Name: names[a.Port], Port: a.Port, ResolverPort: a.ResolverPort,
+			Service: a.Service, Name: names[portalloc.Port{Service: a.Service, Port: a.Port}], Port: a.Port, ResolverPort: a.ResolverPort,
 		})
 	}
 	if !slices.Equal(ps.assigned, es.Status.ResolverPorts) {

@@ -55,6 +55,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 		c.superseded.forget(key)
 		c.handoffs.end(key, nil)
+		c.drains.forget(key)
 		c.directory.ReleaseAll(gone)
 		c.releasePorts(ctx, gone)
 		if c.Observer.Gone != nil {
@@ -87,10 +88,8 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return c.setNotReady(ctx, es, nil, "", ReasonInvalidSpec, validation.Message(errs), awaitChange)
 	}
 	esKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
-
-	c.directory.ReleaseAll(esKey, svcKey)
-	holder, ok := c.claim(es)
+	old := c.leavingServices(es)
+	holder, ok := c.claimServices(es, old)
 	if !ok {
 		// Only one ElastiService may drive a Service's endpoints. This one
 		// waits until the holder lets go; its deletion re-enqueues us.
@@ -98,7 +97,8 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceConflict,
 			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), awaitChange)
 	}
-	if err := c.leaveOldService(ctx, es); err != nil {
+	leaving, err := c.leaveOldServices(ctx, es, old)
+	if err != nil {
 		return err
 	}
 
@@ -115,7 +115,10 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if err := c.ensurePrivateService(ctx, es, public); err != nil {
 		return err
 	}
-	ports := c.assignPorts(ctx, es, public)
+	ports := c.assignPorts(ctx, es, public, leaving)
+	if err := c.frontOldServices(ctx, es, leaving, ports); err != nil {
+		return err
+	}
 
 	ref := scaletarget.RefFor(es)
 	state, err := c.scaler.Get(ref)

@@ -527,63 +527,7 @@ func TestSyncDeletedElastiServiceReleasesDirectory(t *testing.T) {
 	}
 }
 
-// 13.
-func TestSyncServiceChangedDeletesObjectsForOldService(t *testing.T) {
-	f := newFixture(t)
-	es := withStatus(newElastiService("web", "web-v2", "web"), elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled)
-	oldPublic, newPublic := newPublicService("web"), newPublicService("web-v2")
-	// An earlier ElastiService of the same name (another UID) owns this one:
-	// it is not ours to delete.
-	earlier := newElastiService("web", "legacy", "web")
-	earlier.UID = "earlier-uid"
-	f.elastiServices = append(f.elastiServices, es)
-	f.services = append(f.services, oldPublic, newPublic, privateServiceFor(es, oldPublic),
-		privateServiceFor(earlier, newPublicService("legacy")))
-	// The target is up and its pod serves the old Service.
-	f.endpointSlices = append(f.endpointSlices, resolverSliceFor(es, oldPublic, "10.0.0.1"),
-		targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
-	f.deployments = append(f.deployments, newDeployment("web", 1))
-	f.resolverSlices = readyResolver()
-	f.directory.Claim(webKey, directory.EntryFor(es))
-
-	f.expectKube(expectDelete(servicesResource, names.PrivateService("web")))
-	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, newPublic)))
-	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, newPublic, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0),
-		rp("web-v2", "http", 80, 20000))))
-
-	wantNoError(t, f.run(keyOf(es)))
-	if _, ok := f.directory.Lookup(webKey); ok {
-		t.Error("old Service still claimed")
-	}
-	if e, ok := f.directory.Lookup(types.NamespacedName{Namespace: testNamespace, Name: "web-v2"}); !ok || e.ElastiService != webKey {
-		t.Error("new Service not claimed")
-	}
-}
-
-// Moving spec.service while the target is at zero: the old Service has
-// only the resolver's endpoints, so the target is woken and they stay
-// until a pod serves.
-func TestSyncServiceChangedAtZeroWakesTheTargetFirst(t *testing.T) {
-	f := newFixture(t)
-	es := withStatus(newElastiService("web", "web-v2", "web"), elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled)
-	oldPublic, newPublic := newPublicService("web"), newPublicService("web-v2")
-	f.elastiServices = append(f.elastiServices, es)
-	f.services = append(f.services, oldPublic, newPublic, privateServiceFor(es, oldPublic))
-	f.endpointSlices = append(f.endpointSlices, resolverSliceFor(es, oldPublic, "10.0.0.1"))
-	f.deployments = append(f.deployments, newDeployment("web", 0))
-	f.resolverSlices = readyResolver()
-
-	f.expectKube(expectScalePatch(deploymentsResource, "web", 2))
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, newPublic)))
-	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, newPublic, "10.0.0.1")))
-	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0),
-		rp("web-v2", "http", 80, 20000))))
-	f.expectEvents("Normal " + ReasonWokenForMove)
-
-	wantNoError(t, f.run(keyOf(es)))
-}
+// 13. Moves of spec.service are in move_test.go.
 
 // 14.
 func TestSyncPublicServiceChangedUpdatesPrivateService(t *testing.T) {
