@@ -1,0 +1,67 @@
+package resolver
+
+import (
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+
+	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// During a move of spec.service the old Service is still fronted: the
+// operator keeps its resolver ports in status until the move completes,
+// and a request for it must be held and forwarded, not answered 404. Once
+// status lets go of it, it is no longer fronted.
+func TestFrontedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{frontedIndex: indexByFrontedService})
+	f := &FrontedIndex{indexer: idx}
+	oldSvc, newSvc := ServiceRef{"team", "web"}, ServiceRef{"team", "web-v2"}
+
+	es := elastiService("team", "es", "web-v2", 2)
+	es.Status.ResolverPorts = []v1.ResolverPort{
+		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},
+		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
+		{Service: "web", Name: "grpc", Port: 9000, ResolverPort: 20002},
+	}
+	if err := idx.Add(es); err != nil {
+		t.Fatal(err)
+	}
+	for svc, want := range map[ServiceRef]bool{oldSvc: true, newSvc: true, {"team", "other"}: false, {"elsewhere", "web"}: false} {
+		if got := f.Fronted(svc); got != want {
+			t.Errorf("mid-move: Fronted(%s) = %v, want %v", svc, got, want)
+		}
+	}
+
+	done := es.DeepCopy()
+	done.Status.ResolverPorts = done.Status.ResolverPorts[:1]
+	if err := idx.Update(done); err != nil {
+		t.Fatal(err)
+	}
+	if f.Fronted(oldSvc) || !f.Fronted(newSvc) {
+		t.Errorf("after the move: Fronted(old) = %v, Fronted(new) = %v; want false, true", f.Fronted(oldSvc), f.Fronted(newSvc))
+	}
+}
+
+// Mid-move, a connection on the old Service's resolver port is for the
+// old Service, and the port is released with its status entry.
+func TestRouteTableKeepsTheOldServicesPortMidMove(t *testing.T) {
+	table := NewRouteTable(t.Context())
+	es := elastiService("team", "es", "web-v2", 2)
+	es.Status.ResolverPorts = []v1.ResolverPort{
+		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},
+		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
+	}
+	table.Upsert(es)
+	if r, ok := table.Lookup(20000); !ok || r.Service != (ServiceRef{"team", "web"}) || r.Port != 80 {
+		t.Errorf("port 20000 mid-move routes to %+v, %v; want team/web port 80", r, ok)
+	}
+	if r, ok := table.Lookup(20001); !ok || r.Service != (ServiceRef{"team", "web-v2"}) {
+		t.Errorf("port 20001 mid-move routes to %+v, %v; want team/web-v2", r, ok)
+	}
+	done := es.DeepCopy()
+	done.Status.ResolverPorts = done.Status.ResolverPorts[:1]
+	table.Upsert(done)
+	if r, ok := table.Lookup(20000); ok {
+		t.Errorf("port 20000 still routes to %+v after the move", r)
+	}
+}
