@@ -49,6 +49,7 @@ const (
 	OutcomeDeleting        = "deleting"
 	OutcomeNotManaged      = "not_managed"
 	OutcomeNotFronted      = "not_fronted"
+	OutcomeMoving          = "moving"
 )
 
 // frontTimeout bounds the wait for the resolver to be put in front before a
@@ -85,6 +86,11 @@ type Poller struct {
 	// Service and has it Ready; the poller leaves every other one alone, so
 	// it never scales a target nothing could wake.
 	Manages func(es *elastiv1alpha1.ElastiService) bool
+	// Moving, when set, says whether a change of es's spec.service is
+	// still under way. The move wakes the target and keeps the old Service
+	// fronted until a pod serves it; scaling the target down meanwhile
+	// would only have the move wake it again, so the poller waits.
+	Moving func(es *elastiv1alpha1.ElastiService) bool
 	// Front, when set, puts the resolver in front of es's Service before
 	// its target is scaled to zero, and is told the scale's outcome through
 	// done: make before break, so the Service never goes without endpoints
@@ -162,6 +168,9 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 	}
 	if p.Manages != nil && !p.Manages(es) {
 		return OutcomeNotManaged, ""
+	}
+	if p.Moving != nil && p.Moving(es) {
+		return OutcomeMoving, ""
 	}
 	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
 	if err != nil {

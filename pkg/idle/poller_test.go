@@ -135,6 +135,8 @@ func TestEvaluate(t *testing.T) {
 			2, idleProm, 0, OutcomeBusy, nil, nil},
 		{"not managed does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"unmanaged": "yes"} }),
 			2, idleProm, 0, OutcomeNotManaged, nil, nil},
+		{"moving spec.service does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"moving": "yes"} }),
+			2, idleProm, 0, OutcomeMoving, nil, nil},
 		{"being deleted does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.DeletionTimestamp = &metav1.Time{Time: now}
 		}), 2, idleProm, 0, OutcomeDeleting, nil, nil},
@@ -151,6 +153,7 @@ func TestEvaluate(t *testing.T) {
 			})
 			p.clock = clocktesting.NewFakePassiveClock(now)
 			p.Manages = func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["unmanaged"] == "" }
+			p.Moving = func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["moving"] != "" }
 			if c.recentWake > 0 {
 				p.RecentWake = func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true }
 			}
