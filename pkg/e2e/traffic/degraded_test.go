@@ -200,7 +200,14 @@ func (s *scenario) afterTest() *scenario {
 // a sleeping web is reached on them, whichever pod kube-proxy picks.
 func (s *scenario) waitEveryResolverListens(n int) {
 	s.t.Helper()
-	s.eventually(fmt.Sprintf("every resolver pod to listen on %d ports for web", n), func() (bool, string) {
+	s.waitEveryResolverListensFor(app, n)
+}
+
+// waitEveryResolverListensFor is waitEveryResolverListens for the Service
+// svc; n may be 0, for a Service whose ports were released.
+func (s *scenario) waitEveryResolverListensFor(svc string, n int) {
+	s.t.Helper()
+	s.eventually(fmt.Sprintf("every resolver pod to listen on %d ports for %s", n, svc), func() (bool, string) {
 		var seen []string
 		ok := true
 		for _, p := range s.readyResolverPods() {
@@ -211,7 +218,7 @@ func (s *scenario) waitEveryResolverListens(n int) {
 			}
 			listening := 0
 			for _, r := range table {
-				if r.Namespace == s.e.NS && r.Service == app && r.Listening {
+				if r.Namespace == s.e.NS && r.Service == svc && r.Listening {
 					listening++
 				}
 			}
