@@ -220,7 +220,8 @@ type ElastiServiceStatus struct {
 	// ResolverPortsAssigned once the Service's ports are known.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// ResolverPorts are the resolver ports that front the Service's ports:
-	// one per TCP port of spec.service. A resolver that serves per-port
+	// one per TCP port of spec.service, and while a change of spec.service
+	// completes, of the old Service too. A resolver that serves per-port
 	// routing listens on each resolverPort and knows the Service from that
 	// port alone. They are recorded here, not derived, so they survive
 	// operator restarts and leader changes (see pkg/portalloc).
