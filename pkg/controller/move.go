@@ -229,6 +229,18 @@ func (c *Controller) frontOldServices(ctx context.Context, es *elastiv1alpha1.El
 	return nil
 }
 
+// portsWithoutService is the port status of es while spec.service names no
+// Service: its ports went with it, but the old Services of a move keep
+// theirs, and their resolver slices stay current.
+func (c *Controller) portsWithoutService(ctx context.Context, es *elastiv1alpha1.ElastiService, old []leaving) (*portStatus, error) {
+	if len(old) == 0 {
+		c.releasePorts(ctx, owner(es))
+		return noPorts, nil
+	}
+	ports := c.assignPorts(ctx, es, nil, old)
+	return ports, c.frontOldServices(ctx, es, old, ports)
+}
+
 // deleteStaleObjects removes generated objects that belong to an earlier
 // spec.service of this ElastiService.
 func (c *Controller) deleteStaleObjects(ctx context.Context, es *elastiv1alpha1.ElastiService) error {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,4 +156,26 @@ func removeFromCache(t *testing.T, f *fixture, name string) {
 	if err := f.sliceIndexer.Delete(obj); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A move to a Service that does not exist yet is ServiceNotFound, but the
+// old Service is still served meanwhile: it keeps its resolver port, and
+// its resolver slice stays current.
+func TestMoveToAMissingServiceKeepsTheOldOneFronted(t *testing.T) {
+	f := newFixture(t)
+	es, oldPublic, _ := movedSeed(f, 0)
+	f.services = slices.DeleteFunc(f.services, func(s *corev1.Service) bool {
+		return s.Name == "web-v2" || s.Name == names.PrivateService("web-v2")
+	})
+	f.resolverSlices = []*discoveryv1.EndpointSlice{declaringResolverSlice("resolver-1", ep("10.0.0.2", ptr.To(true), false))}
+
+	f.expectKube(expectScalePatch(deploymentsResource, "web", 2))
+	f.expectKube(expectUpdate(endpointSlicesResource,
+		withRoutes(resolverSliceFor(es, oldPublic, "10.0.0.2"), oldPublic, map[int32]int32{80: 20000})))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonServiceNotFound, t0),
+		webPorts()...)))
+	f.expectEvents("Normal "+ReasonWokenForMove, "Warning "+ReasonServiceNotFound)
+
+	wantWaiting(t, f.run(keyOf(es)), ReasonServiceNotFound)
+	wantClaimed(t, f, webKey, true)
 }

@@ -40,11 +40,15 @@ func owner(es *elastiv1alpha1.ElastiService) portalloc.Owner {
 // pkg/portalloc), taking back what status recorded. It runs in serve mode
 // too, so a resolver serving per-port routing is listening long before the
 // Service is switched to it. The old Services of a move keep the ports
-// they hold until they are let go of (move.go).
+// they hold until they are let go of (move.go); public is nil while
+// spec.service names no Service.
 func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, old []leaving) *portStatus {
 	var want []portalloc.Port
 	names := map[portalloc.Port]string{}
-	services := []*corev1.Service{public}
+	var services []*corev1.Service
+	if public != nil {
+		services = append(services, public)
+	}
 	for _, l := range old {
 		services = append(services, l.svc)
 	}
@@ -71,10 +75,10 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 		// ElastiService and would rewrite this status each time.
 		msg := fmt.Sprintf("--resolver-port-range %s has too few free ports for the TCP ports of Service %q (%d); "+
 			"it is reached through Host routing on the resolver's proxy port %d until ports are freed or the range is widened",
-			c.ports.Range(), public.Name, len(want), c.cfg.ResolverProxyPort)
+			c.ports.Range(), es.Spec.Service, len(want), c.cfg.ResolverProxyPort)
 		if !hasCondition(es, elastiv1alpha1.ConditionResolverPortsAssigned, metav1.ConditionFalse, elastiv1alpha1.ReasonResolverPortRangeExhausted) {
 			klog.FromContext(ctx).V(2).Info("Resolver port range exhausted", "range", c.ports.Range().String(),
-				"service", klog.KRef(es.Namespace, public.Name), "err", err)
+				"service", klog.KRef(es.Namespace, es.Spec.Service), "err", err)
 			c.recorder.Event(es, corev1.EventTypeWarning, ReasonResolverPortRangeExhausted, msg)
 		}
 		return &portStatus{condition: &metav1.Condition{
@@ -84,7 +88,7 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 
 	ps := &portStatus{condition: &metav1.Condition{
 		Status: metav1.ConditionTrue, Reason: elastiv1alpha1.ReasonResolverPortsAssigned,
-		Message: fmt.Sprintf("Every TCP port of Service %q has a resolver port of its own (see status.resolverPorts)", public.Name),
+		Message: fmt.Sprintf("Every TCP port of Service %q has a resolver port of its own (see status.resolverPorts)", es.Spec.Service),
 	}}
 	for _, a := range got {
 		ps.assigned = append(ps.assigned, elastiv1alpha1.ResolverPort{
@@ -92,7 +96,7 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 		})
 	}
 	if !slices.Equal(ps.assigned, es.Status.ResolverPorts) {
-		klog.FromContext(ctx).V(2).Info("Assigned resolver ports", "service", klog.KRef(es.Namespace, public.Name),
+		klog.FromContext(ctx).V(2).Info("Assigned resolver ports", "service", klog.KRef(es.Namespace, es.Spec.Service),
 			"resolverPorts", ps.assigned, "recorded", es.Status.ResolverPorts)
 	}
 	return ps

@@ -104,9 +104,11 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 
 	public, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
 	if apierrors.IsNotFound(err) {
-		// Its ports went with it.
-		c.releasePorts(ctx, esKey)
-		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceNotFound,
+		ports, err := c.portsWithoutService(ctx, es, leaving)
+		if err != nil {
+			return err
+		}
+		return c.setNotReady(ctx, es, ports, "", ReasonServiceNotFound,
 			fmt.Sprintf("Service %q does not exist in namespace %q", es.Spec.Service, es.Namespace), retryWithBackoff)
 	}
 	if err != nil {
