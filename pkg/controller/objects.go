@@ -303,15 +303,15 @@ func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
 	return true
 }
 
-func (c *Controller) resolverSliceExists(es *elastiv1alpha1.ElastiService) bool {
-	_, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+func (c *Controller) resolverSliceExists(namespace, service string) bool {
+	_, err := c.slices.EndpointSlices(namespace).Get(names.ResolverSlice(service))
 	return err == nil
 }
 
 // deleteResolverSlice deletes the resolver slice of namespace/service.
 func (c *Controller) deleteResolverSlice(ctx context.Context, namespace, service string) error {
 	name := names.ResolverSlice(service)
-	if _, err := c.slices.EndpointSlices(namespace).Get(name); err != nil {
+	if !c.resolverSliceExists(namespace, service) {
 		return nil
 	}
 	err := c.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})

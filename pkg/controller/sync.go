@@ -381,7 +381,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		return err
 	}
 
-	if c.resolverSliceExists(es) {
+	if c.resolverSliceExists(es.Namespace, es.Spec.Service) {
 		_, svcErr := c.services.Services(es.Namespace).Get(es.Spec.Service)
 		waiting := targetPresent && svcErr == nil && !c.hasReadyEndpoints(es.Namespace, es.Spec.Service, fence{})
 		if waiting && withinGrace {
