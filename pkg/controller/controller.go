@@ -2,8 +2,9 @@
 // queues, each drained by its own workers, turn informer events into
 // ElastiService syncs:
 //
-//   - ElastiService keys: the sync itself (finalizer, private Service,
-//     proxy/serve mode, resolver EndpointSlice, status).
+//   - ElastiService keys: the sync itself (finalizer, proxy/serve mode,
+//     status, and in front of a Service the resolver EndpointSlice with
+//     the private Service it needs).
 //   - scale-target keys (Deployment, StatefulSet, Rollout): mapped to the
 //     ElastiServices that name them through an index.
 //   - Service keys from EndpointSlice events: a public Service's endpoints

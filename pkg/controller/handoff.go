@@ -79,6 +79,13 @@ func (h *handoffs) remaining(key cache.ObjectName, now time.Time) time.Duration 
 	return left
 }
 
+// underway reports whether key has a handoff that has not ended.
+func (h *handoffs) underway(key cache.ObjectName) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[key] != nil
+}
+
 // settle tells key's waiting poller, if any, whether the resolver is in
 // front (err nil) or cannot be.
 func (h *handoffs) settle(key cache.ObjectName, err error) {
@@ -137,23 +144,44 @@ func (c *Controller) FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.E
 	return done, nil
 }
 
+// frontResult is how far a handoff's front step got.
+type frontResult int
+
+const (
+	// frontNoResolver: no resolver pod is ready to take the traffic.
+	frontNoResolver frontResult = iota
+	// frontPending: the private Service has no EndpointSlice yet, so the
+	// resolver could not reach the pods it would front; the slice's event
+	// (or privateServiceRecheck) brings the sync back.
+	frontPending
+	// frontDone: the resolver is in front.
+	frontDone
+)
+
+// privateServiceRecheck is how soon a handoff waiting for its private
+// Service's EndpointSlice looks again, should that slice's event be missed.
+const privateServiceRecheck = time.Second
+
 // holdForHandoff is the serve branch's make-before-break: while a
 // scale-down is under way the resolver stays in front alongside the pods
 // (it forwards to them), and the waiting poller is told once it is there.
 // It reports false when no handoff is under way, and otherwise asks for the
 // key again when the handoff times out.
-func (c *Controller) holdForHandoff(ctx context.Context, es *elastiv1alpha1.ElastiService, front func() (bool, error)) (bool, error) {
+func (c *Controller) holdForHandoff(ctx context.Context, es *elastiv1alpha1.ElastiService, front func() (frontResult, error)) (bool, error) {
 	key := cache.MetaObjectToName(es)
 	left := c.handoffs.remaining(key, c.clock.Now())
 	if left == 0 {
 		return false, nil
 	}
-	fronted, err := front()
+	result, err := front()
 	switch {
 	case err != nil:
 		c.handoffs.settle(key, fmt.Errorf("put the resolver in front: %w", err))
 		return true, err
-	case !fronted:
+	case result == frontPending:
+		klog.FromContext(ctx).V(4).Info("Waiting for the private service's endpoints before fronting", "handoffLeft", left)
+		return true, workloop.RequeueAfter(min(left, privateServiceRecheck))
+	case result == frontNoResolver:
 		c.handoffs.settle(key, ErrNoResolver)
 	default:
 		klog.FromContext(ctx).V(4).Info("Resolver in front for a scale-down", "handoffLeft", left)

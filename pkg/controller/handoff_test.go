@@ -9,6 +9,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -107,20 +108,22 @@ func TestFenceGrowsOnlyAtZeroAndStaysSmall(t *testing.T) {
 	}
 }
 
-// servingSeed is an ElastiService serving from one ready pod.
+// servingSeed is an ElastiService serving from one ready pod. It has no
+// private Service: it never needed the resolver.
 func servingSeed(f *fixture) *elastiv1alpha1.ElastiService {
 	es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
 	es.Status.ResolverPorts = webPorts()
 	svc := newPublicService("web")
 	f.elastiServices = append(f.elastiServices, es)
-	f.services = append(f.services, svc, privateServiceFor(es, svc))
+	f.services = append(f.services, svc)
 	f.deployments = append(f.deployments, newDeployment("web", 1))
 	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 	return es
 }
 
-// frontAsync starts FrontForScaleDown and returns once its key is queued.
-func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) <-chan error {
+// frontAsync starts FrontForScaleDown and returns once its key is queued,
+// with the channel of keys queued after it.
+func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (<-chan error, <-chan cache.ObjectName) {
 	queued := make(chan cache.ObjectName, 4)
 	c.enqueue = func(key cache.ObjectName) { queued <- key }
 	result := make(chan error, 1)
@@ -134,10 +137,12 @@ func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) <
 	if key := <-queued; key != keyOf(es) {
 		t.Fatalf("queued %v, want %v", key, keyOf(es))
 	}
-	return result
+	return result, queued
 }
 
-// The idle poller's scale-down: the sync puts the resolver in front while
+// The idle poller's scale-down: the sync creates the private Service and
+// waits until the EndpointSlice controller has published it, so the
+// resolver can reach the pods; then it puts the resolver in front while
 // the pod still serves, keeps it there on later syncs, and the poller
 // proceeds only once it is there.
 func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
@@ -146,10 +151,50 @@ func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
 	f.resolverSlices = readyResolver()
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	result := frontAsync(t, c, es)
+	result, queued := frontAsync(t, c, es)
 
 	err := c.syncHandler(ctx, keyOf(es))
 	var after workloop.RequeueAfter
+	if !errors.As(err, &after) || time.Duration(after) != privateServiceRecheck {
+		t.Fatalf("first sync returned %v, want a requeue to look for the private service's endpoints", err)
+	}
+	private, err := f.kubeClient.CoreV1().Services(testNamespace).Get(ctx, names.PrivateService("web"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("private service not created for the handoff: %v", err)
+	}
+	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
+		if a.GetResource().Resource == "endpointslices" {
+			t.Errorf("fronted before the private service had endpoints: %v", a)
+		}
+	}
+	select {
+	case err := <-result:
+		t.Fatalf("FrontForScaleDown returned %v before the resolver was in front", err)
+	default:
+	}
+
+	// The EndpointSlice controller publishes the private Service: its
+	// event brings the waiting ElastiService back.
+	if err := c.serviceIndexer.Add(private); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sliceIndexer.Add(targetSlice(private.Name, ep("10.1.0.1", ptr.To(true), false))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.enqueueForSliceService(ctx, types.NamespacedName{Namespace: testNamespace, Name: private.Name}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case key := <-queued:
+		if key != keyOf(es) {
+			t.Errorf("private slice event queued %v, want %v", key, keyOf(es))
+		}
+	default:
+		t.Errorf("private slice event queued nothing; the handoff would wait for privateServiceRecheck")
+	}
+
+	f.catchUp(ctx, es) // the first sync wrote status
+	err = c.syncHandler(ctx, keyOf(es))
 	if !errors.As(err, &after) || time.Duration(after) != handoffTimeout {
 		t.Fatalf("sync returned %v, want a requeue when the handoff times out", err)
 	}
@@ -191,7 +236,7 @@ func TestScaleDownHandoffWithoutResolverIsRefused(t *testing.T) {
 	es := servingSeed(f)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	result := frontAsync(t, c, es)
+	result, _ := frontAsync(t, c, es)
 	_ = c.syncHandler(ctx, keyOf(es))
 	if err := <-result; !errors.Is(err, ErrNoResolver) {
 		t.Fatalf("FrontForScaleDown returned %v, want ErrNoResolver", err)

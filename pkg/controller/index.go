@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -94,5 +95,24 @@ func (c *Controller) enqueueForSliceService(ctx context.Context, svc types.Names
 		return nil
 	}
 	c.enqueueByService(svc.Namespace, svc.Name)
+	if names.IsPrivateService(svc.Name) {
+		c.enqueueHandoffOwner(svc)
+	}
 	return nil
+}
+
+// enqueueHandoffOwner re-syncs the ElastiService owning a private Service
+// whose EndpointSlices changed, if a scale-down handoff of it waits for
+// them (frontPending); otherwise nothing reads private slices.
+func (c *Controller) enqueueHandoffOwner(private types.NamespacedName) {
+	svc, err := c.services.Services(private.Namespace).Get(private.Name)
+	if err != nil {
+		return
+	}
+	for _, ref := range svc.OwnerReferences {
+		key := cache.ObjectName{Namespace: svc.Namespace, Name: ref.Name}
+		if ref.Kind == "ElastiService" && c.handoffs.underway(key) {
+			c.enqueue(key)
+		}
+	}
 }

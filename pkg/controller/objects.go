@@ -52,52 +52,78 @@ func hasOwnerRef(refs []metav1.OwnerReference, es *elastiv1alpha1.ElastiService)
 	return false
 }
 
-// ensurePrivateService keeps elasti-<svc>-pvt-<hash> a ClusterIP copy of the
-// public Service's selector and ports, so the target's pods stay reachable
-// while the public Service points at the resolver.
-func (c *Controller) ensurePrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) error {
-	name := names.PrivateService(public.Name)
+// privateServiceSpec is the private Service's spec for public: a ClusterIP
+// copy of its selector and ports, so the target's pods stay reachable while
+// the public Service points at the resolver.
+func privateServiceSpec(public *corev1.Service) corev1.ServiceSpec {
 	ports := make([]corev1.ServicePort, 0, len(public.Spec.Ports))
 	for _, p := range public.Spec.Ports {
 		p.NodePort = 0
 		ports = append(ports, p)
 	}
-	selector := maps.Clone(public.Spec.Selector)
+	return corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: maps.Clone(public.Spec.Selector), Ports: ports}
+}
 
-	existing, err := c.services.Services(es.Namespace).Get(name)
+// createPrivateService creates elasti-<svc>-pvt-<hash> unless it exists, and
+// reports whether it did. It runs only when the resolver is about to be put
+// in front (as KubeElasti, at the first switch to proxy): the resolver
+// reaches the target's pods through the private Service's EndpointSlices,
+// so it must exist before the resolver slice. A Service that never needs
+// the resolver costs no private Service, no EndpointSlice for it, and no
+// writes.
+func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) (bool, error) {
+	name := names.PrivateService(public.Name)
+	if _, err := c.services.Services(es.Namespace).Get(name); !apierrors.IsNotFound(err) {
+		// There already (mirrorPrivateService keeps it in step), or the
+		// cache cannot say.
+		return false, err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       es.Namespace,
+			Labels:          map[string]string{LabelManagedBy: AgentName},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
+		},
+		Spec: privateServiceSpec(public),
+	}
+	if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+		// AlreadyExists means our cache is behind: retry with fresh state.
+		return false, fmt.Errorf("create private service %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created private service", "service", klog.KRef(es.Namespace, name))
+	return true, nil
+}
+
+// mirrorPrivateService keeps an existing private Service (made by an earlier
+// sync, an older elasti or KubeElasti) in step with the public Service, and
+// adopts one KubeElasti left without an owner. It creates none.
+func (c *Controller) mirrorPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) error {
+	existing, err := c.services.Services(es.Namespace).Get(names.PrivateService(public.Name))
 	if apierrors.IsNotFound(err) {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:            name,
-				Namespace:       es.Namespace,
-				Labels:          map[string]string{LabelManagedBy: AgentName},
-				OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
-			},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: selector, Ports: ports},
-		}
-		if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
-			// AlreadyExists means our cache is behind: retry with fresh state.
-			return fmt.Errorf("create private service %s: %w", name, err)
-		}
-		klog.FromContext(ctx).V(2).Info("Created private service", "service", klog.KRef(es.Namespace, name))
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if controlledByOther(existing, es) {
-		return fmt.Errorf("private service %s is controlled by another object; not adopting it", name)
+		return fmt.Errorf("private service %s is controlled by another object; not adopting it", existing.Name)
 	}
-	if existing.Spec.Type == corev1.ServiceTypeClusterIP &&
-		equality.Semantic.DeepEqual(existing.Spec.Selector, selector) &&
-		equality.Semantic.DeepEqual(existing.Spec.Ports, ports) &&
+	want := privateServiceSpec(public)
+	if existing.Spec.Type == want.Type &&
+		equality.Semantic.DeepEqual(existing.Spec.Selector, want.Selector) &&
+		equality.Semantic.DeepEqual(existing.Spec.Ports, want.Ports) &&
 		hasOwnerRef(existing.OwnerReferences, es) {
 		return nil
 	}
+	return c.updatePrivateService(ctx, es, existing, want)
+}
+
+func (c *Controller) updatePrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, existing *corev1.Service, want corev1.ServiceSpec) error {
 	updated := existing.DeepCopy()
-	updated.Spec.Type = corev1.ServiceTypeClusterIP
-	updated.Spec.Selector = selector
-	updated.Spec.Ports = ports
+	updated.Spec.Type = want.Type
+	updated.Spec.Selector = want.Selector
+	updated.Spec.Ports = want.Ports
 	if !hasOwnerRef(updated.OwnerReferences, es) {
 		updated.OwnerReferences = append(updated.OwnerReferences, ownerRef(es))
 	}
@@ -106,10 +132,19 @@ func (c *Controller) ensurePrivateService(ctx context.Context, es *elastiv1alpha
 	}
 	updated.Labels[LabelManagedBy] = AgentName
 	if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
-		return fmt.Errorf("update private service %s: %w", name, err)
+		return fmt.Errorf("update private service %s: %w", existing.Name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Mirrored public service onto private service", "service", klog.KRef(es.Namespace, name))
+	klog.FromContext(ctx).V(2).Info("Mirrored public service onto private service", "service", klog.KObj(existing))
 	return nil
+}
+
+// privateServicePublished reports whether the EndpointSlice controller has
+// published a slice for es's private Service yet: until it has, a resolver
+// put in front would hold every request, though the target's pods are
+// ready, and wake a target that is not asleep.
+func (c *Controller) privateServicePublished(es *elastiv1alpha1.ElastiService) bool {
+	objs, err := c.sliceIndexer.ByIndex(indexByService, es.Namespace+"/"+names.PrivateService(es.Spec.Service))
+	return err == nil && len(objs) > 0
 }
 
 // hasReadyEndpoints reports whether the public Service has a ready endpoint

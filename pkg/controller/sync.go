@@ -114,7 +114,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if err != nil {
 		return err
 	}
-	if err := c.ensurePrivateService(ctx, es, public); err != nil {
+	if err := c.mirrorPrivateService(ctx, es, public); err != nil {
 		return err
 	}
 	ports := c.assignPorts(ctx, es, public, leaving)
@@ -171,6 +171,9 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 			refence, fenced = &more, more
 		}
 	}
+	if _, err := c.createPrivateService(ctx, es, public); err != nil {
+		return err
+	}
 	endpoints, perPort := c.resolverEndpoints()
 	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), refence); err != nil {
 		return err
@@ -201,12 +204,19 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 // serve lets the target's ready pods take the Service's traffic alone,
 // unless a scale-down is under way: then the resolver stays in front too.
 func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus) error {
-	handingOff, err := c.holdForHandoff(ctx, es, func() (bool, error) {
+	handingOff, err := c.holdForHandoff(ctx, es, func() (frontResult, error) {
 		endpoints, perPort := c.resolverEndpoints()
 		if len(endpoints) == 0 {
-			return false, nil
+			return frontNoResolver, nil
 		}
-		return true, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
+		created, err := c.createPrivateService(ctx, es, public)
+		if err != nil {
+			return frontNoResolver, err
+		}
+		if created || !c.privateServicePublished(es) {
+			return frontPending, nil
+		}
+		return frontDone, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
 	})
 	if !handingOff {
 		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {

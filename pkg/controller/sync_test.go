@@ -76,6 +76,41 @@ func TestSyncNewElastiServiceAddsFinalizerAndPrivateService(t *testing.T) {
 	}
 }
 
+// A new ElastiService whose target serves costs two writes, the finalizer
+// and status: the private Service waits until the resolver must front it.
+func TestSyncNewServingElastiServiceCreatesNoPrivateService(t *testing.T) {
+	f := newFixture(t)
+	es := proxySeed(f)
+	es.Finalizers = nil
+	scaleUp(f, "web", 1)
+	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
+
+	withFinalizer := es.DeepCopy()
+	withFinalizer.Finalizers = []string{elastiv1alpha1.Finalizer}
+	f.expectElasti(expectFinalizerPatch(es, elastiv1alpha1.Finalizer))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(withFinalizer, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
+
+	wantNoError(t, f.run(keyOf(es)))
+}
+
+// A private Service made earlier (by an older elasti, KubeElasti, or a
+// proxy spell that ended) is kept in step while the target serves.
+func TestSyncServingKeepsAnExistingPrivateServiceInStep(t *testing.T) {
+	f := newFixture(t)
+	proxySeed(f)
+	scaleUp(f, "web", 1)
+	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
+	f = f.converged(keyOf(f.elastiService("web")))
+	es := f.elastiService("web")
+	public := f.service("web")
+	f.services = append(f.services, privateServiceFor(es, public))
+	public.Spec.Ports[0].TargetPort = intstr.FromString("web")
+
+	f.expectKube(expectUpdate(servicesResource, privateServiceFor(es, public)))
+
+	wantNoError(t, f.run(keyOf(es)))
+}
+
 // 2.
 func TestSyncReadyEndpointSwitchesToServe(t *testing.T) {
 	f := newFixture(t)
@@ -279,7 +314,6 @@ func TestSyncMissingTargetKeepsMode(t *testing.T) {
 	f.services = append(f.services, public)
 	f.resolverSlices = readyResolver()
 
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionFalse, ReasonTargetNotFound, t0), webPorts()...)))
 	f.expectEvents("Warning " + ReasonTargetNotFound)
 
@@ -299,7 +333,6 @@ func TestSyncUnsupportedKindDoesNotRetry(t *testing.T) {
 	f.services = append(f.services, public)
 	f.resolverSlices = readyResolver()
 
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, "", metav1.ConditionFalse, ReasonUnsupportedTarget, t0), webPorts()...)))
 	f.expectEvents("Warning " + ReasonUnsupportedTarget)
 
@@ -607,7 +640,6 @@ func TestSyncRolloutWithoutArgoIsTargetNotFound(t *testing.T) {
 			es := proxySeed(f)
 			es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: elastiv1alpha1.APIVersionArgoV1, Kind: kind, Name: "web"}
 
-			f.expectKube(expectCreate(servicesResource, privateServiceFor(es, f.service("web"))))
 			f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, "", metav1.ConditionFalse, ReasonTargetNotFound, t0), webPorts()...)))
 			f.expectEvents("Warning " + ReasonTargetNotFound)
 

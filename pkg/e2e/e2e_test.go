@@ -35,11 +35,7 @@ const deploymentKind = elastiv1alpha1.KindDeployment
 func TestDeletedEndpointIsNeverUsed(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	s.Fronted("web", 3)
-	s.Eventually("three ready pods", func() (bool, string) {
-		ips := s.ReadyPodIPs("web")
-		return len(ips) == 3, fmt.Sprint(ips)
-	})
+	s.FrontedAfterProxy("web", 3)
 	before := s.ReadyPodIPs("web")
 	s.Scale(deploymentKind, "web", 1)
 	var remaining []string

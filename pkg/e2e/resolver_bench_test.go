@@ -45,7 +45,7 @@ func get(b *testing.B, client *http.Client, url, host string) {
 // with the same request straight to the pod, in serve mode.
 func BenchmarkResolverServeLatency(b *testing.B) {
 	s := newStack(b)
-	s.Fronted("web", 1)
+	s.FrontedAfterProxy("web", 1)
 	pod := s.ReadyPodIPs("web")[0]
 	client := &http.Client{Timeout: 10 * time.Second}
 	direct := fmt.Sprintf("http://%s:%d/echo", pod, httpPort)
@@ -82,7 +82,7 @@ func BenchmarkResolverServeLatency(b *testing.B) {
 func BenchmarkResolverThroughput(b *testing.B) {
 	const throughputRequests, clients = 20000, 8
 	s := newStack(b)
-	s.Fronted("web", 2)
+	s.FrontedAfterProxy("web", 2)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	via := s.ResolverURL + "/echo"
 	host := s.host("web", 80)

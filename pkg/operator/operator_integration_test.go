@@ -79,9 +79,19 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		t.Errorf("status observedGeneration %d (generation %d), lastReconciledTime %v",
 			es.Status.ObservedGeneration, es.Generation, es.Status.LastReconciledTime)
 	}
+	// Serving needs no private Service: it is made at the first switch to
+	// proxy, as KubeElasti does.
+	if _, err := e.PrivateService("web"); !apierrors.IsNotFound(err) {
+		t.Errorf("private service while serving: %v, want NotFound", err)
+	}
+
+	// Scale to zero: proxy, and the public Service points at the resolver,
+	// which reaches the pods through the private Service.
+	e.Scale(elastiv1alpha1.KindDeployment, "web", 0)
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 	pvt, err := e.PrivateService("web")
 	if err != nil {
-		t.Fatalf("private service: %v", err)
+		t.Fatalf("private service in proxy mode: %v", err)
 	}
 	if pvt.Spec.Selector["app"] != "web" || len(pvt.Spec.Ports) != 1 || pvt.Spec.Ports[0].Port != 80 ||
 		pvt.Spec.Ports[0].TargetPort != intstr.FromString("http") || pvt.Spec.Ports[0].Name != "http" {
@@ -90,10 +100,6 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 	if len(pvt.OwnerReferences) != 1 || pvt.OwnerReferences[0].UID != es.UID {
 		t.Errorf("private service owners = %+v, want the ElastiService", pvt.OwnerReferences)
 	}
-
-	// Scale to zero: proxy, and the public Service points at the resolver.
-	e.Scale(elastiv1alpha1.KindDeployment, "web", 0)
-	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 	want := e.ReadyPodIPs(testenv.ResolverName)
 	if len(want) != 2 {
 		t.Fatalf("resolver has %d ready pods, want 2", len(want))
@@ -132,6 +138,9 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 		_, err := e.ResolverSlice("web")
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 	})
+	if _, err := e.PrivateService("web"); err != nil {
+		t.Errorf("private service after the switch back to serve: %v, want it kept for the next scale-down", err)
+	}
 	e.Eventually("SwitchedToProxy and SwitchedToServe events", func() (bool, string) {
 		evs, err := e.Kube.CoreV1().Events(e.NS).List(e.Ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=ElastiService"})
 		if err != nil {
@@ -214,9 +223,11 @@ func TestPodNotYetReadyKeepsProxy(t *testing.T) {
 	}
 }
 
+// The private Service, once made, stays and follows the public Service
+// while the target serves again.
 func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 	e := startWithResolver(t, 1)
-	e.Fronted("web", 1)
+	e.FrontedAfterProxy("web", 1)
 
 	svc, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
 	if err != nil {

@@ -210,6 +210,22 @@ func (e *Env) Fronted(name string, replicas int32) {
 	}
 }
 
+// FrontedAfterProxy is Fronted for a target that serves with replicas
+// after a spell in proxy mode. The operator creates the private Service,
+// through which the resolver reaches the pods, only when it first puts the
+// resolver in front; a test that sends to the resolver while the target
+// serves needs it to exist.
+func (e *Env) FrontedAfterProxy(name string, replicas int32) {
+	e.T.Helper()
+	e.Fronted(name, 0)
+	e.Scale(elastiv1alpha1.KindDeployment, name, replicas)
+	e.WaitMode(name, elastiv1alpha1.ModeServe)
+	e.Eventually(fmt.Sprintf("%d ready pods of %s", replicas, name), func() (bool, string) {
+		ips := e.ReadyPodIPs(name)
+		return len(ips) == int(replicas), fmt.Sprint(ips)
+	})
+}
+
 // Fleet creates n Deployments with replicas, each with its Service and an
 // ElastiService, named prefix-0 … prefix-(n-1), and returns the names.
 func (e *Env) Fleet(prefix string, n int, replicas int32) []string {
