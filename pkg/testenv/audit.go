@@ -3,7 +3,9 @@ package testenv
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +25,30 @@ func CountScaleWrites(t testing.TB, namespace, resource, name string) int {
 		}
 	})
 	return n
+}
+
+// WriteVerbs are the verbs that change what the apiserver stores.
+var WriteVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
+
+// Writes lists, from the audit log, every write by clients whose user agent
+// ends with agentSuffix, as "verb resource[/subresource] namespace/name".
+// The cluster's audit policy leaves out Leases and Events (see
+// pkg/localcluster), so those are never among them.
+func Writes(t testing.TB, agentSuffix string) []string {
+	t.Helper()
+	var out []string
+	EachAuditEvent(t, func(ev AuditEvent) {
+		if ev.Stage != "ResponseComplete" || !slices.Contains(WriteVerbs, ev.Verb) || !strings.HasSuffix(ev.UserAgent, agentSuffix) {
+			return
+		}
+		r := ev.ObjectRef
+		res := r.Resource
+		if r.Subresource != "" {
+			res += "/" + r.Subresource
+		}
+		out = append(out, fmt.Sprintf("%s %s %s/%s", ev.Verb, res, r.Namespace, r.Name))
+	})
+	return out
 }
 
 // AuditEvent is the part of an apiserver audit event the tests read.
