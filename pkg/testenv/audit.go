@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -31,14 +32,14 @@ func CountScaleWrites(t testing.TB, namespace, resource, name string) int {
 var WriteVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
 
 // Writes lists, from the audit log, every write by clients whose user agent
-// ends with agentSuffix, as "verb resource[/subresource] namespace/name".
-// The cluster's audit policy leaves out Leases and Events (see
+// byAgent accepts, as "verb resource[/subresource] namespace/name". The
+// cluster's audit policy leaves out Leases and Events (see
 // pkg/localcluster), so those are never among them.
-func Writes(t testing.TB, agentSuffix string) []string {
+func Writes(t testing.TB, byAgent func(userAgent string) bool) []string {
 	t.Helper()
 	var out []string
 	EachAuditEvent(t, func(ev AuditEvent) {
-		if ev.Stage != "ResponseComplete" || !slices.Contains(WriteVerbs, ev.Verb) || !strings.HasSuffix(ev.UserAgent, agentSuffix) {
+		if ev.Stage != "ResponseComplete" || !slices.Contains(WriteVerbs, ev.Verb) || !byAgent(ev.UserAgent) {
 			return
 		}
 		r := ev.ObjectRef
@@ -65,10 +66,26 @@ type AuditEvent struct {
 	} `json:"objectRef"`
 }
 
-// EachAuditEvent calls f for every event in the cluster's audit log so far.
+// EachAuditEvent calls f for every event in the cluster's audit log so far,
+// oldest first, including the backups the apiserver rotated out
+// (--audit-log-maxsize): a large fleet fills more than one file.
 func EachAuditEvent(t testing.TB, f func(AuditEvent)) {
 	t.Helper()
-	file, err := os.Open(clustertest.Get(t).AuditLog)
+	current := clustertest.Get(t).AuditLog
+	// Backups are named <name>-<timestamp>.log: in order by name.
+	backups, err := filepath.Glob(strings.TrimSuffix(current, ".log") + "-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(backups)
+	for _, path := range append(backups, current) {
+		eachAuditEventIn(t, path, f)
+	}
+}
+
+func eachAuditEventIn(t testing.TB, path string, f func(AuditEvent)) {
+	t.Helper()
+	file, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
