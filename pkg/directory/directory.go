@@ -5,6 +5,7 @@
 package directory
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -27,11 +28,14 @@ type Entry struct {
 type Directory struct {
 	mu      sync.RWMutex
 	entries map[types.NamespacedName]Entry
+	// held indexes entries by ElastiService. Every sync calls ReleaseAll,
+	// which would otherwise scan every entry: quadratic over a fleet.
+	held map[types.NamespacedName]map[types.NamespacedName]struct{}
 }
 
 // New returns an empty directory.
 func New() *Directory {
-	return &Directory{entries: map[types.NamespacedName]Entry{}}
+	return &Directory{entries: map[types.NamespacedName]Entry{}, held: map[types.NamespacedName]map[types.NamespacedName]struct{}{}}
 }
 
 // EntryFor builds the directory entry for an ElastiService.
@@ -61,7 +65,20 @@ func (d *Directory) Claim(service types.NamespacedName, e Entry) (holder types.N
 		return cur.ElastiService, false
 	}
 	d.entries[service] = e
+	if d.held[e.ElastiService] == nil {
+		d.held[e.ElastiService] = map[types.NamespacedName]struct{}{}
+	}
+	d.held[e.ElastiService][service] = struct{}{}
 	return e.ElastiService, true
+}
+
+// deleteLocked forgets service, which es holds.
+func (d *Directory) deleteLocked(service, es types.NamespacedName) {
+	delete(d.entries, service)
+	delete(d.held[es], service)
+	if len(d.held[es]) == 0 {
+		delete(d.held, es)
+	}
 }
 
 // Release forgets service if es holds it.
@@ -69,7 +86,7 @@ func (d *Directory) Release(service, es types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if cur, ok := d.entries[service]; ok && cur.ElastiService == es {
-		delete(d.entries, service)
+		d.deleteLocked(service, es)
 	}
 }
 
@@ -78,17 +95,10 @@ func (d *Directory) Release(service, es types.NamespacedName) {
 func (d *Directory) ReleaseAll(es types.NamespacedName, except ...types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-outer:
-	for svc, cur := range d.entries {
-		if cur.ElastiService != es {
-			continue
+	for svc := range d.held[es] {
+		if !slices.Contains(except, svc) {
+			d.deleteLocked(svc, es)
 		}
-		for _, keep := range except {
-			if svc == keep {
-				continue outer
-			}
-		}
-		delete(d.entries, svc)
 	}
 }
 

@@ -55,6 +55,35 @@ func TestClaimConflictsAndRelease(t *testing.T) {
 	}
 }
 
+// An ElastiService moving to another Service holds both for a while;
+// ReleaseAll keeps the ones named and frees the rest, and no one else's.
+func TestReleaseAllKeepsTheExceptions(t *testing.T) {
+	d := New()
+	oldSvc, newSvc, other := types.NamespacedName{Namespace: "ns", Name: "web"}, types.NamespacedName{Namespace: "ns", Name: "web-v2"},
+		types.NamespacedName{Namespace: "ns", Name: "shop"}
+	a, b := EntryFor(es("ns", "a", "web-v2")), EntryFor(es("ns", "b", "shop"))
+	d.Claim(oldSvc, a)
+	d.Claim(newSvc, a)
+	d.Claim(other, b)
+	d.ReleaseAll(a.ElastiService, newSvc)
+	if _, ok := d.Lookup(oldSvc); ok {
+		t.Error("the old Service survived ReleaseAll")
+	}
+	if e, ok := d.Lookup(newSvc); !ok || e.ElastiService != a.ElastiService {
+		t.Error("ReleaseAll freed the Service it was told to keep")
+	}
+	if _, ok := d.Lookup(other); !ok {
+		t.Error("ReleaseAll freed another ElastiService's Service")
+	}
+	d.ReleaseAll(a.ElastiService)
+	if d.Len() != 1 {
+		t.Errorf("%d entries after a's ReleaseAll, want b's alone", d.Len())
+	}
+	if _, ok := d.Claim(newSvc, b); !ok {
+		t.Error("a released Service could not be claimed")
+	}
+}
+
 func TestLookupReturnsACopy(t *testing.T) {
 	d := New()
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
