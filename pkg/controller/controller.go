@@ -1,4 +1,4 @@
-// Package controller is the operator's control loop. Three rate-limited
+// Package controller is the operator's control loop. Four rate-limited
 // queues, each drained by its own workers, turn informer events into
 // ElastiService syncs:
 //
@@ -9,6 +9,9 @@
 //     ElastiServices that name them through an index.
 //   - Service keys from EndpointSlice events: a public Service's endpoints
 //     decide the mode; the resolver's endpoints feed every proxy slice.
+//   - ElastiService keys whose private Service is wanted: created apart
+//     from the sync, since a Service create (its ClusterIP allocation) can
+//     take seconds on a loaded apiserver and must not hold up the switches.
 //
 // All watches are shared and cluster- (or --watch-namespace-) wide, so the
 // number of watches does not grow with the number of ElastiServices.
@@ -168,9 +171,10 @@ type Controller struct {
 	resolverSlices       discoverylisters.EndpointSliceLister
 	cacheSynced          []cache.InformerSynced
 
-	elastiServiceQueue *workloop.Loop[cache.ObjectName]
-	targetQueue        *workloop.Loop[scaletarget.Ref]
-	sliceQueue         *workloop.Loop[types.NamespacedName]
+	elastiServiceQueue  *workloop.Loop[cache.ObjectName]
+	targetQueue         *workloop.Loop[scaletarget.Ref]
+	sliceQueue          *workloop.Loop[types.NamespacedName]
+	privateServiceQueue *workloop.Loop[cache.ObjectName]
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -200,7 +204,15 @@ type Controller struct {
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
 	// enqueue is a field so tests can capture keys.
 	enqueue func(key cache.ObjectName)
+	// wantPrivateService asks for an ElastiService's private Service; a
+	// field so tests can create it in line.
+	wantPrivateService func(key cache.ObjectName)
 }
+
+// privateServiceWorkers create private Services. A handful keeps a
+// fleet-wide first scale-down from waiting long on slow Service creates
+// without flooding the apiserver with them.
+const privateServiceWorkers = 8
 
 func init() {
 	utilruntime.Must(elastischeme.AddToScheme(scheme.Scheme))
@@ -276,7 +288,9 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}, metrics)
 	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)
 	c.sliceQueue = workloop.New("endpointslice", c.enqueueForSliceService, metrics)
+	c.privateServiceQueue = workloop.New("privateservice", c.syncPrivateService, metrics)
 	c.enqueue = c.elastiServiceQueue.Add
+	c.wantPrivateService = c.privateServiceQueue.Add
 
 	esInformer := inf.ElastiServices.Informer()
 	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget}); err != nil {
@@ -349,6 +363,9 @@ func (c *Controller) OnDrop(h DropHandler) {
 	c.sliceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
 		h(ctx, c.sliceQueue.Name(), DroppedObject{"Service", k.Namespace, k.Name}, err)
 	}
+	c.privateServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
+		h(ctx, c.privateServiceQueue.Name(), DroppedObject{"ElastiService", k.Namespace, k.Name}, err)
+	}
 }
 
 // OnRolloutChange is the Rollout informer's callback.
@@ -360,7 +377,7 @@ func (c *Controller) Recorder() record.EventRecorder { return c.recorder }
 // CacheSynced lists the informers Run waits for.
 func (c *Controller) CacheSynced() []cache.InformerSynced { return c.cacheSynced }
 
-// Run waits for the caches, starts the three worker pools and blocks until
+// Run waits for the caches, starts the four worker pools and blocks until
 // ctx ends and every worker has finished its current sync.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
@@ -379,18 +396,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.elastiServiceQueue.ShutDown()
 		c.targetQueue.ShutDown()
 		c.sliceQueue.ShutDown()
+		c.privateServiceQueue.ShutDown()
 		return fmt.Errorf("caches did not sync before shutdown")
 	}
 	logger.Info("Starting workers",
 		"elastiservice", c.cfg.ElastiServiceWorkers, "scaletarget", c.cfg.TargetWorkers, "endpointslice", c.cfg.EndpointSliceWorkers)
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 4)
 	run := func(f func()) {
 		go func() { f(); done <- struct{}{} }()
 	}
 	run(func() { c.elastiServiceQueue.Run(ctx, c.cfg.ElastiServiceWorkers) })
 	run(func() { c.targetQueue.Run(ctx, c.cfg.TargetWorkers) })
 	run(func() { c.sliceQueue.Run(ctx, c.cfg.EndpointSliceWorkers) })
-	for range 3 {
+	run(func() { c.privateServiceQueue.Run(ctx, privateServiceWorkers) })
+	for range 4 {
 		<-done
 	}
 	logger.Info("Controller stopped")

@@ -181,8 +181,16 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		c.elastiServiceQueue.ShutDown()
 		c.targetQueue.ShutDown()
 		c.sliceQueue.ShutDown()
+		c.privateServiceQueue.ShutDown()
 		c.broadcaster.Shutdown()
 	})
+	// Private Services are created in line, where the sync asks for them,
+	// so a test sees every write of one sync in order.
+	c.wantPrivateService = func(key cache.ObjectName) {
+		if err := c.syncPrivateService(ctx, key); err != nil {
+			f.t.Errorf("create the private service of %v: %v", key, err)
+		}
+	}
 	f.recorder = record.NewFakeRecorder(100)
 	c.recorder = f.recorder
 	c.clock = f.clock

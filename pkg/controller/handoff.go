@@ -150,9 +150,9 @@ type frontResult int
 const (
 	// frontNoResolver: no resolver pod is ready to take the traffic.
 	frontNoResolver frontResult = iota
-	// frontPending: the private Service has no EndpointSlice yet, so the
-	// resolver could not reach the pods it would front; the slice's event
-	// (or privateServiceRecheck) brings the sync back.
+	// frontPending: the private Service is not there yet, or has no
+	// EndpointSlice yet, so the resolver could not reach the pods it would
+	// front; their events (or privateServiceRecheck) bring the sync back.
 	frontPending
 	// frontDone: the resolver is in front.
 	frontDone

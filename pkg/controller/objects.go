@@ -65,12 +65,7 @@ func privateServiceSpec(public *corev1.Service) corev1.ServiceSpec {
 }
 
 // createPrivateService creates elasti-<svc>-pvt-<hash> unless it exists, and
-// reports whether it did. It runs only when the resolver is about to be put
-// in front (as KubeElasti, at the first switch to proxy): the resolver
-// reaches the target's pods through the private Service's EndpointSlices,
-// so it must exist before the resolver slice. A Service that never needs
-// the resolver costs no private Service, no EndpointSlice for it, and no
-// writes.
+// reports whether it did. Only syncPrivateService calls it.
 func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) (bool, error) {
 	name := names.PrivateService(public.Name)
 	if _, err := c.services.Services(es.Namespace).Get(name); !apierrors.IsNotFound(err) {
@@ -93,6 +88,44 @@ func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha
 	}
 	klog.FromContext(ctx).V(2).Info("Created private service", "service", klog.KRef(es.Namespace, name))
 	return true, nil
+}
+
+// requestPrivateService asks for es's private Service unless the cache has
+// it, and reports whether it has. The private Service is made only when the
+// resolver is put in front (as in KubeElasti, at the first switch to
+// proxy): the resolver reaches the target's pods through its
+// EndpointSlices. A Service that never needs the resolver costs no private
+// Service, no EndpointSlice for it, and no writes.
+func (c *Controller) requestPrivateService(es *elastiv1alpha1.ElastiService) bool {
+	_, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service))
+	if apierrors.IsNotFound(err) {
+		c.wantPrivateService(cache.MetaObjectToName(es))
+		return false
+	}
+	return err == nil
+}
+
+// syncPrivateService creates the private Service of the ElastiService key,
+// if it still fronts a Service; the private Service's add event brings the
+// ElastiService back to its own sync.
+func (c *Controller) syncPrivateService(ctx context.Context, key cache.ObjectName) error {
+	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil || es.DeletionTimestamp != nil {
+		return err
+	}
+	public, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
+	if apierrors.IsNotFound(err) {
+		return nil // its ElastiService reports the missing Service
+	}
+	if err != nil {
+		return err
+	}
+	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", klog.KObj(es)))
+	_, err = c.createPrivateService(ctx, es, public)
+	return err
 }
 
 // mirrorPrivateService keeps an existing private Service (made by an earlier

@@ -101,8 +101,8 @@ func TestPerPortRoutingOnceStatusRecordsThePorts(t *testing.T) {
 	public.Spec.Ports[0].AppProtocol = ptr.To("kubernetes.io/h2c")
 	f.resolverSlices = []*discoveryv1.EndpointSlice{declaringResolverSlice("resolver-1", ep("10.0.0.1", ptr.To(true), false))}
 
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	wantNoError(t, f.run(keyOf(es)))
 

@@ -171,13 +171,14 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 			refence, fenced = &more, more
 		}
 	}
-	if _, err := c.createPrivateService(ctx, es, public); err != nil {
-		return err
-	}
 	endpoints, perPort := c.resolverEndpoints()
 	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), refence); err != nil {
 		return err
 	}
+	// After the slice, so a slow Service create never keeps the resolver
+	// away: no pod serves now, so the resolver has nothing to forward to
+	// until one is ready, and by then the private Service is there.
+	c.requestPrivateService(es)
 	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
 		c.handoffs.end(cache.MetaObjectToName(es), nil)
@@ -209,11 +210,7 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 		if len(endpoints) == 0 {
 			return frontNoResolver, nil
 		}
-		created, err := c.createPrivateService(ctx, es, public)
-		if err != nil {
-			return frontNoResolver, err
-		}
-		if created || !c.privateServicePublished(es) {
+		if !c.requestPrivateService(es) || !c.privateServicePublished(es) {
 			return frontPending, nil
 		}
 		return frontDone, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)

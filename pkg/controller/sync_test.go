@@ -63,8 +63,8 @@ func TestSyncNewElastiServiceAddsFinalizerAndPrivateService(t *testing.T) {
 	withFinalizer := es.DeepCopy()
 	withFinalizer.Finalizers = []string{elastiv1alpha1.Finalizer}
 	f.expectElasti(expectFinalizerPatch(es, elastiv1alpha1.Finalizer))
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(withFinalizer, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
 
@@ -109,6 +109,29 @@ func TestSyncServingKeepsAnExistingPrivateServiceInStep(t *testing.T) {
 	f.expectKube(expectUpdate(servicesResource, privateServiceFor(es, public)))
 
 	wantNoError(t, f.run(keyOf(es)))
+}
+
+// The switch to proxy does not wait for the private Service, whose create
+// can take seconds: the sync writes the resolver slice and status and
+// leaves the Service to its own queue.
+func TestSyncProxyLeavesThePrivateServiceToItsQueue(t *testing.T) {
+	f := newFixture(t)
+	es := proxySeed(f)
+	public := f.service("web")
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	c.wantPrivateService = c.privateServiceQueue.Add
+	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
+	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	f.verify()
+	if n := c.privateServiceQueue.Len(); n != 1 {
+		t.Fatalf("%d keys queued for private Services, want web's", n)
+	}
+
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
+	wantNoError(t, c.syncPrivateService(ctx, keyOf(es)))
+	f.verify()
 }
 
 // 2.
@@ -347,8 +370,8 @@ func TestSyncResolverUnavailable(t *testing.T) {
 	f.resolverSlices = []*discoveryv1.EndpointSlice{newResolverSlice("resolver-1", discoveryv1.AddressTypeIPv4,
 		ep("10.0.0.1", ptr.To(false), false), ep("10.0.0.2", ptr.To(true), true))}
 
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public)))
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonResolverUnavailable, t0), webPorts()...)))
 	f.expectEvents("Warning " + ReasonResolverUnavailable)
 
@@ -394,8 +417,8 @@ func TestSyncServiceConflict(t *testing.T) {
 	if err := f.esIndexer.Update(conflicted); err != nil {
 		t.Fatal(err)
 	}
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(second, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(second, public, "10.0.0.1")))
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(second, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(conflicted, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
 	wantNoError(t, c.syncHandler(ctx, keyOf(second)))
@@ -666,8 +689,8 @@ func TestSyncStatefulSetAndLegacyDeploymentTargets(t *testing.T) {
 			f.statefulSets = append(f.statefulSets, newStatefulSet("db", 0))
 			public := f.service("web")
 
-			f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 			f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
+			f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
 			f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 			// A first mode is an adoption, not a switch: no event.
 
@@ -726,8 +749,8 @@ func TestSyncConflictWithHolderThatMovedOn(t *testing.T) {
 	f.resolverSlices = readyResolver()
 	f.directory.Claim(webKey, directory.EntryFor(before))
 
-	f.expectKube(expectCreate(servicesResource, privateServiceFor(waiting, public)))
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(waiting, public, "10.0.0.1")))
+	f.expectKube(expectCreate(servicesResource, privateServiceFor(waiting, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(waiting, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
 	wantNoError(t, f.run(keyOf(waiting)))

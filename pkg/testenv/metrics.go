@@ -47,8 +47,8 @@ func openWatches(metrics io.Reader) (int, error) {
 	return total, nil
 }
 
-// OperatorQueues is the operator's three work queues (see pkg/controller).
-var OperatorQueues = []string{"elastiservice", "scaletarget", "endpointslice"}
+// OperatorQueues is the operator's four work queues (see pkg/controller).
+var OperatorQueues = []string{"elastiservice", "scaletarget", "endpointslice", "privateservice"}
 
 // QueuesSettled reports whether an operator has synced everything it was
 // given, from its workqueue metrics: every queue is empty and has finished
