@@ -4,12 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,17 +37,27 @@ var fleetSize = flag.Int("fleet-size", 1000, "ElastiServices in BenchmarkFleet, 
 // fleetWatch follows the fleet through the benchmark's own informers, so
 // completion is seen the moment it happens rather than at the next poll.
 type fleetWatch struct {
-	mu       sync.Mutex
-	modes    map[string]string // ElastiService → mode when Ready=True
-	ready    map[string]bool   // Deployment → has a ready replica
-	serving  map[string]bool   // Service → its own slices list a ready endpoint
+	mu      sync.Mutex
+	modes   map[string]string // ElastiService → mode when Ready=True
+	ready   map[string]bool   // Deployment → has a ready replica
+	serving map[string]bool   // Service → its own slices list a ready endpoint
+	// endpoints counts each Service's ready endpoints per slice, its own
+	// and the resolver's: what kube-proxy routes to.
+	endpoints map[string]map[string]int
+	// Once armed, a Service whose slices list no ready endpoint after an
+	// event is dark; dark collects them until the next darkSince.
+	armed    bool
+	dark     map[string]bool
 	changed  chan struct{}
 	esSynced cache.InformerSynced
 	dSynced  cache.InformerSynced
+	// limit bounds every wait.
+	limit time.Duration
 }
 
 func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
-	w := &fleetWatch{modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{}, changed: make(chan struct{}, 1)}
+	w := &fleetWatch{modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{},
+		endpoints: map[string]map[string]int{}, dark: map[string]bool{}, changed: make(chan struct{}, 1), limit: 10 * time.Minute}
 	ef := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithNamespace(e.NS))
 	kf := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS))
 	onES := func(obj any) {
@@ -75,28 +87,51 @@ func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
 		w.mu.Unlock()
 		w.notify()
 	}
-	// The EndpointSlice controller's own slices (not the resolver's) tell
+	// Every slice event updates the Service's ready endpoints; the
+	// EndpointSlice controller's own slices (not the resolver's) also tell
 	// when the cluster itself has taken a Service's endpoints away.
-	onSlice := func(obj any) {
+	onSlice := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
 		sl, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok || sl.Labels[discoveryv1.LabelManagedBy] != "endpointslice-controller.k8s.io" {
+		if !ok {
 			return
 		}
 		svc := sl.Labels[discoveryv1.LabelServiceName]
 		if !strings.HasPrefix(svc, fleetPrefix) {
 			return
 		}
-		readyEP := false
+		readyEP := 0
 		for _, ep := range sl.Endpoints {
-			readyEP = readyEP || ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			if !deleted && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+				readyEP++
+			}
 		}
 		w.mu.Lock()
-		w.serving[svc] = readyEP
+		if sl.Labels[discoveryv1.LabelManagedBy] == "endpointslice-controller.k8s.io" {
+			w.serving[svc] = readyEP > 0
+		}
+		if w.endpoints[svc] == nil {
+			w.endpoints[svc] = map[string]int{}
+		}
+		w.endpoints[svc][sl.Name] = readyEP
+		total := 0
+		for _, n := range w.endpoints[svc] {
+			total += n
+		}
+		if w.armed && total == 0 {
+			w.dark[svc] = true
+		}
 		w.mu.Unlock()
 		w.notify()
 	}
 	sInf := kf.Discovery().V1().EndpointSlices().Informer()
-	_, _ = sInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onSlice, UpdateFunc: func(_, o any) { onSlice(o) }})
+	_, _ = sInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { onSlice(o, false) },
+		UpdateFunc: func(_, o any) { onSlice(o, false) },
+		DeleteFunc: func(o any) { onSlice(o, true) },
+	})
 	esInf := ef.Elasti().V1alpha1().ElastiServices().Informer()
 	dInf := kf.Apps().V1().Deployments().Informer()
 	_, _ = esInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onES, UpdateFunc: func(_, o any) { onES(o) }})
@@ -106,6 +141,17 @@ func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
 	kf.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), w.esSynced, w.dSynced, sInf.HasSynced)
 	return w
+}
+
+// darkSince arms the dark-Service check, if it was not, and returns how
+// many Services were seen dark since the last call.
+func (w *fleetWatch) darkSince() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed = true
+	n := len(w.dark)
+	w.dark = map[string]bool{}
+	return n
 }
 
 func (w *fleetWatch) notify() {
@@ -177,7 +223,7 @@ func (w *fleetWatch) waitAll(b *testing.B, waits ...fleetWait) []time.Time {
 	errs := make([]error, len(waits))
 	var wg sync.WaitGroup
 	for i, fw := range waits {
-		wg.Go(func() { times[i], errs[i] = w.waitUntil(fw.what, 10*time.Minute, fw.cond) })
+		wg.Go(func() { times[i], errs[i] = w.waitUntil(fw.what, w.limit, fw.cond) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -273,18 +319,22 @@ func runFleet(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	w := newFleetWatch(ctx, e)
+	// The cluster starts pods at roughly 30 a second here; give every wait
+	// room for that at any fleet size.
+	w.limit = max(10*time.Minute, time.Duration(n)*100*time.Millisecond)
 	setupStart := time.Now()
 	w.waitAll(b, fleetWait{"the cluster starting every target's pod", func(_ map[string]int, ready int) bool { return ready == n }})
 	fmt.Fprintf(os.Stderr, "fleet: every target has a ready pod (%s)\n", time.Since(setupStart).Round(time.Millisecond))
 
 	watchesBefore := testenv.WatchCount(b)
 	// All namespaces, as a cluster-wide install runs.
-	op := e.StartOperatorProcess("elasti-operator-fleet", "--watch-namespace=")
+	op := startFleetOperator(e, "elasti-operator-fleet")
 	start := time.Now()
 	reconciled := w.waitAll(b, fleetWait{"reconcile all", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
 	reconcileAll := reconciled[0].Sub(start)
 	watches := testenv.WatchCount(b) - watchesBefore
 	ownWatches := testenv.OpenWatches(b, " elasti-operator")
+	w.darkSince() // from here on, every Service has a ready pod
 
 	// Scale every target to zero, as the idle poller would.
 	var lastWrite atomic.Int64
@@ -301,45 +351,35 @@ func runFleet(b *testing.B, n int) {
 		fleetWait{"the cluster removing the endpoints", func(map[string]int, int) bool { return w.servingCount() == 0 }})
 	toProxy := down[0].Sub(scaledDown)
 	clusterStop := down[1].Sub(scaledDown)
+	darkDown := w.darkSince()
 
-	// Wake every service with n concurrent requests, as resolvers would.
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	wakeStart := time.Now()
-	var failed atomic.Int64
-	_ = parallel(n, 256, func(i int) error {
-		resp, err := client.Post(op.Scale, "application/json", strings.NewReader(testenv.WakeBody(names[i], e.NS)))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			failed.Add(1)
-		}
-		if resp != nil {
-			resp.Body.Close()
-		}
-		return nil
-	})
-	if failed.Load() > 0 {
-		b.Fatalf("%d of %d wake requests failed", failed.Load(), n)
-	}
+	wakeFleet(b, op, e.NS, names)
 	up := w.waitAll(b,
 		fleetWait{"the cluster starting the pods again", func(_ map[string]int, ready int) bool { return ready == n }},
 		fleetWait{"all in serve", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
 	clusterStart := up[0].Sub(wakeStart)
 	toServe := up[1].Sub(wakeStart)
+	darkUp := w.darkSince()
 
 	rss, peak, cpu, err := procStats(op.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}
+	r := restartFleet(b, e, w, op, n)
 	b.StopTimer()
 
 	b.ReportMetric(reconcileAll.Seconds(), "reconcile-all-s")
 	b.ReportMetric(toProxy.Seconds(), "all-proxy-s")
-
 	b.ReportMetric(toServe.Seconds(), "all-serve-s")
 	b.ReportMetric((toServe - clusterStart).Seconds(), "serve-beyond-pods-s")
+	b.ReportMetric(r.converged.Seconds(), "restart-converge-s")
+	b.ReportMetric(float64(len(r.writes)), "restart-writes")
 	b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(cpu, "cpu-s")
 	b.ReportMetric(float64(ownWatches), "watches")
+	b.ReportMetric(float64(darkDown+darkUp+r.dark), "dark-services")
 	b.ReportMetric(0, "ns/op")
 	fmt.Printf(`
 Fleet of %d ElastiServices (operator as a process, local control plane)
@@ -355,9 +395,149 @@ Fleet of %d ElastiServices (operator as a process, local control plane)
 | operator CPU | %.1f s |
 | apiserver WATCH requests, after minus before the operator started | %d |
 | watches the operator holds open (audit log, by user agent) | %d |
+| Services seen dark: scale-down / wake | %d / %d |
+| restart: new process start → every queue settled | %s |
+| restart: writes by the new operator (audit log; Leases and Events not logged) | %d |
+| restart: RSS after settling / peak | %.0f MiB / %.0f MiB |
+| restart: watches the new operator holds open | %d |
+| restart: Services seen dark | %d |
 `, n, reconcileAll.Round(time.Millisecond), toProxy.Round(time.Millisecond), clusterStop.Round(time.Millisecond), n, toServe.Round(time.Millisecond),
 		clusterStart.Round(time.Millisecond), (toServe - clusterStart).Round(time.Millisecond),
-		float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches, ownWatches)
+		float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches, ownWatches, darkDown, darkUp,
+		r.converged.Round(time.Millisecond), len(r.writes), float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.watches, r.dark)
+	for _, wr := range r.writes[:min(len(r.writes), 20)] {
+		fmt.Printf("  restart write: %s\n", wr)
+	}
+}
+
+// fleetOperator is an operator process of the benchmark with its /metrics.
+type fleetOperator struct {
+	*testenv.OperatorProcess
+	metrics string
+}
+
+// startFleetOperator runs an operator process named name over all
+// namespaces, as a cluster-wide install runs, serving /metrics on loopback,
+// with the default lease timing: the tests' 2 s renew deadline is shorter
+// than the apiserver's answers under a fleet's load on this machine, and
+// the operator would lose its lease in the middle of a measurement.
+func startFleetOperator(e *testenv.Env, name string) fleetOperator {
+	e.T.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := e.StartOperatorProcess(name, "--watch-namespace=", "--metrics-bind-address="+addr,
+		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s")
+	return fleetOperator{OperatorProcess: p, metrics: "http://" + addr + "/metrics"}
+}
+
+// settled scrapes the operator's /metrics: see testenv.QueuesSettled.
+func (o fleetOperator) settled(n int) (bool, string) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(o.metrics)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	families, err := testenv.ScrapeFamilies(resp.Body)
+	if err != nil {
+		return false, err.Error()
+	}
+	return testenv.QueuesSettled(families, n)
+}
+
+// waitSettled polls o until every ElastiService has been synced and its
+// queues are empty, and returns when it first saw that.
+func (o fleetOperator) waitSettled(b *testing.B, n int, limit time.Duration) time.Time {
+	b.Helper()
+	deadline, lastLog := time.Now().Add(limit), time.Now()
+	for {
+		ok, seen := o.settled(n)
+		if ok {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: queues not settled after %s: %s", o.Name, limit, seen)
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			fmt.Fprintf(os.Stderr, "  … %s settling: %s\n", o.Name, seen)
+			lastLog = time.Now()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// wakeFleet sends every Service's wake request at once, as resolvers would.
+func wakeFleet(b *testing.B, op fleetOperator, namespace string, names []string) {
+	b.Helper()
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	var failed atomic.Int64
+	_ = parallel(len(names), 256, func(i int) error {
+		resp, err := client.Post(op.Scale, "application/json", strings.NewReader(testenv.WakeBody(names[i], namespace)))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			failed.Add(1)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil
+	})
+	if failed.Load() > 0 {
+		b.Fatalf("%d of %d wake requests failed", failed.Load(), len(names))
+	}
+}
+
+// restartFigures are what the restart phase measured.
+type restartFigures struct {
+	converged time.Duration
+	writes    []string
+	rss, peak int64
+	watches   int
+	dark      int
+}
+
+// restartFleet restarts the operator over the converged fleet as a rolling
+// update would: once the old one has nothing left to do, SIGTERM (it
+// releases its Lease), then a new process. Converged means the new
+// operator's queues have settled (testenv.QueuesSettled): every
+// ElastiService synced since it started, nothing queued or in progress.
+func restartFleet(b *testing.B, e *testenv.Env, w *fleetWatch, op fleetOperator, n int) restartFigures {
+	b.Helper()
+	op.waitSettled(b, n, w.limit)
+	op.Signal(syscall.SIGTERM)
+	select {
+	case <-op.Done():
+	case <-time.After(time.Minute):
+		b.Fatal("the operator did not exit within a minute of SIGTERM")
+	}
+	const name = "elasti-operator-restart"
+	start := time.Now()
+	next := startFleetOperator(e, name)
+	var r restartFigures
+	r.converged = next.waitSettled(b, n, w.limit).Sub(start)
+	// A recheck or a lapsing fence queued with a delay would show here.
+	time.Sleep(3 * time.Second)
+	next.waitSettled(b, n, w.limit)
+	r.dark = w.darkSince()
+	var err error
+	if r.rss, r.peak, _, err = procStats(next.Pid()); err != nil {
+		b.Fatal(err)
+	}
+	// Where the new operator's time went, by its own log.
+	if log, err := os.ReadFile(next.Log); err == nil {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "Starting\"") || strings.Contains(line, "Became leader") ||
+				strings.Contains(line, "Starting workers") || strings.Contains(line, "Directory primed") {
+				fmt.Fprintf(os.Stderr, "  restart (started %s): %s\n", start.Format("15:04:05.000"), line)
+			}
+		}
+	}
+	// The old operator's watches ended with it.
+	r.watches = testenv.OpenWatches(b, " elasti-operator")
+	r.writes = testenv.Writes(b, func(userAgent string) bool { return strings.HasPrefix(userAgent, name+"/") })
+	return r
 }
 
 func createFleetMember(ctx context.Context, e *testenv.Env, name string) error {
