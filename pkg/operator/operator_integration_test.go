@@ -89,10 +89,12 @@ func TestProxyAndServeFollowTheTarget(t *testing.T) {
 	// which reaches the pods through the private Service.
 	e.Scale(elastiv1alpha1.KindDeployment, "web", 0)
 	e.WaitMode("web", elastiv1alpha1.ModeProxy)
-	pvt, err := e.PrivateService("web")
-	if err != nil {
-		t.Fatalf("private service in proxy mode: %v", err)
-	}
+	var pvt *corev1.Service
+	e.Eventually("the private service in proxy mode", func() (bool, string) {
+		var err error
+		pvt, err = e.PrivateService("web")
+		return err == nil, fmt.Sprint(err)
+	})
 	if pvt.Spec.Selector["app"] != "web" || len(pvt.Spec.Ports) != 1 || pvt.Spec.Ports[0].Port != 80 ||
 		pvt.Spec.Ports[0].TargetPort != intstr.FromString("http") || pvt.Spec.Ports[0].Name != "http" {
 		t.Errorf("private service spec = %+v, want the public selector and ports", pvt.Spec)

@@ -37,12 +37,12 @@ func TestRestartOverAConvergedFleetWritesNothing(t *testing.T) {
 	for _, name := range append(serving, proxied[:woken]...) {
 		e.WaitMode(name, elastiv1alpha1.ModeServe)
 	}
+	waitSettled(t, e, 2*n)
 	for _, name := range proxied {
 		if _, err := e.PrivateService(name); err != nil {
 			t.Fatalf("%s has no private Service after its spell in proxy: %v", name, err)
 		}
 	}
-	waitSettled(t, e, 2*n)
 	e.Stop()
 
 	// The new operator's own user agent, told apart from the first's.

@@ -205,6 +205,11 @@ func (e *Env) Fronted(name string, replicas int32) {
 	e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
 	if replicas == 0 {
 		e.WaitMode(name, elastiv1alpha1.ModeProxy)
+		// Created right after the switch, by a queue of its own.
+		e.Eventually("the private Service of "+name, func() (bool, string) {
+			_, err := e.PrivateService(name)
+			return err == nil, fmt.Sprint(err)
+		})
 	} else {
 		e.WaitMode(name, elastiv1alpha1.ModeServe)
 	}
