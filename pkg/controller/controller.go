@@ -277,20 +277,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		broadcaster:    broadcaster,
 		recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName}),
 	}
-	c.syncHandler = c.syncElastiService
-	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
-		start := c.clock.Now()
-		err := c.syncHandler(ctx, key)
-		if c.Observer.Sync != nil {
-			c.Observer.Sync(c.clock.Since(start), err)
-		}
-		return err
-	}, metrics)
-	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)
-	c.sliceQueue = workloop.New("endpointslice", c.enqueueForSliceService, metrics)
-	c.privateServiceQueue = workloop.New("privateservice", c.syncPrivateService, metrics)
-	c.enqueue = c.elastiServiceQueue.Add
-	c.wantPrivateService = c.privateServiceQueue.Add
+	c.newQueues(metrics)
 
 	esInformer := inf.ElastiServices.Informer()
 	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget}); err != nil {
@@ -336,6 +323,24 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}
 	logger.V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
 	return c, nil
+}
+
+// newQueues makes the four queues; their names label the queue metrics.
+func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
+	c.syncHandler = c.syncElastiService
+	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
+		start := c.clock.Now()
+		err := c.syncHandler(ctx, key)
+		if c.Observer.Sync != nil {
+			c.Observer.Sync(c.clock.Since(start), err)
+		}
+		return err
+	}, metrics)
+	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)
+	c.sliceQueue = workloop.New("endpointslice", c.enqueueForSliceService, metrics)
+	c.privateServiceQueue = workloop.New("privateservice", c.syncPrivateService, metrics)
+	c.enqueue = c.elastiServiceQueue.Add
+	c.wantPrivateService = c.privateServiceQueue.Add
 }
 
 // DroppedObject names the object behind a key a queue gave up on: an
