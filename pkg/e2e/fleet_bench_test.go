@@ -335,6 +335,16 @@ func runFleet(b *testing.B, n int) {
 	watches := testenv.WatchCount(b) - watchesBefore
 	ownWatches := testenv.OpenWatches(b, " elasti-operator")
 	w.darkSince() // from here on, every Service has a ready pod
+	progress("reconcile all: %s; watches %d", reconcileAll, ownWatches)
+
+	// Restart over the converged fleet; the new operator runs the rest.
+	firstRSS, firstPeak, _, err := procStats(op.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, op := restartFleet(b, e, w, op, n)
+	progress("restart: settled %s after the new process started, %d writes, RSS %d/%d MiB, %d watches, %d dark",
+		r.converged, len(r.writes), r.rss>>20, r.peak>>20, r.watches, r.dark)
 
 	// Scale every target to zero, as the idle poller would.
 	var lastWrite atomic.Int64
@@ -352,6 +362,7 @@ func runFleet(b *testing.B, n int) {
 	toProxy := down[0].Sub(scaledDown)
 	clusterStop := down[1].Sub(scaledDown)
 	darkDown := w.darkSince()
+	progress("all in proxy: %s (the cluster's endpoints gone: %s); %d Services seen dark", toProxy, clusterStop, darkDown)
 
 	wakeStart := time.Now()
 	wakeFleet(b, op, e.NS, names)
@@ -361,12 +372,13 @@ func runFleet(b *testing.B, n int) {
 	clusterStart := up[0].Sub(wakeStart)
 	toServe := up[1].Sub(wakeStart)
 	darkUp := w.darkSince()
+	progress("all in serve: %s (the cluster's pods: %s); %d Services seen dark", toServe, clusterStart, darkUp)
 
 	rss, peak, cpu, err := procStats(op.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := restartFleet(b, e, w, op, n)
+	progress("restarted operator at the end: RSS %d MiB, peak %d MiB, CPU %.1f s", rss>>20, peak>>20, cpu)
 	b.StopTimer()
 
 	b.ReportMetric(reconcileAll.Seconds(), "reconcile-all-s")
@@ -391,8 +403,9 @@ Fleet of %d ElastiServices (operator as a process, local control plane)
 | all in serve, after %d concurrent wake requests | %s |
 | the cluster's own time to start those pods | %s |
 | serve beyond the cluster's pod start | %s |
-| operator RSS now / peak | %.0f MiB / %.0f MiB |
-| operator CPU | %.1f s |
+| first operator RSS after reconcile all / peak | %.0f MiB / %.0f MiB |
+| restarted operator RSS at the end / peak (it ran scale-down and wake) | %.0f MiB / %.0f MiB |
+| restarted operator CPU | %.1f s |
 | apiserver WATCH requests, after minus before the operator started | %d |
 | watches the operator holds open (audit log, by user agent) | %d |
 | Services seen dark: scale-down / wake | %d / %d |
@@ -403,7 +416,7 @@ Fleet of %d ElastiServices (operator as a process, local control plane)
 | restart: Services seen dark | %d |
 `, n, reconcileAll.Round(time.Millisecond), toProxy.Round(time.Millisecond), clusterStop.Round(time.Millisecond), n, toServe.Round(time.Millisecond),
 		clusterStart.Round(time.Millisecond), (toServe - clusterStart).Round(time.Millisecond),
-		float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches, ownWatches, darkDown, darkUp,
+		float64(firstRSS)/(1<<20), float64(firstPeak)/(1<<20), float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches, ownWatches, darkDown, darkUp,
 		r.converged.Round(time.Millisecond), len(r.writes), float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.watches, r.dark)
 	for _, wr := range r.writes[:min(len(r.writes), 20)] {
 		fmt.Printf("  restart write: %s\n", wr)
@@ -500,10 +513,11 @@ type restartFigures struct {
 
 // restartFleet restarts the operator over the converged fleet as a rolling
 // update would: once the old one has nothing left to do, SIGTERM (it
-// releases its Lease), then a new process. Converged means the new
-// operator's queues have settled (testenv.QueuesSettled): every
-// ElastiService synced since it started, nothing queued or in progress.
-func restartFleet(b *testing.B, e *testenv.Env, w *fleetWatch, op fleetOperator, n int) restartFigures {
+// releases its Lease), then a new process, which it returns. Converged
+// means the new operator's queues have settled (testenv.QueuesSettled):
+// every ElastiService synced since it started, nothing queued or in
+// progress.
+func restartFleet(b *testing.B, e *testenv.Env, w *fleetWatch, op fleetOperator, n int) (restartFigures, fleetOperator) {
 	b.Helper()
 	op.waitSettled(b, n, w.limit)
 	op.Signal(syscall.SIGTERM)
@@ -537,7 +551,13 @@ func restartFleet(b *testing.B, e *testenv.Env, w *fleetWatch, op fleetOperator,
 	// The old operator's watches ended with it.
 	r.watches = testenv.OpenWatches(b, " elasti-operator")
 	r.writes = testenv.Writes(b, func(userAgent string) bool { return strings.HasPrefix(userAgent, name+"/") })
-	return r
+	return r, next
+}
+
+// progress prints a figure the moment it is measured, so a run stopped
+// before the end still reports the phases it finished.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "fleet: "+format+"\n", args...)
 }
 
 func createFleetMember(ctx context.Context, e *testenv.Env, name string) error {
