@@ -913,7 +913,7 @@ func checkDashboard(t *testing.T, data []byte) {
 		"time() - max(elasti_operator_poller_last_run_timestamp_seconds)",
 		"sum(elasti_operator_mode)",
 		"elasti_operator_reconcile_bucket",
-		`workqueue_depth{name=~"elastiservice|scaletarget|endpointslice"}`,
+		`workqueue_depth{name=~"elastiservice|scaletarget|endpointslice|privateservice"}`,
 		"rate(workqueue_retries_total[5m])",
 		"sum by (code) (rate(rest_client_requests_total[5m]))",
 		"elasti_operator_cold_start_seconds_bucket",
