@@ -177,7 +177,8 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 	}
 	// After the slice, so a slow Service create never keeps the resolver
 	// away: no pod serves now, so the resolver has nothing to forward to
-	// until one is ready, and by then the private Service is there.
+	// until one is ready; a request it holds until then waits for the
+	// private Service too (it watches for it) and is never refused.
 	c.requestPrivateService(es)
 	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
