@@ -15,6 +15,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 const (
@@ -63,6 +64,12 @@ func TestMovingSpecServiceAtZeroServesBothServices(t *testing.T) {
 		port := *sl.Ports[0].Port
 		return port != 8012, fmt.Sprintf("port %d", port)
 	})
+	// web-v2 is a new Service with no endpoint until the resolver fronts
+	// it; kube-proxy refuses its connections until it has followed that
+	// slice (its sync period, about a second), as it would for any user.
+	if err := s.bed.WaitKubeProxyFollows(s.ctx, s.e.NS, moved, testenv.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
 	movedDark := s.e.WatchDark(moved)
 	t.Logf("%s: both Services fronted, the target woken and kept from starting", time.Since(began).Round(time.Millisecond))
 
