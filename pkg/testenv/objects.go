@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 )
 
@@ -198,10 +200,23 @@ func (e *Env) Scale(kind, name string, replicas int32) {
 
 // Fronted creates a Deployment with replicas, its Service and an
 // ElastiService for them, all named name, and waits for the mode replicas
-// implies: proxy at zero, serve otherwise.
+// implies: proxy at zero, serve otherwise. A serving one is put under an
+// ElastiService only once the cluster lists a pod of it, as when elasti is
+// added to a running app: otherwise its first sync could find no endpoint,
+// switch to proxy, and make the private Service a serving one never needs.
 func (e *Env) Fronted(name string, replicas int32) {
 	e.T.Helper()
 	e.App(name, replicas)
+	if replicas > 0 {
+		e.Eventually("a serving endpoint of "+name, func() (bool, string) {
+			for _, s := range e.SlicesFor(name) {
+				if slices.ContainsFunc(s.Endpoints, endpointready.Serving) {
+					return true, ""
+				}
+			}
+			return false, "none listed"
+		})
+	}
 	e.ElastiService(name, name, elastiv1alpha1.KindDeployment, name)
 	if replicas == 0 {
 		e.WaitMode(name, elastiv1alpha1.ModeProxy)
