@@ -119,3 +119,33 @@ func (c *Cluster) component(name string) *process {
 	}
 	return nil
 }
+
+// RestartControllerManager stops kube-controller-manager (SIGTERM) and
+// starts it again with the same flags, and returns once its controllers
+// run. After an apiserver restart its EndpointSlice controller can stay
+// stuck for many minutes: it retries a Service whose slices its informer
+// seems to lag ("EndpointSlice informer cache is out of date") with a
+// back-off up to 1000 s. A new process starts from a fresh list, as a
+// cluster operator restarting it would.
+func (c *Cluster) RestartControllerManager(ctx context.Context) error {
+	c.mu.Lock()
+	p := c.component(KubeControllerManagerBinary)
+	c.mu.Unlock()
+	if p == nil {
+		return errNotStartedHere
+	}
+	if !p.exited() {
+		if err := p.kill(syscall.SIGTERM, stopGrace); err != nil {
+			return err
+		}
+	}
+	if _, err := c.relaunch(KubeControllerManagerBinary); err != nil {
+		return err
+	}
+	if err := c.saveState(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, startLimit)
+	defer cancel()
+	return c.waitControllerManager(ctx)
+}

@@ -47,13 +47,17 @@ const (
 	// and stay behind for tens of seconds after it is back: that is what
 	// showed the operator trusting stale ready endpoints.
 	outageHold = 5 * time.Second
-	// clusterCatchUp bounds how long the cluster's own controllers take to
-	// catch up after a restart. client-go's informers in
-	// kube-controller-manager back off up to 30 s (with jitter, more)
-	// before they list again, and the EndpointSlice controller retries a
-	// Service whose syncs failed meanwhile after 1 s, 2 s, 4 s, ... 64 s:
-	// a Service's slice was seen two minutes behind its pods.
-	clusterCatchUp = 4 * time.Minute
+	// clusterStuck is how long the test waits for the cluster's own
+	// controllers to catch up after a restart before it restarts
+	// kube-controller-manager. Its informers back off up to 30 s (with
+	// jitter, more) before they list again, and its EndpointSlice
+	// controller retries a Service whose syncs failed meanwhile after 1 s,
+	// 2 s, 4 s, ... up to 1000 s ("EndpointSlice informer cache is out of
+	// date"): a Service's slice was seen two minutes behind its pods, and
+	// once more than four.
+	clusterStuck = 90 * time.Second
+	// clusterCatchUp bounds the cluster's catch-up after that restart.
+	clusterCatchUp = 2 * time.Minute
 	// operatorLag bounds the operator's own convergence once the cluster
 	// has caught up: the live pod check looks again every 2 s.
 	operatorLag = 10 * time.Second
@@ -234,21 +238,29 @@ func clusterClause(mode string, back, caughtUp time.Time) string {
 // the resolver in front; until the ReplicaSet controller has acted on the
 // latest scale, the pods of the last scale-down may still be there, ready,
 // but about to go, and the operator rightly does not trust them either.
-// After a restart that can take minutes
-// (clusterCatchUp), which is the cluster's time, not the operator's: the
-// operator is held to operatorLag after it. Proxy needs nothing of the
-// cluster but the scale.
+// After a restart that can take minutes, which is the cluster's time, not
+// the operator's: the operator is held to operatorLag after it, and a
+// kube-controller-manager still behind after clusterStuck is restarted.
+// Proxy needs nothing of the cluster but the scale.
 func (b *bed) awaitConverged(what, mode string) (scaled, caughtUp time.Time) {
 	b.t.Helper()
 	var last observation
 	var lateBy time.Duration
 	timeout := proxyTimeout
 	if mode == elastiv1alpha1.ModeServe {
-		timeout = clusterCatchUp + operatorLag
+		timeout = clusterStuck + clusterCatchUp + operatorLag
 	}
-	err := wait.PollUntilContextTimeout(b.e.Ctx(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	start, kcmRestarted := time.Now(), false
+	err := wait.PollUntilContextTimeout(b.e.Ctx(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		last = b.observe()
 		now := time.Now()
+		if mode == elastiv1alpha1.ModeServe && caughtUp.IsZero() && !kcmRestarted && now.Sub(start) > clusterStuck {
+			kcmRestarted = true
+			b.t.Logf("%s: the cluster had not caught up %s after the restart (%v); restarting kube-controller-manager", what, clusterStuck, last.behind(b))
+			if err := b.cluster.RestartControllerManager(ctx); err != nil {
+				return false, fmt.Errorf("restart kube-controller-manager: %w", err)
+			}
+		}
 		if scaled.IsZero() && last.sized(b, mode) == len(b.names) {
 			scaled = now
 		}
