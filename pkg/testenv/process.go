@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/localcluster/procnode"
 )
 
 // Leader election timing of operator processes: short, so that failover
@@ -200,17 +200,7 @@ func (p *OperatorProcess) Ready() bool {
 }
 
 // LastLines is the end of the process's log.
-func (p *OperatorProcess) LastLines(n int) string {
-	b, err := os.ReadFile(p.Log)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *OperatorProcess) LastLines(n int) string { return procnode.TailFile(p.Log, n) }
 
 // loopbackPorts picks n distinct free loopback ports, holding them all
 // until it has them, then releases them for the operator to bind.
