@@ -324,9 +324,7 @@ func (c *Cluster) waitControllerManager(ctx context.Context) error {
 	if _, err := deployments.Create(ctx, probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	c.mu.Lock()
-	kcm := c.component(KubeControllerManagerBinary)
-	c.mu.Unlock()
+	kcm := c.lockedComponent(KubeControllerManagerBinary)
 	err = waitFor(ctx, kcm, func(ctx context.Context) error {
 		d, err := deployments.Get(ctx, probeDeployment, metav1.GetOptions{})
 		if err != nil {

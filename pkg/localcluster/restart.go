@@ -34,9 +34,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, sig syscall.Signal) erro
 // shutdown, with SIGKILL after stopGrace. Only a cluster this process
 // started can be stopped this way.
 func (c *Cluster) StopAPIServer(sig syscall.Signal) error {
-	c.mu.Lock()
-	p := c.component(KubeAPIServerBinary)
-	c.mu.Unlock()
+	p := c.lockedComponent(KubeAPIServerBinary)
 	if p == nil {
 		return errNotStartedHere
 	}
@@ -109,6 +107,13 @@ func (c *Cluster) relaunch(name string) (*process, error) {
 	return nil, errNotStartedHere
 }
 
+// lockedComponent is component for a caller that does not hold c.mu.
+func (c *Cluster) lockedComponent(name string) *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.component(name)
+}
+
 // component is the running or exited process of name, nil if this process
 // did not start it. Hold c.mu.
 func (c *Cluster) component(name string) *process {
@@ -128,9 +133,7 @@ func (c *Cluster) component(name string) *process {
 // back-off up to 1000 s. A new process starts from a fresh list, as a
 // cluster operator restarting it would.
 func (c *Cluster) RestartControllerManager(ctx context.Context) error {
-	c.mu.Lock()
-	p := c.component(KubeControllerManagerBinary)
-	c.mu.Unlock()
+	p := c.lockedComponent(KubeControllerManagerBinary)
 	if p == nil {
 		return errNotStartedHere
 	}
