@@ -8,7 +8,6 @@ import (
 	"time"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/names"
 )
 
 const deploymentKind = elastiv1alpha1.KindDeployment
@@ -27,7 +26,7 @@ const deploymentKind = elastiv1alpha1.KindDeployment
 // endpoint, so it stays here, sending to the resolver directly: on the real
 // path a Service in serve mode is reached through kube-proxy and the
 // resolver is not in it (pkg/e2e/traffic tests that path). Two of three
-// pods are deleted; once the resolver's source, the private Service's
+// pods are deleted; once the resolver's source, the Service's
 // EndpointSlice, lists only the third, every request goes to it. Before
 // that, the resolver may still list a deleted pod that no longer accepts:
 // it must then try another endpoint, never answer 502 (issue #10's flake;
@@ -39,16 +38,16 @@ func TestDeletedEndpointIsNeverUsed(t *testing.T) {
 	before := s.ReadyPodIPs("web")
 	s.Scale(deploymentKind, "web", 1)
 	var remaining []string
-	s.Eventually("one ready pod left, both Services' slices listing only it, the deleted pods' IPs gone", func() (bool, string) {
+	s.Eventually("one ready pod left, the Service's slice listing only it, the deleted pods' IPs gone", func() (bool, string) {
 		remaining = s.ReadyPodIPs("web")
-		public, private := s.sliceReadyIPs("web"), s.sliceReadyIPs(names.PrivateService("web"))
+		public := s.sliceReadyIPs("web")
 		up, err := network.IPs()
 		if err != nil {
 			t.Fatal(err)
 		}
 		gone := !slices.ContainsFunc(before, func(ip string) bool { return !slices.Contains(remaining, ip) && slices.Contains(up, ip) })
-		return len(remaining) == 1 && slices.Equal(public, remaining) && slices.Equal(private, remaining) && gone,
-			fmt.Sprintf("pods %v, public slice %v, private slice %v, deleted pods' IPs gone %v", remaining, public, private, gone)
+		return len(remaining) == 1 && slices.Equal(public, remaining) && gone,
+			fmt.Sprintf("pods %v, slice %v, deleted pods' IPs gone %v", remaining, public, gone)
 	})
 	// The resolver's informer follows within moments; until it has, a
 	// request may try a deleted pod first, and still reaches the survivor.

@@ -14,8 +14,8 @@
 //     what waits, and per client address a bound on the wakes it starts.
 //   - hold (hold.go): one waiter per Service that owns the loop asking the
 //     operator to wake it (coalesced, with capped exponential backoff),
-//     woken by the EndpointSource the moment the private Service has a
-//     Ready endpoint.
+//     woken by the EndpointSource the moment the Service's own
+//     EndpointSlices list a Ready pod.
 //   - forward (proxy.go, splice.go, connect.go): HTTP reverse-proxied
 //     straight to a pod IP:port, or any other TCP spliced byte for byte.
 //

@@ -42,8 +42,8 @@ type Backends struct {
 	Changed <-chan struct{}
 }
 
-// EndpointSource yields the Ready endpoints of the private Service behind a
-// public Service. Unit tests feed one by hand (MemoryEndpoints); the
+// EndpointSource yields the Ready endpoints of the pods behind a public
+// Service. Unit tests feed one by hand (MemoryEndpoints); the
 // command uses NewInformerEndpoints.
 type EndpointSource interface {
 	// Lookup resolves the public Service svc. hostPort is the port from the

@@ -18,14 +18,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/endpointready"
-	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
-// privateServiceIndex indexes the EndpointSlices that the EndpointSlice
-// controller keeps for elasti private Services by
-// "<namespace>/<kubernetes.io/service-name>"; see privateServiceOf.
-const privateServiceIndex = "github.com/elasti-dev/elasti/pkg/resolver:private-service"
+// podSlicesIndex indexes the EndpointSlices that the EndpointSlice
+// controller keeps for a Service by "<namespace>/<kubernetes.io/service-name>";
+// see podSlicesOf.
+const podSlicesIndex = "github.com/elasti-dev/elasti/pkg/resolver:pod-slices"
 
 // clusterIPIndex indexes Services by each of their ClusterIPs.
 const clusterIPIndex = "github.com/elasti-dev/elasti/pkg/resolver:cluster-ip"
@@ -45,18 +44,23 @@ func indexByClusterIP(obj any) ([]string, error) {
 }
 
 // InformerEndpoints is the EndpointSource of a running resolver: the
-// private Service's EndpointSlices and both Services come from shared
-// informers, and every informer event wakes the requests waiting on that
-// service.
+// Service and the EndpointSlices the cluster keeps for its pods come from
+// shared informers, and every informer event wakes the requests waiting on
+// that Service.
+//
+// It reads the Service's own controller-managed slices, not those of the
+// private Service: they list the same pods (the private Service copies the
+// selector), and they exist from the moment the Service does, so a wake
+// never waits for the operator to create a Service, which at a fleet's
+// scale can take seconds while the apiserver allocates its ClusterIP.
 type InformerEndpoints struct {
 	services corelisters.ServiceLister
 	// byClusterIP indexes the Services by ClusterIP.
 	byClusterIP cache.Indexer
 	slices      cache.Indexer
 	synced      []cache.InformerSynced
-	// b is keyed by the private Service, the one name every event maps to.
-	b      *broadcaster[ServiceRef]
-	logger klog.Logger
+	b           *broadcaster[ServiceRef]
+	logger      klog.Logger
 }
 
 // NewInformerEndpoints registers an index and event handlers on the shared
@@ -70,8 +74,8 @@ func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInf
 		b:           newBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}
-	if _, exists := e.slices.GetIndexers()[privateServiceIndex]; !exists {
-		if err := endpointSlices.Informer().AddIndexers(cache.Indexers{privateServiceIndex: indexByPrivateService}); err != nil {
+	if _, exists := e.slices.GetIndexers()[podSlicesIndex]; !exists {
+		if err := endpointSlices.Informer().AddIndexers(cache.Indexers{podSlicesIndex: indexByPodSlicesOf}); err != nil {
 			return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
 		}
 	}
@@ -119,7 +123,7 @@ func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, e
 	// Watch, then read again: an event between the two reads closes ch.
 	// Informers update their store before they call handlers, so a change
 	// is either seen by the second read or wakes ch.
-	ch := e.b.watch(ServiceRef{svc.Namespace, names.PrivateService(svc.Name)})
+	ch := e.b.watch(svc)
 	t, err = e.resolve(svc, hostPort)
 	if err == nil && len(t.Addrs) == 0 {
 		t.Changed = ch
@@ -149,14 +153,7 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, 
 	if err != nil {
 		return Backends{}, err
 	}
-	privName := names.PrivateService(svc.Name)
-	priv, err := e.services.Services(svc.Namespace).Get(privName)
-	if err != nil {
-		// The operator creates the private Service; until it shows up there
-		// is no endpoint, and the caller waits on Changed.
-		priv = nil
-	}
-	objs, err := e.slices.ByIndex(privateServiceIndex, svc.Namespace+"/"+privName)
+	objs, err := e.slices.ByIndex(podSlicesIndex, svc.Namespace+"/"+svc.Name)
 	if err != nil {
 		return Backends{}, err
 	}
@@ -166,18 +163,17 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, 
 			list = append(list, s)
 		}
 	}
-	return resolveBackends(pub, priv, list, hostPort)
+	return resolveBackends(pub, list, hostPort)
 }
 
 // resolveBackends picks the port the way kube-proxy would and lists the Ready
 // endpoints of the slices for it.
 //
-// The public Service port is the one whose number is hostPort (80 when
-// hostPort is empty), else the first. The private Service mirrors the public ports, so its port of the
-// same name (or, failing that, number) names the slice port; the slice port
-// carries the pod's port, with named targetPorts already resolved by the
-// EndpointSlice controller. priv may be nil.
-func resolveBackends(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Backends, error) {
+// The Service port is the one whose number is hostPort (80 when hostPort is
+// empty), else the first. The slices name their ports after the Service's
+// and carry the pod's port, with named targetPorts already resolved by the
+// EndpointSlice controller.
+func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Backends, error) {
 	if len(pub.Spec.Ports) == 0 {
 		return Backends{}, fmt.Errorf("service %s/%s has no ports", pub.Namespace, pub.Name)
 	}
@@ -196,29 +192,6 @@ func resolveBackends(pub, priv *corev1.Service, list []*discoveryv1.EndpointSlic
 		}
 	}
 	portName, appProtocol := port.Name, port.AppProtocol
-	if priv != nil && len(priv.Spec.Ports) > 0 {
-		var pp *corev1.ServicePort
-		for i := range priv.Spec.Ports {
-			if priv.Spec.Ports[i].Name == port.Name {
-				pp = &priv.Spec.Ports[i]
-				break
-			}
-		}
-		if pp == nil {
-			for i := range priv.Spec.Ports {
-				if priv.Spec.Ports[i].Port == port.Port {
-					pp = &priv.Spec.Ports[i]
-					break
-				}
-			}
-		}
-		if pp != nil {
-			portName = pp.Name
-			if pp.AppProtocol != nil {
-				appProtocol = pp.AppProtocol
-			}
-		}
-	}
 
 	var addrs []string
 	for _, s := range list {
@@ -268,32 +241,28 @@ func isH2CAppProtocol(p *string) bool {
 }
 
 // endpointSliceController is the managed-by value of the slices the
-// EndpointSlice controller keeps for Services with a selector, as the
-// private Services are.
+// EndpointSlice controller keeps for Services with a selector.
 const endpointSliceController = "endpointslice-controller.k8s.io"
 
-// privateServiceOf returns the private Service s belongs to, or "" when s
-// is not one of its controller-managed slices. Slices written by anyone
-// else are ignored: a selectorless Service with manual Endpoints, mirrored
-// into slices by endpointslicemirroring-controller.k8s.io, or a hand-made
-// slice could otherwise make the resolver proxy to arbitrary addresses.
-func privateServiceOf(s *discoveryv1.EndpointSlice) string {
+// podSlicesOf returns the Service whose pods s lists, or "" when s is not
+// one of the EndpointSlice controller's. Slices written by anyone else are
+// ignored: the operator's own slice to the resolver (forwarding there would
+// loop), a selectorless Service's manual Endpoints mirrored into slices by
+// endpointslicemirroring-controller.k8s.io, or a hand-made slice, which
+// could otherwise make the resolver proxy to arbitrary addresses.
+func podSlicesOf(s *discoveryv1.EndpointSlice) string {
 	if s.Labels[discoveryv1.LabelManagedBy] != endpointSliceController {
 		return ""
 	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if !names.IsPrivateService(name) {
-		return ""
-	}
-	return name
+	return s.Labels[discoveryv1.LabelServiceName]
 }
 
-func indexByPrivateService(obj any) ([]string, error) {
+func indexByPodSlicesOf(obj any) ([]string, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return nil, nil
 	}
-	name := privateServiceOf(s)
+	name := podSlicesOf(s)
 	if name == "" {
 		return nil, nil
 	}
@@ -305,23 +274,17 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 	if !ok {
 		return
 	}
-	name := privateServiceOf(s)
+	name := podSlicesOf(s)
 	if name == "" {
 		return
 	}
 	e.logger.V(4).Info("EndpointSlice changed", "endpointSlice", klog.KObj(s), "service", klog.KRef(s.Namespace, name))
+	// Notifying a key nobody watches is a map lookup.
 	e.b.notify(ServiceRef{s.Namespace, name})
 }
 
 func (e *InformerEndpoints) serviceChanged(obj any) {
-	s, ok := tombstone.Object[*corev1.Service](obj)
-	if !ok {
-		return
-	}
-	if names.IsPrivateService(s.Name) {
+	if s, ok := tombstone.Object[*corev1.Service](obj); ok {
 		e.b.notify(ServiceRef{s.Namespace, s.Name})
 	}
-	// The public Service decides the port; waiters are keyed by the private
-	// name. Notifying a key nobody watches is a map lookup.
-	e.b.notify(ServiceRef{s.Namespace, names.PrivateService(s.Name)})
 }

@@ -71,17 +71,18 @@ func managedBy(s *discoveryv1.EndpointSlice, by string) *discoveryv1.EndpointSli
 }
 
 func TestOnlyControllerManagedSlicesAreIndexed(t *testing.T) {
-	privName := names.PrivateService("web")
 	for _, tc := range []struct {
 		by   string
 		want []string
 	}{
-		{"endpointslice-controller.k8s.io", []string{"team/" + privName}},
+		{"endpointslice-controller.k8s.io", []string{"team/web"}},
 		{"endpointslicemirroring-controller.k8s.io", nil},
+		// The operator's slice to the resolver: forwarding there would loop.
+		{"elasti-operator.elasti.truefoundry.com", nil},
 		{"someone-else", nil},
 		{"", nil},
 	} {
-		got, err := indexByPrivateService(managedBy(slice("team", "a", privName, nil, ep("10.244.0.1")), tc.by))
+		got, err := indexByPodSlicesOf(managedBy(slice("team", "a", "web", nil, ep("10.244.0.1")), tc.by))
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("managed-by %q: indexed as %v, %v; want %v", tc.by, got, err, tc.want)
 		}
@@ -90,11 +91,7 @@ func TestOnlyControllerManagedSlicesAreIndexed(t *testing.T) {
 
 func TestResolveBackends(t *testing.T) {
 	pubName := "web"
-	privName := names.PrivateService(pubName)
 	twoPorts := service("team", pubName,
-		svcPort("http", 80, intstr.FromString("web")),
-		svcPort("metrics", 9090, intstr.FromInt32(9100)))
-	privTwo := service("team", privName,
 		svcPort("http", 80, intstr.FromString("web")),
 		svcPort("metrics", 9090, intstr.FromInt32(9100)))
 	// The pod's named port "web" is 8080: the EndpointSlice controller put
@@ -104,7 +101,6 @@ func TestResolveBackends(t *testing.T) {
 	tests := []struct {
 		name     string
 		pub      *corev1.Service
-		priv     *corev1.Service
 		slices   []*discoveryv1.EndpointSlice
 		hostPort string
 		want     []string
@@ -113,8 +109,8 @@ func TestResolveBackends(t *testing.T) {
 	}{
 		{
 			name: "no host port picks the first port, named targetPort resolved by the slice",
-			pub:  twoPorts, priv: privTwo,
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"), ep("10.244.0.2"))},
+			pub:  twoPorts,
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"), ep("10.244.0.2"))},
 			want:   []string{"10.244.0.1:8080", "10.244.0.2:8080"},
 		},
 		{
@@ -122,10 +118,7 @@ func TestResolveBackends(t *testing.T) {
 			pub: service("team", pubName,
 				svcPort("metrics", 9090, intstr.FromInt32(9100)),
 				svcPort("http", 80, intstr.FromString("web"))),
-			priv: service("team", privName,
-				svcPort("metrics", 9090, intstr.FromInt32(9100)),
-				svcPort("http", 80, intstr.FromString("web"))),
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:8080"},
 		},
 		{
@@ -133,77 +126,60 @@ func TestResolveBackends(t *testing.T) {
 			pub: service("team", pubName,
 				svcPort("metrics", 9090, intstr.FromInt32(9100)),
 				svcPort("http", 8000, intstr.FromString("web"))),
-			priv: service("team", privName,
-				svcPort("metrics", 9090, intstr.FromInt32(9100)),
-				svcPort("http", 8000, intstr.FromString("web"))),
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:9100"},
 		},
 		{
 			name: "host port selects the Service port by number",
-			pub:  twoPorts, priv: privTwo, hostPort: "9090",
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			pub:  twoPorts, hostPort: "9090",
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:9100"},
 		},
 		{
 			name: "unknown host port falls back to the first port",
-			pub:  twoPorts, priv: privTwo, hostPort: "1234",
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
+			pub:  twoPorts, hostPort: "1234",
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:8080"},
 		},
 		{
 			name:   "single unnamed port",
 			pub:    service("team", pubName, svcPort("", 80, intstr.FromInt32(8000))),
-			priv:   service("team", privName, svcPort("", 80, intstr.FromInt32(8000))),
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, map[string]int32{"": 8000}, ep("10.244.0.7"))},
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, map[string]int32{"": 8000}, ep("10.244.0.7"))},
 			want:   []string{"10.244.0.7:8000"},
-		},
-		{
-			name:   "private port found by number when its name differs",
-			pub:    service("team", pubName, svcPort("http", 80, intstr.FromInt32(8000))),
-			priv:   service("team", privName, svcPort("web", 80, intstr.FromInt32(8000))),
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, map[string]int32{"web": 8000}, ep("10.244.0.7"))},
-			want:   []string{"10.244.0.7:8000"},
-		},
-		{
-			name: "missing private Service: the public port name is used",
-			pub:  twoPorts, priv: nil, hostPort: "9090",
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, twoSlicePorts, ep("10.244.0.1"))},
-			want:   []string{"10.244.0.1:9100"},
 		},
 		{
 			name: "multiple slices, duplicates, not ready and terminating excluded",
-			pub:  twoPorts, priv: privTwo,
+			pub:  twoPorts,
 			slices: []*discoveryv1.EndpointSlice{
-				slice("team", "a", privName, twoSlicePorts, ep("10.244.0.3"), sliceEP{ip: "10.244.0.4", ready: ptr.To(false)}),
-				slice("team", "b", privName, twoSlicePorts, ep("10.244.0.1"), sliceEP{ip: "10.244.0.5", ready: ptr.To(true), terminating: ptr.To(true)}, ep("10.244.0.3")),
-				slice("team", "c", privName, twoSlicePorts, sliceEP{ip: "10.244.0.6", ready: ptr.To(true), terminating: ptr.To(false)}),
+				slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.3"), sliceEP{ip: "10.244.0.4", ready: ptr.To(false)}),
+				slice("team", "b", pubName, twoSlicePorts, ep("10.244.0.1"), sliceEP{ip: "10.244.0.5", ready: ptr.To(true), terminating: ptr.To(true)}, ep("10.244.0.3")),
+				slice("team", "c", pubName, twoSlicePorts, sliceEP{ip: "10.244.0.6", ready: ptr.To(true), terminating: ptr.To(false)}),
 			},
 			want: []string{"10.244.0.1:8080", "10.244.0.3:8080", "10.244.0.6:8080"},
 		},
 		{
 			name: "slice without the port is skipped",
-			pub:  twoPorts, priv: privTwo,
+			pub:  twoPorts,
 			slices: []*discoveryv1.EndpointSlice{
-				slice("team", "a", privName, map[string]int32{"metrics": 9100}, ep("10.244.0.1")),
-				slice("team", "b", privName, twoSlicePorts, ep("10.244.0.2")),
+				slice("team", "a", pubName, map[string]int32{"metrics": 9100}, ep("10.244.0.1")),
+				slice("team", "b", pubName, twoSlicePorts, ep("10.244.0.2")),
 			},
 			want: []string{"10.244.0.2:8080"},
 		},
 		{
 			name: "FQDN slices are ignored",
-			pub:  twoPorts, priv: privTwo,
+			pub:  twoPorts,
 			slices: func() []*discoveryv1.EndpointSlice {
-				s := slice("team", "a", privName, twoSlicePorts, ep("pod.example"))
+				s := slice("team", "a", pubName, twoSlicePorts, ep("pod.example"))
 				s.AddressType = discoveryv1.AddressTypeFQDN
 				return []*discoveryv1.EndpointSlice{s}
 			}(),
 		},
 		{
 			name: "IPv6",
-			pub:  twoPorts, priv: privTwo,
+			pub:  twoPorts,
 			slices: func() []*discoveryv1.EndpointSlice {
-				s := slice("team", "a", privName, twoSlicePorts, ep("fd00::1"))
+				s := slice("team", "a", pubName, twoSlicePorts, ep("fd00::1"))
 				s.AddressType = discoveryv1.AddressTypeIPv6
 				return []*discoveryv1.EndpointSlice{s}
 			}(),
@@ -216,7 +192,7 @@ func TestResolveBackends(t *testing.T) {
 				p.AppProtocol = ptr.To("kubernetes.io/h2c")
 				return service("team", pubName, p)
 			}(),
-			slices: []*discoveryv1.EndpointSlice{slice("team", "a", privName, map[string]int32{"grpc": 50051}, ep("10.244.0.1"))},
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, map[string]int32{"grpc": 50051}, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:50051"},
 			h2c:    true,
 		},
@@ -228,7 +204,7 @@ func TestResolveBackends(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resolveBackends(tc.pub, tc.priv, tc.slices, tc.hostPort)
+			got, err := resolveBackends(tc.pub, tc.slices, tc.hostPort)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got %+v", got)
@@ -257,15 +233,18 @@ func TestInformerEndpoints(t *testing.T) {
 	privName := names.PrivateService("web")
 	client := fake.NewClientset(
 		service("team", "web", svcPort("http", 80, intstr.FromString("web"))),
-		service("team", privName, svcPort("http", 80, intstr.FromString("web"))),
-		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, sliceEP{ip: "10.244.0.1", ready: ptr.To(false)}),
-		// The public Service's own slice (to the resolver) must not count.
-		slice("team", names.ResolverSlice("web"), "web", map[string]int32{"http": 8012}, ep("10.244.9.9")),
-		// Nor may slices of the private Service's name that the EndpointSlice
+		slice("team", "web-abc", "web", map[string]int32{"http": 8080}, sliceEP{ip: "10.244.0.1", ready: ptr.To(false)}),
+		// The operator's slice to the resolver must not count: forwarding
+		// there would loop.
+		managedBy(slice("team", names.ResolverSlice("web"), "web", map[string]int32{"http": 8012}, ep("10.244.9.9")), "elasti-operator.elasti.truefoundry.com"),
+		// Nor may slices of the Service's name that the EndpointSlice
 		// controller did not write: mirrored from manual Endpoints, or
 		// unlabelled.
-		managedBy(slice("team", privName+"-mirrored", privName, map[string]int32{"http": 8080}, ep("10.244.6.6")), "endpointslicemirroring-controller.k8s.io"),
-		managedBy(slice("team", privName+"-unlabelled", privName, map[string]int32{"http": 8080}, ep("10.244.7.7")), ""),
+		managedBy(slice("team", "web-mirrored", "web", map[string]int32{"http": 8080}, ep("10.244.6.6")), "endpointslicemirroring-controller.k8s.io"),
+		managedBy(slice("team", "web-unlabelled", "web", map[string]int32{"http": 8080}, ep("10.244.7.7")), ""),
+		// Nor the private Service's: a wake needs no private Service.
+		service("team", privName, svcPort("http", 80, intstr.FromString("web"))),
+		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, ep("10.244.8.8")),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())
@@ -299,7 +278,7 @@ func TestInformerEndpoints(t *testing.T) {
 	}
 
 	// The endpoint turns Ready: the waiter wakes at once, with no polling.
-	s := slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, ep("10.244.0.1"), sliceEP{ip: "10.244.0.2", ready: ptr.To(false)})
+	s := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1"), sliceEP{ip: "10.244.0.2", ready: ptr.To(false)})
 	if _, err := client.DiscoveryV1().EndpointSlices("team").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +293,7 @@ func TestInformerEndpoints(t *testing.T) {
 	}
 
 	// A second slice adds an endpoint.
-	s2 := slice("team", privName+"-def", privName, map[string]int32{"http": 8080}, ep("10.244.0.3"))
+	s2 := slice("team", "web-def", "web", map[string]int32{"http": 8080}, ep("10.244.0.3"))
 	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, s2, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +304,7 @@ func TestInformerEndpoints(t *testing.T) {
 
 	// Removing the first endpoint from its slice removes it from every
 	// later answer.
-	s = slice("team", privName+"-abc", privName, map[string]int32{"http": 8080})
+	s = slice("team", "web-abc", "web", map[string]int32{"http": 8080})
 	if _, err := client.DiscoveryV1().EndpointSlices("team").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +323,7 @@ func TestInformerEndpoints(t *testing.T) {
 		return len(tgt.Addrs) == 0
 	})
 	tgt, _ = e.Lookup(svc, "")
-	s3 := slice("team", privName+"-ghi", privName, map[string]int32{"http": 8080}, ep("10.244.0.4"))
+	s3 := slice("team", "web-ghi", "web", map[string]int32{"http": 8080}, ep("10.244.0.4"))
 	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, s3, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

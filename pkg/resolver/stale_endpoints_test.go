@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-// The resolver's endpoints come from the private Service's EndpointSlices,
+// The resolver's endpoints come from the Service's EndpointSlices,
 // which lag the pods: a deleted pod stays listed as Ready until the
 // EndpointSlice controller and the informer have caught up, and in that
 // window it no longer accepts connections. With two of three listed

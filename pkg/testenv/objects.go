@@ -231,10 +231,8 @@ func (e *Env) Fronted(name string, replicas int32) {
 }
 
 // FrontedAfterProxy is Fronted for a target that serves with replicas
-// after a spell in proxy mode. The operator creates the private Service,
-// through which the resolver reaches the pods, only when it first puts the
-// resolver in front; a test that sends to the resolver while the target
-// serves needs it to exist.
+// after a spell in proxy mode, as a woken one does: the operator has made
+// its private Service, and it waits until all replicas are ready.
 func (e *Env) FrontedAfterProxy(name string, replicas int32) {
 	e.T.Helper()
 	e.Fronted(name, 0)

@@ -11,11 +11,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
@@ -202,6 +205,62 @@ func TestClusterIPWakesAServiceWhenHostNamesIt(t *testing.T) {
 	if want := s.clusterIP() + ":80"; resp.RemoteAddr != want {
 		t.Errorf("the client connected to %s, want the ClusterIP %s", resp.RemoteAddr, want)
 	}
+}
+
+// TestWakeNeedsNoPrivateService: the resolver forwards to the pods the
+// Service's own EndpointSlices list, so a wake does not wait for the
+// private Service the operator creates for KubeElasti's resolver. Here the
+// namespace is at its Service quota, so that create is refused all along;
+// a request by short name at zero is still held and answered by a new pod.
+func TestWakeNeedsNoPrivateService(t *testing.T) {
+	s := newScenario(t)
+	// The operator's first sync may have found no pod listed yet and made
+	// one already.
+	err := s.e.Kube.CoreV1().Services(s.e.NS).Delete(s.ctx, names.PrivateService(app), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	s.fillServiceQuota()
+	s.sleep()
+	s.expectWoken(s.do(realnet.Request{URL: "http://" + app + "/", Timeout: wakeTimeout}))
+	if _, err := s.e.PrivateService(app); !apierrors.IsNotFound(err) {
+		t.Fatalf("the private Service: %v; want it refused by the quota all along", err)
+	}
+}
+
+// fillServiceQuota sets a ResourceQuota that allows no more Services in the
+// namespace than it has. The cluster runs no quota controller, so the
+// quota's usage is written here, as that controller would.
+func (s *scenario) fillServiceQuota() {
+	s.t.Helper()
+	list, err := s.e.Kube.CoreV1().Services(s.e.NS).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n := resource.MustParse(fmt.Sprint(len(list.Items)))
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "services", Namespace: s.e.NS},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: n}},
+	}
+	q, err = s.e.Kube.CoreV1().ResourceQuotas(s.e.NS).Create(s.ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: n}}
+	if _, err := s.e.Kube.CoreV1().ResourceQuotas(s.e.NS).UpdateStatus(s.ctx, q, metav1.UpdateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	probe := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "over-quota", Namespace: s.e.NS},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	s.e.Eventually("the quota to refuse a Service", func() (bool, string) {
+		_, err := s.e.Kube.CoreV1().Services(s.e.NS).Create(s.ctx, probe, metav1.CreateOptions{})
+		if err == nil {
+			_ = s.e.Kube.CoreV1().Services(s.e.NS).Delete(s.ctx, probe.Name, metav1.DeleteOptions{})
+		}
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
 }
 
 // TestBurstAtZeroIsHeldAndWakesOnce: 50 clients call a sleeping Service by
