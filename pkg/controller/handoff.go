@@ -150,9 +150,10 @@ type frontResult int
 const (
 	// frontNoResolver: no resolver pod is ready to take the traffic.
 	frontNoResolver frontResult = iota
-	// frontPending: the private Service is not there yet, or has no
-	// EndpointSlice yet, so the resolver could not reach the pods it would
-	// front; their events (or privateServiceRecheck) bring the sync back.
+	// frontPending: a resolver that dials the private Service (KubeElasti's)
+	// is in the pool, and that Service is not there yet or has no
+	// EndpointSlice yet, so it could not reach the pods it would front;
+	// their events (or privateServiceRecheck) bring the sync back.
 	frontPending
 	// frontDone: the resolver is in front.
 	frontDone

@@ -140,9 +140,9 @@ func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (
 	return result, queued
 }
 
-// The idle poller's scale-down: the sync creates the private Service and
-// waits until the EndpointSlice controller has published it, so the
-// resolver can reach the pods; then it puts the resolver in front while
+// The idle poller's scale-down with KubeElasti's resolver in the pool (no
+// per-port routing): it dials the private Service, so the sync creates that
+// and waits until the EndpointSlice controller has published it; then it puts the resolver in front while
 // the pod still serves, keeps it there on later syncs, and the poller
 // proceeds only once it is there.
 func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
@@ -226,6 +226,34 @@ func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
 	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
 	if left := c.handoffs.remaining(keyOf(es), f.clock.Now()); left != 0 {
 		t.Errorf("the handoff is still on after the target was seen at zero (%s left)", left)
+	}
+}
+
+// With only elasti's resolver (per-port routing declared), which reads the
+// public Service's own slices, the handoff fronts in its first sync: it
+// waits for no Service create, which at a fleet's scale can take seconds.
+// The private Service is still asked for, for what may dial it.
+func TestScaleDownHandoffWithElastiResolverFrontsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	es := servingSeed(f)
+	f.resolverSlices = []*discoveryv1.EndpointSlice{declaringResolverSlice("resolver-1", ep("10.0.0.1", ptr.To(true), false))}
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	result, _ := frontAsync(t, c, es)
+
+	err := c.syncHandler(ctx, keyOf(es))
+	var after workloop.RequeueAfter
+	if !errors.As(err, &after) || time.Duration(after) != handoffTimeout {
+		t.Fatalf("first sync returned %v, want a requeue when the handoff times out", err)
+	}
+	if err := <-result; err != nil {
+		t.Fatalf("FrontForScaleDown: %v", err)
+	}
+	if _, err := f.kubeClient.DiscoveryV1().EndpointSlices(testNamespace).Get(ctx, names.ResolverSlice("web"), metav1.GetOptions{}); err != nil {
+		t.Fatalf("resolver slice not written in the first sync: %v", err)
+	}
+	if _, err := f.kubeClient.CoreV1().Services(testNamespace).Get(ctx, names.PrivateService("web"), metav1.GetOptions{}); err != nil {
+		t.Errorf("private service not asked for: %v", err)
 	}
 }
 

@@ -172,9 +172,9 @@ func (c *Controller) updatePrivateService(ctx context.Context, es *elastiv1alpha
 }
 
 // privateServicePublished reports whether the EndpointSlice controller has
-// published a slice for es's private Service yet: until it has, a resolver
-// put in front would hold every request, though the target's pods are
-// ready, and wake a target that is not asleep.
+// published a slice for es's private Service yet: until it has, KubeElasti's
+// resolver put in front would hold every request, though the target's pods
+// are ready, and wake a target that is not asleep.
 func (c *Controller) privateServicePublished(es *elastiv1alpha1.ElastiService) bool {
 	objs, err := c.sliceIndexer.ByIndex(indexByService, es.Namespace+"/"+names.PrivateService(es.Spec.Service))
 	return err == nil && len(objs) > 0

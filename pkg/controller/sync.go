@@ -176,9 +176,8 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		return err
 	}
 	// After the slice, so a slow Service create never keeps the resolver
-	// away: no pod serves now, so the resolver has nothing to forward to
-	// until one is ready; a request it holds until then waits for the
-	// private Service too (it watches for it) and is never refused.
+	// away. Our resolver never needs it; KubeElasti's holds a request until
+	// it exists.
 	c.requestPrivateService(es)
 	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
@@ -211,8 +210,14 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 		if len(endpoints) == 0 {
 			return frontNoResolver, nil
 		}
+		// Asked for here, not only in proxy, so it is on its way by the time
+		// the scale-down lands. Only KubeElasti's resolver, which a pod
+		// without per-port routing is, dials the private Service; ours
+		// reads the public Service's own slices, so it needs no wait.
 		if !c.requestPrivateService(es) || !c.privateServicePublished(es) {
-			return frontPending, nil
+			if !perPort {
+				return frontPending, nil
+			}
 		}
 		return frontDone, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
 	})
