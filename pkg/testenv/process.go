@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -106,11 +107,7 @@ func (e *Env) LaunchOperatorProcess(dir, name string, args ...string) (*Operator
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(built)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
+	if err := linkOrCopy(built, bin); err != nil {
 		return nil, err
 	}
 	ports, err := loopbackPorts(2)
@@ -158,7 +155,18 @@ func (p *OperatorProcess) start() error {
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	// The kernel kills it if the test binary dies, so no run leaves one.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	// A copy just written may still be open for writing in a child that
+	// another goroutine forked meanwhile, until that child execs: exec then
+	// fails with ETXTBSY for a moment (golang.org/issue/22315).
+	for try := 0; ; try++ {
+		err = p.cmd.Start()
+		if !errors.Is(err, syscall.ETXTBSY) || try == 20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		p.cmd = rebuilt(p.cmd)
+	}
+	if err != nil {
 		logFile.Close()
 		return err
 	}
@@ -215,4 +223,27 @@ func loopbackPorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// linkOrCopy makes dst the file src: a hard link where both are on one file
+// system, else a copy.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
+// rebuilt is a fresh, unstarted copy of cmd: an exec.Cmd cannot be started
+// twice, even after Start failed.
+func rebuilt(cmd *exec.Cmd) *exec.Cmd {
+	c := exec.Command(cmd.Path, cmd.Args[1:]...)
+	c.Env, c.Dir = cmd.Env, cmd.Dir
+	c.Stdin, c.Stdout, c.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	c.SysProcAttr = cmd.SysProcAttr
+	return c
 }
