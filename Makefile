@@ -9,8 +9,9 @@ PKGS      := ./...
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT  ?= 30m
 BENCH_TIME    ?= 1x
-# ElastiServices in the fleet benchmark.
+# ElastiServices in the fleet benchmark, and how many share a namespace.
 FLEET         ?= 1000
+FLEET_PER_NS  ?= 100
 # How long make fuzz runs each fuzz target.
 FUZZTIME      ?= 30s
 
@@ -64,12 +65,12 @@ cluster-down: ## Stop the local control plane
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
-bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000)
+bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./pkg/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
-	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout 60m ./pkg/e2e/ -args -fleet-size=$(FLEET)
+	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout 60m ./pkg/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags
 	@echo '$(VERSION)'

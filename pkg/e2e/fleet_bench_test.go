@@ -16,28 +16,45 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
 // fleetPrefix starts the name of every fleet member.
 const fleetPrefix = "app-"
 
-var fleetSize = flag.Int("fleet-size", 1000, "ElastiServices in BenchmarkFleet, each with its own Deployment and Service")
+var (
+	fleetSize         = flag.Int("fleet-size", 1000, "ElastiServices in BenchmarkFleet, each with its own Deployment and Service")
+	fleetPerNamespace = flag.Int("fleet-per-namespace", 100, "fleet members per namespace in BenchmarkFleet")
+)
+
+// fleetMember is one ElastiService of the fleet, with the Deployment and
+// Service of the same name in its namespace.
+type fleetMember struct{ ns, name string }
+
+// key is how fleetWatch knows the member: "namespace/name".
+func (m fleetMember) key() string { return m.ns + "/" + m.name }
 
 // fleetWatch follows the fleet through the benchmark's own informers, so
 // completion is seen the moment it happens rather than at the next poll.
 type fleetWatch struct {
-	mu      sync.Mutex
+	// namespaces are the fleet's; the informers see all namespaces and keep
+	// only these.
+	namespaces map[string]bool
+	mu         sync.Mutex
+	// All three are keyed by fleetMember.key.
 	modes   map[string]string // ElastiService → mode when Ready=True
 	ready   map[string]bool   // Deployment → has a ready replica
 	serving map[string]bool   // Service → its own slices list a ready endpoint
@@ -55,14 +72,17 @@ type fleetWatch struct {
 	limit time.Duration
 }
 
-func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
-	w := &fleetWatch{modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{},
+func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fleetWatch {
+	w := &fleetWatch{namespaces: map[string]bool{}, modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{},
 		endpoints: map[string]map[string]int{}, dark: map[string]bool{}, changed: make(chan struct{}, 1), limit: 10 * time.Minute}
-	ef := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithNamespace(e.NS))
-	kf := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS))
+	for _, ns := range namespaces {
+		w.namespaces[ns] = true
+	}
+	ef := elastiinformers.NewSharedInformerFactory(e.Elasti, 0)
+	kf := informers.NewSharedInformerFactory(e.Kube, 0)
 	onES := func(obj any) {
 		es, ok := obj.(*elastiv1alpha1.ElastiService)
-		if !ok {
+		if !ok || !w.namespaces[es.Namespace] {
 			return
 		}
 		mode := ""
@@ -70,20 +90,17 @@ func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
 			mode = es.Status.Mode
 		}
 		w.mu.Lock()
-		w.modes[es.Name] = mode
+		w.modes[es.Namespace+"/"+es.Name] = mode
 		w.mu.Unlock()
 		w.notify()
 	}
 	onD := func(obj any) {
 		d, ok := obj.(*appsv1.Deployment)
-		if !ok {
+		if !ok || !w.namespaces[d.Namespace] {
 			return
 		}
-		if !strings.HasPrefix(d.Name, fleetPrefix) {
-			return // the resolver stand-in
-		}
 		w.mu.Lock()
-		w.ready[d.Name] = d.Status.ReadyReplicas > 0
+		w.ready[d.Namespace+"/"+d.Name] = d.Status.ReadyReplicas > 0
 		w.mu.Unlock()
 		w.notify()
 	}
@@ -95,13 +112,14 @@ func newFleetWatch(ctx context.Context, e *testenv.Env) *fleetWatch {
 			obj = tomb.Obj
 		}
 		sl, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok {
+		if !ok || !w.namespaces[sl.Namespace] {
 			return
 		}
-		svc := sl.Labels[discoveryv1.LabelServiceName]
-		if !strings.HasPrefix(svc, fleetPrefix) {
-			return
+		name := sl.Labels[discoveryv1.LabelServiceName]
+		if !strings.HasPrefix(name, fleetPrefix) {
+			return // a private Service
 		}
+		svc := sl.Namespace + "/" + name
 		readyEP := 0
 		for _, ep := range sl.Endpoints {
 			if !deleted && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
@@ -307,18 +325,27 @@ func runFleet(b *testing.B, n int) {
 	e := testenv.New(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fmt.Fprintf(os.Stderr, "fleet: creating %d Deployments, Services and ElastiServices in %s\n", n, e.NS)
-	e.Resolver(2)
-	names := make([]string, n)
+	// Spread over namespaces, as fleets are: the cluster's own controllers
+	// look up a pod's owners and Services among all of its namespace's, so
+	// 10,000 in one namespace costs them quadratic time.
+	perNS := max(1, *fleetPerNamespace)
+	namespaces := make([]string, (n+perNS-1)/perNS)
+	for k := range namespaces {
+		namespaces[k] = clustertest.Namespace(b)
+	}
+	fmt.Fprintf(os.Stderr, "fleet: creating %d Deployments, Services and ElastiServices in %d namespaces\n", n, len(namespaces))
+	e.ResolverService()
+	e.ResolverPods(testenv.ResolverName, 2, true)
+	fleet := make([]fleetMember, n)
 	for i := range n {
-		names[i] = fmt.Sprintf("%s%04d", fleetPrefix, i)
+		fleet[i] = fleetMember{ns: namespaces[i/perNS], name: fmt.Sprintf("%s%05d", fleetPrefix, i)}
 	}
 	if err := parallel(n, 32, func(i int) error {
-		return createFleetMember(ctx, e, names[i])
+		return createFleetMember(ctx, e, fleet[i])
 	}); err != nil {
 		b.Fatal(err)
 	}
-	w := newFleetWatch(ctx, e)
+	w := newFleetWatch(ctx, e, namespaces)
 	// The cluster starts pods at roughly 30 a second here; give every wait
 	// room for that at any fleet size.
 	w.limit = max(10*time.Minute, time.Duration(n)*100*time.Millisecond)
@@ -349,7 +376,7 @@ func runFleet(b *testing.B, n int) {
 	// Scale every target to zero, as the idle poller would.
 	var lastWrite atomic.Int64
 	if err := parallel(n, 64, func(i int) error {
-		_, err := e.Kube.AppsV1().Deployments(e.NS).Patch(ctx, names[i], types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
+		_, err := e.Kube.AppsV1().Deployments(fleet[i].ns).Patch(ctx, fleet[i].name, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
 		lastWrite.Store(time.Now().UnixNano())
 		return err
 	}); err != nil {
@@ -365,7 +392,7 @@ func runFleet(b *testing.B, n int) {
 	progress("all in proxy: %s (the cluster's endpoints gone: %s); %d Services seen dark", toProxy, clusterStop, darkDown)
 
 	wakeStart := time.Now()
-	wakeFleet(b, op, e.NS, names)
+	wakeFleet(b, op, fleet)
 	up := w.waitAll(b,
 		fleetWait{"the cluster starting the pods again", func(_ map[string]int, ready int) bool { return ready == n }},
 		fleetWait{"all in serve", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
@@ -483,12 +510,12 @@ func (o fleetOperator) waitSettled(b *testing.B, n int, limit time.Duration) tim
 }
 
 // wakeFleet sends every Service's wake request at once, as resolvers would.
-func wakeFleet(b *testing.B, op fleetOperator, namespace string, names []string) {
+func wakeFleet(b *testing.B, op fleetOperator, fleet []fleetMember) {
 	b.Helper()
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	var failed atomic.Int64
-	_ = parallel(len(names), 256, func(i int) error {
-		resp, err := client.Post(op.Scale, "application/json", strings.NewReader(testenv.WakeBody(names[i], namespace)))
+	_ = parallel(len(fleet), 256, func(i int) error {
+		resp, err := client.Post(op.Scale, "application/json", strings.NewReader(testenv.WakeBody(fleet[i].name, fleet[i].ns)))
 		if err != nil || resp.StatusCode != http.StatusOK {
 			failed.Add(1)
 		}
@@ -498,7 +525,7 @@ func wakeFleet(b *testing.B, op fleetOperator, namespace string, names []string)
 		return nil
 	})
 	if failed.Load() > 0 {
-		b.Fatalf("%d of %d wake requests failed", failed.Load(), len(names))
+		b.Fatalf("%d of %d wake requests failed", failed.Load(), len(fleet))
 	}
 }
 
@@ -560,30 +587,38 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "fleet: "+format+"\n", args...)
 }
 
-func createFleetMember(ctx context.Context, e *testenv.Env, name string) error {
+func createFleetMember(ctx context.Context, e *testenv.Env, m fleetMember) error {
+	labels := map[string]string{"app": m.name}
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
+		ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: testenv.PodTemplate(name),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: testenv.PodTemplate(m.name),
 		},
 	}
-	if _, err := e.Kube.AppsV1().Deployments(e.NS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.AppsV1().Deployments(m.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if err := e.CreateService(name, name); err != nil {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.ns},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+	if _, err := e.Kube.CoreV1().Services(m.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
+		ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.ns},
 		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           name,
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			Service:           m.name,
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: m.name},
 			MinTargetReplicas: 1,
 			CooldownPeriod:    900,
 		},
 	}
-	_, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Create(ctx, es, metav1.CreateOptions{})
+	_, err := e.Elasti.ElastiV1alpha1().ElastiServices(m.ns).Create(ctx, es, metav1.CreateOptions{})
 	return err
 }
