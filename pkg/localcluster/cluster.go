@@ -116,7 +116,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
-	c = &Cluster{Dir: opts.Dir, BinDir: binDir, PIDs: map[string]int{}}
+	cluster := &Cluster{Dir: opts.Dir, BinDir: binDir, PIDs: map[string]int{}}
+	c = cluster
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "elasti-cluster-"); err != nil {
 			return nil, err
@@ -126,8 +127,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	defer func() {
+		// Not c: "return nil, err" has set it to nil by now.
 		if err != nil {
-			c.Stop()
+			cluster.Stop()
 		}
 	}()
 
@@ -269,12 +271,36 @@ func (c *Cluster) startControllers(detach bool) error {
 	return err
 }
 
+// kwokConfiguration raises how many pod stages kwok plays at once from its
+// default of 4: each is an apiserver call, and with 10,000 pods going away
+// at once four at a time let pods stay Terminating for many minutes (about
+// 1.5 deleted a second here), far slower than a kubelet. kwok applies no
+// defaults to a configuration it is given, so the rest are its defaults.
+const kwokConfiguration = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 32
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enableDebuggingHandlers: true
+  enableContentionProfiling: false
+  enableProfilingHandler: true
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+`
+
 // startKwokNode starts kwok, creates its fake node and waits until the node
 // is Ready.
 func (c *Cluster) startKwokNode(ctx context.Context, detach bool) error {
+	kwokConfig := filepath.Join(c.Dir, "kwok.yaml")
+	if err := os.WriteFile(kwokConfig, []byte(kwokConfiguration), 0o600); err != nil {
+		return err
+	}
 	kwok, err := c.start("kwok", detach,
 		"--kubeconfig="+c.Kubeconfig,
 		"--config="+filepath.Join(c.BinDir, "stages.yaml"),
+		"--config="+kwokConfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.1/17", // KwokPodCIDR, written as kwok wants it
