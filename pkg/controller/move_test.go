@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 var webV2Key = types.NamespacedName{Namespace: testNamespace, Name: "web-v2"}
@@ -178,4 +181,48 @@ func TestMoveToAMissingServiceKeepsTheOldOneFronted(t *testing.T) {
 
 	wantWaiting(t, f.run(keyOf(es)), ReasonServiceNotFound)
 	wantClaimed(t, f, webKey, true)
+}
+
+// An ElastiService deleted in the middle of a move keeps the old Service's
+// resolver slice, as it does its own Service's, until that Service has a
+// ready endpoint of its own (or the deletion grace ends): deleting it at
+// once would leave the old Service dark.
+func TestDeletionMidMoveKeepsTheOldServiceFronted(t *testing.T) {
+	f := newFixture(t)
+	es, _, _ := movedSeed(f, 1)
+	deleting(es, time.Second)
+	f.directory.Claim(webV2Key, directory.EntryFor(es))
+	// The new Service is served by the pod; the old one is not yet.
+	f.endpointSlices = append(f.endpointSlices,
+		targetSlice("web-v2", ep("10.1.0.1", ptr.To(true), false)), targetSlice("web", ep("10.1.0.1", ptr.To(false), false)))
+
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	err := c.syncHandler(ctx, keyOf(es))
+	var after workloop.RequeueAfter
+	if !errors.As(err, &after) || time.Duration(after) != 5*time.Second {
+		t.Fatalf("sync returned %v, want RequeueAfter(5s) while the old Service has only the resolver", err)
+	}
+	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
+		if a.GetVerb() == "delete" {
+			t.Errorf("deleted %v while the old Service had no ready endpoint of its own", a)
+		}
+	}
+
+	// The old Service's pod is ready: now everything goes.
+	if err := f.sliceIndexer.Update(targetSlice("web", ep("10.1.0.1", ptr.To(true), false))); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp(ctx, es) // the first sync wrote status
+	f.kubeClient.ClearActions()
+	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	deleted := false
+	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
+		if d, ok := a.(core.DeleteAction); ok && d.GetResource().Resource == "endpointslices" && d.GetName() == names.ResolverSlice("web") {
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Errorf("the old Service's resolver slice was not deleted once it had a ready endpoint; actions %v", f.kubeClient.Actions())
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -354,6 +356,33 @@ func (c *Controller) patchFinalizers(ctx context.Context, es *elastiv1alpha1.Ela
 	return updated, nil
 }
 
+// frontedWithoutPods names the Services, es's own and the old ones of a
+// move, that only the resolver serves: each has a resolver slice and no
+// ready endpoint of its own. Removing the slice would leave it dark.
+func (c *Controller) frontedWithoutPods(es *elastiv1alpha1.ElastiService) []string {
+	var out []string
+	for _, name := range append([]string{es.Spec.Service}, c.oldFrontedServices(es)...) {
+		if !c.resolverSliceExists(es.Namespace, name) {
+			continue
+		}
+		if _, err := c.services.Services(es.Namespace).Get(name); err != nil {
+			continue
+		}
+		if !c.hasReadyEndpoints(es.Namespace, name, fence{}) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
+}
+
 // finalize restores serving before letting the ElastiService go: a target at
 // zero is scaled back up, and the resolver slice stays until the target has a
 // ready pod (or DeletionGrace passes), so the public Service is never left
@@ -394,21 +423,19 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		return err
 	}
 
-	if c.resolverSliceExists(es.Namespace, es.Spec.Service) {
-		_, svcErr := c.services.Services(es.Namespace).Get(es.Spec.Service)
-		waiting := targetPresent && svcErr == nil && !c.hasReadyEndpoints(es.Namespace, es.Spec.Service, fence{})
-		if waiting && withinGrace {
-			logger.V(2).Info("Keeping the resolver slice until the target has a ready pod", "deadline", deadline)
-			if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
-				msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %q",
-					c.cfg.DeletionGrace, es.Spec.Service)
-				if err := c.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
-					return err
-				}
-				c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)
+	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && withinGrace {
+		logger.V(2).Info("Keeping the resolver slices until the target has a ready pod", "services", unserved, "deadline", deadline)
+		if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
+			msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %s",
+				c.cfg.DeletionGrace, strings.Join(quoted(unserved), ", "))
+			if err := c.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
+				return err
 			}
-			return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
+			c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)
 		}
+		return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
+	}
+	if c.resolverSliceExists(es.Namespace, es.Spec.Service) {
 		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 			return err
 		}
