@@ -108,8 +108,8 @@ func TestResolveBackends(t *testing.T) {
 		wantErr  bool
 	}{
 		{
-			name: "no host port picks the first port, named targetPort resolved by the slice",
-			pub:  twoPorts,
+			name:   "no host port picks the first port, named targetPort resolved by the slice",
+			pub:    twoPorts,
 			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"), ep("10.244.0.2"))},
 			want:   []string{"10.244.0.1:8080", "10.244.0.2:8080"},
 		},
