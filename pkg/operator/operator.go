@@ -245,7 +245,7 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 			ctrl.OnRolloutChange(r)
 		}
 	})
-	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Lister(), statefulSets.Lister(), o.rollouts)
+	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts)
 
 	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
 		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),
@@ -382,8 +382,10 @@ func protobuf(cfg *rest.Config) *rest.Config {
 // covers those an older elasti or KubeElasti left behind.
 //
 // Everything else keeps only what its readers use:
-//   - Deployments, StatefulSets: identity, generation and spec.replicas
-//     (scaletarget.Scaler.Get, targetHandler).
+//   - Deployments, StatefulSets: identity, generation and spec.replicas,
+//     as a scaletarget.Cached, not the typed object, which is over 1 KiB
+//     even when empty (scaletarget.Scaler.Get, targetHandler). Their
+//     typed listers must not be used.
 //   - public Services: identity and spec.selector, spec.ports
 //     (privateServiceSpec, assignPorts, resolverSlicePorts).
 //   - the cluster's EndpointSlices: identity, the service-name and
@@ -397,10 +399,8 @@ func protobuf(cfg *rest.Config) *rest.Config {
 // keepForCache: resolverEndpoints copies their ports, nodeName and zone.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &appsv1.Deployment{ObjectMeta: identity(o.ObjectMeta), Spec: appsv1.DeploymentSpec{Replicas: o.Spec.Replicas}}, nil
-	case *appsv1.StatefulSet:
-		return &appsv1.StatefulSet{ObjectMeta: identity(o.ObjectMeta), Spec: appsv1.StatefulSetSpec{Replicas: o.Spec.Replicas}}, nil
+	case *appsv1.Deployment, *appsv1.StatefulSet:
+		return scaletarget.CacheTarget(o), nil
 	case *corev1.Service:
 		o.ManagedFields = nil
 		if names.IsPrivateService(o.Name) || ownedByElastiService(o.OwnerReferences) {

@@ -15,6 +15,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
 func trimmed[T any](t *testing.T, obj T) T {
@@ -45,22 +46,30 @@ func wantIdentity(t *testing.T, got metav1.ObjectMeta, name string) {
 	}
 }
 
-// Scale targets keep what Scaler.Get and the event handlers read.
+// Scale targets are cached as scaletarget.Cached: what Scaler.Get and the
+// event handlers read.
 func TestTrimScaleTargets(t *testing.T) {
-	d := trimmed(t, &appsv1.Deployment{ObjectMeta: fullMeta("d"), Spec: appsv1.DeploymentSpec{
-		Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
-	}, Status: appsv1.DeploymentStatus{Replicas: 2, Conditions: []appsv1.DeploymentCondition{{Type: "Available"}}}})
-	wantIdentity(t, d.ObjectMeta, "d")
-	if d.Labels != nil || !reflect.DeepEqual(d.Spec, appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}) || !reflect.DeepEqual(d.Status, appsv1.DeploymentStatus{}) {
-		t.Errorf("deployment kept more than replicas: %+v", d)
-	}
-	s := trimmed(t, &appsv1.StatefulSet{ObjectMeta: fullMeta("s"), Spec: appsv1.StatefulSetSpec{
-		Replicas: ptr.To[int32](0), VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{}},
-	}})
-	wantIdentity(t, s.ObjectMeta, "s")
-	if s.Labels != nil || !reflect.DeepEqual(s.Spec, appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0)}) {
-		t.Errorf("statefulset kept more than replicas: %+v", s)
+	for _, obj := range []any{
+		&appsv1.Deployment{ObjectMeta: fullMeta("d"), Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+		}, Status: appsv1.DeploymentStatus{Replicas: 2, Conditions: []appsv1.DeploymentCondition{{Type: "Available"}}}},
+		&appsv1.StatefulSet{ObjectMeta: fullMeta("s"), Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](2), VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{}},
+		}},
+	} {
+		out, err := trimForCache(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := out.(*scaletarget.Cached)
+		if !ok {
+			t.Fatalf("%T cached as %T, want *scaletarget.Cached", obj, out)
+		}
+		wantIdentity(t, c.ObjectMeta, obj.(metav1.Object).GetName())
+		if c.Labels != nil || ptr.Deref(c.Replicas, 0) != 2 {
+			t.Errorf("%T cached as %+v", obj, c)
+		}
 	}
 }
 
