@@ -379,7 +379,9 @@ func protobuf(cfg *rest.Config) *rest.Config {
 // there: private Services (Update in mirrorPrivateService) and resolver
 // slices (Update in ensureResolverSlice), recognised by their names'
 // form, elasti's managed-by label or an ElastiService owner, which also
-// covers those an older elasti or KubeElasti left behind.
+// covers those an older elasti or KubeElasti left behind. The one part a
+// resolver slice's update replaces whole, its endpoints, keeps only the
+// addresses and conditions sameEndpoints compares.
 //
 // Everything else keeps only what its readers use:
 //   - Deployments, StatefulSets: identity, generation and spec.replicas,
@@ -410,6 +412,12 @@ func trimForCache(obj any) (any, error) {
 	case *discoveryv1.EndpointSlice:
 		o.ManagedFields = nil
 		if names.IsResolverSlice(o.Name) || o.Labels[discoveryv1.LabelManagedBy] == controller.ManagedByValue || ownedByElastiService(o.OwnerReferences) {
+			// ensureResolverSlice writes endpoints and ports afresh and
+			// compares only the endpoints' addresses and conditions.
+			for i := range o.Endpoints {
+				ep := &o.Endpoints[i]
+				*ep = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions}
+			}
 			return o, nil
 		}
 		meta := identity(o.ObjectMeta)
