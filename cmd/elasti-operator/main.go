@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/leaderelection"
@@ -87,14 +89,26 @@ func startServers(ctx context.Context, o *options, op *operator.Operator, watchd
 		go serve(ctx, "health", o.healthProbeBindAddress, probes(op, watchdog))
 	}
 	if !disabled(o.metricsBindAddress) {
-		registry := op.Metrics.Registry
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-		go serve(ctx, "metrics", o.metricsBindAddress, mux)
+		go serve(ctx, "metrics", o.metricsBindAddress, metricsHandler(op.Metrics.Registry, o.profiling))
 	}
 	if !disabled(o.scaleServerBindAddress) {
 		go serve(ctx, "scale", o.scaleServerBindAddress, op.ScaleServer.Handler())
 	}
+}
+
+// metricsHandler serves /metrics and, with profiling on, Go's runtime
+// profiles under /debug/pprof/ (as kube components' --profiling does).
+func metricsHandler(registry *prometheus.Registry, profiling bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
 }
 
 // probes serves /healthz, liveness with the leader-election watchdog, and

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -59,5 +61,34 @@ func TestServeLogsTheBoundAddress(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a %d-byte header: %s, want 431", 2*maxHeaderBytes, resp.Status)
+	}
+}
+
+// /debug/pprof/ is served beside /metrics only with --profiling.
+func TestProfilingOnlyWhenEnabled(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		h := metricsHandler(prometheus.NewRegistry(), on)
+		for path, want := range map[string]int{
+			"/metrics":                  http.StatusOK,
+			"/debug/pprof/":             http.StatusOK,
+			"/debug/pprof/heap?debug=1": http.StatusOK,
+			"/debug/pprof/cmdline":      http.StatusOK,
+		} {
+			if !on && path != "/metrics" {
+				want = http.StatusNotFound
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			if rec.Code != want {
+				t.Errorf("profiling=%v: GET %s = %d, want %d", on, path, rec.Code, want)
+			}
+		}
+	}
+	o, err := parse(t, nil)
+	if err != nil || o.profiling {
+		t.Errorf("--profiling must default to off: %v %v", err, o.profiling)
+	}
+	if o, err = parse(t, nil, "--profiling"); err != nil || !o.profiling {
+		t.Errorf("--profiling not parsed: %v", err)
 	}
 }

@@ -41,6 +41,7 @@ type options struct {
 	retryPeriod            time.Duration
 	metricsSecure          bool
 	enableHTTP2            bool
+	profiling              bool
 	wakeTokenFile          string
 	operator               operator.Options
 }
@@ -67,6 +68,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates retry acquiring or renewing the Lease.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Accepted for KubeElasti compatibility; serving metrics over TLS is not supported (terminate TLS in front).")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Accepted for KubeElasti compatibility; the operator's HTTP servers speak HTTP/1.1.")
+	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's net/http/pprof profiles under /debug/pprof/ on the metrics address (--metrics-bind-address).")
 	fs.StringVar(&op.WatchNamespace, "watch-namespace", "", "Only watch this namespace; empty watches all namespaces.")
 	fs.StringVar(&op.ResolverNamespace, "resolver-namespace", env.String(envResolverNamespace, def.ResolverNamespace), "Namespace of the resolver (env "+envResolverNamespace+").")
 	fs.StringVar(&op.ResolverService, "resolver-service", env.String(envResolverServiceName, def.ResolverService), "Service in front of the resolver pods (env "+envResolverServiceName+").")

@@ -162,7 +162,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		portRange = testPortRange
 	}
 	// No RolloutInformer: Rollout targets must report the CRD as missing.
-	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Lister(), inf.StatefulSets.Lister(), nil)
+	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Informer().GetIndexer(), inf.StatefulSets.Informer().GetIndexer(), nil)
 
 	c, err := New(ctx, f.kubeClient, f.elastiClient, f.scaler, f.directory, inf, Config{
 		ResolverNamespace:    resolverNamespace,

@@ -40,6 +40,11 @@ func ResolverSlice(publicService string) string {
 	return build(publicService, resolverSliceSuffix, maxSliceName)
 }
 
+// IsResolverSlice reports whether name has ResolverSlice's form.
+func IsResolverSlice(name string) bool {
+	return strings.HasPrefix(name, prefix) && strings.Contains(name, resolverSliceSuffix)
+}
+
 // build cuts the service name so the result fits in limit, trimming a
 // trailing '-' left by the cut. The hash is of the full name, so two long
 // names with a common prefix still differ.

@@ -33,6 +33,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/metrics"
+	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
@@ -225,7 +226,7 @@ func (o *Operator) newInformerFactories(opts Options) {
 	// The resolver's slices may live outside --watch-namespace; one more
 	// narrow watch covers them.
 	o.resolverFactory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0,
-		informers.WithNamespace(opts.ResolverNamespace), informers.WithTransform(trimForCache),
+		informers.WithNamespace(opts.ResolverNamespace), informers.WithTransform(keepForCache),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: opts.ResolverService}).String()
 		}))
@@ -244,7 +245,7 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 			ctrl.OnRolloutChange(r)
 		}
 	})
-	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Lister(), statefulSets.Lister(), o.rollouts)
+	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts)
 
 	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
 		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),
@@ -369,27 +370,120 @@ func protobuf(cfg *rest.Config) *rest.Config {
 }
 
 // trimForCache drops what the operator never reads before objects enter the
-// informer caches: managedFields everywhere, and pod templates of
-// Deployments and StatefulSets, usually their largest part. This keeps
-// memory flat for clusters with thousands of workloads.
+// informer caches, so memory stays flat for clusters with thousands of
+// workloads. Every reader of each cache was checked for what it needs; a
+// new reader of a field dropped here must keep it.
 //
-// Annotations go too where the operator never writes the object back whole
-// (scale targets; ElastiServices, whose status writes ignore metadata).
-// Services and EndpointSlices keep theirs: those are updated from cached
-// copies, and an update must not drop what users put there.
+// Objects the operator writes back whole from a cached copy keep
+// everything but managedFields, so an update never drops what users put
+// there: private Services (Update in mirrorPrivateService) and resolver
+// slices (Update in ensureResolverSlice), recognised by their names'
+// form, elasti's managed-by label or an ElastiService owner, which also
+// covers those an older elasti or KubeElasti left behind. The one part a
+// resolver slice's update replaces whole, its endpoints, keeps only the
+// addresses and conditions sameEndpoints compares.
+//
+// Everything else keeps only what its readers use:
+//   - Deployments, StatefulSets: identity, generation and spec.replicas,
+//     as a scaletarget.Cached, not the typed object, which is over 1 KiB
+//     even when empty (scaletarget.Scaler.Get, targetHandler). Their
+//     typed listers must not be used.
+//   - public Services: identity and spec.selector, spec.ports
+//     (privateServiceSpec, assignPorts, resolverSlicePorts).
+//   - the cluster's EndpointSlices: identity, the service-name and
+//     managed-by labels (indexSliceByService, servingEndpoints),
+//     addressType, and each endpoint's addresses, conditions and targetRef
+//     (servingEndpoints, endpointKey, podStays).
+//   - ElastiServices: everything but annotations (status writes ignore
+//     metadata; the spec is validated whole, the status compared whole).
+//
+// The resolver's own slices are cached by a separate informer with
+// keepForCache: resolverEndpoints copies their ports, nodeName and zone.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		o.ManagedFields, o.Annotations = nil, nil
-		o.Spec.Template = corev1.PodTemplateSpec{}
-	case *appsv1.StatefulSet:
-		o.ManagedFields, o.Annotations = nil, nil
-		o.Spec.Template = corev1.PodTemplateSpec{}
-		o.Spec.VolumeClaimTemplates = nil
+	case *appsv1.Deployment, *appsv1.StatefulSet:
+		return scaletarget.CacheTarget(o), nil
+	case *corev1.Service:
+		o.ManagedFields = nil
+		if names.IsPrivateService(o.Name) || ownedByElastiService(o.OwnerReferences) {
+			return o, nil
+		}
+		return &corev1.Service{ObjectMeta: identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
+	case *discoveryv1.EndpointSlice:
+		o.ManagedFields = nil
+		if names.IsResolverSlice(o.Name) || o.Labels[discoveryv1.LabelManagedBy] == controller.ManagedByValue || ownedByElastiService(o.OwnerReferences) {
+			// ensureResolverSlice writes endpoints and ports afresh and
+			// compares only the endpoints' addresses and conditions.
+			for i := range o.Endpoints {
+				ep := &o.Endpoints[i]
+				*ep = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions}
+			}
+			return o, nil
+		}
+		meta := identity(o.ObjectMeta)
+		meta.Labels = keepLabels(o.Labels, discoveryv1.LabelServiceName, discoveryv1.LabelManagedBy)
+		for i := range o.Endpoints {
+			ep := &o.Endpoints[i]
+			ep.Hostname, ep.NodeName, ep.Zone, ep.Hints, ep.DeprecatedTopology = nil, nil, nil, nil, nil
+		}
+		return &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: o.AddressType, Endpoints: o.Endpoints}, nil
 	case *elastiv1alpha1.ElastiService:
 		o.ManagedFields, o.Annotations = nil, nil
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// keepForCache drops only managedFields, for caches whose readers need the
+// rest.
+func keepForCache(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// identity is the part of m every trimmed object keeps: what keys it, tells
+// versions apart (resourceVersion, generation) and shows a deletion.
+func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        m.Generation,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}
+}
+
+// keepLabels returns labels with only keys, reusing the map when it holds
+// nothing else.
+func keepLabels(labels map[string]string, keys ...string) map[string]string {
+	kept := 0
+	for _, k := range keys {
+		if _, ok := labels[k]; ok {
+			kept++
+		}
+	}
+	if kept == len(labels) {
+		return labels
+	}
+	if kept == 0 {
+		return nil
+	}
+	out := make(map[string]string, kept)
+	for _, k := range keys {
+		if v, ok := labels[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ownedByElastiService reports whether refs name an ElastiService.
+func ownedByElastiService(refs []metav1.OwnerReference) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool {
+		return r.Kind == "ElastiService" && r.APIVersion == elastiv1alpha1.SchemeGroupVersion.String()
+	})
 }

@@ -42,7 +42,7 @@ func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interf
 	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(apiext, 0,
 		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", RolloutCRDName).String()
-		}))
+		}), apiextensionsinformers.WithTransform(trimCRD))
 	return &RolloutInformer{
 		dynamic:   dyn,
 		namespace: namespace,
@@ -114,7 +114,7 @@ func (r *RolloutInformer) reconcile(ctx context.Context, obj any) {
 		return
 	}
 	informer := dynamicinformer.NewFilteredDynamicInformer(r.dynamic, RolloutGVR, r.namespace, 0, cache.Indexers{}, nil).Informer()
-	_ = informer.SetTransform(stripManagedFields)
+	_ = informer.SetTransform(trimRollout)
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.notify,
 		UpdateFunc: func(_, obj any) { r.notify(obj) },
@@ -159,11 +159,39 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// stripManagedFields drops managedFields from cached objects; the operator
-// never reads them and they are often the largest part of an object.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
+// trimCRD keeps of the Rollout CRD what established reads: its status
+// conditions. Its spec holds the OpenAPI schema of every version, the
+// largest part of the object.
+func trimCRD(obj any) (any, error) {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: crd.UID, ResourceVersion: crd.ResourceVersion, Generation: crd.Generation},
+		Status:     apiextensionsv1.CustomResourceDefinitionStatus{Conditions: crd.Status.Conditions},
+	}, nil
+}
+
+// trimRollout keeps of a Rollout what Scaler.Get and notify read: its
+// identity, generation and spec.replicas, as they came. The pod template
+// and status, most of a Rollout, are never read from the cache.
+func trimRollout(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetGeneration(u.GetGeneration())
+	out.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	if replicas, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "replicas"); found {
+		out.Object["spec"] = map[string]any{"replicas": replicas}
+	}
+	return out, nil
 }

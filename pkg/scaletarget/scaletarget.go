@@ -8,14 +8,17 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
@@ -71,14 +74,83 @@ type Interface interface {
 type Scaler struct {
 	kube         kubernetes.Interface
 	dynamic      dynamic.Interface
-	deployments  appslisters.DeploymentLister
-	statefulSets appslisters.StatefulSetLister
+	deployments  cache.Store
+	statefulSets cache.Store
 	rollouts     *RolloutInformer
 }
 
-// NewScaler wires a Scaler. rollouts may be nil when Rollouts are not watched.
-func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments appslisters.DeploymentLister, statefulSets appslisters.StatefulSetLister, rollouts *RolloutInformer) *Scaler {
+// NewScaler wires a Scaler to the Deployment and StatefulSet informer
+// caches, which may hold Cached targets or the typed objects. rollouts may
+// be nil when Rollouts are not watched.
+func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments, statefulSets cache.Store, rollouts *RolloutInformer) *Scaler {
 	return &Scaler{kube: kube, dynamic: dyn, deployments: deployments, statefulSets: statefulSets, rollouts: rollouts}
+}
+
+// Cached is what the operator's informer caches keep of a Deployment or
+// StatefulSet (see CacheTarget): metadata and spec.replicas, all that
+// Scaler.Get and the event handlers read. A typed Deployment is over
+// 1 KiB before any of its fields are set, most of it the inline pod
+// template the operator never reads.
+type Cached struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// Replicas is spec.replicas as it came; nil means unset.
+	Replicas *int32
+}
+
+// CacheTarget is the Cached form of a Deployment or StatefulSet, keeping
+// of meta only what keys it, tells versions apart and shows a deletion;
+// other objects are returned as they are.
+func CacheTarget(obj any) any {
+	var meta *metav1.ObjectMeta
+	var replicas *int32
+	var kind string
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		meta, replicas, kind = &o.ObjectMeta, o.Spec.Replicas, elastiv1alpha1.KindDeployment
+	case *appsv1.StatefulSet:
+		meta, replicas, kind = &o.ObjectMeta, o.Spec.Replicas, elastiv1alpha1.KindStatefulSet
+	default:
+		return obj
+	}
+	return &Cached{
+		TypeMeta: metav1.TypeMeta{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID, ResourceVersion: meta.ResourceVersion,
+			Generation: meta.Generation, DeletionTimestamp: meta.DeletionTimestamp,
+		},
+		Replicas: replicas,
+	}
+}
+
+// DeepCopyObject implements runtime.Object.
+func (c *Cached) DeepCopyObject() runtime.Object {
+	out := &Cached{TypeMeta: c.TypeMeta}
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if c.Replicas != nil {
+		out.Replicas = ptr.To(*c.Replicas)
+	}
+	return out
+}
+
+// cachedState reads a Deployment or StatefulSet from its informer cache.
+func cachedState(c cache.Store, resource string, ref Ref) (State, error) {
+	obj, exists, err := c.GetByKey(ref.Namespace + "/" + ref.Name)
+	if err != nil {
+		return State{}, err
+	}
+	if !exists {
+		return State{}, apierrors.NewNotFound(appsv1.Resource(resource), ref.Name)
+	}
+	switch o := obj.(type) {
+	case *Cached:
+		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation}, nil
+	case *appsv1.Deployment:
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation}, nil
+	case *appsv1.StatefulSet:
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation}, nil
+	}
+	return State{}, fmt.Errorf("%s cache holds a %T", resource, obj)
 }
 
 // Get returns the cached state of a target; a missing target is a NotFound
@@ -86,17 +158,9 @@ func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments app
 func (s *Scaler) Get(ref Ref) (State, error) {
 	switch ref.Kind {
 	case elastiv1alpha1.KindDeployment:
-		d, err := s.deployments.Deployments(ref.Namespace).Get(ref.Name)
-		if err != nil {
-			return State{}, err
-		}
-		return State{Replicas: replicasOrDefault(d.Spec.Replicas), Generation: d.Generation}, nil
+		return cachedState(s.deployments, "deployment", ref)
 	case elastiv1alpha1.KindStatefulSet:
-		st, err := s.statefulSets.StatefulSets(ref.Namespace).Get(ref.Name)
-		if err != nil {
-			return State{}, err
-		}
-		return State{Replicas: replicasOrDefault(st.Spec.Replicas), Generation: st.Generation}, nil
+		return cachedState(s.statefulSets, "statefulset", ref)
 	case elastiv1alpha1.KindRollout:
 		if s.rollouts == nil {
 			return State{}, ErrRolloutsUnavailable
