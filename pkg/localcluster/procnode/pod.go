@@ -3,9 +3,12 @@ package procnode
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -180,7 +184,7 @@ func (n *Node) environment(ctx context.Context, obj *corev1.Pod, ip string, c *c
 	}
 	values := map[string]string{}
 	for _, e := range c.Env {
-		v, err := n.envValue(ctx, obj, ip, e, values)
+		v, err := n.envValue(ctx, obj, ip, c, e, values)
 		if err != nil {
 			return nil, fmt.Errorf("container %q env %s: %w", c.Name, e.Name, err)
 		}
@@ -194,7 +198,7 @@ func (n *Node) environment(ctx context.Context, obj *corev1.Pod, ip string, c *c
 
 // envValue is one variable's value; nil leaves it unset (an optional
 // reference to something missing).
-func (n *Node) envValue(ctx context.Context, obj *corev1.Pod, ip string, e corev1.EnvVar, earlier map[string]string) (*string, error) {
+func (n *Node) envValue(ctx context.Context, obj *corev1.Pod, ip string, c *corev1.Container, e corev1.EnvVar, earlier map[string]string) (*string, error) {
 	if e.ValueFrom == nil {
 		v := expand(e.Value, earlier)
 		return &v, nil
@@ -215,6 +219,8 @@ func (n *Node) envValue(ctx context.Context, obj *corev1.Pod, ip string, e corev
 			return nil, fmt.Errorf("fieldRef %s is not supported", f.FieldRef.FieldPath)
 		}
 		return &v, nil
+	case f.ResourceFieldRef != nil:
+		return resourceValue(obj, c, f.ResourceFieldRef)
 	case f.SecretKeyRef != nil:
 		r := f.SecretKeyRef
 		sec, err := n.opts.Kube.CoreV1().Secrets(obj.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
@@ -233,6 +239,32 @@ func (n *Node) envValue(ctx context.Context, obj *corev1.Pod, ip string, e corev
 		return lookupKey(data, err, "configmap", r.Name, r.Key, r.Optional)
 	}
 	return nil, fmt.Errorf("valueFrom %v is not supported by the process node", f)
+}
+
+// resourceValue is a container's request or limit in units of the
+// reference's divisor, rounded up, as the kubelet gives it. A limit that
+// is not set would be the node's allocatable there; a process node has
+// none to give, so it is an error.
+func resourceValue(obj *corev1.Pod, c *corev1.Container, r *corev1.ResourceFieldSelector) (*string, error) {
+	if r.ContainerName != "" && r.ContainerName != c.Name {
+		i := slices.IndexFunc(obj.Spec.Containers, func(o corev1.Container) bool { return o.Name == r.ContainerName })
+		if i < 0 {
+			return nil, fmt.Errorf("resourceFieldRef names container %q, which the pod does not have", r.ContainerName)
+		}
+		c = &obj.Spec.Containers[i]
+	}
+	kind, name, ok := strings.Cut(r.Resource, ".")
+	list := map[string]corev1.ResourceList{"limits": c.Resources.Limits, "requests": c.Resources.Requests}[kind]
+	q, set := list[corev1.ResourceName(name)]
+	if !ok || !set {
+		return nil, fmt.Errorf("resourceFieldRef %s is not set on container %q", r.Resource, c.Name)
+	}
+	divisor := r.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	v := strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10)
+	return &v, nil
 }
 
 // lookupKey is one key of a Secret's or ConfigMap's data (read with err);

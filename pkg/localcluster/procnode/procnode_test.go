@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
@@ -105,5 +106,36 @@ func TestResolvConfIsAPodsClusterFirst(t *testing.T) {
 	want := "search shop.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.0.0.10\noptions ndots:5\n"
 	if got != want {
 		t.Errorf("ResolvConf = %q, want %q", got, want)
+	}
+}
+
+// A resourceFieldRef gives the request or limit in units of its divisor,
+// rounded up, as the kubelet does; GOMEMLIMIT in elasti's manifests reads
+// limits.memory this way.
+func TestResourceFieldRefIsInUnitsOfItsDivisor(t *testing.T) {
+	c := corev1.Container{Name: "app", Resources: corev1.ResourceRequirements{
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+	}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	for _, tc := range []struct {
+		resource, divisor, want string
+	}{
+		{"limits.memory", "", "536870912"},
+		{"limits.memory", "1Mi", "512"},
+		{"requests.cpu", "", "1"}, // rounded up
+		{"requests.cpu", "1m", "100"},
+	} {
+		ref := &corev1.ResourceFieldSelector{Resource: tc.resource}
+		if tc.divisor != "" {
+			ref.Divisor = resource.MustParse(tc.divisor)
+		}
+		got, err := resourceValue(pod, &c, ref)
+		if err != nil || *got != tc.want {
+			t.Errorf("%s / %q = %v, %v; want %s", tc.resource, tc.divisor, got, err, tc.want)
+		}
+	}
+	if _, err := resourceValue(pod, &c, &corev1.ResourceFieldSelector{Resource: "limits.cpu"}); err == nil {
+		t.Error("an unset limit gave a value; a process node has no allocatable to fall back on")
 	}
 }
