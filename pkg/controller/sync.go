@@ -216,10 +216,9 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// the scale-down lands. Only KubeElasti's resolver, which a pod
 		// without per-port routing is, dials the private Service; ours
 		// reads the public Service's own slices, so it needs no wait.
-		if !c.requestPrivateService(es) || !c.privateServicePublished(es) {
-			if !perPort {
-				return frontPending, nil
-			}
+		published := c.requestPrivateService(es) && c.privateServicePublished(es)
+		if !published && !perPort {
+			return frontPending, nil
 		}
 		return frontDone, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
 	})
@@ -435,10 +434,8 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
 	}
-	if c.resolverSliceExists(es.Namespace, es.Spec.Service) {
-		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
-			return err
-		}
+	if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+		return err
 	}
 	if err := c.deleteOwned(ctx, es, "", names.ResolverSlice(es.Spec.Service)); err != nil { // the resolver slice was handled above
 		return err
