@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,13 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-var ipv4 = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b`)
+// ipv4Port matches an IPv4 address and a port as kube-proxy's nftables
+// rules write them ("10.244.0.5 . 8080") or as a URL does ("10.244.0.5:8080").
+var ipv4Port = regexp.MustCompile(`\b(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?: \. |:)(\d{1,5})\b`)
 
 // ingressAPIPort is the Traefik admin entrypoint (addons/traefik.yaml).
 const ingressAPIPort = "9000"
 
 // WaitIngressFollows waits until the ingress controller routes service in
-// namespace to the addresses its EndpointSlices list now. After a switch
+// namespace to the addresses and ports its EndpointSlices list now. After a switch
 // between the pods and the resolver it lags by its providers throttle (2 s
 // by default), and until then dials the old addresses; the wait reads its
 // API from client c, as any pod could.
@@ -33,7 +36,9 @@ func (n *Net) WaitIngressFollows(ctx context.Context, c *Client, namespace, serv
 }
 
 // WaitKubeProxyFollows waits until kube-proxy's rules send service in
-// namespace to the addresses its EndpointSlices list now. kube-proxy
+// namespace to the addresses and ports its EndpointSlices list now. Ports
+// count: elasti may rewrite its slice to the resolver with the same
+// addresses and another port (per-port routing or not). kube-proxy
 // applies changes after its sync period (about a second), and until then
 // new connections still go to the old endpoints.
 func (n *Net) WaitKubeProxyFollows(ctx context.Context, namespace, service string, timeout time.Duration) error {
@@ -42,8 +47,8 @@ func (n *Net) WaitKubeProxyFollows(ctx context.Context, namespace, service strin
 	})
 }
 
-// follow polls routes until it names some addresses and only addresses of
-// service's EndpointSlices.
+// follow polls routes until it names some "ip:port" backends and only
+// those of service's EndpointSlices.
 func (n *Net) follow(ctx context.Context, who, namespace, service string, timeout time.Duration, routes func() ([]string, error)) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -70,7 +75,8 @@ func subset(got, want []string) bool {
 	return true
 }
 
-// sliceAddresses lists the addresses of every endpoint of service.
+// sliceAddresses lists "ip:port" for every endpoint and port of service's
+// slices.
 func (n *Net) sliceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
 	list, err := n.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=" + service,
@@ -81,7 +87,13 @@ func (n *Net) sliceAddresses(ctx context.Context, namespace, service string) ([]
 	var out []string
 	for _, s := range list.Items {
 		for _, ep := range s.Endpoints {
-			out = append(out, ep.Addresses...)
+			for _, addr := range ep.Addresses {
+				for _, p := range s.Ports {
+					if p.Port != nil {
+						out = append(out, net.JoinHostPort(addr, strconv.Itoa(int(*p.Port))))
+					}
+				}
+			}
 		}
 	}
 	return out, nil
@@ -124,21 +136,27 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, u.Hostname())
+			out = append(out, u.Host)
 		}
 	}
 	return out, nil
 }
 
-// kubeProxyBackends lists the addresses kube-proxy's rules DNAT service
-// to. Its nftables mode names a Service's chains
-// service-<hash>-<namespace>/<service>/<protocol>/<port> (and, with
-// session affinity, endpoint-<hash>-...__<ip>/<port>).
+// kubeProxyBackends lists the "ip:port" backends kube-proxy's rules DNAT
+// service to.
 func (n *Net) kubeProxyBackends(ctx context.Context, namespace, service string) ([]string, error) {
 	rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
 	if err != nil {
 		return nil, err
 	}
+	return dnatBackends(rules, namespace, service), nil
+}
+
+// dnatBackends reads the "ip:port" backends of service from kube-proxy's
+// nftables rules. Its nftables mode names a Service's chains
+// service-<hash>-<namespace>/<service>/<protocol>/<port> (and, with
+// session affinity, endpoint-<hash>-...__<ip>/<port>).
+func dnatBackends(rules, namespace, service string) []string {
 	marker := "-" + namespace + "/" + service + "/"
 	var got []string
 	inChain := false
@@ -149,8 +167,10 @@ func (n *Net) kubeProxyBackends(ctx context.Context, namespace, service string) 
 			continue
 		}
 		if inChain && strings.Contains(line, "dnat") {
-			got = append(got, ipv4.FindAllString(line, -1)...)
+			for _, m := range ipv4Port.FindAllStringSubmatch(line, -1) {
+				got = append(got, net.JoinHostPort(m[1], m[2]))
+			}
 		}
 	}
-	return got, nil
+	return got
 }
