@@ -408,7 +408,7 @@ func trimForCache(obj any) (any, error) {
 		if names.IsPrivateService(o.Name) || ownedByElastiService(o.OwnerReferences) {
 			return o, nil
 		}
-		return &corev1.Service{ObjectMeta: identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
+		return &corev1.Service{ObjectMeta: scaletarget.Identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
 	case *discoveryv1.EndpointSlice:
 		o.ManagedFields = nil
 		if names.IsResolverSlice(o.Name) || o.Labels[discoveryv1.LabelManagedBy] == controller.ManagedByValue || ownedByElastiService(o.OwnerReferences) {
@@ -420,7 +420,7 @@ func trimForCache(obj any) (any, error) {
 			}
 			return o, nil
 		}
-		meta := identity(o.ObjectMeta)
+		meta := scaletarget.Identity(o.ObjectMeta)
 		meta.Labels = keepLabels(o.Labels, discoveryv1.LabelServiceName, discoveryv1.LabelManagedBy)
 		for i := range o.Endpoints {
 			ep := &o.Endpoints[i]
@@ -442,19 +442,6 @@ func keepForCache(obj any) (any, error) {
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-// identity is the part of m every trimmed object keeps: what keys it, tells
-// versions apart (resourceVersion, generation) and shows a deletion.
-func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:              m.Name,
-		Namespace:         m.Namespace,
-		UID:               m.UID,
-		ResourceVersion:   m.ResourceVersion,
-		Generation:        m.Generation,
-		DeletionTimestamp: m.DeletionTimestamp,
-	}
 }
 
 // keepLabels returns labels with only keys, reusing the map when it holds

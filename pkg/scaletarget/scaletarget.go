@@ -114,12 +114,23 @@ func CacheTarget(obj any) any {
 		return obj
 	}
 	return &Cached{
-		TypeMeta: metav1.TypeMeta{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID, ResourceVersion: meta.ResourceVersion,
-			Generation: meta.Generation, DeletionTimestamp: meta.DeletionTimestamp,
-		},
-		Replicas: replicas,
+		TypeMeta:   metav1.TypeMeta{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind},
+		ObjectMeta: Identity(*meta),
+		Replicas:   replicas,
+	}
+}
+
+// Identity is the part of m every object trimmed for a cache keeps: what
+// keys it, tells versions apart (resourceVersion, generation) and shows a
+// deletion.
+func Identity(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        m.Generation,
+		DeletionTimestamp: m.DeletionTimestamp,
 	}
 }
 
