@@ -167,7 +167,10 @@ func (s *scenario) expectWokenHeld(resp realnet.Response) {
 func TestEveryClientWakesAService(t *testing.T) {
 	s := newScenario(t)
 	s.waitResolverPorts(1)
-	const publicHost = "shop.example.com"
+	// Its own host per test namespace: the ingress controller routes a
+	// host claimed by two Ingresses (one of an earlier run's namespace,
+	// still being deleted) to either.
+	publicHost := "shop-" + s.e.NS + ".example.com"
 	s.ingress("public", publicHost)
 	ingress := fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace)
 	s.waitIngressRoutes(realnet.Request{URL: ingress, Host: publicHost})
@@ -181,6 +184,7 @@ func TestEveryClientWakesAService(t *testing.T) {
 		{"ingress public host", realnet.Request{URL: ingress, Host: publicHost}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			s := s.in(t)
 			s.sleep()
 			if tc.ingressed {
 				s.waitIngressFollows()

@@ -20,16 +20,6 @@ import (
 // (64 KiB) and than the TCP buffers on the way, so the body has to stream.
 const largeBody = 32 << 20
 
-// in returns s for subtest t, so that a failure stops t and not its
-// parent (FailNow must run on the failing test's goroutine). The
-// dark-Service watcher stays the parent's.
-func (s *scenario) in(t *testing.T) *scenario {
-	c, e := *s, *s.e
-	e.T = t
-	c.t, c.e = t, &e
-	return &c
-}
-
 // way is one way a client pod calls web: by its full DNS name, or by its
 // ClusterIP with the full name as the Host. Both wake web whether the
 // resolver routes by port or, as KubeElasti's resolver does, by Host; the

@@ -85,23 +85,43 @@ func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 	return s
 }
 
-// explainFailure logs what the path looked like when a test failed: the
-// Service's EndpointSlices, kube-proxy's rules and recent log, and elasti's
-// pods' logs.
+// in returns s for subtest t, so that a failure stops t and not its
+// parent (FailNow must run on the failing test's goroutine). The
+// dark-Service watcher stays the parent's.
+func (s *scenario) in(t *testing.T) *scenario {
+	c, e := *s, *s.e
+	e.T = t
+	c.t, c.e = t, &e
+	return &c
+}
+
+// explainFailure logs what the path looked like when a test failed,
+// most telling first, since CI keeps only part of a long log: where web's
+// traffic goes now, elasti's and the ingress controller's logs, the
+// objects, and kube-proxy's log.
 func (s *scenario) explainFailure() {
 	if !s.t.Failed() {
 		return
 	}
 	ctx := context.Background()
+	s.t.Logf("where %s's traffic goes now:\n%s", app, s.bed.DescribeRoutes(ctx, s.client, s.e.NS, app))
+	s.t.Logf("elasti's pods:\n%s", s.bed.Node.Logs(elastiNamespace, "", 20))
+	s.t.Logf("the ingress controller, on this namespace:\n%s", linesWith(s.bed.Node.Logs(realnet.IngressNamespace, "", 400), s.e.NS, 15))
 	if out, err := s.bed.cluster.Kubectl(ctx, "-n", s.e.NS, "get", "svc,endpointslices,pods", "-o", "wide"); err == nil {
 		s.t.Logf("objects:\n%s", out)
 	}
-	if out, err := s.bed.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy"); err == nil {
-		s.t.Logf("kube-proxy's rules:\n%s", out)
+	s.t.Logf("kube-proxy:\n%s", s.bed.KubeProxyLog(15))
+}
+
+// linesWith returns the last n lines of text that contain substr.
+func linesWith(text, substr string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, substr) {
+			keep = append(keep, l)
+		}
 	}
-	s.t.Logf("kube-proxy:\n%s", s.bed.KubeProxyLog(30))
-	s.t.Logf("elasti's pods:\n%s", s.bed.Node.Logs(elastiNamespace, "", 30))
-	s.t.Logf("the ingress controller:\n%s", s.bed.Node.Logs(realnet.IngressNamespace, "", 30))
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }
 
 // handScaleDownBound is how long a Service may be dark after a test scales

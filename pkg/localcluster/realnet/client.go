@@ -102,13 +102,22 @@ type Response struct {
 
 func (r Response) String() string {
 	if r.Err != "" {
-		return fmt.Sprintf("error after %s: %s", r.Duration.Round(time.Millisecond), r.Err)
+		// The phases tell where a timeout stuck: the name, the connect, or
+		// the server's answer.
+		return fmt.Sprintf("error after %s (%s%s): %s", r.Duration.Round(time.Millisecond), r.Phases, r.remote(), r.Err)
 	}
 	body := r.Body
 	if len(body) > 300 {
 		body = body[:300] + "…"
 	}
 	return fmt.Sprintf("%d from %s after %s (%s): %q", r.Status, r.RemoteAddr, r.Duration.Round(time.Millisecond), r.Phases, strings.TrimSpace(body))
+}
+
+func (r Response) remote() string {
+	if r.RemoteAddr == "" {
+		return ""
+	}
+	return ", to " + r.RemoteAddr
 }
 
 // Client sends requests from a client pod: a sandbox of its own in the

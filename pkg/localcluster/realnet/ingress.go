@@ -174,3 +174,25 @@ func dnatBackends(rules, namespace, service string) []string {
 	}
 	return got
 }
+
+// DescribeRoutes says, in one line each, where service's traffic goes
+// now: the "ip:port" endpoints its EndpointSlices list, kube-proxy's
+// backends, and the ingress controller's (read from client c). A failed
+// test logs it first: it tells a stale router from a stuck backend.
+func (n *Net) DescribeRoutes(ctx context.Context, c *Client, namespace, service string) string {
+	var b strings.Builder
+	line := func(who string, got []string, err error) {
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", who, err)
+			return
+		}
+		fmt.Fprintf(&b, "%s: %v\n", who, got)
+	}
+	got, err := n.sliceAddresses(ctx, namespace, service)
+	line("EndpointSlices list", got, err)
+	got, err = n.kubeProxyBackends(ctx, namespace, service)
+	line("kube-proxy sends to", got, err)
+	got, err = n.ingressBackends(ctx, c, namespace, service)
+	line("the ingress controller sends to", got, err)
+	return b.String()
+}
