@@ -42,17 +42,28 @@ func indexByFrontedService(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	var keys []string
-	add := func(svc string) {
-		if k := es.Namespace + "/" + svc; svc != "" && !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	fronted := frontedServices(es)
+	keys := make([]string, 0, len(fronted))
+	for _, svc := range fronted {
+		keys = append(keys, svc.String())
+	}
+	return keys, nil
+}
+
+// frontedServices lists the Services es fronts: spec.service, then each
+// other Service status.resolverPorts names (the old ones of a move), once.
+func frontedServices(es *elastiv1alpha1.ElastiService) []ServiceRef {
+	var out []ServiceRef
+	add := func(name string) {
+		if svc := (ServiceRef{es.Namespace, name}); name != "" && !slices.Contains(out, svc) {
+			out = append(out, svc)
 		}
 	}
 	add(es.Spec.Service)
 	for _, p := range es.Status.ResolverPorts {
 		add(p.Service)
 	}
-	return keys, nil
+	return out
 }
 
 // Fronted reports whether an ElastiService fronts svc.

@@ -33,8 +33,11 @@ type ProbeMatcher interface {
 	MatchProbe(svc ServiceRef, req *http.Request) (ProbeAnswer, bool)
 }
 
-// ProbeIndex is a ProbeMatcher over ElastiServices, keyed by namespace and
-// spec.service. Rules are compiled once per ElastiService generation.
+// ProbeIndex is a ProbeMatcher over ElastiServices, keyed by every Service
+// an ElastiService fronts: spec.service, and during a move of spec.service
+// the old Service too, which the resolver keeps fronting until the move
+// completes (see FrontedIndex), so its health checks do not wake the
+// target either. Rules are compiled once per ElastiService generation.
 type ProbeIndex struct {
 	mu     sync.RWMutex
 	byName map[types.NamespacedName]*probeEntry
@@ -45,7 +48,7 @@ type ProbeIndex struct {
 
 type probeEntry struct {
 	name    string
-	svc     ServiceRef
+	svcs    []ServiceRef
 	version string
 	rules   []compiledRule
 }
@@ -98,7 +101,7 @@ func (p *ProbeIndex) onDelete(obj any) {
 // already compiled. es is only read.
 func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	svc := ServiceRef{es.Namespace, es.Spec.Service}
+	svcs := frontedServices(es)
 	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
 	if es.Generation == 0 {
 		// Objects that never went through an apiserver (tests, fakes) have
@@ -109,14 +112,14 @@ func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	p.mu.RLock()
 	old := p.byName[key]
 	p.mu.RUnlock()
-	if old != nil && old.version == version && old.svc == svc {
+	if old != nil && old.version == version && slices.Equal(old.svcs, svcs) {
 		return
 	}
 
 	var entry *probeEntry
 	if len(es.Spec.ProbeResponse) > 0 {
 		logger := p.logger.WithValues("elastiService", klog.KObj(es), "generation", es.Generation)
-		entry = &probeEntry{name: es.Name, svc: svc, version: version, rules: compileRules(logger, es.Spec.ProbeResponse)}
+		entry = &probeEntry{name: es.Name, svcs: svcs, version: version, rules: compileRules(logger, es.Spec.ProbeResponse)}
 	}
 
 	p.mu.Lock()
@@ -127,9 +130,11 @@ func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	}
 	p.byName[key] = entry
 	// Copy on write: MatchProbe iterates a list after dropping the lock.
-	list := append(slices.Clone(p.bySvc[svc]), entry)
-	slices.SortFunc(list, func(a, b *probeEntry) int { return strings.Compare(a.name, b.name) })
-	p.bySvc[svc] = list
+	for _, svc := range svcs {
+		list := append(slices.Clone(p.bySvc[svc]), entry)
+		slices.SortFunc(list, func(a, b *probeEntry) int { return strings.Compare(a.name, b.name) })
+		p.bySvc[svc] = list
+	}
 }
 
 // Delete forgets the ElastiService ns/name.
@@ -145,11 +150,13 @@ func (p *ProbeIndex) removeLocked(key types.NamespacedName) {
 		return
 	}
 	delete(p.byName, key)
-	list := slices.DeleteFunc(slices.Clone(p.bySvc[old.svc]), func(e *probeEntry) bool { return e == old })
-	if len(list) == 0 {
-		delete(p.bySvc, old.svc)
-	} else {
-		p.bySvc[old.svc] = list
+	for _, svc := range old.svcs {
+		list := slices.DeleteFunc(slices.Clone(p.bySvc[svc]), func(e *probeEntry) bool { return e == old })
+		if len(list) == 0 {
+			delete(p.bySvc, svc)
+		} else {
+			p.bySvc[svc] = list
+		}
 	}
 }
 

@@ -237,3 +237,40 @@ func TestProbeIndexFromInformer(t *testing.T) {
 	cancel()
 	factory.Shutdown()
 }
+
+// TestProbeAnsweredForEveryFrontedService: during a move of spec.service
+// the resolver still fronts the old Service (it keeps resolver ports in
+// status), so a health check of the old one must be answered too, not
+// wake the target; once the move completes, only the new one is.
+func TestProbeAnsweredForEveryFrontedService(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := NewStaticProbeIndex(ctx)
+	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, "ok")}
+	es := elastiService("team", "es", "web-v2", 1, rule)
+	es.Status.ResolverPorts = []v1.ResolverPort{
+		{Service: "web", Port: 80, ResolverPort: 20000},
+		{Service: "web-v2", Port: 80, ResolverPort: 20001},
+	}
+	p.Upsert(es)
+	probe := func(svc string) bool {
+		_, ok := p.MatchProbe(ServiceRef{"team", svc}, httptest.NewRequest("GET", "/healthz", nil))
+		return ok
+	}
+	if !probe("web") || !probe("web-v2") {
+		t.Fatalf("mid-move: old Service answered %v, new %v; want both", probe("web"), probe("web-v2"))
+	}
+
+	// The move completes: the old Service's ports are let go of. The
+	// generation is unchanged, since only the status moved.
+	done := es.DeepCopy()
+	done.Status.ResolverPorts = done.Status.ResolverPorts[1:]
+	p.Upsert(done)
+	if probe("web") || !probe("web-v2") {
+		t.Fatalf("after the move: old Service answered %v, new %v; want only the new", probe("web"), probe("web-v2"))
+	}
+
+	p.Delete("team", "es")
+	if probe("web-v2") {
+		t.Fatal("a deleted ElastiService's rule still answers")
+	}
+}
