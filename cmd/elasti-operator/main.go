@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,29 @@ const summary = "elasti-operator scales idle HTTP workloads to zero and wakes th
 
 func main() { command.Main("elasti-operator", summary, bindFlags, run) }
 
+// defaultGCPercent is the operator's GOGC unless the environment sets one.
+// Its heap is mostly informer caches, which live as long as the process;
+// the garbage is decoded watch events and wake requests, and it comes in
+// bursts when a fleet scales down or wakes. At Go's default of 100 such a
+// burst grows the heap to twice the caches before a collection; at 50, to
+// one and a half. BenchmarkFleet at N = 1000: peak RSS 82 MiB instead of
+// 111 MiB, operator CPU 15 s instead of 11 s (docs/benchmarks.md).
+const defaultGCPercent = 50
+
+// setGCPercent applies defaultGCPercent unless GOGC is set, and returns
+// the percentage in force.
+func setGCPercent(lookupEnv func(string) (string, bool)) int {
+	if _, set := lookupEnv("GOGC"); set {
+		old := debug.SetGCPercent(100)
+		debug.SetGCPercent(old)
+		return old
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return defaultGCPercent
+}
+
 func run(ctx context.Context, o *options) error {
+	klog.FromContext(ctx).V(2).Info("Garbage collection target", "gcPercent", setGCPercent(os.LookupEnv))
 	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,27 @@ func TestProfilingOnlyWhenEnabled(t *testing.T) {
 	}
 	if o, err = parse(t, nil, "--profiling"); err != nil || !o.profiling {
 		t.Errorf("--profiling not parsed: %v", err)
+	}
+}
+
+// TestGCPercentDefaultsUnlessGOGCIsSet: the operator collects at 50 % heap
+// growth by default, and a GOGC the user set is left alone.
+func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
+	restore := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(restore) })
+
+	if got := setGCPercent(func(string) (string, bool) { return "", false }); got != defaultGCPercent {
+		t.Errorf("without GOGC: reported %d, want %d", got, defaultGCPercent)
+	}
+	if now := debug.SetGCPercent(100); now != defaultGCPercent {
+		t.Errorf("without GOGC the runtime collects at %d, want %d", now, defaultGCPercent)
+	}
+
+	debug.SetGCPercent(200) // as the runtime would have read GOGC=200
+	if got := setGCPercent(func(k string) (string, bool) { return "200", k == "GOGC" }); got != 200 {
+		t.Errorf("with GOGC=200: reported %d", got)
+	}
+	if now := debug.SetGCPercent(100); now != 200 {
+		t.Errorf("with GOGC=200 the runtime collects at %d; a user's GOGC must stay", now)
 	}
 }
