@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -23,7 +24,16 @@ type operatorNotifier struct {
 	// token, when set, is sent with every POST.
 	token   TokenSource
 	metrics *Metrics
+	// lastFailureLog is when a failed POST was last logged at the default
+	// verbosity (Unix nanoseconds); see notify.
+	lastFailureLog atomic.Int64
 }
+
+// failureLogEvery bounds how often a failed POST is logged at the default
+// verbosity. While the operator is unreachable every held Service's
+// notifier fails every few seconds; one line in this long says that
+// requests are held and why, the rest go to -v=2.
+const failureLogEvery = 10 * time.Second
 
 func newOperatorNotifier(cfg Config, client *http.Client, token TokenSource, metrics *Metrics) *operatorNotifier {
 	if client == nil {
@@ -52,6 +62,13 @@ func (n *operatorNotifier) notify(ctx context.Context, logger klog.Logger, svc S
 		logger.Error(err, "The operator refused the wake token; check that --wake-token-file holds the same token on the resolver and the operator",
 			"tokenSent", n.token != nil)
 	case err != nil:
+		now := time.Now().UnixNano()
+		last := n.lastFailureLog.Load()
+		if now-last >= int64(failureLogEvery) && n.lastFailureLog.CompareAndSwap(last, now) {
+			logger.Info("Notifying operator failed; held requests wait until it answers (further failures within this long are logged at -v=2)",
+				"outcome", outcome, "err", err, "within", failureLogEvery)
+			break
+		}
 		logger.V(2).Info("Notifying operator failed", "outcome", outcome, "err", err)
 	default:
 		logger.V(4).Info("Notified operator")

@@ -1,10 +1,12 @@
 package resolver
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -122,5 +124,25 @@ func TestNotifySendsTheTokenAndFollowsRotation(t *testing.T) {
 	writeTokenFile(t, path, "token-two\ntoken-one\n")
 	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-two" {
 		t.Errorf("after rotation: outcome %q with Authorization %q; want success with Bearer token-two", outcome, op.last())
+	}
+}
+
+// An unreachable operator is logged at the default verbosity, so a held
+// request's wait is explained without -v, but at most once per
+// failureLogEvery: every held Service's notifier keeps retrying.
+func TestNotifyFailureLoggedOncePerInterval(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(0)))
+	ctx := klog.NewContext(context.Background(), logger)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // refused from now on
+	n, _ := newTestNotifier(t, down.URL, nil)
+	for range 3 {
+		if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeUnreachable {
+			t.Fatalf("outcome %q, want %q", outcome, OutcomeUnreachable)
+		}
+	}
+	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	if got := strings.Count(logs, "Notifying operator failed"); got != 1 {
+		t.Errorf("3 failures within %s logged %d times at -v=0, want once:\n%s", failureLogEvery, got, logs)
 	}
 }
