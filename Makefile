@@ -12,7 +12,8 @@ BENCH_TIME    ?= 1x
 # ElastiServices in the fleet benchmark, and how many share a namespace.
 FLEET         ?= 1000
 FLEET_PER_NS  ?= 100
-# The fleet benchmark's bound: N = 10,000 takes about 45 minutes on 2 cores.
+# The fleet benchmark's bound: N = 10,000 takes about 45 minutes on an idle
+# 2-core machine and far longer beside other jobs; N = 1000, about 5.
 FLEET_TIMEOUT ?= 150m
 # How long make fuzz runs each fuzz target.
 FUZZTIME      ?= 30s

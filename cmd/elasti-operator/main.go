@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,24 +36,25 @@ func main() { command.Main("elasti-operator", summary, bindFlags, run) }
 // the garbage is decoded watch events and wake requests, and it comes in
 // bursts when a fleet scales down or wakes. At Go's default of 100 such a
 // burst grows the heap to twice the caches before a collection; at 50, to
-// one and a half. BenchmarkFleet at N = 1000: peak RSS 82 MiB instead of
-// 111 MiB, operator CPU 15 s instead of 11 s (docs/benchmarks.md).
+// one and a half (docs/benchmarks.md, "Garbage collection target").
 const defaultGCPercent = 50
 
-// setGCPercent applies defaultGCPercent unless GOGC is set, and returns
-// the percentage in force.
-func setGCPercent(lookupEnv func(string) (string, bool)) int {
-	if _, set := lookupEnv("GOGC"); set {
-		old := debug.SetGCPercent(100)
-		debug.SetGCPercent(old)
-		return old
+// setGCPercent applies defaultGCPercent unless GOGC is set to something,
+// and returns the percentage in force. An empty GOGC (a template's
+// `value: ""`) counts as unset; the runtime reads it as 100.
+func setGCPercent(getenv func(string) string) int {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+		return defaultGCPercent
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	return defaultGCPercent
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(sample)
+	return int(sample[0].Value.Uint64())
 }
 
 func run(ctx context.Context, o *options) error {
-	klog.FromContext(ctx).V(2).Info("Garbage collection target", "gcPercent", setGCPercent(os.LookupEnv))
+	gcPercent := setGCPercent(os.Getenv)
+	klog.FromContext(ctx).V(2).Info("Garbage collection target", "gcPercent", gcPercent)
 	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {
 		return err

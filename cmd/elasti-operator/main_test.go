@@ -95,12 +95,14 @@ func TestProfilingOnlyWhenEnabled(t *testing.T) {
 }
 
 // TestGCPercentDefaultsUnlessGOGCIsSet: the operator collects at 50 % heap
-// growth by default, and a GOGC the user set is left alone.
+// growth by default or with an empty GOGC, and a GOGC the user set is left
+// alone.
 func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
 	restore := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(restore) })
 
-	if got := setGCPercent(func(string) (string, bool) { return "", false }); got != defaultGCPercent {
+	unset := func(string) string { return "" } // os.Getenv's answer for unset or empty
+	if got := setGCPercent(unset); got != defaultGCPercent {
 		t.Errorf("without GOGC: reported %d, want %d", got, defaultGCPercent)
 	}
 	if now := debug.SetGCPercent(100); now != defaultGCPercent {
@@ -108,7 +110,7 @@ func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
 	}
 
 	debug.SetGCPercent(200) // as the runtime would have read GOGC=200
-	if got := setGCPercent(func(k string) (string, bool) { return "200", k == "GOGC" }); got != 200 {
+	if got := setGCPercent(func(k string) string { return map[string]string{"GOGC": "200"}[k] }); got != 200 {
 		t.Errorf("with GOGC=200: reported %d", got)
 	}
 	if now := debug.SetGCPercent(100); now != 200 {

@@ -25,14 +25,16 @@ type operatorNotifier struct {
 	token   TokenSource
 	metrics *Metrics
 	// lastFailureLog is when a failed POST was last logged at the default
-	// verbosity (Unix nanoseconds); see notify.
+	// verbosity, as nanoseconds since created (monotonic, unlike the wall
+	// clock); see notify.
 	lastFailureLog atomic.Int64
+	created        time.Time
 }
 
 // failureLogEvery bounds how often a failed POST is logged at the default
-// verbosity. While the operator is unreachable every held Service's
-// notifier fails every few seconds; one line in this long says that
-// requests are held and why, the rest go to -v=2.
+// verbosity. While the operator is unreachable or refuses, the retry loop
+// of every held Service fails every few seconds; one line in this long
+// says that requests are held and why, the rest go to -v=2.
 const failureLogEvery = 10 * time.Second
 
 func newOperatorNotifier(cfg Config, client *http.Client, token TokenSource, metrics *Metrics) *operatorNotifier {
@@ -45,7 +47,7 @@ func newOperatorNotifier(cfg Config, client *http.Client, token TokenSource, met
 		}}
 	}
 	return &operatorNotifier{client: client, url: strings.TrimRight(cfg.OperatorURL, "/") + wakeapi.Path,
-		timeout: cfg.OperatorTimeout, token: token, metrics: metrics}
+		timeout: cfg.OperatorTimeout, token: token, metrics: metrics, created: time.Now()}
 }
 
 // notify POSTs once and returns the outcome label. ctx ends on shutdown.
@@ -62,10 +64,10 @@ func (n *operatorNotifier) notify(ctx context.Context, logger klog.Logger, svc S
 		logger.Error(err, "The operator refused the wake token; check that --wake-token-file holds the same token on the resolver and the operator",
 			"tokenSent", n.token != nil)
 	case err != nil:
-		now := time.Now().UnixNano()
+		now := int64(time.Since(n.created))
 		last := n.lastFailureLog.Load()
-		if now-last >= int64(failureLogEvery) && n.lastFailureLog.CompareAndSwap(last, now) {
-			logger.Info("Notifying operator failed; held requests wait until it answers (further failures within this long are logged at -v=2)",
+		if (last == 0 || now-last >= int64(failureLogEvery)) && n.lastFailureLog.CompareAndSwap(last, max(now, 1)) {
+			logger.Info("Notifying operator failed; held requests wait until it accepts (further failures within this long are logged at -v=2)",
 				"outcome", outcome, "err", err, "within", failureLogEvery)
 			break
 		}

@@ -48,7 +48,8 @@ type ProbeIndex struct {
 
 type probeEntry struct {
 	name    string
-	svcs    []ServiceRef
+	own     ServiceRef   // spec.service
+	svcs    []ServiceRef // every Service it fronts (frontedServices)
 	version string
 	rules   []compiledRule
 }
@@ -98,10 +99,11 @@ func (p *ProbeIndex) onDelete(obj any) {
 }
 
 // Upsert indexes es's probe rules, compiling them unless this generation is
-// already compiled. es is only read.
+// already compiled: a move changes only the Services they are indexed
+// under, through the status. es is only read.
 func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	svcs := frontedServices(es)
+	own, svcs := ServiceRef{es.Namespace, es.Spec.Service}, frontedServices(es)
 	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
 	if es.Generation == 0 {
 		// Objects that never went through an apiserver (tests, fakes) have
@@ -117,9 +119,13 @@ func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	}
 
 	var entry *probeEntry
-	if len(es.Spec.ProbeResponse) > 0 {
+	switch {
+	case len(es.Spec.ProbeResponse) == 0:
+	case old != nil && old.version == version:
+		entry = &probeEntry{name: es.Name, own: own, svcs: svcs, version: version, rules: old.rules}
+	default:
 		logger := p.logger.WithValues("elastiService", klog.KObj(es), "generation", es.Generation)
-		entry = &probeEntry{name: es.Name, svcs: svcs, version: version, rules: compileRules(logger, es.Spec.ProbeResponse)}
+		entry = &probeEntry{name: es.Name, own: own, svcs: svcs, version: version, rules: compileRules(logger, es.Spec.ProbeResponse)}
 	}
 
 	p.mu.Lock()
@@ -132,9 +138,24 @@ func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	// Copy on write: MatchProbe iterates a list after dropping the lock.
 	for _, svc := range svcs {
 		list := append(slices.Clone(p.bySvc[svc]), entry)
-		slices.SortFunc(list, func(a, b *probeEntry) int { return strings.Compare(a.name, b.name) })
+		slices.SortFunc(list, func(a, b *probeEntry) int { return compareForService(svc, a, b) })
 		p.bySvc[svc] = list
 	}
+}
+
+// compareForService orders the entries indexed under svc: first those whose
+// spec.service is svc, then by name. An old Service of one ElastiService's
+// move may already be another's spec.service, and then that other one's
+// rules are the Service's own.
+func compareForService(svc ServiceRef, a, b *probeEntry) int {
+	aOwn, bOwn := a.own == svc, b.own == svc
+	if aOwn != bOwn {
+		if aOwn {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.name, b.name)
 }
 
 // Delete forgets the ElastiService ns/name.
@@ -212,7 +233,7 @@ func compileRules(logger klog.Logger, rules []elastiv1alpha1.ProbeResponseRule) 
 		c, err := compileRule(r)
 		if err != nil {
 			// Logged once per generation: rules are only compiled when the
-			// generation changes.
+			// generation changes (see Upsert).
 			logger.Error(err, "probeResponse rule is invalid and will never match", "rule", i)
 			c = compiledRule{invalid: true}
 		}

@@ -264,7 +264,12 @@ func TestProbeAnsweredForEveryFrontedService(t *testing.T) {
 	// generation is unchanged, since only the status moved.
 	done := es.DeepCopy()
 	done.Status.ResolverPorts = done.Status.ResolverPorts[1:]
+	key := types.NamespacedName{Namespace: "team", Name: "es"}
+	compiled := &p.byName[key].rules[0]
 	p.Upsert(done)
+	if &p.byName[key].rules[0] != compiled {
+		t.Error("a status-only change compiled the rules again")
+	}
 	if probe("web") || !probe("web-v2") {
 		t.Fatalf("after the move: old Service answered %v, new %v; want only the new", probe("web"), probe("web-v2"))
 	}
@@ -272,5 +277,26 @@ func TestProbeAnsweredForEveryFrontedService(t *testing.T) {
 	p.Delete("team", "es")
 	if probe("web-v2") {
 		t.Fatal("a deleted ElastiService's rule still answers")
+	}
+}
+
+// TestProbeOfAServiceAnsweredByItsOwnElastiService: mid-move, A still
+// fronts its old Service "web", which B now names as spec.service. A probe
+// of web gets B's answer, whatever the names' order.
+func TestProbeOfAServiceAnsweredByItsOwnElastiService(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := NewStaticProbeIndex(ctx)
+	healthz := func(body string) v1.ProbeResponseRule {
+		return v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, body)}
+	}
+	moving := elastiService("team", "a-moving", "web-v2", 1, healthz("from a"))
+	moving.Status.ResolverPorts = []v1.ResolverPort{{Service: "web", Port: 80, ResolverPort: 20000}}
+	p.Upsert(moving)
+	p.Upsert(elastiService("team", "b-owner", "web", 1, healthz("from b")))
+	if a, ok := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/healthz", nil)); !ok || a.Body != "from b" {
+		t.Errorf("probe of web answered %q (%v), want its own ElastiService's %q", a.Body, ok, "from b")
+	}
+	if a, _ := p.MatchProbe(ServiceRef{"team", "web-v2"}, httptest.NewRequest("GET", "/healthz", nil)); a.Body != "from a" {
+		t.Errorf("probe of web-v2 answered %q, want %q", a.Body, "from a")
 	}
 }

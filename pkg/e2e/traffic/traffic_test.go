@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,10 @@ type scenario struct {
 	client *realnet.Client
 	dark   *testenv.DarkWatch
 	ctx    context.Context
+	// explained is set once a failure's path was logged, shared with the
+	// copies for subtests: a subtest logs it when it fails, with the state
+	// of its own failure, and its parent does not log it again.
+	explained *atomic.Bool
 }
 
 func newScenario(t testing.TB) *scenario { t.Helper(); return newScenarioWithPorts(t) }
@@ -73,7 +78,7 @@ func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	s := &scenario{t: t, bed: b, e: e, client: client, ctx: t.Context()}
+	s := &scenario{t: t, bed: b, e: e, client: client, ctx: t.Context(), explained: new(atomic.Bool)}
 	t.Cleanup(s.explainFailure)
 	// kube-proxy programs a new Service within about a second; only then
 	// is the Service reachable, so only then can it go dark.
@@ -86,12 +91,14 @@ func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 }
 
 // in returns s for subtest t, so that a failure stops t and not its
-// parent (FailNow must run on the failing test's goroutine). The
+// parent (FailNow must run on the failing test's goroutine) and is
+// explained as t ends, before the next subtest changes the state. The
 // dark-Service watcher stays the parent's.
 func (s *scenario) in(t *testing.T) *scenario {
 	c, e := *s, *s.e
 	e.T = t
 	c.t, c.e = t, &e
+	t.Cleanup(c.explainFailure)
 	return &c
 }
 
@@ -100,7 +107,7 @@ func (s *scenario) in(t *testing.T) *scenario {
 // traffic goes now, elasti's and the ingress controller's logs, the
 // objects, and kube-proxy's log.
 func (s *scenario) explainFailure() {
-	if !s.t.Failed() {
+	if !s.t.Failed() || !s.explained.CompareAndSwap(false, true) {
 		return
 	}
 	ctx := context.Background()
