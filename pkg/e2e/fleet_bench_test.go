@@ -63,8 +63,12 @@ type fleetWatch struct {
 	endpoints map[string]map[string]int
 	// Once armed, a Service whose slices list no ready endpoint after an
 	// event is dark; dark collects them until the next darkSince.
-	armed    bool
-	dark     map[string]bool
+	armed bool
+	dark  map[string]bool
+	// darkFrom holds when each Service now dark went dark; longest is the
+	// longest spell that ended since the last darkSince.
+	darkFrom map[string]time.Time
+	longest  time.Duration
 	changed  chan struct{}
 	esSynced cache.InformerSynced
 	dSynced  cache.InformerSynced
@@ -74,7 +78,7 @@ type fleetWatch struct {
 
 func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fleetWatch {
 	w := &fleetWatch{namespaces: map[string]bool{}, modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{},
-		endpoints: map[string]map[string]int{}, dark: map[string]bool{}, changed: make(chan struct{}, 1), limit: 10 * time.Minute}
+		endpoints: map[string]map[string]int{}, dark: map[string]bool{}, darkFrom: map[string]time.Time{}, changed: make(chan struct{}, 1), limit: 10 * time.Minute}
 	for _, ns := range namespaces {
 		w.namespaces[ns] = true
 	}
@@ -138,8 +142,13 @@ func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fl
 		for _, n := range w.endpoints[svc] {
 			total += n
 		}
-		if w.armed && total == 0 {
+		switch from, wasDark := w.darkFrom[svc]; {
+		case w.armed && total == 0 && !wasDark:
 			w.dark[svc] = true
+			w.darkFrom[svc] = time.Now()
+		case total > 0 && wasDark:
+			w.longest = max(w.longest, time.Since(from))
+			delete(w.darkFrom, svc)
 		}
 		w.mu.Unlock()
 		w.notify()
@@ -161,15 +170,35 @@ func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fl
 	return w
 }
 
-// darkSince arms the dark-Service check, if it was not, and returns how
-// many Services were seen dark since the last call.
-func (w *fleetWatch) darkSince() int {
+// darkSpells says how many Services were seen dark in a phase, and the
+// longest time one of them stayed so: the bound on how long a Service
+// goes without endpoints.
+type darkSpells struct {
+	services int
+	longest  time.Duration
+}
+
+func (d darkSpells) String() string {
+	if d.services == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (longest %s)", d.services, d.longest.Round(time.Millisecond))
+}
+
+// darkSince arms the dark-Service check, if it was not, and returns the
+// Services seen dark since the last call; one still dark counts its spell
+// until now.
+func (w *fleetWatch) darkSince() darkSpells {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed = true
-	n := len(w.dark)
-	w.dark = map[string]bool{}
-	return n
+	d := darkSpells{services: len(w.dark), longest: w.longest}
+	w.dark, w.longest = map[string]bool{}, 0
+	for svc, from := range w.darkFrom {
+		d.longest = max(d.longest, time.Since(from))
+		w.dark[svc] = true // and in the next phase, while it lasts
+	}
+	return d
 }
 
 func (w *fleetWatch) notify() {
@@ -370,7 +399,7 @@ func runFleet(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	r, op := restartFleet(b, e, w, op, n)
-	progress("restart: settled %s after the new process started, %d writes, RSS %d/%d MiB, %d watches, %d dark",
+	progress("restart: settled %s after the new process started, %d writes, RSS %d/%d MiB, %d watches, %s dark",
 		r.converged, len(r.writes), r.rss>>20, r.peak>>20, r.watches, r.dark)
 
 	// Scale every target to zero, as the idle poller would.
@@ -389,7 +418,7 @@ func runFleet(b *testing.B, n int) {
 	toProxy := down[0].Sub(scaledDown)
 	clusterStop := down[1].Sub(scaledDown)
 	darkDown := w.darkSince()
-	progress("all in proxy: %s (the cluster's endpoints gone: %s); %d Services seen dark", toProxy, clusterStop, darkDown)
+	progress("all in proxy: %s (the cluster's endpoints gone: %s); %s Services seen dark", toProxy, clusterStop, darkDown)
 
 	wakeStart := time.Now()
 	wakeFleet(b, op, fleet)
@@ -399,7 +428,7 @@ func runFleet(b *testing.B, n int) {
 	clusterStart := up[0].Sub(wakeStart)
 	toServe := up[1].Sub(wakeStart)
 	darkUp := w.darkSince()
-	progress("all in serve: %s (the cluster's pods: %s); %d Services seen dark", toServe, clusterStart, darkUp)
+	progress("all in serve: %s (the cluster's pods: %s); %s Services seen dark", toServe, clusterStart, darkUp)
 
 	rss, peak, cpu, err := procStats(op.Pid())
 	if err != nil {
@@ -418,7 +447,8 @@ func runFleet(b *testing.B, n int) {
 	b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(cpu, "cpu-s")
 	b.ReportMetric(float64(ownWatches), "watches")
-	b.ReportMetric(float64(darkDown+darkUp+r.dark), "dark-services")
+	b.ReportMetric(float64(darkDown.services+darkUp.services+r.dark.services), "dark-services")
+	b.ReportMetric(max(darkDown.longest, darkUp.longest, r.dark.longest).Seconds(), "longest-dark-s")
 	b.ReportMetric(0, "ns/op")
 	fmt.Printf(`
 Fleet of %d ElastiServices (operator as a process, local control plane)
@@ -435,12 +465,12 @@ Fleet of %d ElastiServices (operator as a process, local control plane)
 | restarted operator CPU | %.1f s |
 | apiserver WATCH requests, after minus before the operator started | %d |
 | watches the operator holds open (audit log, by user agent) | %d |
-| Services seen dark: scale-down / wake | %d / %d |
+| Services seen dark: scale-down / wake | %s / %s |
 | restart: new process start → every queue settled | %s |
 | restart: writes by the new operator (audit log; Leases and Events not logged) | %d |
 | restart: RSS after settling / peak | %.0f MiB / %.0f MiB |
 | restart: watches the new operator holds open | %d |
-| restart: Services seen dark | %d |
+| restart: Services seen dark | %s |
 `, n, reconcileAll.Round(time.Millisecond), toProxy.Round(time.Millisecond), clusterStop.Round(time.Millisecond), n, toServe.Round(time.Millisecond),
 		clusterStart.Round(time.Millisecond), (toServe - clusterStart).Round(time.Millisecond),
 		float64(firstRSS)/(1<<20), float64(firstPeak)/(1<<20), float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches, ownWatches, darkDown, darkUp,
@@ -535,7 +565,7 @@ type restartFigures struct {
 	writes    []string
 	rss, peak int64
 	watches   int
-	dark      int
+	dark      darkSpells
 }
 
 // restartFleet restarts the operator over the converged fleet as a rolling
