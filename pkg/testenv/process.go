@@ -54,6 +54,9 @@ func operatorBinary() (string, error) {
 			buildErr = err
 			return
 		}
+		// Tests hard-link it into their own directories, so it outlives
+		// any one test: the package removes it when its tests are done.
+		clustertest.AfterTests(func() { _ = os.RemoveAll(dir) })
 		builtBin = filepath.Join(dir, "elasti-operator")
 		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/elasti-operator")
 		cmd.Dir = root

@@ -33,6 +33,7 @@ var (
 
 	interruptMu sync.Mutex
 	onInterrupt []func()
+	afterTests  []func()
 )
 
 // OnInterrupt registers f to run, newest first, when the test binary is
@@ -42,6 +43,26 @@ func OnInterrupt(f func()) {
 	interruptMu.Lock()
 	defer interruptMu.Unlock()
 	onInterrupt = append(onInterrupt, f)
+}
+
+// AfterTests registers f to run, newest first, once the package's tests
+// have run or the binary is interrupted, whatever the outcome: for what a
+// test binary leaves outside its tests' temporary directories, such as a
+// build shared by all of them.
+func AfterTests(f func()) {
+	interruptMu.Lock()
+	defer interruptMu.Unlock()
+	afterTests = append(afterTests, f)
+}
+
+func runAfterTestsHooks() {
+	interruptMu.Lock()
+	hooks := afterTests
+	afterTests = nil
+	interruptMu.Unlock()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		hooks[i]()
+	}
 }
 
 func runInterruptHooks() {
@@ -64,6 +85,7 @@ func Main(m *testing.M) int {
 			return 1
 		}
 		shared = c
+		defer runAfterTestsHooks()
 		return m.Run()
 	}
 	return runOwn(m)
@@ -85,6 +107,7 @@ func MainPrivate(m *testing.M) int {
 func runOwn(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer runAfterTestsHooks()
 	c, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: the local control plane could not start, so no integration test can run:\n%v\n", err)
@@ -100,6 +123,7 @@ func runOwn(m *testing.M) int {
 		if _, ok := <-sigs; ok {
 			runInterruptHooks()
 			c.Stop()
+			runAfterTestsHooks()
 			os.Exit(1)
 		}
 	}()
