@@ -408,6 +408,9 @@ func (d *demo) close() {
 	if d.net != nil {
 		d.net.Close()
 	}
+	// The pods' binaries (80 MB) are rebuilt by every run; only the logs
+	// are worth keeping.
+	_ = os.RemoveAll(filepath.Join(d.logDir, "images"))
 }
 
 func indent(s string) string {
