@@ -174,6 +174,7 @@ func TestEveryClientWakesAService(t *testing.T) {
 	s.ingress("public", publicHost)
 	ingress := fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace)
 	s.waitIngressRoutes(realnet.Request{URL: ingress, Host: publicHost})
+	s.setProbeRule()
 	for _, tc := range []struct {
 		name      string
 		req       realnet.Request
@@ -187,7 +188,7 @@ func TestEveryClientWakesAService(t *testing.T) {
 			s := s.in(t)
 			s.sleep()
 			if tc.ingressed {
-				s.waitIngressFollows()
+				s.waitIngressReachesResolver(publicHost)
 			}
 			tc.req.Timeout = wakeTimeout
 			s.expectWokenHeld(s.do(tc.req))

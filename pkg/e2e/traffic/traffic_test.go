@@ -326,8 +326,9 @@ func TestIngressWakesAService(t *testing.T) {
 	s.ingress("by-service-name", s.fqdn())
 	viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: s.fqdn()}
 	s.waitIngressRoutes(viaIngress)
+	s.setProbeRule()
 	s.sleep()
-	s.waitIngressFollows()
+	s.waitIngressReachesResolver(s.fqdn())
 	viaIngress.Timeout = wakeTimeout
 	s.expectWoken(s.do(viaIngress))
 }
@@ -368,8 +369,28 @@ func (s *scenario) waitIngressRoutes(req realnet.Request) {
 	})
 }
 
-// waitIngressFollows waits until the ingress controller routes web to
-// the endpoints its EndpointSlices list now.
+// waitIngressReachesResolver waits, while web sleeps, until a request for
+// host through the ingress controller reaches a resolver: a probe, which
+// the resolver answers with the probe rule's canned answer (setProbeRule,
+// set before web slept) and which wakes nothing. The controller's API
+// showing the resolver's endpoints is not enough: in CI Traefik's API
+// listed them while its router still sent a request to web's gone pod,
+// where it hung for the client's whole minute.
+func (s *scenario) waitIngressReachesResolver(host string) {
+	s.t.Helper()
+	s.waitIngressFollows()
+	req := realnet.Request{
+		URL:  fmt.Sprintf("http://%s.%s%s", realnet.IngressService, realnet.IngressNamespace, probePath),
+		Host: host, Header: map[string]string{"User-Agent": probeAgent}, Timeout: 2 * time.Second,
+	}
+	s.e.Eventually("the ingress controller to send web's requests to a resolver", func() (bool, string) {
+		resp := s.do(req)
+		return isProbeAnswer(resp), resp.String()
+	})
+}
+
+// waitIngressFollows waits until the ingress controller's API routes web
+// to the endpoints its EndpointSlices list now.
 func (s *scenario) waitIngressFollows() {
 	s.t.Helper()
 	if err := s.bed.WaitIngressFollows(s.ctx, s.client, s.e.NS, app, testenv.WaitTimeout); err != nil {
