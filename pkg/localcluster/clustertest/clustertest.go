@@ -55,20 +55,15 @@ func AfterTests(f func()) {
 	afterTests = append(afterTests, f)
 }
 
-func runAfterTestsHooks() {
-	interruptMu.Lock()
-	hooks := afterTests
-	afterTests = nil
-	interruptMu.Unlock()
-	for i := len(hooks) - 1; i >= 0; i-- {
-		hooks[i]()
-	}
-}
+func runAfterTestsHooks() { runHooks(&afterTests) }
 
-func runInterruptHooks() {
+func runInterruptHooks() { runHooks(&onInterrupt) }
+
+// runHooks runs and forgets the hooks in *list, newest first.
+func runHooks(list *[]func()) {
 	interruptMu.Lock()
-	hooks := onInterrupt
-	onInterrupt = nil
+	hooks := *list
+	*list = nil
 	interruptMu.Unlock()
 	for i := len(hooks) - 1; i >= 0; i-- {
 		hooks[i]()
