@@ -34,7 +34,7 @@ func BenchmarkTrafficPath(b *testing.B) {
 		report(b, "serve-name", s.do(byName))
 
 		s.ingress("bench", s.fqdn())
-		viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: s.fqdn()}
+		viaIngress := realnet.Request{URL: "http://" + ingressAddr + "/", Host: s.fqdn()}
 		s.waitIngressRoutes(viaIngress)
 		viaIngress.Timeout, viaIngress.Repeat = quickTimeout, latencyRequests
 		report(b, "serve-ingress", s.do(viaIngress))

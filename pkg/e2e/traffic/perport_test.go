@@ -172,7 +172,7 @@ func TestEveryClientWakesAService(t *testing.T) {
 	// still being deleted) to either.
 	publicHost := "shop-" + s.e.NS + ".example.com"
 	s.ingress("public", publicHost)
-	ingress := fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace)
+	ingress := "http://" + ingressAddr + "/"
 	s.waitIngressRoutes(realnet.Request{URL: ingress, Host: publicHost})
 	s.setProbeRule()
 	for _, tc := range []struct {

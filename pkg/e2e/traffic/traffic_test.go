@@ -32,6 +32,10 @@ const (
 	quickTimeout = 10 * time.Second
 )
 
+// ingressAddr is the ingress controller's Service by the name a pod in
+// any namespace calls it.
+const ingressAddr = realnet.IngressService + "." + realnet.IngressNamespace
+
 // scenario is one test's app under an ElastiService, a client pod in its
 // namespace and a dark-Service watcher.
 type scenario struct {
@@ -324,7 +328,7 @@ func TestBurstAtZeroIsHeldAndWakesOnce(t *testing.T) {
 func TestIngressWakesAService(t *testing.T) {
 	s := newScenario(t)
 	s.ingress("by-service-name", s.fqdn())
-	viaIngress := realnet.Request{URL: fmt.Sprintf("http://%s.%s/", realnet.IngressService, realnet.IngressNamespace), Host: s.fqdn()}
+	viaIngress := realnet.Request{URL: "http://" + ingressAddr + "/", Host: s.fqdn()}
 	s.waitIngressRoutes(viaIngress)
 	s.setProbeRule()
 	s.sleep()
@@ -379,10 +383,8 @@ func (s *scenario) waitIngressRoutes(req realnet.Request) {
 func (s *scenario) waitIngressReachesResolver(host string) {
 	s.t.Helper()
 	s.waitIngressFollows()
-	req := realnet.Request{
-		URL:  fmt.Sprintf("http://%s.%s%s", realnet.IngressService, realnet.IngressNamespace, probePath),
-		Host: host, Header: map[string]string{"User-Agent": probeAgent}, Timeout: 2 * time.Second,
-	}
+	req := probe(way{addr: ingressAddr, host: host})
+	req.Timeout = 2 * time.Second // a request to the gone pod hangs: try again soon
 	s.e.Eventually("the ingress controller to send web's requests to a resolver", func() (bool, string) {
 		resp := s.do(req)
 		return isProbeAnswer(resp), resp.String()
