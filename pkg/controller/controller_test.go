@@ -42,6 +42,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 const (
@@ -96,6 +97,9 @@ type fixture struct {
 
 	// portRange is the resolver port range; zero means testPortRange.
 	portRange portalloc.Range
+	// backlog is how many other ElastiService keys the controller sees
+	// waiting in its queue.
+	backlog int
 
 	// Indexers, kept so a test can change the cache between two syncs.
 	esIndexer    cache.Indexer
@@ -194,6 +198,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.recorder = record.NewFakeRecorder(100)
 	c.recorder = f.recorder
 	c.clock = f.clock
+	c.backlog = func() int { return f.backlog }
 
 	// Seed after New: New adds the indexers.
 	add := func(indexer cache.Indexer, obj any) {
@@ -653,7 +658,8 @@ func (f *fixture) converged(key cache.ObjectName) *fixture {
 	c := f.newController(ctx)
 	if err := c.syncHandler(ctx, key); err != nil {
 		var waiting *errWaiting
-		if !errors.As(err, &waiting) {
+		var requeue workloop.RequeueAfter
+		if !errors.As(err, &waiting) && !errors.As(err, &requeue) {
 			f.t.Fatalf("sync before converging: %v", err)
 		}
 	}

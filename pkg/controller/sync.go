@@ -159,13 +159,14 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return c.serve(ctx, es, public, ports)
 	}
 
-	return c.proxy(ctx, es, public, ports, state.Replicas, fenced, now)
+	return c.proxy(ctx, es, public, ports, state.Replicas, slice == nil, fenced, now)
 }
 
 // proxy puts the resolver in front of the Service: the target is at zero,
-// or none of its pods serves yet (apart from fenced ones).
+// or none of its pods serves yet (apart from fenced ones). fronting says
+// that no resolver slice existed, so this sync is the one that fronts.
 func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus,
-	replicas int32, fenced fence, now time.Time) error {
+	replicas int32, fronting bool, fenced fence, now time.Time) error {
 	var refence *fence // nil keeps the slice's fence as it is
 	if replicas == 0 {
 		// Whatever serves now is going away, however ready it looks.
@@ -191,6 +192,13 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
 			fmt.Sprintf("no ready pod behind resolver Service %s/%s; requests to %q cannot be held until one is ready",
 				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), retryWithBackoff)
+	}
+	if fronting && c.statusCanWait(es, ports) {
+		// Traffic needed the slice, not the status. When another tool scales
+		// many targets to zero at once, each Service's pods are on their way
+		// out, and a status write here would halve how fast the rest get
+		// their resolver: write it on a later pass, behind them.
+		return workloop.RequeueAfter(0)
 	}
 	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
 		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request"); err != nil {
@@ -233,6 +241,17 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 	}
 	// The handoff's timeout, or its failure to front.
 	return err
+}
+
+// statusCanWait reports whether other ElastiServices wait in the queue and
+// es's status already holds the resolver ports it would be given: the
+// resolver maps a port to its Service by that status, so new ports are
+// never deferred.
+func (c *Controller) statusCanWait(es *elastiv1alpha1.ElastiService, ports *portStatus) bool {
+	if c.backlog() == 0 {
+		return false
+	}
+	return ports == nil || equality.Semantic.DeepEqual(ports.assigned, es.Status.ResolverPorts)
 }
 
 // notReadyFollowUp says what brings a not-Ready ElastiService back.

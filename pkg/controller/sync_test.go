@@ -247,6 +247,59 @@ func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
 	wantNoError(t, f.run(keyOf(es)))
 }
 
+// Another tool scales many targets to zero at once: while other keys wait,
+// the sync that fronts a Service writes only its slice and comes back for
+// the status, unless the status lacks the resolver ports the resolver maps
+// requests by.
+func TestSyncFrontsBeforeStatusWhileOthersWait(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		backlog       int
+		portsInStatus bool
+		statusLater   bool
+	}{
+		{"others waiting", 3, true, true},
+		{"nothing else waiting", 0, true, false},
+		{"ports not yet in status", 3, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.backlog = tc.backlog
+			es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
+			if tc.portsInStatus {
+				withPorts(es, webPorts()...)
+			}
+			public := newPublicService("web")
+			f.elastiServices = append(f.elastiServices, es)
+			f.services = append(f.services, public, privateServiceFor(es, public))
+			f.deployments = append(f.deployments, newDeployment("web", 0))
+			f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
+			f.resolverSlices = readyResolver()
+
+			f.expectKube(expectCreate(endpointSlicesResource, fenced(resolverSliceFor(es, public, "10.0.0.1"), t0, "10.1.0.1")))
+			proxied := withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)
+			if !tc.statusLater {
+				f.expectElasti(expectStatusUpdate(proxied))
+				f.expectEvents("Normal " + ReasonSwitchedToProxy)
+				wantNoError(t, f.run(keyOf(es)))
+				return
+			}
+			var requeue workloop.RequeueAfter
+			if err := f.run(keyOf(es)); !errors.As(err, &requeue) || requeue != 0 {
+				t.Fatalf("sync returned %v, want RequeueAfter(0): the status goes behind the waiting keys", err)
+			}
+
+			// The next pass, soon after and with the slice in place, writes
+			// the status and nothing else.
+			next := f.converged(keyOf(es))
+			next.clock, next.backlog = f.clock, tc.backlog
+			next.expectElasti(expectStatusUpdate(proxied))
+			next.expectEvents("Normal " + ReasonSwitchedToProxy)
+			wantNoError(t, next.run(keyOf(es)))
+		})
+	}
+}
+
 // scaleUp sets a seeded Deployment's replicas.
 func scaleUp(f *fixture, name string, replicas int32) {
 	for _, d := range f.deployments {

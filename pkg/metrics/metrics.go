@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // Operator holds the operator's metrics.
@@ -96,7 +98,7 @@ func NewOperator() *Operator {
 		}),
 		Reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "elasti_operator_reconcile",
-			Help:    "Duration in seconds of ElastiService syncs, by result (success, waiting for a missing object, error).",
+			Help:    "Duration in seconds of ElastiService syncs, by result (success, waiting for a missing object, requeued to finish later, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"result"}),
 		Mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -127,9 +129,13 @@ func NewOperator() *Operator {
 // ObserveSync is the controller's per-sync hook.
 func (m *Operator) ObserveSync(d time.Duration, err error) {
 	result := "success"
+	var requeue workloop.RequeueAfter
 	switch {
 	case controller.IsWaiting(err):
 		result = "waiting"
+	case errors.As(err, &requeue):
+		// Not a failure: the sync asked to come back later.
+		result = "requeued"
 	case err != nil:
 		result = "error"
 	}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // kubeElastiNames break Prometheus naming rules, but existing KubeElasti
@@ -34,6 +36,8 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	m.ObservePoll(time.Unix(1700000000, 0), 20*time.Millisecond)
 	es := types.NamespacedName{Namespace: "shop", Name: "web"}
 	m.ObserveSync(2*time.Millisecond, nil)
+	m.ObserveSync(time.Millisecond, workloop.RequeueAfter(0))
+	m.ObserveSync(time.Millisecond, errors.New("conflict"))
 	m.ObserveMode(es, elastiv1alpha1.ModeProxy)
 	m.WakeStarted(es, time.Unix(100, 0))
 	m.WakeStarted(es, time.Unix(101, 0)) // a second request during the same wake
@@ -83,6 +87,9 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 elasti_operator_resolver_ports_in_use 3
 `), "elasti_operator_resolver_ports_in_use"); err != nil {
 		t.Error(err)
+	}
+	if got, err := testutil.GatherAndCount(m.Registry, "elasti_operator_reconcile"); err != nil || got != 3 {
+		t.Errorf("sync results: %d series, want success, requeued and error: %v", got, err)
 	}
 	m.ForgetElastiService(es)
 	if n := testutil.CollectAndCount(m.Mode); n != 0 {
