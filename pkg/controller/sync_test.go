@@ -228,10 +228,9 @@ func TestSyncModeFollowsReadyEndpoints(t *testing.T) {
 	}
 }
 
-// A target scaled to zero switches to proxy at once, even while the cluster
-// still lists its terminating pods as ready; those pods are fenced.
-func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
-	f := newFixture(t)
+// scaledToZeroSeed is a serving ElastiService whose target someone has just
+// scaled to zero: the cluster still lists its pod as ready.
+func scaledToZeroSeed(f *fixture) (*elastiv1alpha1.ElastiService, *corev1.Service) {
 	es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
 	public := newPublicService("web")
 	f.elastiServices = append(f.elastiServices, es)
@@ -239,6 +238,14 @@ func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
 	f.deployments = append(f.deployments, newDeployment("web", 0))
 	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 	f.resolverSlices = readyResolver()
+	return es, public
+}
+
+// A target scaled to zero switches to proxy at once, even while the cluster
+// still lists its terminating pods as ready; those pods are fenced.
+func TestSyncScaledToZeroProxiesBeforeEndpointsGo(t *testing.T) {
+	f := newFixture(t)
+	es, public := scaledToZeroSeed(f)
 
 	f.expectKube(expectCreate(endpointSlicesResource, fenced(resolverSliceFor(es, public, "10.0.0.1"), t0, "10.1.0.1")))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
@@ -265,16 +272,10 @@ func TestSyncFrontsBeforeStatusWhileOthersWait(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.backlog = tc.backlog
-			es := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled)
+			es, public := scaledToZeroSeed(f)
 			if tc.portsInStatus {
 				withPorts(es, webPorts()...)
 			}
-			public := newPublicService("web")
-			f.elastiServices = append(f.elastiServices, es)
-			f.services = append(f.services, public, privateServiceFor(es, public))
-			f.deployments = append(f.deployments, newDeployment("web", 0))
-			f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
-			f.resolverSlices = readyResolver()
 
 			f.expectKube(expectCreate(endpointSlicesResource, fenced(resolverSliceFor(es, public, "10.0.0.1"), t0, "10.1.0.1")))
 			proxied := withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)
