@@ -197,8 +197,10 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// Traffic needed the slice, not the status. When another tool scales
 		// many targets to zero at once, each Service's pods are on their way
 		// out, and a status write here would halve how fast the rest get
-		// their resolver: write it on a later pass, behind them.
-		return workloop.RequeueAfter(0)
+		// their resolver: write it on a later pass, behind them. The new
+		// slice's own event brings the key back, once the cache has it;
+		// the delay only guards against missing that.
+		return workloop.RequeueAfter(statusFollowUp)
 	}
 	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
 		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request"); err != nil {
@@ -242,6 +244,10 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 	// The handoff's timeout, or its failure to front.
 	return err
 }
+
+// statusFollowUp is when a sync that fronted without writing the status
+// comes back for it, at the latest.
+const statusFollowUp = time.Second
 
 // statusCanWait reports whether other ElastiServices wait in the queue and
 // es's status already holds the resolver ports it would be given: the

@@ -286,8 +286,8 @@ func TestSyncFrontsBeforeStatusWhileOthersWait(t *testing.T) {
 				return
 			}
 			var requeue workloop.RequeueAfter
-			if err := f.run(keyOf(es)); !errors.As(err, &requeue) || requeue != 0 {
-				t.Fatalf("sync returned %v, want RequeueAfter(0): the status goes behind the waiting keys", err)
+			if err := f.run(keyOf(es)); !errors.As(err, &requeue) || time.Duration(requeue) != statusFollowUp {
+				t.Fatalf("sync returned %v, want RequeueAfter(%s): the status goes behind the waiting keys", err, statusFollowUp)
 			}
 
 			// The next pass, soon after and with the slice in place, writes
