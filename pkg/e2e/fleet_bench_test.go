@@ -294,19 +294,27 @@ func (w *fleetWatch) waitUntil(what string, limit time.Duration, cond func(mode 
 }
 
 // waitAll runs the waits concurrently, so each time is when its own
-// condition first held, and fails the benchmark if any timed out.
+// condition first held, and prints each as it holds, so a run stopped later
+// still has it. It fails the benchmark if any timed out, saying first how
+// many Services were seen dark in the phase so far.
 func (w *fleetWatch) waitAll(b *testing.B, waits ...fleetWait) []time.Time {
 	b.Helper()
+	start := time.Now()
 	times := make([]time.Time, len(waits))
 	errs := make([]error, len(waits))
 	var wg sync.WaitGroup
 	for i, fw := range waits {
-		wg.Go(func() { times[i], errs[i] = w.waitUntil(fw.what, w.limit, fw.cond) })
+		wg.Go(func() {
+			times[i], errs[i] = w.waitUntil(fw.what, w.limit, fw.cond)
+			if errs[i] == nil {
+				progress("  %s: %s into the wait", fw.what, times[i].Sub(start).Round(time.Millisecond))
+			}
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			b.Fatal(err)
+			b.Fatalf("%v; Services seen dark in this phase so far: %s", err, w.darkSince())
 		}
 	}
 	return times
@@ -409,9 +417,10 @@ func runFleet(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	w := newFleetWatch(ctx, e, namespaces)
-	// The cluster starts pods at roughly 30 a second here; give every wait
-	// room for that at any fleet size.
-	w.limit = max(10*time.Minute, time.Duration(n)*100*time.Millisecond)
+	// The cluster starts pods at roughly 10 to 30 a second here, and its
+	// Deployment controller reports them ready later still; give every
+	// wait room for that at any fleet size.
+	w.limit = max(10*time.Minute, time.Duration(n)*200*time.Millisecond)
 	setupStart := time.Now()
 	w.waitAll(b, fleetWait{"the cluster starting every target's pod", func(_ map[string]int, ready int) bool { return ready == n }})
 	fmt.Fprintf(os.Stderr, "fleet: every target has a ready pod (%s)\n", time.Since(setupStart).Round(time.Millisecond))
@@ -541,7 +550,8 @@ type fleetOperator struct {
 // namespaces, as a cluster-wide install runs, serving /metrics on loopback,
 // with the default lease timing: the tests' 2 s renew deadline is shorter
 // than the apiserver's answers under a fleet's load on this machine, and
-// the operator would lose its lease in the middle of a measurement.
+// the operator would lose its lease in the middle of a measurement. Its
+// triggers ask prom, at the default polling interval.
 func startFleetOperator(e *testenv.Env, name string, prom *testenv.FakePrometheus) fleetOperator {
 	e.T.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -552,7 +562,7 @@ func startFleetOperator(e *testenv.Env, name string, prom *testenv.FakePrometheu
 	l.Close()
 	p := e.StartOperatorProcess(name, "--watch-namespace=", "--metrics-bind-address="+addr,
 		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
-		"--prometheus-server-address="+prom.URL, "--polling-interval=10s")
+		"--prometheus-server-address="+prom.URL)
 	return fleetOperator{OperatorProcess: p, metrics: "http://" + addr + "/metrics"}
 }
 
