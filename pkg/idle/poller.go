@@ -134,12 +134,16 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		klog.FromContext(ctx).Error(err, "Cannot list ElastiServices")
 		return
 	}
+	// A fleet's triggers mostly share one Prometheus: ask it once per poll
+	// whether it has been up, not once per ElastiService.
+	client := *p.client
+	client.Health = &triggers.HealthMemo{}
 	work := make(chan *elastiv1alpha1.ElastiService)
 	var wg sync.WaitGroup
 	for range min(p.cfg.Parallelism, max(len(all), 1)) {
 		wg.Go(func() {
 			for es := range work {
-				outcome, reason := p.Evaluate(ctx, es)
+				outcome, reason := p.evaluate(ctx, es, &client)
 				if p.Observe != nil {
 					p.Observe(outcome, reason)
 				}
@@ -162,6 +166,10 @@ func (p *Poller) PollOnce(ctx context.Context) {
 
 // Evaluate decides and acts for one ElastiService.
 func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (string, triggers.Reason) {
+	return p.evaluate(ctx, es, p.client)
+}
+
+func (p *Poller) evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (string, triggers.Reason) {
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
 	if es.DeletionTimestamp != nil {
 		return OutcomeDeleting, ""
@@ -207,7 +215,7 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 		return OutcomeCooldown, ""
 	}
 
-	verdict, err := triggers.Evaluate(ctx, p.client, es.Spec.Triggers, cooldown, p.cfg.Defaults)
+	verdict, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, cooldown, p.cfg.Defaults)
 	if err != nil {
 		reason := triggers.ReasonOf(err)
 		if errors.Is(ctx.Err(), context.Canceled) {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,15 +59,23 @@ var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) // a Saturday
 
 // prometheus answers value for the metric and 1 for the uptime query.
 func prometheus(t *testing.T, value string) string {
+	url, _ := countingPrometheus(t, value)
+	return url
+}
+
+// countingPrometheus is prometheus, and counts the uptime queries it gets.
+func countingPrometheus(t *testing.T, value string) (string, *atomic.Int64) {
+	var uptime atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := value
 		if strings.HasPrefix(r.URL.Query().Get("query"), "min_over_time(") {
+			uptime.Add(1)
 			v = "1"
 		}
 		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"%s"]}]}}`, v)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, &uptime
 }
 
 func elastiService(mutate func(*elastiv1alpha1.ElastiService)) *elastiv1alpha1.ElastiService {
@@ -174,9 +183,10 @@ func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T)
 	for i := range 40 {
 		_ = indexer.Add(elastiService(func(es *elastiv1alpha1.ElastiService) { es.Name = fmt.Sprintf("web-%d", i) }))
 	}
+	server, uptimeQueries := countingPrometheus(t, "5")
 	p := New(elastilisters.NewElastiServiceLister(indexer), scaler, record.NewFakeRecorder(100), Config{
 		Interval: time.Second, Parallelism: 4, QueryTimeout: time.Second,
-		Defaults: triggers.Defaults{ServerAddress: prometheus(t, "5")},
+		Defaults: triggers.Defaults{ServerAddress: server},
 	})
 	p.clock = clocktesting.NewFakePassiveClock(now)
 	var mu sync.Mutex
@@ -187,6 +197,14 @@ func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T)
 	p.PollOnce(context.Background())
 	if outcomes[OutcomeBusy] != 40 || !ran {
 		t.Errorf("outcomes %v, run observed %v; want 40 busy verdicts", outcomes, ran)
+	}
+	// All 40 share one Prometheus: one uptime check per poll.
+	if n := uptimeQueries.Load(); n != 1 {
+		t.Errorf("%d uptime queries in one poll, want 1", n)
+	}
+	p.PollOnce(context.Background())
+	if n := uptimeQueries.Load(); n != 2 {
+		t.Errorf("%d uptime queries after two polls, want 2: each poll asks afresh", n)
 	}
 }
 

@@ -35,14 +35,17 @@ const (
 )
 
 // Client runs instant queries against the Prometheus HTTP API. The zero
-// value is ready to use. A Client holds no per-server state and is safe for
-// concurrent use.
+// value is ready to use. A Client holds no per-server state beyond Health
+// and is safe for concurrent use.
 type Client struct {
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
 	// Timeout bounds each query, connection included; zero or less means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Health, when set, answers each distinct uptime check once (see
+	// HealthMemo); the poller sets a new one for each poll.
+	Health *HealthMemo
 }
 
 func (c *Client) httpClient() *http.Client {
@@ -121,11 +124,18 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 // within the cooldown has gaps that rate() and friends read as no traffic.
 // The window is rounded up to whole seconds, at least one.
 func (c *Client) Healthy(ctx context.Context, p Prometheus, window time.Duration) (bool, error) {
-	v, err := c.Query(ctx, p, UptimeQuery(p.UptimeFilter, window))
-	if err != nil {
-		return false, err
+	query := UptimeQuery(p.UptimeFilter, window)
+	check := func() (bool, error) {
+		v, err := c.Query(ctx, p, query)
+		if err != nil {
+			return false, err
+		}
+		return v == 1, nil
 	}
-	return v == 1, nil
+	if c == nil || c.Health == nil {
+		return check()
+	}
+	return c.Health.healthy(ctx, healthKey(p, query), redactURL(p.ServerAddress), check)
 }
 
 // UptimeQuery is the PromQL Healthy runs: KubeElasti's exact text, so the
