@@ -143,7 +143,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	for range min(p.cfg.Parallelism, max(len(all), 1)) {
 		wg.Go(func() {
 			for es := range work {
-				outcome, reason := p.evaluate(ctx, es, &client)
+				outcome, reason := p.evaluateWith(ctx, es, &client)
 				if p.Observe != nil {
 					p.Observe(outcome, reason)
 				}
@@ -164,12 +164,14 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	klog.FromContext(ctx).V(4).Info("Poll finished", "elastiServices", len(all), "duration", p.clock.Since(start))
 }
 
-// Evaluate decides and acts for one ElastiService.
+// Evaluate decides and acts for one ElastiService, with health checks of
+// its own (PollOnce shares them among a poll's evaluations).
 func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (string, triggers.Reason) {
-	return p.evaluate(ctx, es, p.client)
+	return p.evaluateWith(ctx, es, p.client)
 }
 
-func (p *Poller) evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (string, triggers.Reason) {
+// evaluateWith is Evaluate, querying through client.
+func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (string, triggers.Reason) {
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
 	if es.DeletionTimestamp != nil {
 		return OutcomeDeleting, ""

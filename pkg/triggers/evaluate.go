@@ -52,12 +52,12 @@ func Evaluate(ctx context.Context, c *Client, triggers []v1alpha1.ScaleTrigger, 
 		parsed[i] = p
 	}
 
-	// Triggers usually share one Prometheus; check it once. The filter is
-	// part of the key because it changes what "up" means.
-	type upstream struct{ server, filter string }
-	checked := make(map[upstream]bool, 1)
+	// Triggers usually share one Prometheus; check it once. The filter and
+	// the headers are part of the key: they change what "up" means, and
+	// who is asking.
+	checked := make(map[string]bool, 1)
 	for i, p := range parsed {
-		key := upstream{p.ServerAddress, p.UptimeFilter}
+		key := healthKey(p, UptimeQuery(p.UptimeFilter, cooldown))
 		if checked[key] {
 			continue
 		}

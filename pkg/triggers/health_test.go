@@ -81,8 +81,10 @@ func TestHealthMemoWaiterHonoursItsContext(t *testing.T) {
 	c := &Client{Timeout: 5 * time.Second, Health: &HealthMemo{}}
 	p := Prometheus{ServerAddress: f.URL}
 	go func() { _, _ = c.Healthy(context.Background(), p, time.Minute) }()
-	for len(f.queries()) == 0 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); len(f.queries()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first check never reached Prometheus")
+		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
@@ -90,5 +92,36 @@ func TestHealthMemoWaiterHonoursItsContext(t *testing.T) {
 	ok, err := c.Healthy(ctx, p, time.Minute)
 	if ok || ReasonOf(err) != ReasonTimeout || time.Since(start) > 2*time.Second {
 		t.Errorf("waiter = %v, %v after %s; want a Timeout error once its context ends", ok, err, time.Since(start))
+	}
+}
+
+// An answer is shared for healthMaxAge only, so a Prometheus that restarts
+// during a long poll is seen by the evaluations after it; a check its
+// caller canceled is asked again at once.
+func TestHealthMemoAnswersExpire(t *testing.T) {
+	f := newFakeProm(t, always(200, vector(`"1"`)))
+	c := &Client{Timeout: 2 * time.Second, Health: &HealthMemo{}}
+	p := Prometheus{ServerAddress: f.URL}
+	if ok, err := c.Healthy(t.Context(), p, time.Minute); !ok || err != nil {
+		t.Fatalf("Healthy = %v, %v", ok, err)
+	}
+	for _, check := range c.Health.checks {
+		check.at = check.at.Add(-healthMaxAge - time.Millisecond)
+	}
+	if ok, err := c.Healthy(t.Context(), p, time.Minute); !ok || err != nil {
+		t.Fatalf("Healthy = %v, %v", ok, err)
+	}
+	if n := len(f.queries()); n != 2 {
+		t.Errorf("%d uptime queries, want 2: the first answer was too old to share", n)
+	}
+
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	other := Prometheus{ServerAddress: f.URL, UptimeFilter: `job="other"`}
+	if _, err := c.Healthy(canceled, other, time.Minute); ReasonOf(err) != ReasonCanceled {
+		t.Fatalf("a canceled check: %v, want a Canceled error", err)
+	}
+	if ok, err := c.Healthy(t.Context(), other, time.Minute); !ok || err != nil {
+		t.Errorf("after a canceled check: %v, %v; want it asked again and healthy", ok, err)
 	}
 }
