@@ -198,8 +198,13 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// many targets to zero at once, each Service's pods are on their way
 		// out, and a status write here would halve how fast the rest get
 		// their resolver: write it on a later pass, behind them. The new
-		// slice's own event brings the key back, once the cache has it;
-		// the delay only guards against missing that.
+		// slice's own event queues the key again once the cache has it;
+		// the delay only guards against missing that. Either way the key
+		// waits its turn, so under a large backlog the status can say
+		// serve for minutes after traffic went to the resolver.
+		if c.Observer.Mode != nil {
+			c.Observer.Mode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, elastiv1alpha1.ModeProxy)
+		}
 		return workloop.RequeueAfter(statusFollowUp)
 	}
 	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
@@ -246,7 +251,7 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 }
 
 // statusFollowUp is when a sync that fronted without writing the status
-// comes back for it, at the latest.
+// queues its key again, at the latest.
 const statusFollowUp = time.Second
 
 // statusCanWait reports whether other ElastiServices wait in the queue and
@@ -257,7 +262,7 @@ func (c *Controller) statusCanWait(es *elastiv1alpha1.ElastiService, ports *port
 	if c.backlog() == 0 {
 		return false
 	}
-	return ports == nil || equality.Semantic.DeepEqual(ports.assigned, es.Status.ResolverPorts)
+	return equality.Semantic.DeepEqual(ports.assigned, es.Status.ResolverPorts)
 }
 
 // notReadyFollowUp says what brings a not-Ready ElastiService back.

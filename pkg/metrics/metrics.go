@@ -160,11 +160,18 @@ func (m *Operator) ForgetElastiService(es types.NamespacedName) {
 	m.mu.Unlock()
 }
 
+// staleWake is how old a cold start's beginning may be before a new wake
+// replaces it: far beyond any request the resolver holds (120 s by
+// default). A wake whose end was never seen, because its ElastiService's
+// status never left serve (its switch to proxy was still waiting to be
+// written under a backlog), would otherwise lend its start to the next.
+const staleWake = 15 * time.Minute
+
 // WakeStarted marks the start of a cold start, when a request scaled es up.
 func (m *Operator) WakeStarted(es types.NamespacedName, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.pending[es]; !ok {
+	if start, ok := m.pending[es]; !ok || at.Sub(start) > staleWake {
 		m.pending[es] = at
 	}
 }

@@ -43,6 +43,10 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	m.WakeStarted(es, time.Unix(101, 0)) // a second request during the same wake
 	m.ModeSwitched(es, elastiv1alpha1.ModeServe, time.Unix(103, 0))
 	m.ModeSwitched(es, elastiv1alpha1.ModeServe, time.Unix(200, 0)) // no wake pending: not a cold start
+	// A wake whose end was never seen lends nothing to one an hour later.
+	m.WakeStarted(es, time.Unix(1000, 0))
+	m.WakeStarted(es, time.Unix(4600, 0))
+	m.ModeSwitched(es, elastiv1alpha1.ModeServe, time.Unix(4602, 0))
 	q := m.Queues.NewAddsMetric("elastiservice")
 	q.Inc()
 	m.RegisterResolverPorts(func() (int, int) { return 3, 10000 })
@@ -72,11 +76,11 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	if got := testutil.ToFloat64(m.Mode.WithLabelValues("shop", "web")); got != 1 {
 		t.Errorf("mode gauge = %v, want 1 for proxy", got)
 	}
-	if n := histogramCount(t, m, "elasti_operator_cold_start_seconds"); n != 1 {
-		t.Errorf("cold starts observed = %d, want 1 (from the first request to serve)", n)
+	if n := histogramCount(t, m, "elasti_operator_cold_start_seconds"); n != 2 {
+		t.Errorf("cold starts observed = %d, want 2 (each from its first request to serve)", n)
 	}
-	if sum := histogramSum(t, m, "elasti_operator_cold_start_seconds"); sum != 3 {
-		t.Errorf("cold start = %vs, want 3s", sum)
+	if sum := histogramSum(t, m, "elasti_operator_cold_start_seconds"); sum != 5 {
+		t.Errorf("cold starts = %vs in all, want 3s + 2s", sum)
 	}
 	if got, err := testutil.GatherAndCount(m.Registry, "elasti_operator_resolver_ports_in_use", "elasti_operator_resolver_ports_capacity"); err != nil || got != 2 {
 		t.Errorf("resolver port gauges: %d series, %v", got, err)
@@ -88,8 +92,10 @@ elasti_operator_resolver_ports_in_use 3
 `), "elasti_operator_resolver_ports_in_use"); err != nil {
 		t.Error(err)
 	}
-	if got, err := testutil.GatherAndCount(m.Registry, "elasti_operator_reconcile"); err != nil || got != 3 {
-		t.Errorf("sync results: %d series, want success, requeued and error: %v", got, err)
+	for _, result := range []string{"success", "requeued", "error"} {
+		if n := reconcileCount(t, m, result); n != 1 {
+			t.Errorf("syncs with result %q: %d, want 1", result, n)
+		}
 	}
 	m.ForgetElastiService(es)
 	if n := testutil.CollectAndCount(m.Mode); n != 0 {
@@ -110,6 +116,29 @@ func histogram(t *testing.T, m *Operator, name string) *dto.Histogram {
 	}
 	t.Fatalf("no metric %s", name)
 	return nil
+}
+
+// reconcileCount is how many syncs elasti_operator_reconcile counted with
+// the given result.
+func reconcileCount(t *testing.T, m *Operator, result string) uint64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "elasti_operator_reconcile" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return metric.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func histogramCount(t *testing.T, m *Operator, name string) uint64 {

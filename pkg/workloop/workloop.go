@@ -121,9 +121,10 @@ func (l *Loop[T]) handleErr(ctx context.Context, err error, key T) {
 		return
 	}
 	if n := l.queue.NumRequeues(key); n < l.maxRetries {
-		// An optimistic-lock conflict means our cache was stale and the
-		// fresh object is on its way: retry, but quietly.
-		if apierrors.IsConflict(err) {
+		// An optimistic-lock conflict, or a create of an object that
+		// exists, means our cache was stale and the fresh object is on
+		// its way: retry, but quietly.
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			logger.V(4).Info("Conflict, retrying with fresh state", "key", key)
 		} else {
 			logger.V(2).Info("Sync failed, will retry", "key", key, "retries", n, "err", err)
