@@ -30,6 +30,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/controller"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
@@ -553,7 +554,7 @@ type fleetOperator struct {
 // with the default lease timing: the tests' 2 s renew deadline is shorter
 // than the apiserver's answers under a fleet's load on this machine, and
 // the operator would lose its lease in the middle of a measurement. Its
-// triggers ask prom, at the default polling interval.
+// triggers ask prom, at the operator's default polling interval.
 func startFleetOperator(e *testenv.Env, name string, prom *testenv.FakePrometheus) fleetOperator {
 	e.T.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -564,7 +565,9 @@ func startFleetOperator(e *testenv.Env, name string, prom *testenv.FakePrometheu
 	l.Close()
 	p := e.StartOperatorProcess(name, "--watch-namespace=", "--metrics-bind-address="+addr,
 		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
-		"--prometheus-server-address="+prom.URL)
+		"--prometheus-server-address="+prom.URL,
+		// The product's default; testenv's own keeps the poller out of tests.
+		"--polling-interval="+operator.DefaultOptions().PollingInterval.String())
 	return fleetOperator{OperatorProcess: p, metrics: "http://" + addr + "/metrics"}
 }
 
