@@ -134,8 +134,8 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		klog.FromContext(ctx).Error(err, "Cannot list ElastiServices")
 		return
 	}
-	// A fleet's triggers mostly share one Prometheus: ask it once per poll
-	// whether it has been up, not once per ElastiService.
+	// A fleet's triggers mostly share one Prometheus: share its answer to
+	// whether it has been up, rather than ask once per ElastiService.
 	client := *p.client
 	client.Health = &triggers.HealthMemo{}
 	work := make(chan *elastiv1alpha1.ElastiService)

@@ -43,7 +43,7 @@ type Client struct {
 	// Timeout bounds each query, connection included; zero or less means
 	// DefaultTimeout.
 	Timeout time.Duration
-	// Health, when set, answers each distinct uptime check once (see
+	// Health, when set, shares the answers of uptime checks (see
 	// HealthMemo); the poller sets a new one for each poll.
 	Health *HealthMemo
 }

@@ -52,16 +52,17 @@ func Evaluate(ctx context.Context, c *Client, triggers []v1alpha1.ScaleTrigger, 
 		parsed[i] = p
 	}
 
-	// Triggers usually share one Prometheus; check it once. The filter and
-	// the headers are part of the key: they change what "up" means, and
-	// who is asking.
-	checked := make(map[string]bool, 1)
-	for i, p := range parsed {
-		key := healthKey(p, UptimeQuery(p.UptimeFilter, cooldown))
-		if checked[key] {
-			continue
+	// Triggers usually share one Prometheus; a memo checks it once. A
+	// poll's client brings one shared with the other ElastiServices.
+	if c == nil || c.Health == nil {
+		var own Client
+		if c != nil {
+			own = *c
 		}
-		checked[key] = true
+		own.Health = &HealthMemo{}
+		c = &own
+	}
+	for i, p := range parsed {
 		healthy, err := c.Healthy(ctx, p, cooldown)
 		if err != nil {
 			return failed(fmt.Errorf("triggers[%d]: health check: %w", i, err))
