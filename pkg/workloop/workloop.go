@@ -15,6 +15,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // DefaultMaxRetries bounds how often a failing key is retried before it is
@@ -31,6 +32,7 @@ type SyncFunc[T comparable] func(ctx context.Context, key T) error
 type Loop[T comparable] struct {
 	name       string
 	queue      workqueue.TypedRateLimitingInterface[T]
+	lanes      *lanes[T]
 	sync       SyncFunc[T]
 	maxRetries int
 	// OnDrop is called when a key exhausts its retries (Sentry reporting).
@@ -39,13 +41,24 @@ type Loop[T comparable] struct {
 
 // New makes a loop with a named queue; name labels the queue's metrics.
 func New[T comparable](name string, sync SyncFunc[T], metrics workqueue.MetricsProvider) *Loop[T] {
-	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: metrics}
-	return &Loop[T]{
-		name:       name,
-		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](), cfg),
-		sync:       sync,
-		maxRetries: DefaultMaxRetries,
-	}
+	l := &Loop[T]{name: name, sync: sync, maxRetries: DefaultMaxRetries}
+	l.newQueue(metrics, clock.RealClock{})
+	return l
+}
+
+// newQueue gives the loop a rate-limited queue over fresh lanes.
+func (l *Loop[T]) newQueue(metrics workqueue.MetricsProvider, clk clock.WithTicker) {
+	l.lanes = newLanes[T]()
+	l.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](),
+		workqueue.TypedRateLimitingQueueConfig[T]{
+			Name: l.name, MetricsProvider: metrics, Clock: clk,
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[T]{
+				Name: l.name, MetricsProvider: metrics, Clock: clk,
+				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{
+					Name: l.name, MetricsProvider: metrics, Clock: clk, Queue: l.lanes,
+				}),
+			}),
+		})
 }
 
 // Name is the queue's name.
@@ -53,6 +66,15 @@ func (l *Loop[T]) Name() string { return l.name }
 
 // Add queues key for the workers.
 func (l *Loop[T]) Add(key T) { l.queue.Add(key) }
+
+// AddUrgent queues key ahead of every key queued without it, or moves it
+// there if it already waits: for a sync that keeps traffic from being
+// dropped, which must not wait behind status updates. Keys added urgently
+// are synced in the order they were added.
+func (l *Loop[T]) AddUrgent(key T) {
+	l.lanes.mark(key)
+	l.queue.Add(key)
+}
 
 // AddAfter queues key once d has passed; used to batch bursts and to revisit
 // a key on a deadline.

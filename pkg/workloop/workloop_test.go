@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -24,8 +23,7 @@ func newTestLoop(t *testing.T, sync SyncFunc[string]) (*Loop[string], *testingcl
 	}
 	l.queue.ShutDown()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	l.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "test", Clock: clk})
+	l.newQueue(nil, clk)
 	t.Cleanup(l.ShutDown)
 	return l, clk
 }
