@@ -204,6 +204,8 @@ type Controller struct {
 	syncHandler func(ctx context.Context, key cache.ObjectName) error
 	// enqueue is a field so tests can capture keys.
 	enqueue func(key cache.ObjectName)
+	// enqueueUrgent queues a key ahead of the others (see enqueueForTarget).
+	enqueueUrgent func(key cache.ObjectName)
 	// backlog is how many ElastiService keys wait for a worker; a field so
 	// tests can make one.
 	backlog func() int
@@ -343,6 +345,7 @@ func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
 	c.sliceQueue = workloop.New("endpointslice", c.enqueueForSliceService, metrics)
 	c.privateServiceQueue = workloop.New("privateservice", c.syncPrivateService, metrics)
 	c.enqueue = c.elastiServiceQueue.Add
+	c.enqueueUrgent = c.elastiServiceQueue.AddUrgent
 	c.backlog = c.elastiServiceQueue.Len
 	c.wantPrivateService = c.privateServiceQueue.Add
 }

@@ -130,7 +130,9 @@ func (c *Controller) FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.E
 			c.enqueue(key)
 		}
 	}
-	c.enqueue(key)
+	// Ahead of the rest: a poller slot waits on this sync, and a
+	// fleet-wide idle scale-down goes only as fast as the slots free up.
+	c.enqueueUrgent(key)
 	select {
 	case <-ho.fronted:
 	case <-ctx.Done():

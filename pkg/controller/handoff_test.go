@@ -122,10 +122,12 @@ func servingSeed(f *fixture) *elastiv1alpha1.ElastiService {
 }
 
 // frontAsync starts FrontForScaleDown and returns once its key is queued,
-// with the channel of keys queued after it.
+// ahead of the others, with the channel of keys queued after it.
 func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (<-chan error, <-chan cache.ObjectName) {
 	queued := make(chan cache.ObjectName, 4)
+	urgent := make(chan cache.ObjectName, 1)
 	c.enqueue = func(key cache.ObjectName) { queued <- key }
+	c.enqueueUrgent = func(key cache.ObjectName) { urgent <- key }
 	result := make(chan error, 1)
 	go func() {
 		done, err := c.FrontForScaleDown(context.Background(), es)
@@ -134,8 +136,8 @@ func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (
 		}
 		result <- err
 	}()
-	if key := <-queued; key != keyOf(es) {
-		t.Fatalf("queued %v, want %v", key, keyOf(es))
+	if key := <-urgent; key != keyOf(es) {
+		t.Fatalf("queued %v urgently, want %v", key, keyOf(es))
 	}
 	return result, queued
 }

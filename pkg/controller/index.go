@@ -4,6 +4,7 @@ import (
 	"context"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,18 +61,36 @@ func indexByOwnerElastiService(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// enqueueForTarget maps a scale-target event to the ElastiServices that name it.
+// enqueueForTarget maps a scale-target event to the ElastiServices that name
+// it. One whose target is at zero while no resolver slice fronts its Service
+// goes ahead of every other key: someone else scaled the target down, and
+// its Service is dark from the moment the cluster drops the pods' endpoints
+// until that sync writes the slice. When thousands are scaled down at once,
+// their status writes and other syncs must not come first.
 func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) error {
 	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
 	if err != nil {
 		return err
 	}
+	state, err := c.scaler.Get(ref)
+	atZero := err == nil && state.Replicas == 0
 	for _, obj := range objs {
 		es := obj.(*elastiv1alpha1.ElastiService)
-		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es))
-		c.enqueue(cache.MetaObjectToName(es))
+		urgent := atZero && c.unfronted(es)
+		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es), "urgent", urgent)
+		if urgent {
+			c.enqueueUrgent(cache.MetaObjectToName(es))
+		} else {
+			c.enqueue(cache.MetaObjectToName(es))
+		}
 	}
 	return nil
+}
+
+// unfronted says the cache holds no resolver slice for the Service.
+func (c *Controller) unfronted(es *elastiv1alpha1.ElastiService) bool {
+	_, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	return apierrors.IsNotFound(err)
 }
 
 // enqueueForSliceService maps an EndpointSlice event, keyed by its Service, to the

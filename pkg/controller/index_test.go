@@ -16,11 +16,12 @@ import (
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
-// capture replaces the controller's enqueue and returns the keys it got,
-// sorted, on each call of the returned function.
+// capture replaces the controller's enqueues and returns the keys they got,
+// sorted, on each call of the returned function; urgent keys are marked so.
 func capture(c *Controller) func() []string {
 	var keys []string
 	c.enqueue = func(k cache.ObjectName) { keys = append(keys, k.String()) }
+	c.enqueueUrgent = func(k cache.ObjectName) { keys = append(keys, k.String()+" (urgent)") }
 	return func() []string {
 		out := slices.Sorted(slices.Values(keys))
 		keys = nil
@@ -53,6 +54,25 @@ func TestSyncTargetEnqueuesElastiServicesNamingIt(t *testing.T) {
 	wantKeys(t, "StatefulSet shop/web", keys(), "shop/sts")
 	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: "elsewhere", Name: "web"}))
 	wantKeys(t, "Deployment elsewhere/web", keys())
+}
+
+// A target at zero whose Service no resolver slice fronts yet has lost, or
+// is losing, its endpoints: its ElastiService must not wait behind others.
+func TestTargetAtZeroWithoutResolverSliceIsUrgent(t *testing.T) {
+	f := newFixture(t)
+	fronted := newElastiService("fronted", "api", "api")
+	f.elastiServices = append(f.elastiServices,
+		newElastiService("web", "web", "web"), fronted, newElastiService("up", "up", "up"))
+	f.deployments = append(f.deployments, newDeployment("web", 0), newDeployment("api", 0), newDeployment("up", 1))
+	f.endpointSlices = append(f.endpointSlices, resolverSliceFor(fronted, newPublicService("api"), "10.0.0.1"))
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	keys := capture(c)
+
+	for _, name := range []string{"web", "api", "up", "missing"} {
+		wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: name}))
+	}
+	wantKeys(t, "Deployments at zero and up", keys(), "shop/fronted", "shop/up", "shop/web (urgent)")
 }
 
 func TestSyncSliceServiceEnqueues(t *testing.T) {
