@@ -12,6 +12,8 @@ BENCH_TIME    ?= 1x
 # ElastiServices in the fleet benchmark, and how many share a namespace.
 FLEET         ?= 1000
 FLEET_PER_NS  ?= 100
+# all, or foreign: from the restart straight to another tool's scale-down.
+FLEET_PHASES  ?= all
 # The fleet benchmark's bound: N = 10,000 takes about 45 minutes on an idle
 # 2-core machine and far longer beside other jobs; N = 1000, about 5.
 FLEET_TIMEOUT ?= 150m
@@ -68,12 +70,12 @@ cluster-down: ## Stop the local control plane
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
-bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100)
+bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./pkg/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
-	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./pkg/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS)
+	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./pkg/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags
 	@echo '$(VERSION)'

@@ -40,6 +40,7 @@ const fleetPrefix = "app-"
 var (
 	fleetSize         = flag.Int("fleet-size", 1000, "ElastiServices in BenchmarkFleet, each with its own Deployment and Service")
 	fleetPerNamespace = flag.Int("fleet-per-namespace", 100, "fleet members per namespace in BenchmarkFleet")
+	fleetPhases       = flag.String("fleet-phases", "all", `BenchmarkFleet's phases: "all", or "foreign" to go from the restart straight to another tool's scale-down, skipping the operator's own scale-down and the wake (at N = 10,000 they take half an hour)`)
 )
 
 // fleetMember is one ElastiService of the fleet, with the Deployment and
@@ -391,6 +392,10 @@ func BenchmarkFleet(b *testing.B) {
 }
 
 func runFleet(b *testing.B, n int) {
+	ownPhases := *fleetPhases == "all"
+	if !ownPhases && *fleetPhases != "foreign" {
+		b.Fatalf(`-fleet-phases=%q: want "all" or "foreign"`, *fleetPhases)
+	}
 	e := testenv.New(b)
 	// Busy until the benchmark lets the fleet go idle.
 	prom := testenv.NewFakePrometheus(b)
@@ -446,25 +451,30 @@ func runFleet(b *testing.B, n int) {
 	progress("restart: settled %s after the new process started, %d writes, RSS %d/%d MiB, %d watches, %s dark",
 		r.converged, len(r.writes), r.rss>>20, r.peak>>20, r.watches, r.dark)
 
-	// The operator's own scale-down: every trigger goes idle and its
-	// poller puts the resolver in front of each Service, then scales.
-	idleStart := time.Now()
-	prom.Set("0", "1", testenv.PrometheusHealthy)
-	idle := w.measureScaleDown(b, n, idleStart)
-	progress("idle scale-down by the operator: all fronted %s, all in proxy %s (the cluster's endpoints gone: %s); %s Services seen dark",
-		idle.fronted, idle.proxy, idle.clusterStop, idle.dark)
+	var idle downFigures
+	var clusterStart, toServe time.Duration
+	var darkUp darkSpells
+	if ownPhases {
+		// The operator's own scale-down: every trigger goes idle and its
+		// poller puts the resolver in front of each Service, then scales.
+		idleStart := time.Now()
+		prom.Set("0", "1", testenv.PrometheusHealthy)
+		idle = w.measureScaleDown(b, n, idleStart)
+		progress("idle scale-down by the operator: all fronted %s, all in proxy %s (the cluster's endpoints gone: %s); %s Services seen dark",
+			idle.fronted, idle.proxy, idle.clusterStop, idle.dark)
 
-	// Busy again first, so the poller leaves the woken targets up.
-	prom.Set("5", "1", testenv.PrometheusHealthy)
-	wakeStart := time.Now()
-	wakeFleet(b, op, fleet)
-	up := w.waitAll(b,
-		fleetWait{"the cluster starting the pods again", func(_ map[string]int, ready int) bool { return ready == n }},
-		fleetWait{"all in serve", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
-	clusterStart := up[0].Sub(wakeStart)
-	toServe := up[1].Sub(wakeStart)
-	darkUp := w.darkSince()
-	progress("all in serve: %s (the cluster's pods: %s); %s Services seen dark", toServe, clusterStart, darkUp)
+		// Busy again first, so the poller leaves the woken targets up.
+		prom.Set("5", "1", testenv.PrometheusHealthy)
+		wakeStart := time.Now()
+		wakeFleet(b, op, fleet)
+		up := w.waitAll(b,
+			fleetWait{"the cluster starting the pods again", func(_ map[string]int, ready int) bool { return ready == n }},
+			fleetWait{"all in serve", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
+		clusterStart = up[0].Sub(wakeStart)
+		toServe = up[1].Sub(wakeStart)
+		darkUp = w.darkSince()
+		progress("all in serve: %s (the cluster's pods: %s); %s Services seen dark", toServe, clusterStart, darkUp)
+	}
 
 	// Someone else scales every target to zero at once, as a script or
 	// another autoscaler might: the operator can only follow.
@@ -488,11 +498,13 @@ func runFleet(b *testing.B, n int) {
 	b.StopTimer()
 
 	b.ReportMetric(reconcileAll.Seconds(), "reconcile-all-s")
-	b.ReportMetric(idle.fronted.Seconds(), "idle-fronted-s")
-	b.ReportMetric(idle.proxy.Seconds(), "idle-proxy-s")
-	b.ReportMetric(idle.clusterStop.Seconds(), "idle-cluster-stop-s")
-	b.ReportMetric(toServe.Seconds(), "all-serve-s")
-	b.ReportMetric((toServe - clusterStart).Seconds(), "serve-beyond-pods-s")
+	if ownPhases {
+		b.ReportMetric(idle.fronted.Seconds(), "idle-fronted-s")
+		b.ReportMetric(idle.proxy.Seconds(), "idle-proxy-s")
+		b.ReportMetric(idle.clusterStop.Seconds(), "idle-cluster-stop-s")
+		b.ReportMetric(toServe.Seconds(), "all-serve-s")
+		b.ReportMetric((toServe - clusterStart).Seconds(), "serve-beyond-pods-s")
+	}
 	b.ReportMetric(foreign.fronted.Seconds(), "foreign-fronted-s")
 	b.ReportMetric(foreign.proxy.Seconds(), "foreign-proxy-s")
 	b.ReportMetric(foreign.clusterStop.Seconds(), "foreign-cluster-stop-s")
@@ -509,6 +521,16 @@ func runFleet(b *testing.B, n int) {
 	b.ReportMetric(float64(foreign.dark.services), "foreign-dark-services")
 	b.ReportMetric(foreign.dark.longest.Seconds(), "foreign-longest-dark-s")
 	b.ReportMetric(0, "ns/op")
+	// The rows of phases -fleet-phases skipped say so, not 0.
+	own := func(v any) string {
+		if !ownPhases {
+			return "not run"
+		}
+		if d, ok := v.(time.Duration); ok {
+			return d.Round(time.Millisecond).String()
+		}
+		return fmt.Sprint(v)
+	}
 	fmt.Printf(`
 Fleet of %d ElastiServices (operator as a process, local control plane)
 | measure | value |
@@ -532,11 +554,11 @@ Fleet of %d ElastiServices (operator as a process, local control plane)
 | restart: RSS after settling / peak | %.0f MiB / %.0f MiB |
 | restart: watches the new operator holds open | %d |
 | restart: Services seen dark | %s |
-`, n, reconcileAll.Round(time.Millisecond), idle.fronted.Round(time.Millisecond), idle.proxy.Round(time.Millisecond), idle.clusterStop.Round(time.Millisecond),
-		n, toServe.Round(time.Millisecond), clusterStart.Round(time.Millisecond), (toServe - clusterStart).Round(time.Millisecond),
+`, n, reconcileAll.Round(time.Millisecond), own(idle.fronted), own(idle.proxy), own(idle.clusterStop),
+		n, own(toServe), own(clusterStart), own(toServe-clusterStart),
 		foreign.fronted.Round(time.Millisecond), foreign.proxy.Round(time.Millisecond), foreign.clusterStop.Round(time.Millisecond),
 		float64(firstRSS)/(1<<20), float64(firstPeak)/(1<<20), float64(rss)/(1<<20), float64(peak)/(1<<20), cpu, watches, ownWatches,
-		idle.dark, darkUp, foreign.dark,
+		own(idle.dark), own(darkUp), foreign.dark,
 		r.converged.Round(time.Millisecond), len(r.writes), float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.watches, r.dark)
 	for _, wr := range r.writes[:min(len(r.writes), 20)] {
 		fmt.Printf("  restart write: %s\n", wr)
