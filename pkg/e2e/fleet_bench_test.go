@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,10 +71,10 @@ type fleetWatch struct {
 	// event is dark; dark collects them until the next darkSince.
 	armed bool
 	dark  map[string]bool
-	// darkFrom holds when each Service now dark went dark; longest is the
-	// longest spell that ended since the last darkSince.
+	// darkFrom holds when each Service now dark went dark; ended collects
+	// the spells that ended since the last darkSince.
 	darkFrom map[string]time.Time
-	longest  time.Duration
+	ended    []darkSpell
 	changed  chan struct{}
 	esSynced cache.InformerSynced
 	dSynced  cache.InformerSynced
@@ -154,7 +156,7 @@ func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fl
 			w.dark[svc] = true
 			w.darkFrom[svc] = time.Now()
 		case total > 0 && wasDark:
-			w.longest = max(w.longest, time.Since(from))
+			w.ended = append(w.ended, darkSpell{svc: svc, from: from, to: time.Now()})
 			delete(w.darkFrom, svc)
 		}
 		w.mu.Unlock()
@@ -179,11 +181,25 @@ func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fl
 
 // darkSpells says how many Services were seen dark in a phase, and the
 // longest time one of them stayed so: the bound on how long a Service
-// goes without endpoints.
+// goes without endpoints. worst are the longest spells, for a reader
+// looking for the cause.
 type darkSpells struct {
 	services int
 	longest  time.Duration
+	worst    []darkSpell
 }
+
+// darkSpell is one time a Service was without a ready endpoint; ongoing
+// ones end at the darkSince that reports them.
+type darkSpell struct {
+	svc      string
+	from, to time.Time
+}
+
+func (s darkSpell) length() time.Duration { return s.to.Sub(s.from) }
+
+// worstDarkSpells is how many spells a phase prints.
+const worstDarkSpells = 5
 
 func (d darkSpells) String() string {
 	if d.services == 0 {
@@ -199,13 +215,33 @@ func (w *fleetWatch) darkSince() darkSpells {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed = true
-	d := darkSpells{services: len(w.dark), longest: w.longest}
-	w.dark, w.longest = map[string]bool{}, 0
+	now := time.Now()
+	spells := w.ended
+	d := darkSpells{services: len(w.dark)}
+	w.dark, w.ended = map[string]bool{}, nil
 	for svc, from := range w.darkFrom {
-		d.longest = max(d.longest, time.Since(from))
+		spells = append(spells, darkSpell{svc: svc, from: from, to: now})
 		w.dark[svc] = true // and in the next phase, while it lasts
 	}
+	slices.SortFunc(spells, func(a, b darkSpell) int { return cmp.Compare(b.length(), a.length()) })
+	d.worst = spells[:min(len(spells), worstDarkSpells)]
+	if len(d.worst) > 0 {
+		d.longest = d.worst[0].length()
+	}
 	return d
+}
+
+// printWorst lists a phase's longest dark spells; since, if given, says
+// when each Service's scale-down was written, to tell how soon after it
+// the cluster took the endpoints away and how late the resolver came.
+func (d darkSpells) printWorst(phase string, since map[string]time.Time) {
+	for _, s := range d.worst {
+		at := s.from.Format("15:04:05.000")
+		if t, ok := since[s.svc]; ok {
+			at += fmt.Sprintf(", %s after its scale-down was written", s.from.Sub(t).Round(time.Millisecond))
+		}
+		fmt.Fprintf(os.Stderr, "  %s: %s dark from %s, for %s\n", phase, s.svc, at, s.length().Round(time.Millisecond))
+	}
 }
 
 func (w *fleetWatch) notify() {
@@ -450,6 +486,7 @@ func runFleet(b *testing.B, n int) {
 	r, op := restartFleet(b, e, w, op, n, prom)
 	progress("restart: settled %s after the new process started, %d writes, RSS %d/%d MiB, %d watches, %s dark",
 		r.converged, len(r.writes), r.rss>>20, r.peak>>20, r.watches, r.dark)
+	r.dark.printWorst("restart", nil)
 
 	var idle downFigures
 	var clusterStart, toServe time.Duration
@@ -462,6 +499,7 @@ func runFleet(b *testing.B, n int) {
 		idle = w.measureScaleDown(b, n, idleStart)
 		progress("idle scale-down by the operator: all fronted %s, all in proxy %s (the cluster's endpoints gone: %s); %s Services seen dark",
 			idle.fronted, idle.proxy, idle.clusterStop, idle.dark)
+		idle.dark.printWorst("idle scale-down", nil)
 
 		// Busy again first, so the poller leaves the woken targets up.
 		prom.Set("5", "1", testenv.PrometheusHealthy)
@@ -474,14 +512,17 @@ func runFleet(b *testing.B, n int) {
 		toServe = up[1].Sub(wakeStart)
 		darkUp = w.darkSince()
 		progress("all in serve: %s (the cluster's pods: %s); %s Services seen dark", toServe, clusterStart, darkUp)
+		darkUp.printWorst("wake", nil)
 	}
 
 	// Someone else scales every target to zero at once, as a script or
 	// another autoscaler might: the operator can only follow.
 	var lastWrite atomic.Int64
+	written := make([]time.Time, n) // each by its own worker, read after parallel
 	if err := parallel(n, 64, func(i int) error {
 		_, err := e.Kube.AppsV1().Deployments(fleet[i].ns).Patch(ctx, fleet[i].name, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
-		lastWrite.Store(time.Now().UnixNano())
+		written[i] = time.Now()
+		lastWrite.Store(written[i].UnixNano())
 		return err
 	}); err != nil {
 		b.Fatal(err)
@@ -489,6 +530,11 @@ func runFleet(b *testing.B, n int) {
 	foreign := w.measureScaleDown(b, n, time.Unix(0, lastWrite.Load()))
 	progress("foreign scale-down: all fronted %s, all in proxy %s after the last write (the cluster's endpoints gone: %s); %s Services seen dark",
 		foreign.fronted, foreign.proxy, foreign.clusterStop, foreign.dark)
+	writtenAt := make(map[string]time.Time, n)
+	for i, m := range fleet {
+		writtenAt[m.key()] = written[i]
+	}
+	foreign.dark.printWorst("foreign scale-down", writtenAt)
 
 	rss, peak, cpu, err := procStats(op.Pid())
 	if err != nil {
