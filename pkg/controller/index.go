@@ -4,7 +4,6 @@ import (
 	"context"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,14 +68,14 @@ func indexByOwnerElastiService(obj any) ([]string, error) {
 // their status writes and other syncs must not come first.
 func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) error {
 	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
-	if err != nil {
-		return err
+	if err != nil || len(objs) == 0 {
+		return err // most of a cluster's Deployments have no ElastiService
 	}
 	state, err := c.scaler.Get(ref)
 	atZero := err == nil && state.Replicas == 0
 	for _, obj := range objs {
 		es := obj.(*elastiv1alpha1.ElastiService)
-		urgent := atZero && c.unfronted(es)
+		urgent := atZero && !c.resolverSliceExists(es.Namespace, es.Spec.Service)
 		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es), "urgent", urgent)
 		if urgent {
 			c.enqueueUrgent(cache.MetaObjectToName(es))
@@ -85,12 +84,6 @@ func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) 
 		}
 	}
 	return nil
-}
-
-// unfronted says the cache holds no resolver slice for the Service.
-func (c *Controller) unfronted(es *elastiv1alpha1.ElastiService) bool {
-	_, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
-	return apierrors.IsNotFound(err)
 }
 
 // enqueueForSliceService maps an EndpointSlice event, keyed by its Service, to the
