@@ -517,17 +517,15 @@ func runFleet(b *testing.B, n int) {
 
 	// Someone else scales every target to zero at once, as a script or
 	// another autoscaler might: the operator can only follow.
-	var lastWrite atomic.Int64
 	written := make([]time.Time, n) // each by its own worker, read after parallel
 	if err := parallel(n, 64, func(i int) error {
 		_, err := e.Kube.AppsV1().Deployments(fleet[i].ns).Patch(ctx, fleet[i].name, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
 		written[i] = time.Now()
-		lastWrite.Store(written[i].UnixNano())
 		return err
 	}); err != nil {
 		b.Fatal(err)
 	}
-	foreign := w.measureScaleDown(b, n, time.Unix(0, lastWrite.Load()))
+	foreign := w.measureScaleDown(b, n, slices.MaxFunc(written, time.Time.Compare))
 	progress("foreign scale-down: all fronted %s, all in proxy %s after the last write (the cluster's endpoints gone: %s); %s Services seen dark",
 		foreign.fronted, foreign.proxy, foreign.clusterStop, foreign.dark)
 	writtenAt := make(map[string]time.Time, n)
