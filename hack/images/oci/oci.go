@@ -295,7 +295,14 @@ func Index(cmd string, bins map[string]string, m Meta) (v1.ImageIndex, error) {
 			return nil, fmt.Errorf("%s for %s: %w", cmd, p, err)
 		}
 		desc := v1.Descriptor{Platform: &p}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: desc})
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: plainImage{img}, Descriptor: desc})
 	}
 	return mutate.Annotations(idx, Labels(cmd, m)).(v1.ImageIndex), nil
 }
+
+// plainImage is an image whose index entry has no artifactType: the library
+// would otherwise copy the config media type there, a field the OCI spec
+// keeps for artifacts, not images.
+type plainImage struct{ v1.Image }
+
+func (plainImage) ArtifactType() (string, error) { return "", nil }

@@ -209,6 +209,9 @@ func TestImageContents(t *testing.T) {
 			t.Fatalf("manifest %s has no platform", d.Digest)
 		}
 		platforms = append(platforms, *d.Platform)
+		if d.ArtifactType != "" {
+			t.Errorf("%s: artifactType %q; an image is not an artifact", d.Platform, d.ArtifactType)
+		}
 		if d.MediaType != types.OCIManifestSchema1 {
 			t.Errorf("%s: media type %s, want %s", d.Platform, d.MediaType, types.OCIManifestSchema1)
 		}

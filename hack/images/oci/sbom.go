@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/base64"
@@ -206,9 +207,12 @@ func SBOM(cmd string, p v1.Platform, bin string, digest v1.Hash, m Meta, caRoots
 		doc.Packages = append(doc.Packages, pkg)
 		doc.Relationships = append(doc.Relationships, SPDXRelationship{main.SPDXID, "DEPENDS_ON", pkg.SPDXID})
 	}
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // a purl's & stays readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
 		return nil, err
 	}
-	return append(out, '\n'), nil
+	return out.Bytes(), nil
 }
