@@ -5,6 +5,10 @@
 #   docker build -t ghcr.io/elasti-dev/elasti-operator:$(make -s version) .
 #   docker build --build-arg CMD=elasti-resolver -t ghcr.io/elasti-dev/elasti-resolver:$(make -s version) .
 #
+# Releases are built with `make images` instead (hack/images: no Docker,
+# reproducible, both platforms, an SBOM). pkg/release holds this file's
+# build, USER, ENTRYPOINT and labels to what make images produces.
+#
 # Both bases are pinned by version tag, and pkg/release's tests keep
 # GO_VERSION equal to go.mod's toolchain line. A tag can still be re-pushed,
 # so a release pins the bases by digest too, by overriding the ARGs with
@@ -52,15 +56,22 @@ COPY . .
 # command (GO_BUILD_ENV, GO_BUILD_FLAGS); pkg/release checks they agree.
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=${VERSION}" -o /out/app ./cmd/${CMD}
+    go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=${VERSION}" -o /out/app ./cmd/${CMD}
 
 FROM ${RUNTIME_IMAGE}
 
 ARG CMD=elasti-operator
 ARG VERSION
+# The commit and its time, as make images labels them; pass both:
+#   --build-arg REVISION=$(git rev-parse HEAD)
+#   --build-arg CREATED=$(date -u -d @$(git log -1 --format=%ct) +%Y-%m-%dT%H:%M:%SZ)
+ARG REVISION
+ARG CREATED
 LABEL org.opencontainers.image.source="https://github.com/elasti-dev/elasti" \
       org.opencontainers.image.title="${CMD}" \
-      org.opencontainers.image.version="${VERSION}"
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
 
 COPY --from=builder /out/app /app
 USER 65532:65532

@@ -29,15 +29,37 @@ VERSION := v0.1.0
 # The static build the Dockerfile runs for each image (keep the two alike;
 # pkg/release checks it), so `make build` exercises it.
 GO_BUILD_ENV   := CGO_ENABLED=0
-GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=$(VERSION)"
+# -buildvcs=false: the commit goes in the image labels instead, and a
+# binary does not change with the state of the working tree.
+GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=$(VERSION)"
+# The platforms of `make images` (hack/images/oci.Platforms; pkg/release
+# checks they agree), and what the images record about their source: the
+# commit, and its time as every timestamp in them
+# (https://reproducible-builds.org/specs/source-date-epoch/).
+IMAGE_PLATFORMS   := linux/amd64 linux/arm64
+REVISION          ?= $(shell git rev-parse HEAD)$(shell git diff --quiet HEAD -- || echo -dirty)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
+# make push's destination, host[:port]/path: REGISTRY/elasti-operator:VERSION.
+REGISTRY ?=
 
-.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz clean
+.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push clean
 
 all: build
 
 build: ## Compile everything; the commands, built as the Dockerfile builds them, land in ./bin
 	$(GO_BUILD_ENV) $(GO) build -trimpath ./...
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
+
+images: ## OCI images of both commands for IMAGE_PLATFORMS, without Docker, into bin/images: <cmd>/ (OCI layout), <cmd>-<arch>.tar (docker load), <cmd>-<arch>.spdx.json (SBOM)
+	for platform in $(IMAGE_PLATFORMS); do \
+		$(GO_BUILD_ENV) GOOS=$${platform%/*} GOARCH=$${platform#*/} $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/$${platform/\//_}/ ./cmd/...; \
+	done
+	$(GO) run ./hack/images -bin $(BIN) -out $(BIN)/images -version $(VERSION) -revision '$(REVISION)' -source-date-epoch '$(SOURCE_DATE_EPOCH)'
+
+push: ## make images, then push both indexes to REGISTRY/elasti-operator:VERSION and REGISTRY/elasti-resolver:VERSION; prints the digests to pin
+	@[[ -n '$(REGISTRY)' ]] || { echo 'make push: set REGISTRY=host[:port]/path' >&2; exit 1; }
+	@$(MAKE) --no-print-directory images
+	$(GO) run ./hack/images -out $(BIN)/images -version $(VERSION) -push '$(REGISTRY)'
 
 cluster-bins: ## Build or reuse the cached control-plane binaries (shows progress)
 	@hack/build-cluster-bins.sh >/dev/null

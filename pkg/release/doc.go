@@ -8,6 +8,10 @@
 //     are pinned by tag.
 //   - The Dockerfile and `make build` run the same static go build, with the
 //     linker flag that sets the version the binaries report.
+//   - An image the Dockerfile builds has the entrypoint, user, binary path
+//     and labels of the images `make images` builds (hack/images/oci), and
+//     make images cross-compiles with the same build for the platforms
+//     hack/images assembles.
 //   - hack/set-image-tag.sh (make set-image-tag) keeps all of that true, and
 //     refuses an empty tag or `latest`.
 //

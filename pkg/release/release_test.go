@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,9 +15,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/elasti-dev/elasti/hack/images/oci"
 	"github.com/elasti-dev/elasti/pkg/command"
 )
 
@@ -770,5 +773,193 @@ func TestReadmeNamesThePins(t *testing.T) {
 		if want == "" || !bytes.Contains(readme, []byte(want)) {
 			t.Errorf("README.md does not mention %q", want)
 		}
+	}
+}
+
+// finalStage returns the instructions of the Dockerfile's last stage.
+func finalStage(dockerfile string) []string {
+	all := instructions(dockerfile)
+	last := -1
+	for i, ins := range all {
+		if strings.EqualFold(strings.Fields(ins)[0], "FROM") {
+			last = i
+		}
+	}
+	return all[last+1:]
+}
+
+var dockerLabel = regexp.MustCompile(`([A-Za-z0-9._-]+)=("([^"]*)"|(\S+))`)
+
+// makeTarget returns the recipe of target in the Makefile in dir, its lines
+// joined.
+func makeTarget(dir, target string) (string, error) {
+	src, err := os.ReadFile(filepath.Join(dir, "Makefile"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?ms)^` + regexp.QuoteMeta(target) + `:[^\n]*\n((?:\t[^\n]*\n)+)`).FindSubmatch(src)
+	if m == nil {
+		return "", fmt.Errorf("the Makefile has no target %s", target)
+	}
+	return strings.ReplaceAll(string(m[1]), "\\\n", " "), nil
+}
+
+// imageSpecProblems holds the Dockerfile's final stage (where the binary
+// goes, ENTRYPOINT, USER, labels) and the Makefile's images target (the
+// build, the platforms) to what `make images` builds, hack/images/oci: an
+// image built with Docker runs and reads like a release.
+func imageSpecProblems(dir, dockerfile string) []string {
+	var problems []string
+	version, err := readVersion(dir)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if want := oci.Repository + "/elasti-"; elastiImage != want {
+		problems = append(problems, fmt.Sprintf("make images names its images %s<command>, the manifests run %s<command>", want, elastiImage))
+	}
+
+	var entrypoint []string
+	var user, copied string
+	labels := map[string]string{}
+	for _, ins := range finalStage(dockerfile) {
+		op, rest, _ := strings.Cut(ins, " ")
+		switch strings.ToUpper(op) {
+		case "ENTRYPOINT":
+			if err := json.Unmarshal([]byte(rest), &entrypoint); err != nil {
+				problems = append(problems, fmt.Sprintf("the Dockerfile's ENTRYPOINT %s is not the exec (JSON) form: %v", rest, err))
+			}
+		case "USER":
+			user = rest
+		case "COPY":
+			f := strings.Fields(rest)
+			if slices.Contains(f, "--from=builder") {
+				copied = f[len(f)-1]
+			}
+		case "LABEL":
+			for _, m := range dockerLabel.FindAllStringSubmatch(rest, -1) {
+				labels[m[1]] = m[3] + m[4]
+			}
+		}
+	}
+	if !slices.Equal(entrypoint, oci.Entrypoint()) {
+		problems = append(problems, fmt.Sprintf("the Dockerfile's ENTRYPOINT is %q, make images' %q", entrypoint, oci.Entrypoint()))
+	}
+	if user != oci.User {
+		problems = append(problems, fmt.Sprintf("the Dockerfile's USER is %q, make images' %q", user, oci.User))
+	}
+	if copied != oci.Binary {
+		problems = append(problems, fmt.Sprintf("the Dockerfile copies the binary to %q, make images to %q", copied, oci.Binary))
+	}
+	// Every label make images sets, with the values it sets for each
+	// command, once the build args it documents are given.
+	meta := oci.Meta{Version: version, Revision: strings.Repeat("0a", 20), Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	_, args := dockerArgs(dockerfile)
+	for _, cmd := range oci.Commands {
+		args := maps.Clone(args)
+		args["CMD"], args["REVISION"], args["CREATED"] = cmd, meta.Revision, "2026-01-02T03:04:05Z"
+		got := map[string]string{}
+		for k, v := range labels {
+			got[k] = expand(v, args)
+		}
+		if want := oci.Labels(cmd, meta); !maps.Equal(got, want) {
+			problems = append(problems, fmt.Sprintf("with CMD=%s, the Dockerfile's labels are %v, make images' %v", cmd, got, want))
+		}
+	}
+
+	var cmds []string
+	entries, err := os.ReadDir(filepath.Join(dir, "cmd"))
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			cmds = append(cmds, e.Name())
+		}
+	}
+	if !slices.Equal(cmds, oci.Commands) {
+		problems = append(problems, fmt.Sprintf("cmd/ holds %q, make images builds images of %q", cmds, oci.Commands))
+	}
+
+	platforms, err := makeVar(dir, "IMAGE_PLATFORMS")
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	var want []string
+	for _, p := range oci.Platforms {
+		want = append(want, p.String())
+	}
+	if got := strings.Fields(platforms); !slices.Equal(got, want) {
+		problems = append(problems, fmt.Sprintf("the Makefile's IMAGE_PLATFORMS are %q, hack/images' %q", got, want))
+	}
+	recipe, err := makeTarget(dir, "images")
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	if !regexp.MustCompile(`\$\(GO_BUILD_ENV\) GOOS=\S+ GOARCH=\S+ \$\(GO\) build \$\(GO_BUILD_FLAGS\) -o \$\(BIN\)/\S+ \./cmd/\.\.\.;`).MatchString(recipe) {
+		problems = append(problems, "make images does not build ./cmd/... with $(GO_BUILD_ENV) and $(GO_BUILD_FLAGS) for each platform:\n"+recipe)
+	}
+	return problems
+}
+
+// An image built from the Dockerfile has make images' entrypoint, user,
+// binary path and labels, and make images builds its binaries as the
+// Dockerfile does (TestDockerfileAndMakeBuildAreOneBuild holds the flags).
+func TestDockerfileIsMakeImages(t *testing.T) {
+	report(t, imageSpecProblems(root, readDockerfile(t, root)))
+}
+
+// The check catches each way the Dockerfile or the Makefile can drift.
+func TestImageSpecProblemsAreFound(t *testing.T) {
+	dir := copyTree(t)
+	if err := os.CopyFS(filepath.Join(dir, "cmd"), os.DirFS(filepath.Join(root, "cmd"))); err != nil {
+		t.Fatal(err)
+	}
+	if problems := imageSpecProblems(dir, readDockerfile(t, dir)); len(problems) != 0 {
+		t.Fatalf("the copied tree has problems: %q", problems)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "cmd", "elasti-extra"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := strings.Replace(string(makefile), "IMAGE_PLATFORMS   := linux/amd64 linux/arm64", "IMAGE_PLATFORMS := linux/amd64", 1)
+	mk = strings.Replace(mk, "$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/$${platform", "$(GO) build -o $(BIN)/$${platform", 1)
+	if mk == string(makefile) {
+		t.Fatal("the Makefile's images target changed; update this test")
+	}
+	write(t, dir, "Makefile", mk)
+	dockerfile := readDockerfile(t, dir)
+	for old, repl := range map[string]string{
+		`ENTRYPOINT ["/app"]`:                           `ENTRYPOINT /app`,
+		"USER 65532:65532":                              "USER 65532",
+		"COPY --from=builder /out/app /app":             "COPY --from=builder /out/app /bin/app",
+		`org.opencontainers.image.title="${CMD}"`:       `org.opencontainers.image.title="elasti"`,
+		`org.opencontainers.image.created="${CREATED}"`: `org.opencontainers.image.vendor="elasti"`,
+	} {
+		if !strings.Contains(dockerfile, old) {
+			t.Fatalf("the Dockerfile has no %q; update this test", old)
+		}
+		dockerfile = strings.Replace(dockerfile, old, repl, 1)
+	}
+	got := strings.Join(imageSpecProblems(dir, dockerfile), "\n")
+	for _, want := range []string{
+		`ENTRYPOINT /app is not the exec (JSON) form`,
+		`USER is "65532", make images' "65532:65532"`,
+		`copies the binary to "/bin/app", make images to "/app"`,
+		`with CMD=elasti-operator, the Dockerfile's labels are`,
+		`with CMD=elasti-resolver, the Dockerfile's labels are`,
+		`cmd/ holds ["elasti-extra" "elasti-operator" "elasti-resolver"]`,
+		`IMAGE_PLATFORMS are ["linux/amd64"]`,
+		`make images does not build ./cmd/... with $(GO_BUILD_ENV) and $(GO_BUILD_FLAGS)`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no problem %q reported; got:\n%s", want, got)
+		}
+	}
+	// The ENTRYPOINT's problem is also that it differs.
+	if n := len(imageSpecProblems(dir, dockerfile)); n != 9 {
+		t.Errorf("%d problems, want 9:\n%s", n, got)
 	}
 }
