@@ -129,7 +129,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, err
 	}
-	fronted, err := resolver.NewFrontedIndex(elastiServices)
+	named, err := resolver.NewNamedIndex(elastiServices)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, err
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
-		Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry, WakeToken: o.wakeToken,
+		Endpoints: endpoints, Probes: probes, Named: named, Registerer: registry, WakeToken: o.wakeToken,
 	})
 	if err != nil {
 		return nil, err

@@ -470,7 +470,5 @@ func keepLabels(labels map[string]string, keys ...string) map[string]string {
 
 // ownedByElastiService reports whether refs name an ElastiService.
 func ownedByElastiService(refs []metav1.OwnerReference) bool {
-	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool {
-		return r.Kind == "ElastiService" && r.APIVersion == elastiv1alpha1.SchemeGroupVersion.String()
-	})
+	return slices.ContainsFunc(refs, elastiv1alpha1.IsElastiServiceRef)
 }

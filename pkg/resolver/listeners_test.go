@@ -328,3 +328,33 @@ func TestHTTPPrefix(t *testing.T) {
 		t.Error("isHTTPAppProtocol misjudges a known value")
 	}
 }
+
+// A resolver port forwards only while the resolver is in front of its
+// Service: for a Service that serves, a raw TCP connection is closed at
+// once, before a byte reaches the pod.
+func TestResolverPortClosesConnectionsForServicesNotInFront(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.net.route("10.244.0.9:5000", echoTCP(t, "pod says hi\n"))
+	pe.eps.Set(testSvc, "10.244.0.9:5000")
+	pe.eps.SetInFront(testSvc, false)
+
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("hello over raw tcp\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(c); len(b) != 0 || err != nil {
+		t.Fatalf("read %q, %v; want the connection closed with nothing from the pod", b, err)
+	}
+	if n := pe.net.dialCount("10.244.0.9:5000"); n != 0 {
+		t.Fatalf("the pod was dialled %d times", n)
+	}
+	if got := metricValue(t, pe.r.metrics.NotInFront.WithLabelValues(ProtocolTCP)); got != 1 {
+		t.Fatalf("not-in-front count = %v, want 1", got)
+	}
+}
