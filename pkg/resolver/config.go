@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 // Defaults for Config. They are elasti's own defaults, not KubeElasti's.
@@ -43,6 +45,11 @@ type Config struct {
 	// resolver itself does not listen; the field is here so the command has
 	// one place for its settings (KubeElasti: ELASTI_RESOLVER_PROXY_PORT).
 	ProxyPort int
+	// PortRange is where the resolver opens the resolver ports the operator
+	// records: a port outside it is never listened on, whatever an
+	// ElastiService's status says. It must equal the operator's
+	// --resolver-port-range. The zero Range means portalloc.DefaultRange.
+	PortRange portalloc.Range
 	// RequestTimeout is how long a request may be held waiting for a Ready
 	// endpoint before it is answered 504 (KubeElasti: REQ_TIMEOUT).
 	RequestTimeout time.Duration
@@ -103,6 +110,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ProxyPort:            DefaultProxyPort,
+		PortRange:            portalloc.DefaultRange,
 		RequestTimeout:       DefaultRequestTimeout,
 		PerServiceQueue:      DefaultPerServiceQueue,
 		GlobalQueue:          DefaultGlobalQueue,
@@ -126,6 +134,7 @@ func DefaultConfig() Config {
 func (c Config) complete() (Config, error) {
 	d := DefaultConfig()
 	c.ProxyPort = cmp.Or(c.ProxyPort, d.ProxyPort)
+	c.PortRange = cmp.Or(c.PortRange, d.PortRange)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, d.RequestTimeout)
 	c.PerServiceQueue = cmp.Or(c.PerServiceQueue, d.PerServiceQueue)
 	c.GlobalQueue = cmp.Or(c.GlobalQueue, d.GlobalQueue)
@@ -162,6 +171,9 @@ func (c Config) complete() (Config, error) {
 			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
 	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
+	}
+	if err := c.PortRange.ValidateForResolver(int32(c.ProxyPort)); err != nil {
+		return c, err
 	}
 	u, err := url.Parse(c.OperatorURL)
 	if err != nil {

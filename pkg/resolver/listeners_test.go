@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -31,7 +33,7 @@ func newPortEnv(t *testing.T, cfg Config) *portEnv {
 	t.Helper()
 	e := newEnv(t, cfg)
 	_, ctx := ktesting.NewTestContext(t)
-	routes := NewRouteTable(ctx)
+	routes := NewRouteTable(ctx, anyPort)
 	pe := &portEnv{testEnv: e, routes: routes, port: freePort(t)}
 	pe.ports = NewPortListeners(e.r, routes, PortListenersOptions{Host: "127.0.0.1"})
 	routes.Upsert(esWithPorts("web", v1.ResolverPort{Service: testSvc.Name, Name: "http", Port: 80, ResolverPort: pe.port}))
@@ -295,7 +297,7 @@ func TestPortsFollowTheRouteTable(t *testing.T) {
 // it, and when it lets go the other gets it.
 func TestRouteTableOlderClaimWins(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	rt := NewRouteTable(ctx)
+	rt := NewRouteTable(ctx, anyPort)
 	older := esWithPorts("old", v1.ResolverPort{Service: "old", Port: 80, ResolverPort: 20001})
 	older.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	newer := esWithPorts("new", v1.ResolverPort{Service: "new", Port: 80, ResolverPort: 20001})
@@ -311,6 +313,24 @@ func TestRouteTableOlderClaimWins(t *testing.T) {
 	rt.Delete(newer.Namespace, newer.Name)
 	if _, ok := rt.Lookup(20001); ok || len(rt.Ports()) != 0 {
 		t.Fatal("a port with no claim is still routed")
+	}
+}
+
+// The resolver listens only inside its range: a port an ElastiService's
+// status names outside it (the resolver's own 8013, say, or any port a
+// user with update rights on the status writes) is never routed, and the
+// others of the same ElastiService still are.
+func TestRouteTableTakesOnlyPortsInItsRange(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	rt := NewRouteTable(ctx, portalloc.DefaultRange)
+	rt.Upsert(esWithPorts("web",
+		v1.ResolverPort{Service: "web", Port: 80, ResolverPort: 8013},
+		v1.ResolverPort{Service: "web", Port: 81, ResolverPort: 19999},
+		v1.ResolverPort{Service: "web", Port: 82, ResolverPort: 30000},
+		v1.ResolverPort{Service: "web", Port: 83, ResolverPort: 20000},
+	))
+	if got := rt.Ports(); !slices.Equal(got, []int32{20000}) {
+		t.Fatalf("routed ports %v, want only [20000], the one inside %s", got, portalloc.DefaultRange)
 	}
 }
 

@@ -45,7 +45,7 @@ func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 // Mid-move, a connection on the old Service's resolver port is for the
 // old Service, and the port is released with its status entry.
 func TestRouteTableKeepsTheOldServicesPortMidMove(t *testing.T) {
-	table := NewRouteTable(t.Context())
+	table := NewRouteTable(t.Context(), anyPort)
 	es := elastiService("team", "es", "web-v2", 2)
 	es.Status.ResolverPorts = []v1.ResolverPort{
 		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},
