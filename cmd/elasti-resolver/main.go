@@ -114,8 +114,8 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
 	}
-	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
-	elastiFactory := elastiinformers.NewSharedInformerFactory(elasti, 0)
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(resolver.TrimForCache))
+	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(elasti, 0, elastiinformers.WithTransform(resolver.TrimForCache))
 	elastiServices := elastiFactory.Elasti().V1alpha1().ElastiServices()
 	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
 	if err != nil {

@@ -364,12 +364,13 @@ func resolverSlice(ns, svcName string) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// startEndpoints runs an InformerEndpoints over client until the test ends.
+// startEndpoints runs an InformerEndpoints over client until the test
+// ends, with the command's cache transform.
 func startEndpoints(t *testing.T, client *fake.Clientset) *InformerEndpoints {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(TrimForCache))
 	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())
 	if err != nil {
 		t.Fatal(err)
