@@ -117,7 +117,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(resolver.TrimForCache))
 	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(elasti, 0, elastiinformers.WithTransform(resolver.TrimForCache))
 	elastiServices := elastiFactory.Elasti().V1alpha1().ElastiServices()
-	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
+	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), o.resolver.FrontDrain)
 	if err != nil {
 		return nil, err
 	}

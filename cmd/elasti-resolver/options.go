@@ -62,6 +62,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"Address of the per-port-routing port. The manifests name it per-port, which tells the operator this resolver serves per-port routing; it answers 404 to everything (GET /routes is on --internal-bind-address).")
 	portRange := fs.String("resolver-port-range", def.PortRange.String(),
 		"Ports FIRST-LAST the resolver may listen on for per-port routing; set it to the operator's --resolver-port-range. A port an ElastiService's status records outside it is never opened.")
+	fs.DurationVar(&r.FrontDrain, "front-drain", def.FrontDrain,
+		"How long the resolver still forwards for a Service after its resolver EndpointSlice is deleted (the switch to serve), for what kube-proxy and ingress controllers send before they follow; after it, a request is answered 404.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second,
 		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
 	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's scale endpoint (from env ELASTI_OPERATOR_*).")
@@ -116,6 +118,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		if r.MaxBufferedBody < 1 || r.MaxBufferedBodies < r.MaxBufferedBody {
 			e.Errs = append(e.Errs, fmt.Errorf("--max-buffered-body=%d and --max-buffered-bodies=%d must satisfy 1 <= per body <= all bodies",
 				r.MaxBufferedBody, r.MaxBufferedBodies))
+		}
+		if r.FrontDrain <= 0 {
+			e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))
 		}
 		if o.shutdownGrace < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))

@@ -27,6 +27,10 @@ const (
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
+	// kube-proxy and ingress controllers follow a deleted resolver slice
+	// a second or two later (Traefik throttles its updates to 2 s);
+	// 10 s leaves room for a busy cluster.
+	DefaultFrontDrain = 10 * time.Second
 	// A client behind an ingress controller shares the controller pod's
 	// address with every other client of the ingress, so the defaults let
 	// one address wake a hundred Services at once and ten a second after
@@ -75,6 +79,11 @@ type Config struct {
 	// Host (KubeElasti: HEADER_FOR_HOST). Empty means the Host header. When
 	// the named header is absent, Host is used.
 	HostHeader string
+	// FrontDrain is how long the resolver still forwards for a Service
+	// after its last resolver slice is deleted, the switch to serve, so
+	// that what kube-proxy and ingress controllers send before they
+	// follow gets the pod's answer, not a 404. See NewInformerEndpoints.
+	FrontDrain time.Duration
 	// DialTimeout bounds a TCP connect to a pod.
 	DialTimeout time.Duration
 	// RetryAfter is sent in the Retry-After header of overflow answers.
@@ -120,6 +129,7 @@ func DefaultConfig() Config {
 		OperatorRetryMax:     DefaultOperatorRetryMax,
 		ClusterDomain:        DefaultClusterDomain,
 		DialTimeout:          DefaultDialTimeout,
+		FrontDrain:           DefaultFrontDrain,
 		RetryAfter:           DefaultRetryAfter,
 		ColdStartHeader:      DefaultColdStartHeader,
 		SourceWakeRate:       DefaultSourceWakeRate,
@@ -144,6 +154,7 @@ func (c Config) complete() (Config, error) {
 	c.OperatorRetryMax = cmp.Or(c.OperatorRetryMax, d.OperatorRetryMax)
 	c.ClusterDomain = cmp.Or(c.ClusterDomain, d.ClusterDomain)
 	c.DialTimeout = cmp.Or(c.DialTimeout, d.DialTimeout)
+	c.FrontDrain = cmp.Or(c.FrontDrain, d.FrontDrain)
 	c.RetryAfter = cmp.Or(c.RetryAfter, d.RetryAfter)
 	c.SourceWakeTracked = cmp.Or(c.SourceWakeTracked, d.SourceWakeTracked)
 	c.MaxBufferedBody = cmp.Or(c.MaxBufferedBody, d.MaxBufferedBody)

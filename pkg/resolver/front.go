@@ -22,12 +22,6 @@ type FrontSource interface {
 	Front(svc ServiceRef) (inFront bool, changed <-chan struct{})
 }
 
-// frontDrain is how long the resolver still forwards for a Service after
-// its last resolver slice is deleted, the switch to serve: kube-proxy and
-// ingress controllers follow the deletion a second or two later, and the
-// requests they send meanwhile get the pod's answer, not a 404.
-const frontDrain = 10 * time.Second
-
 // frontGrace is how long a request for a Service that an ElastiService
 // names, but that the resolver is not in front of, waits for a resolver
 // slice before it is answered 404: kube-proxy may route to a slice before
@@ -65,9 +59,9 @@ func indexByResolverSliceOf(obj any) ([]string, error) {
 }
 
 // drains remembers when the resolver last left the front of each Service,
-// for frontDrain. Entries older than that are swept at most once per
-// frontDrain, so the map holds only the Services that switched to serve
-// within about twice frontDrain.
+// for the drain. Entries older than that are swept at most once per
+// drain, so the map holds only the Services that switched to serve
+// within about twice the drain.
 type drains struct {
 	mu        sync.Mutex
 	left      map[ServiceRef]time.Time

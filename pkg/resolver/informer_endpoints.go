@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -68,13 +69,15 @@ type InformerEndpoints struct {
 
 // NewInformerEndpoints registers an index and event handlers on the shared
 // Service and EndpointSlice informers. Call it before the informer factory
-// is started. ctx only carries the logger.
-func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) (*InformerEndpoints, error) {
+// is started. ctx only carries the logger. drain is Config.FrontDrain: how
+// long the resolver stays in front of a Service after its last resolver
+// slice goes.
+func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer, drain time.Duration) (*InformerEndpoints, error) {
 	e := &InformerEndpoints{
 		services:    services.Lister(),
 		byClusterIP: services.Informer().GetIndexer(),
 		slices:      endpointSlices.Informer().GetIndexer(),
-		drains:      newDrains(frontDrain),
+		drains:      newDrains(drain),
 		b:           newBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}
@@ -138,7 +141,7 @@ func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, e
 }
 
 // Front implements FrontSource: the resolver is in front of svc while a
-// resolver slice for it exists, and for frontDrain after the last one goes.
+// resolver slice for it exists, and for the drain after the last one goes.
 func (e *InformerEndpoints) Front(svc ServiceRef) (bool, <-chan struct{}) {
 	if e.inFront(svc) {
 		return true, nil

@@ -256,7 +256,7 @@ func TestInformerEndpoints(t *testing.T) {
 		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, ep("10.244.8.8")),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func startEndpoints(t *testing.T, client *fake.Clientset) *InformerEndpoints {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(TrimForCache))
-	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func startEndpoints(t *testing.T, client *fake.Clientset) *InformerEndpoints {
 }
 
 // The resolver is in front of a Service while the operator's resolver
-// slice for it exists, and for frontDrain after it goes, so that what
+// slice for it exists, and for the drain after it goes, so that what
 // kube-proxy and ingress controllers still send it after the switch to
 // serve reaches the pods. A slice that only carries the operator's
 // managed-by label, with no ElastiService as its controller, fronts
@@ -431,10 +431,10 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 		t.Fatal("not in front right after the switch to serve: the drain must still forward")
 	}
 	e.drains.mu.Lock()
-	e.drains.now = func() time.Time { return now.Add(frontDrain) }
+	e.drains.now = func() time.Time { return now.Add(DefaultFrontDrain) }
 	e.drains.mu.Unlock()
 	if in, _ := e.Front(web); in {
-		t.Fatalf("still in front %v after the resolver slice went", frontDrain)
+		t.Fatalf("still in front %v after the resolver slice went", DefaultFrontDrain)
 	}
 }
 

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/testenv"
 )
 
-// frontDrain is the resolver's drain after a switch to serve (its
-// frontDrain): how long it still forwards what kube-proxy and ingress
-// controllers send it for a Service whose resolver slice just went.
-const frontDrain = 10 * time.Second
+// frontDrain is the drain of manifests/' resolver after a switch to serve:
+// how long it still forwards what kube-proxy and ingress controllers send
+// it for a Service whose resolver slice just went.
+const frontDrain = resolver.DefaultFrontDrain
 
 // TestResolverIsNoOpenProxy: the resolver forwards only for a Service it
 // is in front of. A pod of another team's namespace that addresses the
