@@ -162,15 +162,11 @@ func probes(op *operator.Operator, watchdog *leaderelection.HealthzAdaptor) http
 	return mux
 }
 
-// maxHeaderBytes bounds request headers on every operator server: scale
-// requests, probes and scrapes send well under 1 KiB; Go's default is 1 MiB.
-const maxHeaderBytes = 16 << 10
-
 // serve serves h on addr until ctx ends; it logs the address it bound
 // (the real port for ":0"), and exits the process if it cannot serve.
 func serve(ctx context.Context, name, addr string, h http.Handler) {
 	logger := klog.FromContext(ctx).WithValues("server", name)
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes}
+	srv := command.Server(addr, h)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		logger.Error(err, "Server failed", "address", addr)

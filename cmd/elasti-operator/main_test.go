@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/elasti-dev/elasti/pkg/command"
 )
 
 // "Serving" names the address the server bound, not the :0 it was given.
@@ -54,14 +56,14 @@ func TestServeLogsTheBoundAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-Big", strings.Repeat("a", 2*maxHeaderBytes))
+	req.Header.Set("X-Big", strings.Repeat("a", 2*command.MaxHeaderBytes))
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("a %d-byte header: %s, want 431", 2*maxHeaderBytes, resp.Status)
+		t.Errorf("a %d-byte header: %s, want 431", 2*command.MaxHeaderBytes, resp.Status)
 	}
 }
 

@@ -60,12 +60,17 @@ func run(ctx context.Context, o *options) error {
 	internal.HandleFunc("/healthz", dp.resolver.Healthz)
 	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, dp.resolver.Readyz(dp.routes, dp.ports)))
 	internal.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	routesMux := http.NewServeMux()
-	routesMux.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
+	// The route table names Services of every namespace: it is served
+	// with the metrics, on the port a NetworkPolicy can keep to the
+	// cluster's own components, not on a port every client reaches.
+	internal.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
 	servers := []*http.Server{
 		resolver.NewServer(o.proxyBindAddress, dp.resolver),
-		internalServer(o.internalBindAddress, internal),
-		internalServer(o.routesBindAddress, routesMux),
+		command.Server(o.internalBindAddress, internal),
+		// The per-port-routing port only declares per-port routing to the
+		// operator (through the EndpointSlices of the resolver Service);
+		// it serves nothing.
+		command.Server(o.routesBindAddress, http.NotFoundHandler()),
 	}
 	errs, err := serveAll(logger, servers)
 	if err != nil {
@@ -82,15 +87,6 @@ func run(ctx context.Context, o *options) error {
 	}
 	drain(logger, &draining, o.shutdownGrace, dp.resolver.Close, shutdownTimeout, shutdown...)
 	return nil
-}
-
-// internalMaxHeaderBytes bounds the headers of probes, scrapes and route
-// reads, which send well under 1 KiB; Go's default is 1 MiB.
-const internalMaxHeaderBytes = 16 << 10
-
-// internalServer serves the resolver's own endpoints, not proxied traffic.
-func internalServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: internalMaxHeaderBytes}
 }
 
 // dataPlane is the resolver with the informer-fed sources it reads and
@@ -118,10 +114,10 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
 	}
-	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
-	elastiFactory := elastiinformers.NewSharedInformerFactory(elasti, 0)
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(resolver.TrimForCache))
+	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(elasti, 0, elastiinformers.WithTransform(resolver.TrimForCache))
 	elastiServices := elastiFactory.Elasti().V1alpha1().ElastiServices()
-	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
+	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), o.resolver.FrontDrain)
 	if err != nil {
 		return nil, err
 	}
@@ -129,16 +125,16 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, err
 	}
-	fronted, err := resolver.NewFrontedIndex(elastiServices)
+	named, err := resolver.NewNamedIndex(elastiServices)
 	if err != nil {
 		return nil, err
 	}
-	routes, err := resolver.NewInformerRouteTable(ctx, elastiServices)
+	routes, err := resolver.NewInformerRouteTable(ctx, elastiServices, o.resolver.PortRange)
 	if err != nil {
 		return nil, err
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
-		Endpoints: endpoints, Probes: probes, Fronted: fronted, Registerer: registry, WakeToken: o.wakeToken,
+		Endpoints: endpoints, Probes: probes, Named: named, Registerer: registry, WakeToken: o.wakeToken,
 	})
 	if err != nil {
 		return nil, err

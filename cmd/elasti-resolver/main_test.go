@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 )
 
@@ -32,14 +33,14 @@ func TestProxyServerLimits(t *testing.T) {
 // is refused with 431 before the handler runs.
 func TestInternalServerLimits(t *testing.T) {
 	var reached atomic.Int32
-	url := serve(t, internalServer("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
+	url := serve(t, command.Server("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
 	req, err := http.NewRequest("GET", url+"/readyz", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-Big", strings.Repeat("a", 2*internalMaxHeaderBytes))
+	req.Header.Set("X-Big", strings.Repeat("a", 2*command.MaxHeaderBytes))
 	if got := get(http.DefaultClient, req); !strings.HasPrefix(got, "431 ") || reached.Load() != 0 {
-		t.Errorf("a %d-byte header: %q, handler reached %d times; want 431 and never", 2*internalMaxHeaderBytes, got, reached.Load())
+		t.Errorf("a %d-byte header: %q, handler reached %d times; want 431 and never", 2*command.MaxHeaderBytes, got, reached.Load())
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
@@ -56,7 +59,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&o.internalBindAddress, "internal-bind-address", fmt.Sprintf(":%d", e.Port(envResolverPort, 8013)),
 		"Address of /healthz, /readyz and /metrics (port from env "+envResolverPort+").")
 	fs.StringVar(&o.routesBindAddress, "routes-bind-address", ":8014",
-		"Address of GET /routes, the per-port route table. The manifests name this port per-port-routing, which tells the operator this resolver serves per-port routing.")
+		"Address of the per-port-routing port. The manifests name it per-port, which tells the operator this resolver serves per-port routing; it answers 404 to everything (GET /routes is on --internal-bind-address).")
+	portRange := fs.String("resolver-port-range", def.PortRange.String(),
+		"Ports FIRST-LAST the resolver may listen on for per-port routing; set it to the operator's --resolver-port-range. A port an ElastiService's status records outside it is never opened.")
+	fs.DurationVar(&r.FrontDrain, "front-drain", def.FrontDrain,
+		"How long the resolver still forwards for a Service after its resolver EndpointSlice is deleted (the switch to serve), for what kube-proxy and ingress controllers send before they follow; after it, a request is answered 404.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second,
 		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
 	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's scale endpoint (from env ELASTI_OPERATOR_*).")
@@ -82,6 +89,13 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")
 
 	finish := func() error {
+		if rng, err := portalloc.ParseRange(*portRange); err != nil {
+			e.Errs = append(e.Errs, fmt.Errorf("--resolver-port-range: %w", err))
+		} else if err := rng.ValidateForResolver(int32(portOf(o.proxyBindAddress, def.ProxyPort))); err != nil {
+			e.Errs = append(e.Errs, fmt.Errorf("--resolver-port-range: %w", err))
+		} else {
+			r.PortRange = rng
+		}
 		if !strings.HasPrefix(r.OperatorURL, "http://") && !strings.HasPrefix(r.OperatorURL, "https://") {
 			e.Errs = append(e.Errs, fmt.Errorf("--operator-url=%q must be an http:// or https:// URL", r.OperatorURL))
 		}
@@ -105,10 +119,27 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			e.Errs = append(e.Errs, fmt.Errorf("--max-buffered-body=%d and --max-buffered-bodies=%d must satisfy 1 <= per body <= all bodies",
 				r.MaxBufferedBody, r.MaxBufferedBodies))
 		}
+		if r.FrontDrain <= 0 {
+			e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))
+		}
 		if o.shutdownGrace < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))
 		}
 		return errors.Join(e.Errs...)
 	}
 	return o, finish
+}
+
+// portOf is the port of a bind address such as ":8012", or def when it
+// names none; a malformed address is reported when it is listened on.
+func portOf(addr string, def int) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return def
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return def
+	}
+	return n
 }

@@ -49,6 +49,7 @@ import (
 	elastischeme "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/scheme"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
@@ -92,7 +93,7 @@ const (
 	// ManagedByValue marks resolver EndpointSlices as ours, so the
 	// EndpointSlice controller leaves them alone and our mode check ignores
 	// them when counting the target's endpoints.
-	ManagedByValue = "elasti-operator.elasti.truefoundry.com"
+	ManagedByValue = names.ResolverSliceManagedBy
 	// LabelManagedBy is the generic managed-by label on private Services.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 )
@@ -495,7 +496,7 @@ func (c *Controller) enqueueByService(namespace, service string) {
 // hand-edited or deleted private Service is put back.
 func (c *Controller) enqueueOwner(obj metav1.Object) {
 	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "ElastiService" && ref.APIVersion == elastiv1alpha1.SchemeGroupVersion.String() {
+		if elastiv1alpha1.IsElastiServiceRef(ref) {
 			c.enqueue(cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
 		}
 	}

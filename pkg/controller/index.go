@@ -53,7 +53,7 @@ func indexByOwnerElastiService(obj any) ([]string, error) {
 	}
 	var keys []string
 	for _, ref := range m.GetOwnerReferences() {
-		if ref.Kind == "ElastiService" && ref.APIVersion == elastiv1alpha1.SchemeGroupVersion.String() {
+		if elastiv1alpha1.IsElastiServiceRef(ref) {
 			keys = append(keys, m.GetNamespace()+"/"+ref.Name)
 		}
 	}

@@ -60,7 +60,17 @@ func (s *stack) startResolver(t testing.TB, operatorURL string) string {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name(), "component", "resolver")))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(cfg), 0, informers.WithNamespace(s.NS))
 	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(versioned.NewForConfigOrDie(cfg), 0, elastiinformers.WithNamespace(s.NS))
-	eps, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices())
+	rc := resolver.DefaultConfig()
+	rc.RequestTimeout = 30 * time.Second
+	rc.OperatorRetryInitial = 100 * time.Millisecond
+	rc.OperatorRetryMax = time.Second
+	rc.OperatorURL = operatorURL
+	// These tests and benchmarks send to the resolver itself, not through
+	// kube-proxy, and some measure its forwarding to a Service that has
+	// switched back to serve (FrontedAfterProxy): the drain, held open
+	// here for the whole test. pkg/e2e/traffic checks the real drain.
+	rc.FrontDrain = time.Hour
+	eps, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), rc.FrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +78,6 @@ func (s *stack) startResolver(t testing.TB, operatorURL string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := resolver.DefaultConfig()
-	rc.RequestTimeout = 30 * time.Second
-	rc.OperatorRetryInitial = 100 * time.Millisecond
-	rc.OperatorRetryMax = time.Second
-	rc.OperatorURL = operatorURL
 	r, err := resolver.New(ctx, rc, resolver.Options{Endpoints: eps, Probes: probes, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

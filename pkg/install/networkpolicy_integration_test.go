@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 // operatorNetworkPolicy is the NetworkPolicy manifests/ puts in front of the
@@ -217,10 +219,85 @@ func TestOperatorNetworkPolicyAdmitsOnlyTheResolverToTheScaleEndpoint(t *testing
 	checkOperatorNetworkPolicy(t, np, op, res)
 }
 
-// Every overlay keeps the policy in step with the Deployments it renders:
+// resolverNetworkPolicy is the NetworkPolicy manifests/ puts in front of
+// the resolver.
+const resolverNetworkPolicy = "elasti-resolver"
+
+// checkResolverNetworkPolicy checks np against the resolver Deployment: it
+// selects the resolver's pods and not the operator's; the proxy port and
+// every port of the default resolver port range admit any pod and the
+// node; the internal port (probes, metrics) admits the node and
+// Prometheus; the per-port-routing port, which serves nothing, admits no
+// one.
+func checkResolverNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, op, res *appsv1.Deployment) {
+	t.Helper()
+	if np.Namespace != res.Namespace {
+		t.Fatalf("NetworkPolicy in %q, resolver in %q", np.Namespace, res.Namespace)
+	}
+	if !selects(t, &np.Spec.PodSelector, res.Spec.Template.Labels) {
+		t.Errorf("NetworkPolicy %s selects %v, not the resolver pods %v", np.Name, np.Spec.PodSelector.MatchLabels, res.Spec.Template.Labels)
+	}
+	if selectorMatches(t, &np.Spec.PodSelector, op.Spec.Template.Labels) {
+		t.Errorf("NetworkPolicy %s selects the operator pods %v too", np.Name, op.Spec.Template.Labels)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("NetworkPolicy %s has policyTypes %v; without Ingress it restricts nothing", np.Name, np.Spec.PolicyTypes)
+	}
+	c := container(t, res, "resolver")
+	proxy, internal, perPort := namedPort(t, c, "http-proxy"), namedPort(t, c, "http-internal"), namedPort(t, c, "per-port")
+	for _, probe := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Port.IntVal != internal {
+			t.Fatalf("resolver probe %+v is not on the internal port %d this test admits the node to", probe, internal)
+		}
+	}
+	client := peer{what: "a client pod in namespace apps", pod: true, namespace: "apps", labels: map[string]string{"app": "shop"}}
+	prometheus := peer{what: "Prometheus in namespace monitoring", pod: true, namespace: "monitoring",
+		labels: map[string]string{"app.kubernetes.io/name": "prometheus"}}
+	node := peer{what: "the node (kubelet probes, NodePort traffic)", ip: "10.245.0.1"}
+	first, last := portalloc.DefaultRange.First, portalloc.DefaultRange.Last
+	for _, tc := range []struct {
+		port  int32
+		from  peer
+		allow bool
+	}{
+		{proxy, client, true}, {proxy, node, true},
+		{first, client, true}, {last, client, true}, {first, node, true},
+		{first - 1, client, false}, {last + 1, client, false},
+		{internal, node, true}, {internal, prometheus, true},
+		{perPort, client, false}, {perPort, node, false},
+	} {
+		if got := admits(t, np, c.Ports, tc.port, tc.from); got != tc.allow {
+			t.Errorf("NetworkPolicy %s: %s may reach resolver port %d: %v, want %v", np.Name, tc.from.what, tc.port, got, tc.allow)
+		}
+	}
+}
+
+// The NetworkPolicy `kubectl apply -f manifests/` creates for the resolver
+// admits what its clients, the kubelet and Prometheus need, and nothing on
+// the port that only declares per-port routing.
+func TestResolverNetworkPolicyAdmitsProxiedTrafficAndProbes(t *testing.T) {
+	applyManifests(t)
+	cs := clustertest.Clientset(t)
+	ctx := context.Background()
+	np, err := cs.NetworkingV1().NetworkPolicies(operatorNamespace).Get(ctx, resolverNetworkPolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("manifests/ created no NetworkPolicy %s/%s: %v", operatorNamespace, resolverNetworkPolicy, err)
+	}
+	op, err := cs.AppsV1().Deployments(operatorNamespace).Get(ctx, "elasti-operator-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.AppsV1().Deployments(operatorNamespace).Get(ctx, "elasti-resolver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResolverNetworkPolicy(t, np, op, res)
+}
+
+// Every overlay keeps both policies in step with the Deployments it renders:
 // an overlay that renames labels or moves ports must bring the policy
 // along.
-func TestOverlaysKeepTheOperatorNetworkPolicy(t *testing.T) {
+func TestOverlaysKeepTheNetworkPolicies(t *testing.T) {
 	overlays, err := filepath.Glob(repoPath(t, "deploy", "overlays", "*"))
 	if err != nil || len(overlays) == 0 {
 		t.Fatalf("no overlays in deploy/overlays (%v)", err)
@@ -234,6 +311,9 @@ func TestOverlaysKeepTheOperatorNetworkPolicy(t *testing.T) {
 			objs.get(t, "Deployment", overlayElastiNamespace, overlayOperatorDeployment).into(t, &op)
 			objs.get(t, "Deployment", overlayElastiNamespace, overlayResolverDeployment).into(t, &res)
 			checkOperatorNetworkPolicy(t, &np, &op, &res)
+			var rnp networkingv1.NetworkPolicy
+			objs.get(t, "NetworkPolicy", overlayElastiNamespace, resolverNetworkPolicy).into(t, &rnp)
+			checkResolverNetworkPolicy(t, &rnp, &op, &res)
 		})
 	}
 }

@@ -40,6 +40,12 @@ func ResolverSlice(publicService string) string {
 	return build(publicService, resolverSliceSuffix, maxSliceName)
 }
 
+// ResolverSliceManagedBy is the endpointslice.kubernetes.io/managed-by
+// value of every resolver slice: the EndpointSlice controller leaves such a
+// slice alone, and the resolver takes it as the sign that it is in front of
+// the slice's Service.
+const ResolverSliceManagedBy = "elasti-operator.elasti.truefoundry.com"
+
 // IsResolverSlice reports whether name has ResolverSlice's form.
 func IsResolverSlice(name string) bool {
 	return strings.HasPrefix(name, prefix) && strings.Contains(name, resolverSliceSuffix)

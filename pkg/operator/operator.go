@@ -121,14 +121,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("resolver service must be set (--resolver-service or ELASTI_RESOLVER_SERVICE_NAME)")
 	case o.ResolverProxyPort < 1 || o.ResolverProxyPort > 65535:
 		return fmt.Errorf("resolver proxy port %d is not a TCP port (1-65535)", o.ResolverProxyPort)
-	case o.ResolverPortRange.First < 1 || o.ResolverPortRange.Last > 65535 || o.ResolverPortRange.First > o.ResolverPortRange.Last:
-		return fmt.Errorf("resolver port range %s (--resolver-port-range) is not a range of TCP ports (1-65535)", o.ResolverPortRange)
-	case o.ResolverPortRange.Contains(o.ResolverProxyPort):
-		return fmt.Errorf("resolver port range %s (--resolver-port-range) contains the resolver proxy port %d; choose a range without it",
-			o.ResolverPortRange, o.ResolverProxyPort)
-	case slices.ContainsFunc(resolverOwnPorts, o.ResolverPortRange.Contains):
-		return fmt.Errorf("resolver port range %s (--resolver-port-range) contains one of the resolver's own ports %v; choose a range without them",
-			o.ResolverPortRange, resolverOwnPorts)
+	}
+	if err := o.ResolverPortRange.ValidateForResolver(o.ResolverProxyPort); err != nil {
+		return fmt.Errorf("%w (--resolver-port-range)", err)
+	}
+	switch {
 	case o.QPS <= 0 || o.Burst < 1:
 		return fmt.Errorf("client QPS (%v) and burst (%d) must be positive", o.QPS, o.Burst)
 	case o.ElastiServiceWorkers < 1 || o.TargetWorkers < 1 || o.EndpointSliceWorkers < 1:
@@ -144,11 +141,6 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
-
-// resolverOwnPorts are the ports elasti's resolver listens on for itself:
-// Host-routed traffic (8012), health and metrics (8013) and the per-port
-// route table (8014). A per-port resolver port must never be one of them.
-var resolverOwnPorts = []int32{8012, 8013, 8014}
 
 // Operator is an assembled, not yet running operator.
 type Operator struct {
@@ -470,7 +462,5 @@ func keepLabels(labels map[string]string, keys ...string) map[string]string {
 
 // ownedByElastiService reports whether refs name an ElastiService.
 func ownedByElastiService(refs []metav1.OwnerReference) bool {
-	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool {
-		return r.Kind == "ElastiService" && r.APIVersion == elastiv1alpha1.SchemeGroupVersion.String()
-	})
+	return slices.ContainsFunc(refs, elastiv1alpha1.IsElastiServiceRef)
 }

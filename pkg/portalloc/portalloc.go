@@ -57,6 +57,27 @@ func ParseRange(s string) (Range, error) {
 	return Range{First: int32(f), Last: int32(l)}, nil
 }
 
+// ResolverOwnPorts are the ports elasti's resolver listens on for itself:
+// Host-routed traffic (8012), health, metrics and the route table (8013),
+// and the port that declares per-port routing (8014). A resolver port must
+// never be one of them.
+var ResolverOwnPorts = []int32{8012, 8013, 8014}
+
+// ValidateForResolver reports why r cannot hold resolver ports beside a
+// resolver whose proxy port is proxyPort. The operator checks the range it
+// assigns from, and the resolver the range it listens in.
+func (r Range) ValidateForResolver(proxyPort int32) error {
+	switch {
+	case r.First < 1 || r.Last > 65535 || r.First > r.Last:
+		return fmt.Errorf("resolver port range %s is not a range of TCP ports (1-65535)", r)
+	case r.Contains(proxyPort):
+		return fmt.Errorf("resolver port range %s contains the resolver proxy port %d; choose a range without it", r, proxyPort)
+	case slices.ContainsFunc(ResolverOwnPorts, r.Contains):
+		return fmt.Errorf("resolver port range %s contains one of the resolver's own ports %v; choose a range without them", r, ResolverOwnPorts)
+	}
+	return nil
+}
+
 // String formats r as ParseRange reads it.
 func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
 

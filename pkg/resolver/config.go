@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 // Defaults for Config. They are elasti's own defaults, not KubeElasti's.
@@ -25,6 +27,10 @@ const (
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
+	// kube-proxy and ingress controllers follow a deleted resolver slice
+	// a second or two later (Traefik throttles its updates to 2 s);
+	// 10 s leaves room for a busy cluster.
+	DefaultFrontDrain = 10 * time.Second
 	// A client behind an ingress controller shares the controller pod's
 	// address with every other client of the ingress, so the defaults let
 	// one address wake a hundred Services at once and ten a second after
@@ -43,6 +49,11 @@ type Config struct {
 	// resolver itself does not listen; the field is here so the command has
 	// one place for its settings (KubeElasti: ELASTI_RESOLVER_PROXY_PORT).
 	ProxyPort int
+	// PortRange is where the resolver opens the resolver ports the operator
+	// records: a port outside it is never listened on, whatever an
+	// ElastiService's status says. It must equal the operator's
+	// --resolver-port-range. The zero Range means portalloc.DefaultRange.
+	PortRange portalloc.Range
 	// RequestTimeout is how long a request may be held waiting for a Ready
 	// endpoint before it is answered 504 (KubeElasti: REQ_TIMEOUT).
 	RequestTimeout time.Duration
@@ -68,6 +79,11 @@ type Config struct {
 	// Host (KubeElasti: HEADER_FOR_HOST). Empty means the Host header. When
 	// the named header is absent, Host is used.
 	HostHeader string
+	// FrontDrain is how long the resolver still forwards for a Service
+	// after its last resolver slice is deleted, the switch to serve, so
+	// that what kube-proxy and ingress controllers send before they
+	// follow gets the pod's answer, not a 404. See NewInformerEndpoints.
+	FrontDrain time.Duration
 	// DialTimeout bounds a TCP connect to a pod.
 	DialTimeout time.Duration
 	// RetryAfter is sent in the Retry-After header of overflow answers.
@@ -103,6 +119,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ProxyPort:            DefaultProxyPort,
+		PortRange:            portalloc.DefaultRange,
 		RequestTimeout:       DefaultRequestTimeout,
 		PerServiceQueue:      DefaultPerServiceQueue,
 		GlobalQueue:          DefaultGlobalQueue,
@@ -112,6 +129,7 @@ func DefaultConfig() Config {
 		OperatorRetryMax:     DefaultOperatorRetryMax,
 		ClusterDomain:        DefaultClusterDomain,
 		DialTimeout:          DefaultDialTimeout,
+		FrontDrain:           DefaultFrontDrain,
 		RetryAfter:           DefaultRetryAfter,
 		ColdStartHeader:      DefaultColdStartHeader,
 		SourceWakeRate:       DefaultSourceWakeRate,
@@ -126,6 +144,7 @@ func DefaultConfig() Config {
 func (c Config) complete() (Config, error) {
 	d := DefaultConfig()
 	c.ProxyPort = cmp.Or(c.ProxyPort, d.ProxyPort)
+	c.PortRange = cmp.Or(c.PortRange, d.PortRange)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, d.RequestTimeout)
 	c.PerServiceQueue = cmp.Or(c.PerServiceQueue, d.PerServiceQueue)
 	c.GlobalQueue = cmp.Or(c.GlobalQueue, d.GlobalQueue)
@@ -135,6 +154,7 @@ func (c Config) complete() (Config, error) {
 	c.OperatorRetryMax = cmp.Or(c.OperatorRetryMax, d.OperatorRetryMax)
 	c.ClusterDomain = cmp.Or(c.ClusterDomain, d.ClusterDomain)
 	c.DialTimeout = cmp.Or(c.DialTimeout, d.DialTimeout)
+	c.FrontDrain = cmp.Or(c.FrontDrain, d.FrontDrain)
 	c.RetryAfter = cmp.Or(c.RetryAfter, d.RetryAfter)
 	c.SourceWakeTracked = cmp.Or(c.SourceWakeTracked, d.SourceWakeTracked)
 	c.MaxBufferedBody = cmp.Or(c.MaxBufferedBody, d.MaxBufferedBody)
@@ -162,6 +182,9 @@ func (c Config) complete() (Config, error) {
 			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
 	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
+	}
+	if err := c.PortRange.ValidateForResolver(int32(c.ProxyPort)); err != nil {
+		return c, err
 	}
 	u, err := url.Parse(c.OperatorURL)
 	if err != nil {

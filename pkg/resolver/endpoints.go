@@ -43,9 +43,10 @@ type Backends struct {
 }
 
 // EndpointSource yields the Ready endpoints of the pods behind a public
-// Service. Unit tests feed one by hand (MemoryEndpoints); the
-// command uses NewInformerEndpoints.
+// Service, and whether the resolver is in front of it. Unit tests feed one
+// by hand (MemoryEndpoints); the command uses NewInformerEndpoints.
 type EndpointSource interface {
+	FrontSource
 	// Lookup resolves the public Service svc. hostPort is the port from the
 	// Host, or "" when it had none; it selects the Service port. An
 	// unknown Service is ErrServiceNotFound.
@@ -87,23 +88,27 @@ func (b *broadcaster[K]) notify(k K) {
 }
 
 // MemoryEndpoints is an EndpointSource set by hand. Every Service it is
-// asked about exists; one never Set has no Ready endpoint. It is meant for
-// tests and for harnesses without an apiserver.
+// asked about exists, and the resolver is in front of it until
+// SetInFront says otherwise; one never Set has no Ready endpoint. It is
+// meant for tests and for harnesses without an apiserver.
 type MemoryEndpoints struct {
 	mu    sync.RWMutex
 	addrs map[ServiceRef][]string
-	h2c   map[ServiceRef]bool
-	proto map[ServiceRef]string
-	b     *broadcaster[ServiceRef]
+	// behind holds the Services the resolver is not in front of.
+	behind map[ServiceRef]bool
+	h2c    map[ServiceRef]bool
+	proto  map[ServiceRef]string
+	b      *broadcaster[ServiceRef]
 }
 
 // NewMemoryEndpoints returns an empty MemoryEndpoints.
 func NewMemoryEndpoints() *MemoryEndpoints {
 	return &MemoryEndpoints{
-		addrs: map[ServiceRef][]string{},
-		h2c:   map[ServiceRef]bool{},
-		proto: map[ServiceRef]string{},
-		b:     newBroadcaster[ServiceRef](),
+		addrs:  map[ServiceRef][]string{},
+		behind: map[ServiceRef]bool{},
+		h2c:    map[ServiceRef]bool{},
+		proto:  map[ServiceRef]string{},
+		b:      newBroadcaster[ServiceRef](),
 	}
 }
 
@@ -116,6 +121,32 @@ func (m *MemoryEndpoints) Set(svc ServiceRef, addrs ...string) {
 	m.addrs[svc] = a
 	m.mu.Unlock()
 	m.b.notify(svc)
+}
+
+// SetInFront says whether the resolver is in front of svc, and wakes its
+// waiters.
+func (m *MemoryEndpoints) SetInFront(svc ServiceRef, inFront bool) {
+	m.mu.Lock()
+	m.behind[svc] = !inFront
+	m.mu.Unlock()
+	m.b.notify(svc)
+}
+
+// Front implements FrontSource.
+func (m *MemoryEndpoints) Front(svc ServiceRef) (bool, <-chan struct{}) {
+	get := func() bool {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		return !m.behind[svc]
+	}
+	if get() {
+		return true, nil
+	}
+	ch := m.b.watch(svc)
+	if get() {
+		return true, nil
+	}
+	return false, ch
 }
 
 // SetH2C marks svc's port as speaking h2c.

@@ -19,7 +19,7 @@ func (r *Resolver) Healthz(w http.ResponseWriter, _ *http.Request) {
 // resolver listens on every assigned port before it is sent any.
 func (r *Resolver) Readyz(extra ...interface{ HasSynced() bool }) http.HandlerFunc {
 	var synced []func() bool
-	for _, s := range []any{r.eps, r.probes, r.fronted} {
+	for _, s := range []any{r.eps, r.probes, r.named} {
 		if h, ok := s.(interface{ HasSynced() bool }); ok {
 			synced = append(synced, h.HasSynced)
 		}

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -170,6 +171,10 @@ func (e *testEnv) backend(t *testing.T, fake string, h http.Handler) *httptest.S
 }
 
 var testSvc = ServiceRef{Namespace: "team", Name: "web"}
+
+// anyPort is a resolver port range that takes the ephemeral ports the
+// tests listen on.
+var anyPort = portalloc.Range{First: 1, Last: 65535}
 
 const testHost = "web.team.svc.cluster.local"
 

@@ -139,6 +139,8 @@ func (f fuzzClusterIPs) Lookup(ServiceRef, string) (Backends, error) {
 	return Backends{}, ErrServiceNotFound
 }
 
+func (f fuzzClusterIPs) Front(ServiceRef) (bool, <-chan struct{}) { return true, nil }
+
 func (f fuzzClusterIPs) ServiceForClusterIP(ip string) (ServiceRef, bool) {
 	s, ok := f[ip]
 	return s, ok

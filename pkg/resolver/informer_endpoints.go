@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -58,25 +60,32 @@ type InformerEndpoints struct {
 	// byClusterIP indexes the Services by ClusterIP.
 	byClusterIP cache.Indexer
 	slices      cache.Indexer
-	synced      []cache.InformerSynced
-	b           *broadcaster[ServiceRef]
-	logger      klog.Logger
+	// drains remembers the Services whose resolver slice just went.
+	drains *drains
+	synced []cache.InformerSynced
+	b      *broadcaster[ServiceRef]
+	logger klog.Logger
 }
 
 // NewInformerEndpoints registers an index and event handlers on the shared
 // Service and EndpointSlice informers. Call it before the informer factory
-// is started. ctx only carries the logger.
-func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) (*InformerEndpoints, error) {
+// is started. ctx only carries the logger. drain is Config.FrontDrain: how
+// long the resolver stays in front of a Service after its last resolver
+// slice goes.
+func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer, drain time.Duration) (*InformerEndpoints, error) {
 	e := &InformerEndpoints{
 		services:    services.Lister(),
 		byClusterIP: services.Informer().GetIndexer(),
 		slices:      endpointSlices.Informer().GetIndexer(),
+		drains:      newDrains(drain),
 		b:           newBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}
-	if _, exists := e.slices.GetIndexers()[podSlicesIndex]; !exists {
-		if err := endpointSlices.Informer().AddIndexers(cache.Indexers{podSlicesIndex: indexByPodSlicesOf}); err != nil {
-			return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+	for name, index := range map[string]cache.IndexFunc{podSlicesIndex: indexByPodSlicesOf, resolverSlicesIndex: indexByResolverSliceOf} {
+		if _, exists := e.slices.GetIndexers()[name]; !exists {
+			if err := endpointSlices.Informer().AddIndexers(cache.Indexers{name: index}); err != nil {
+				return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+			}
 		}
 	}
 
@@ -131,6 +140,25 @@ func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, e
 	return t, err
 }
 
+// Front implements FrontSource: the resolver is in front of svc while a
+// resolver slice for it exists, and for the drain after the last one goes.
+func (e *InformerEndpoints) Front(svc ServiceRef) (bool, <-chan struct{}) {
+	if e.inFront(svc) {
+		return true, nil
+	}
+	// Watch, then read again, as Lookup does.
+	ch := e.b.watch(svc)
+	if e.inFront(svc) {
+		return true, nil
+	}
+	return false, ch
+}
+
+func (e *InformerEndpoints) inFront(svc ServiceRef) bool {
+	objs, err := e.slices.ByIndex(resolverSlicesIndex, svc.Namespace+"/"+svc.Name)
+	return (err == nil && len(objs) > 0) || e.drains.draining(svc)
+}
+
 // ServiceForClusterIP implements ClusterIPIndex.
 func (e *InformerEndpoints) ServiceForClusterIP(ip string) (ServiceRef, bool) {
 	objs, err := e.byClusterIP.ByIndex(clusterIPIndex, ip)
@@ -159,7 +187,7 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, 
 	}
 	list := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok && controlledBy(s, pub) {
 			list = append(list, s)
 		}
 	}
@@ -257,6 +285,15 @@ func podSlicesOf(s *discoveryv1.EndpointSlice) string {
 	return s.Labels[discoveryv1.LabelServiceName]
 }
 
+// controlledBy reports whether the Service svc controls s, as it does the
+// slices the EndpointSlice controller keeps for it. The managed-by label
+// alone is no proof: anyone who may write EndpointSlices in a namespace
+// can set it, and the owner reference names this very Service object.
+func controlledBy(s *discoveryv1.EndpointSlice, svc *corev1.Service) bool {
+	ref := metav1.GetControllerOfNoCopy(s)
+	return ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" && ref.UID == svc.UID
+}
+
 func indexByPodSlicesOf(obj any) ([]string, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
@@ -274,6 +311,10 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 	if !ok {
 		return
 	}
+	if name := resolverSliceOf(s); name != "" {
+		e.resolverSliceChanged(ServiceRef{s.Namespace, name})
+		return
+	}
 	name := podSlicesOf(s)
 	if name == "" {
 		return
@@ -281,6 +322,18 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 	e.logger.V(4).Info("EndpointSlice changed", "endpointSlice", klog.KObj(s), "service", klog.KRef(s.Namespace, name))
 	// Notifying a key nobody watches is a map lookup.
 	e.b.notify(ServiceRef{s.Namespace, name})
+}
+
+// resolverSliceChanged follows the resolver slices of svc. Informers update
+// their store before they call handlers, so when the index holds none
+// after a change, the last one just went: the drain starts.
+func (e *InformerEndpoints) resolverSliceChanged(svc ServiceRef) {
+	objs, err := e.slices.ByIndex(resolverSlicesIndex, svc.Namespace+"/"+svc.Name)
+	if err == nil && len(objs) == 0 {
+		e.logger.V(4).Info("Resolver left the front of the service; draining", "service", svc.kref(), "drain", e.drains.drain)
+		e.drains.leave(svc)
+	}
+	e.b.notify(svc)
 }
 
 func (e *InformerEndpoints) serviceChanged(obj any) {

@@ -10,18 +10,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
 )
 
+// serviceUID is the UID service gives a Service, and slice names as the
+// owner of the slices it makes, as the EndpointSlice controller does.
+func serviceUID(ns, name string) types.UID { return types.UID("uid-" + ns + "-" + name) }
+
 func service(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: serviceUID(ns, name)},
 		Spec:       corev1.ServiceSpec{Ports: ports},
 	}
 }
@@ -43,6 +49,9 @@ func slice(ns, name, svcName string, ports map[string]int32, eps ...sliceEP) *di
 				discoveryv1.LabelServiceName: svcName,
 				discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
 			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Service", Name: svcName, UID: serviceUID(ns, svcName), Controller: ptr.To(true),
+			}},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 	}
@@ -247,7 +256,7 @@ func TestInformerEndpoints(t *testing.T) {
 		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, ep("10.244.8.8")),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices())
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,4 +352,110 @@ func TestInformerEndpoints(t *testing.T) {
 	})
 	cancel()
 	factory.Shutdown()
+}
+
+// resolverSlice is a slice as the operator writes it for svcName: its
+// managed-by value and an ElastiService as its controller.
+func resolverSlice(ns, svcName string) *discoveryv1.EndpointSlice {
+	s := managedBy(slice(ns, names.ResolverSlice(svcName), svcName, map[string]int32{"http": 8012}, ep("10.244.9.9")), names.ResolverSliceManagedBy)
+	s.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: elastiv1alpha1.SchemeGroupVersion.String(), Kind: "ElastiService", Name: svcName, UID: "es-uid", Controller: ptr.To(true),
+	}}
+	return s
+}
+
+// startEndpoints runs an InformerEndpoints over client until the test
+// ends, with the command's cache transform.
+func startEndpoints(t *testing.T, client *fake.Clientset) *InformerEndpoints {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(TrimForCache))
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), DefaultFrontDrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	factory.WaitForCacheSync(ctx.Done())
+	eventually(t, 5*time.Second, "handlers synced", e.HasSynced)
+	return e
+}
+
+// The resolver is in front of a Service while the operator's resolver
+// slice for it exists, and for the drain after it goes, so that what
+// kube-proxy and ingress controllers still send it after the switch to
+// serve reaches the pods. A slice that only carries the operator's
+// managed-by label, with no ElastiService as its controller, fronts
+// nothing.
+func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
+	checkNoLeaks(t)
+	forged := managedBy(slice("team", "forged", "other", map[string]int32{"http": 8012}, ep("10.244.9.9")), names.ResolverSliceManagedBy)
+	client := fake.NewClientset(
+		service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))),
+		service("team", "other", svcPort("http", 80, intstr.FromInt32(8080))),
+		forged,
+	)
+	e := startEndpoints(t, client)
+	web, other := ServiceRef{"team", "web"}, ServiceRef{"team", "other"}
+	if in, _ := e.Front(other); in {
+		t.Fatal("a hand-made slice with the operator's managed-by label and no ElastiService controller put the resolver in front")
+	}
+	in, changed := e.Front(web)
+	if in || changed == nil {
+		t.Fatalf("before any resolver slice: Front = %v, %v; want false and a channel", in, changed)
+	}
+
+	ctx := t.Context()
+	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, resolverSlice("team", "web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the resolver slice's creation did not wake a waiter")
+	}
+	if in, _ := e.Front(web); !in {
+		t.Fatal("not in front with a resolver slice")
+	}
+
+	now := time.Now()
+	e.drains.mu.Lock()
+	e.drains.now = func() time.Time { return now }
+	e.drains.mu.Unlock()
+	if err := client.DiscoveryV1().EndpointSlices("team").Delete(ctx, names.ResolverSlice("web"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the drain to start", func() bool { return e.drains.draining(web) })
+	if in, _ := e.Front(web); !in {
+		t.Fatal("not in front right after the switch to serve: the drain must still forward")
+	}
+	e.drains.mu.Lock()
+	e.drains.now = func() time.Time { return now.Add(DefaultFrontDrain) }
+	e.drains.mu.Unlock()
+	if in, _ := e.Front(web); in {
+		t.Fatalf("still in front %v after the resolver slice went", DefaultFrontDrain)
+	}
+}
+
+// Only the slices the Service itself controls list its pods: a slice with
+// the EndpointSlice controller's labels but another owner, which anyone
+// who may write EndpointSlices in the namespace can make, is ignored, so
+// it cannot point the resolver at addresses of the writer's choosing.
+func TestSlicesOfAnotherOwnerAreIgnored(t *testing.T) {
+	checkNoLeaks(t)
+	forged := slice("team", "web-forged", "web", map[string]int32{"http": 8080}, ep("10.244.6.6"))
+	forged.OwnerReferences[0].UID = "someone-else"
+	unowned := slice("team", "web-unowned", "web", map[string]int32{"http": 8080}, ep("10.244.7.7"))
+	unowned.OwnerReferences = nil
+	client := fake.NewClientset(
+		service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))),
+		slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1")),
+		forged, unowned,
+	)
+	e := startEndpoints(t, client)
+	got, err := e.Lookup(ServiceRef{"team", "web"}, "80")
+	if err != nil || !slices.Equal(got.Addrs, []string{"10.244.0.1:8080"}) {
+		t.Fatalf("Lookup = %v, %v; want only the Service's own slice's endpoint", got.Addrs, err)
+	}
 }

@@ -29,7 +29,7 @@ func BenchmarkPortListeners(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		routes := NewRouteTable(ctx)
+		routes := NewRouteTable(ctx, anyPort)
 		pl := NewPortListeners(r, routes, PortListenersOptions{Host: "127.0.0.1"})
 		runCtx, cancel := context.WithCancel(context.Background())
 		go pl.Run(runCtx)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -31,7 +33,7 @@ func newPortEnv(t *testing.T, cfg Config) *portEnv {
 	t.Helper()
 	e := newEnv(t, cfg)
 	_, ctx := ktesting.NewTestContext(t)
-	routes := NewRouteTable(ctx)
+	routes := NewRouteTable(ctx, anyPort)
 	pe := &portEnv{testEnv: e, routes: routes, port: freePort(t)}
 	pe.ports = NewPortListeners(e.r, routes, PortListenersOptions{Host: "127.0.0.1"})
 	routes.Upsert(esWithPorts("web", v1.ResolverPort{Service: testSvc.Name, Name: "http", Port: 80, ResolverPort: pe.port}))
@@ -295,7 +297,7 @@ func TestPortsFollowTheRouteTable(t *testing.T) {
 // it, and when it lets go the other gets it.
 func TestRouteTableOlderClaimWins(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	rt := NewRouteTable(ctx)
+	rt := NewRouteTable(ctx, anyPort)
 	older := esWithPorts("old", v1.ResolverPort{Service: "old", Port: 80, ResolverPort: 20001})
 	older.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	newer := esWithPorts("new", v1.ResolverPort{Service: "new", Port: 80, ResolverPort: 20001})
@@ -314,6 +316,24 @@ func TestRouteTableOlderClaimWins(t *testing.T) {
 	}
 }
 
+// The resolver listens only inside its range: a port an ElastiService's
+// status names outside it (the resolver's own 8013, say, or any port a
+// user with update rights on the status writes) is never routed, and the
+// others of the same ElastiService still are.
+func TestRouteTableTakesOnlyPortsInItsRange(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	rt := NewRouteTable(ctx, portalloc.DefaultRange)
+	rt.Upsert(esWithPorts("web",
+		v1.ResolverPort{Service: "web", Port: 80, ResolverPort: 8013},
+		v1.ResolverPort{Service: "web", Port: 81, ResolverPort: 19999},
+		v1.ResolverPort{Service: "web", Port: 82, ResolverPort: 30000},
+		v1.ResolverPort{Service: "web", Port: 83, ResolverPort: 20000},
+	))
+	if got := rt.Ports(); !slices.Equal(got, []int32{20000}) {
+		t.Fatalf("routed ports %v, want only [20000], the one inside %s", got, portalloc.DefaultRange)
+	}
+}
+
 func TestHTTPPrefix(t *testing.T) {
 	for in, want := range map[string]prefixVerdict{
 		"GET / HTTP/1.1": prefixHTTP, "POST ": prefixHTTP, "PRI * HTTP/2.0\r\n": prefixHTTP,
@@ -326,5 +346,35 @@ func TestHTTPPrefix(t *testing.T) {
 	}
 	if !isHTTPAppProtocol("kubernetes.io/h2c") || isHTTPAppProtocol("https") || isHTTPAppProtocol("mysql") {
 		t.Error("isHTTPAppProtocol misjudges a known value")
+	}
+}
+
+// A resolver port forwards only while the resolver is in front of its
+// Service: for a Service that serves, a raw TCP connection is closed at
+// once, before a byte reaches the pod.
+func TestResolverPortClosesConnectionsForServicesNotInFront(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.net.route("10.244.0.9:5000", echoTCP(t, "pod says hi\n"))
+	pe.eps.Set(testSvc, "10.244.0.9:5000")
+	pe.eps.SetInFront(testSvc, false)
+
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("hello over raw tcp\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(c); len(b) != 0 || err != nil {
+		t.Fatalf("read %q, %v; want the connection closed with nothing from the pod", b, err)
+	}
+	if n := pe.net.dialCount("10.244.0.9:5000"); n != 0 {
+		t.Fatalf("the pod was dialled %d times", n)
+	}
+	if got := metricValue(t, pe.r.metrics.NotInFront.WithLabelValues(ProtocolTCP)); got != 1 {
+		t.Fatalf("not-in-front count = %v, want 1", got)
 	}
 }

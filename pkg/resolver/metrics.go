@@ -43,6 +43,9 @@ type Metrics struct {
 	// WakeRateLimited counts requests answered 429 (http) and connections
 	// closed (tcp) because their client had started its share of wakes.
 	WakeRateLimited *prometheus.CounterVec
+	// NotInFront counts requests answered 404 (http) and connections
+	// closed (tcp) because the resolver was not in front of their Service.
+	NotInFront *prometheus.CounterVec
 	// WakeRateSources is the number of client addresses whose wakes are
 	// being counted.
 	WakeRateSources prometheus.Gauge
@@ -73,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -108,6 +111,10 @@ func newMetrics() *Metrics {
 		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_wake_rate_limited_total",
 			Help: "Requests answered 429 (protocol http) or connections closed (tcp) because their client address started more wakes than --source-wake-rate and --source-wake-burst allow.",
+		}, []string{"protocol"}),
+		NotInFront: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_not_in_front_total",
+			Help: "Requests answered 404 (protocol http) or connections closed (tcp) because the resolver was not in front of their Service: no resolver EndpointSlice, and none removed within the drain.",
 		}, []string{"protocol"}),
 		WakeRateSources: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_wake_rate_limit_sources",
@@ -157,6 +164,7 @@ func (m *Metrics) initLabelValues() {
 	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
 		m.WakeRateLimited.WithLabelValues(p)
+		m.NotInFront.WithLabelValues(p)
 	}
 }
 

@@ -36,7 +36,7 @@ type ProbeMatcher interface {
 // ProbeIndex is a ProbeMatcher over ElastiServices, keyed by every Service
 // an ElastiService fronts: spec.service, and during a move of spec.service
 // the old Service too, which the resolver keeps fronting until the move
-// completes (see FrontedIndex), so its health checks do not wake the
+// completes (see NamedIndex), so its health checks do not wake the
 // target either. Rules are compiled once per ElastiService generation.
 type ProbeIndex struct {
 	mu     sync.RWMutex
@@ -49,7 +49,7 @@ type ProbeIndex struct {
 type probeEntry struct {
 	name    string
 	own     ServiceRef   // spec.service
-	svcs    []ServiceRef // every Service it fronts (frontedServices)
+	svcs    []ServiceRef // every Service it fronts (namedServices)
 	version string
 	rules   []compiledRule
 }
@@ -103,7 +103,7 @@ func (p *ProbeIndex) onDelete(obj any) {
 // under, through the status. es is only read.
 func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	own, svcs := ServiceRef{es.Namespace, es.Spec.Service}, frontedServices(es)
+	own, svcs := ServiceRef{es.Namespace, es.Spec.Service}, namedServices(es)
 	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
 	if es.Generation == 0 {
 		// Objects that never went through an apiserver (tests, fakes) have

@@ -22,9 +22,11 @@ type Options struct {
 	Endpoints EndpointSource
 	// Probes is optional; without it no request is answered by a rule.
 	Probes ProbeMatcher
-	// Fronted is optional; with it, a request for a Service no
-	// ElastiService names is answered 404 at once.
-	Fronted interface{ Fronted(ServiceRef) bool }
+	// Named is optional; with it, a request for a Service the resolver is
+	// not in front of waits frontGrace for a resolver slice only when an
+	// ElastiService names the Service, and is answered 404 at once
+	// otherwise. Without it every such request is answered 404 at once.
+	Named interface{ Named(ServiceRef) bool }
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
@@ -55,7 +57,7 @@ type Resolver struct {
 	cfg     Config
 	eps     EndpointSource
 	probes  ProbeMatcher
-	fronted interface{ Fronted(ServiceRef) bool }
+	named   interface{ Named(ServiceRef) bool }
 	admit   *admission
 	holds   *holder
 	fwd     *forwarder
@@ -93,7 +95,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		cfg:     cfg,
 		eps:     opts.Endpoints,
 		probes:  opts.Probes,
-		fronted: opts.Fronted,
+		named:   opts.Named,
 		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
@@ -140,9 +142,10 @@ func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // default port.
 func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string) {
 	logger := r.logger.WithValues("service", svc.kref())
-	if r.fronted != nil && !r.fronted.Fronted(svc) {
-		logger.V(4).Info("Refusing request for a Service no ElastiService names")
-		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not managed by elasti", svc))
+	if !r.inFront(req.Context(), svc) {
+		logger.V(4).Info("Refusing request for a Service the resolver is not in front of")
+		r.metrics.NotInFront.WithLabelValues(ProtocolHTTP).Inc()
+		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
 		return
 	}
 	b, err := r.eps.Lookup(svc, port)
@@ -167,6 +170,31 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		}
 	}
 	r.holdHTTP(w, req, logger, svc, port)
+}
+
+// inFront reports whether the resolver is in front of svc, so that it may
+// forward to it. For a Service an ElastiService names it waits up to
+// frontGrace for the resolver slice, which kube-proxy may have acted on
+// before this resolver's informer saw it.
+func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
+	in, changed := r.eps.Front(svc)
+	if in || r.named == nil || !r.named.Named(svc) {
+		return in
+	}
+	grace := time.NewTimer(frontGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case <-changed:
+			if in, changed = r.eps.Front(svc); in {
+				return true
+			}
+		case <-grace.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // holdHTTP admits req, holds it until svc has a Ready endpoint and

@@ -841,7 +841,8 @@ type notFoundSource struct{}
 func (notFoundSource) Lookup(ServiceRef, string) (Backends, error) {
 	return Backends{}, ErrServiceNotFound
 }
-func (notFoundSource) HasSynced() bool { return false }
+func (notFoundSource) Front(ServiceRef) (bool, <-chan struct{}) { return true, nil }
+func (notFoundSource) HasSynced() bool                          { return false }
 
 func TestBadRequestsAndHealth(t *testing.T) {
 	checkNoLeaks(t)

@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
@@ -33,6 +34,9 @@ type Route struct {
 // port (say, after a restore from backup, before the operator reassigns
 // one), the older ElastiService keeps it, as the operator decides.
 type RouteTable struct {
+	// rng bounds the ports taken from a status: only the operator's range
+	// is ever listened on.
+	rng    portalloc.Range
 	mu     sync.RWMutex
 	claims map[int32][]routeClaim           // every claim on a port, winner first
 	byES   map[types.NamespacedName][]int32 // the ports each ElastiService claims
@@ -43,15 +47,17 @@ type RouteTable struct {
 }
 
 type routeClaim struct {
+	port    int32 // the resolver port claimed
 	owner   types.NamespacedName
 	created int64 // the owner's creationTimestamp, Unix seconds
 	route   Route
 }
 
 // NewRouteTable returns an empty RouteTable, fed through Upsert and
-// Delete.
-func NewRouteTable(ctx context.Context) *RouteTable {
+// Delete, that takes only resolver ports inside rng.
+func NewRouteTable(ctx context.Context, rng portalloc.Range) *RouteTable {
 	return &RouteTable{
+		rng:     rng,
 		claims:  map[int32][]routeClaim{},
 		byES:    map[types.NamespacedName][]int32{},
 		changed: make(chan struct{}, 1),
@@ -62,8 +68,8 @@ func NewRouteTable(ctx context.Context) *RouteTable {
 // NewInformerRouteTable returns a RouteTable kept up to date by the
 // ElastiService informer. Call it before the informer factory is started.
 // ctx only carries the logger.
-func NewInformerRouteTable(ctx context.Context, informer elastiinformers.ElastiServiceInformer) (*RouteTable, error) {
-	t := NewRouteTable(ctx)
+func NewInformerRouteTable(ctx context.Context, informer elastiinformers.ElastiServiceInformer, rng portalloc.Range) (*RouteTable, error) {
+	t := NewRouteTable(ctx, rng)
 	reg, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
@@ -96,27 +102,30 @@ func (t *RouteTable) HasSynced() bool {
 // Changed receives a token after the set of ports changed.
 func (t *RouteTable) Changed() <-chan struct{} { return t.changed }
 
-// Upsert records es's resolver ports. es is only read.
+// Upsert records es's resolver ports. es is only read. A port outside the
+// table's range is left out: a status is written by whoever may update
+// ElastiServices, and must not make the resolver listen on, say, a port
+// another process of its pod uses.
 func (t *RouteTable) Upsert(es *elastiv1alpha1.ElastiService) {
 	owner := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	var claims []routeClaim
 	for _, p := range es.Status.ResolverPorts {
-		if p.ResolverPort < 1 || p.ResolverPort > 65535 || p.Service == "" {
+		if !t.rng.Contains(p.ResolverPort) || p.Service == "" {
 			continue
 		}
-		claims = append(claims, routeClaim{owner: owner, created: es.CreationTimestamp.Unix(), route: Route{
+		claims = append(claims, routeClaim{port: p.ResolverPort, owner: owner, created: es.CreationTimestamp.Unix(), route: Route{
 			Service: ServiceRef{Namespace: es.Namespace, Name: p.Service}, Port: p.Port, PortName: p.Name,
 		}})
 	}
-	t.set(owner, claims, es.Status.ResolverPorts)
+	t.set(owner, claims)
 }
 
 // Delete forgets the ElastiService's ports.
 func (t *RouteTable) Delete(namespace, name string) {
-	t.set(types.NamespacedName{Namespace: namespace, Name: name}, nil, nil)
+	t.set(types.NamespacedName{Namespace: namespace, Name: name}, nil)
 }
 
-func (t *RouteTable) set(owner types.NamespacedName, claims []routeClaim, ports []elastiv1alpha1.ResolverPort) {
+func (t *RouteTable) set(owner types.NamespacedName, claims []routeClaim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// toggled counts, per port, the times it left or joined the table: a
@@ -133,8 +142,8 @@ func (t *RouteTable) set(owner types.NamespacedName, claims []routeClaim, ports 
 		}
 	}
 	delete(t.byES, owner)
-	for i, c := range claims {
-		port := ports[i].ResolverPort
+	for _, c := range claims {
+		port := c.port
 		cs := append(t.claims[port], c)
 		if len(cs) == 1 {
 			toggled[port]++

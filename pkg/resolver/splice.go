@@ -23,6 +23,11 @@ func (r *Resolver) serveConn(c *peekedConn, route Route) {
 	ctx, cancel := context.WithTimeout(r.holds.ctx, r.cfg.RequestTimeout)
 	defer cancel()
 
+	if !r.inFront(ctx, svc) {
+		r.metrics.NotInFront.WithLabelValues(ProtocolTCP).Inc()
+		logger.V(4).Info("Closing connection for a Service the resolver is not in front of")
+		return
+	}
 	b, err := r.eps.Lookup(svc, port)
 	if err != nil {
 		logger.V(2).Info("Closing connection: cannot resolve service", "err", err)

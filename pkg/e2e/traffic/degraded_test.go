@@ -30,10 +30,9 @@ const (
 	resolverQueue = 3
 	// operatorLabel selects manifests/' operator pods.
 	operatorLabel = "app.kubernetes.io/name=elasti-operator"
-	// resolverMetricsPort serves the resolver's /metrics, and
-	// resolverRoutesPort its route table (GET /routes).
-	resolverMetricsPort = 8013
-	resolverRoutesPort  = 8014
+	// resolverInternalPort serves the resolver's /metrics and its route
+	// table (GET /routes).
+	resolverInternalPort = 8013
 )
 
 // TestOperatorDownThenBack: with the operator scaled to zero, a sleeping
@@ -211,7 +210,7 @@ func (s *scenario) waitEveryResolverListensFor(svc string, n int) {
 		var seen []string
 		ok := true
 		for _, p := range s.readyResolverPods() {
-			resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", p.Status.PodIP, resolverRoutesPort), Timeout: 2 * time.Second})
+			resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", p.Status.PodIP, resolverInternalPort), Timeout: 2 * time.Second})
 			var table []resolver.RouteStatus
 			if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
 				return false, fmt.Sprintf("%s: %s", p.Name, resp)
@@ -296,7 +295,7 @@ func (s *scenario) heldPerPod() (map[string]int, string) {
 
 // resolverGauge reads an unlabelled gauge from a resolver pod's /metrics.
 func (s *scenario) resolverGauge(p corev1.Pod, name string) (int, error) {
-	resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, resolverMetricsPort), Timeout: quickTimeout})
+	resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, resolverInternalPort), Timeout: quickTimeout})
 	if resp.Status != http.StatusOK {
 		return 0, fmt.Errorf("%s's metrics: %s", p.Name, resp)
 	}

@@ -125,11 +125,11 @@ func newProtocolScenario(t *testing.T) *scenario {
 }
 
 // waitResolverPorts waits until the resolver's route table (GET /routes on
-// its per-port-routing port, asked from the client pod) lists n listening
+// its internal port, asked from the client pod) lists n listening
 // ports for web, and until the operator recorded them.
 func (s *scenario) waitResolverPorts(n int) {
 	s.t.Helper()
-	routes := fmt.Sprintf("http://%s.%s:8014/routes", resolverService, elastiNamespace)
+	routes := fmt.Sprintf("http://%s.%s:%d/routes", resolverService, elastiNamespace, resolverInternalPort)
 	s.e.Eventually(fmt.Sprintf("the resolver to listen on %d ports for web", n), func() (bool, string) {
 		if got := len(s.e.Get(app).Status.ResolverPorts); got != n {
 			return false, fmt.Sprintf("status.resolverPorts has %d entries", got)

@@ -8,13 +8,13 @@ import (
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
-// During a move of spec.service the old Service is still fronted: the
+// During a move of spec.service the old Service is still named: the
 // operator keeps its resolver ports in status until the move completes,
 // and a request for it must be held and forwarded, not answered 404. Once
-// status lets go of it, it is no longer fronted.
-func TestFrontedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{frontedIndex: indexByFrontedService})
-	f := &FrontedIndex{indexer: idx}
+// status lets go of it, it is no longer named.
+func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
+	f := &NamedIndex{indexer: idx}
 	oldSvc, newSvc := ServiceRef{"team", "web"}, ServiceRef{"team", "web-v2"}
 
 	es := elastiService("team", "es", "web-v2", 2)
@@ -27,8 +27,8 @@ func TestFrontedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for svc, want := range map[ServiceRef]bool{oldSvc: true, newSvc: true, {"team", "other"}: false, {"elsewhere", "web"}: false} {
-		if got := f.Fronted(svc); got != want {
-			t.Errorf("mid-move: Fronted(%s) = %v, want %v", svc, got, want)
+		if got := f.Named(svc); got != want {
+			t.Errorf("mid-move: Named(%s) = %v, want %v", svc, got, want)
 		}
 	}
 
@@ -37,15 +37,15 @@ func TestFrontedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 	if err := idx.Update(done); err != nil {
 		t.Fatal(err)
 	}
-	if f.Fronted(oldSvc) || !f.Fronted(newSvc) {
-		t.Errorf("after the move: Fronted(old) = %v, Fronted(new) = %v; want false, true", f.Fronted(oldSvc), f.Fronted(newSvc))
+	if f.Named(oldSvc) || !f.Named(newSvc) {
+		t.Errorf("after the move: Named(old) = %v, Named(new) = %v; want false, true", f.Named(oldSvc), f.Named(newSvc))
 	}
 }
 
 // Mid-move, a connection on the old Service's resolver port is for the
 // old Service, and the port is released with its status entry.
 func TestRouteTableKeepsTheOldServicesPortMidMove(t *testing.T) {
-	table := NewRouteTable(t.Context())
+	table := NewRouteTable(t.Context(), anyPort)
 	es := elastiService("team", "es", "web-v2", 2)
 	es.Status.ResolverPorts = []v1.ResolverPort{
 		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},

@@ -1,0 +1,100 @@
+package resolver
+
+import (
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/names"
+)
+
+// FrontSource tells whether the resolver is in front of a Service: whether
+// the operator's resolver EndpointSlice points the Service at the resolver.
+// The resolver forwards only for such a Service. Without the check any pod
+// could reach any Service's pods through the resolver, by Host or on a
+// resolver port, around the NetworkPolicies that guard them.
+type FrontSource interface {
+	// Front reports whether the resolver is in front of svc. When it is
+	// not, changed is closed on the next change that may make it so.
+	Front(svc ServiceRef) (inFront bool, changed <-chan struct{})
+}
+
+// frontGrace is how long a request for a Service that an ElastiService
+// names, but that the resolver is not in front of, waits for a resolver
+// slice before it is answered 404: kube-proxy may route to a slice before
+// the resolver's own informer has it.
+const frontGrace = 2 * time.Second
+
+// resolverSlicesIndex indexes the operator's resolver slices by
+// "<namespace>/<kubernetes.io/service-name>"; see resolverSliceOf.
+const resolverSlicesIndex = "github.com/elasti-dev/elasti/pkg/resolver:resolver-slices"
+
+// resolverSliceOf returns the Service s puts the resolver in front of, or
+// "" when s is not a resolver slice: one the operator marks as its own and
+// an ElastiService controls. A slice is only ever taken for a Service of
+// its own namespace, so a slice made by hand can front no other
+// namespace's Service.
+func resolverSliceOf(s *discoveryv1.EndpointSlice) string {
+	if s.Labels[discoveryv1.LabelManagedBy] != names.ResolverSliceManagedBy {
+		return ""
+	}
+	if ref := metav1.GetControllerOfNoCopy(s); ref == nil || !elastiv1alpha1.IsElastiServiceRef(*ref) {
+		return ""
+	}
+	return s.Labels[discoveryv1.LabelServiceName]
+}
+
+func indexByResolverSliceOf(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	if name := resolverSliceOf(s); name != "" {
+		return []string{s.Namespace + "/" + name}, nil
+	}
+	return nil, nil
+}
+
+// drains remembers when the resolver last left the front of each Service,
+// for the drain. Entries older than that are swept at most once per
+// drain, so the map holds only the Services that switched to serve
+// within about twice the drain.
+type drains struct {
+	mu        sync.Mutex
+	left      map[ServiceRef]time.Time
+	nextSweep time.Time
+	drain     time.Duration
+	now       func() time.Time
+}
+
+func newDrains(drain time.Duration) *drains {
+	return &drains{left: map[ServiceRef]time.Time{}, drain: drain, now: time.Now}
+}
+
+// leave records that the resolver left the front of svc now.
+func (d *drains) leave(svc ServiceRef) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	if now.After(d.nextSweep) {
+		for k, t := range d.left {
+			if now.Sub(t) >= d.drain {
+				delete(d.left, k)
+			}
+		}
+		d.nextSweep = now.Add(d.drain)
+	}
+	d.left[svc] = now
+}
+
+// draining reports whether the resolver left the front of svc less than
+// the drain ago.
+func (d *drains) draining(svc ServiceRef) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.left[svc]
+	return ok && d.now().Sub(t) < d.drain
+}

@@ -1,0 +1,77 @@
+package resolver
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/client-go/tools/cache"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+)
+
+// namedIndex indexes ElastiServices by "<namespace>/<service>" for
+// spec.service and every Service status.resolverPorts names.
+const namedIndex = "github.com/elasti-dev/elasti/pkg/resolver:service"
+
+// NamedIndex tells whether an ElastiService names a Service: by its
+// spec.service, or by resolver ports still kept in its status, which is
+// how the operator keeps the old Service of a move of spec.service under
+// the resolver until the move completes. A request for a Service no
+// ElastiService names is answered 404 at once; one for a named Service
+// that the resolver is not in front of (see [FrontSource]) waits a moment
+// for the resolver slice the operator may have just written.
+type NamedIndex struct {
+	indexer cache.Indexer
+	synced  cache.InformerSynced
+}
+
+// NewNamedIndex adds its index to the ElastiService informer. Call it
+// before the informer factory is started.
+func NewNamedIndex(informer elastiinformers.ElastiServiceInformer) (*NamedIndex, error) {
+	inf := informer.Informer()
+	if _, exists := inf.GetIndexer().GetIndexers()[namedIndex]; !exists {
+		if err := inf.AddIndexers(cache.Indexers{namedIndex: indexByNamedService}); err != nil {
+			return nil, fmt.Errorf("adding ElastiService index: %w", err)
+		}
+	}
+	return &NamedIndex{indexer: inf.GetIndexer(), synced: inf.HasSynced}, nil
+}
+
+func indexByNamedService(obj any) ([]string, error) {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok {
+		return nil, nil
+	}
+	named := namedServices(es)
+	keys := make([]string, 0, len(named))
+	for _, svc := range named {
+		keys = append(keys, svc.String())
+	}
+	return keys, nil
+}
+
+// namedServices lists the Services es names: spec.service, then each
+// other Service status.resolverPorts names (the old ones of a move), once.
+func namedServices(es *elastiv1alpha1.ElastiService) []ServiceRef {
+	var out []ServiceRef
+	add := func(name string) {
+		if svc := (ServiceRef{es.Namespace, name}); name != "" && !slices.Contains(out, svc) {
+			out = append(out, svc)
+		}
+	}
+	add(es.Spec.Service)
+	for _, p := range es.Status.ResolverPorts {
+		add(p.Service)
+	}
+	return out
+}
+
+// Named reports whether an ElastiService names svc.
+func (f *NamedIndex) Named(svc ServiceRef) bool {
+	objs, err := f.indexer.ByIndex(namedIndex, svc.Namespace+"/"+svc.Name)
+	return err == nil && len(objs) > 0
+}
+
+// HasSynced reports whether the ElastiService informer has synced.
+func (f *NamedIndex) HasSynced() bool { return f.synced() }

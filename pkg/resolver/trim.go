@@ -1,0 +1,60 @@
+package resolver
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+)
+
+// TrimForCache is the informers' transform: it keeps only the fields the
+// resolver reads of each object. The resolver watches every Service and
+// EndpointSlice of the cluster, and every ElastiService, so what it keeps
+// of each is multiplied by the size of the cluster; managed fields,
+// annotations, selectors, topology and the ElastiService's triggers and
+// conditions are never read here.
+func TrimForCache(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return &corev1.Service{
+			ObjectMeta: scaletarget.Identity(o.ObjectMeta),
+			Spec:       corev1.ServiceSpec{ClusterIPs: o.Spec.ClusterIPs, Ports: o.Spec.Ports},
+		}, nil
+	case *discoveryv1.EndpointSlice:
+		meta := scaletarget.Identity(o.ObjectMeta)
+		for _, k := range []string{discoveryv1.LabelServiceName, discoveryv1.LabelManagedBy} {
+			if v, ok := o.Labels[k]; ok {
+				if meta.Labels == nil {
+					meta.Labels = make(map[string]string, 2)
+				}
+				meta.Labels[k] = v
+			}
+		}
+		// The controller reference is what podSlicesOf's and
+		// resolverSliceOf's callers trust a slice by.
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+			meta.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
+		trimmed := &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: o.AddressType}
+		if podSlicesOf(o) != "" {
+			trimmed.Ports = o.Ports
+			trimmed.Endpoints = make([]discoveryv1.Endpoint, len(o.Endpoints))
+			for i, ep := range o.Endpoints {
+				trimmed.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions}
+			}
+		}
+		return trimmed, nil
+	case *elastiv1alpha1.ElastiService:
+		meta := scaletarget.Identity(o.ObjectMeta)
+		meta.CreationTimestamp = o.CreationTimestamp // the older claim on a resolver port wins
+		return &elastiv1alpha1.ElastiService{
+			TypeMeta:   o.TypeMeta,
+			ObjectMeta: meta,
+			Spec:       elastiv1alpha1.ElastiServiceSpec{Service: o.Spec.Service, ProbeResponse: o.Spec.ProbeResponse},
+			Status:     elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts},
+		}, nil
+	}
+	return obj, nil
+}

@@ -1,0 +1,78 @@
+package resolver
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// bulk is what a cached object must not keep: managed fields and
+// annotations such as kubectl's last-applied-configuration.
+func bulk(m *metav1.ObjectMeta) {
+	m.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 4096)}
+	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{Raw: []byte(strings.Repeat("{}", 1024))}}}
+	m.Labels["team"] = "shop"
+}
+
+// The resolver caches every Service and EndpointSlice of the cluster:
+// TrimForCache keeps what routing, the front check and the owner checks
+// read, and drops the rest.
+func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
+	svc := service("team", "web", svcPort("http", 80, intstr.FromInt32(8080)))
+	svc.Labels = map[string]string{}
+	bulk(&svc.ObjectMeta)
+	svc.Spec.ClusterIPs = []string{"10.0.0.7"}
+	svc.Spec.Selector = map[string]string{"app": "web"}
+	got, _ := TrimForCache(svc.DeepCopy())
+	ts := got.(*corev1.Service)
+	if ts.UID != svc.UID || ts.Spec.ClusterIPs[0] != "10.0.0.7" || len(ts.Spec.Ports) != 1 || ts.Annotations != nil || ts.ManagedFields != nil || ts.Labels != nil || ts.Spec.Selector != nil {
+		t.Errorf("trimmed Service = %+v", ts)
+	}
+
+	pods := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1"))
+	bulk(&pods.ObjectMeta)
+	pods.Endpoints[0].NodeName = ptr.To("node-1")
+	pods.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
+	got, _ = TrimForCache(pods.DeepCopy())
+	tp := got.(*discoveryv1.EndpointSlice)
+	if podSlicesOf(tp) != "web" || !controlledBy(tp, svc) || len(tp.Ports) != 1 || len(tp.Endpoints) != 1 ||
+		tp.Endpoints[0].Addresses[0] != "10.244.0.1" || tp.Endpoints[0].NodeName != nil || tp.Endpoints[0].TargetRef != nil ||
+		tp.Annotations != nil || tp.ManagedFields != nil || len(tp.Labels) != 2 {
+		t.Errorf("trimmed pod slice = %+v", tp)
+	}
+
+	rs := resolverSlice("team", "web")
+	bulk(&rs.ObjectMeta)
+	got, _ = TrimForCache(rs.DeepCopy())
+	tr := got.(*discoveryv1.EndpointSlice)
+	if resolverSliceOf(tr) != "web" || tr.Endpoints != nil || tr.Annotations != nil {
+		t.Errorf("trimmed resolver slice = %+v", tr)
+	}
+
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "es", Generation: 3, CreationTimestamp: metav1.Now(), Labels: map[string]string{}},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:       "web",
+			Triggers:      []elastiv1alpha1.ScaleTrigger{{Type: "prometheus"}},
+			ProbeResponse: []elastiv1alpha1.ProbeResponseRule{{Response: elastiv1alpha1.ProbeCannedAnswer{Status: 200}}},
+		},
+		Status: elastiv1alpha1.ElastiServiceStatus{
+			ResolverPorts: []elastiv1alpha1.ResolverPort{{Service: "web", Port: 80, ResolverPort: 20000}},
+			Conditions:    []metav1.Condition{{Type: "Ready"}},
+		},
+	}
+	bulk(&es.ObjectMeta)
+	got, _ = TrimForCache(es.DeepCopy())
+	te := got.(*elastiv1alpha1.ElastiService)
+	if te.Spec.Service != "web" || len(te.Spec.ProbeResponse) != 1 || len(te.Status.ResolverPorts) != 1 || te.Generation != 3 ||
+		!te.CreationTimestamp.Equal(&es.CreationTimestamp) || te.Spec.Triggers != nil || te.Status.Conditions != nil || te.Annotations != nil {
+		t.Errorf("trimmed ElastiService = %+v", te)
+	}
+}
