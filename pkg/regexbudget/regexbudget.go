@@ -15,6 +15,7 @@ package regexbudget
 import (
 	"fmt"
 	"regexp/syntax"
+	"unicode/utf8"
 
 	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
@@ -46,14 +47,14 @@ func ForElastiService() *Budget {
 func (b *Budget) Left() int64 { return b.left }
 
 // Charge checks pattern and takes its cost from b. A pattern longer than
-// v1alpha1.MaxProbeValueBytes, one that does not parse as regexp.Compile
+// v1alpha1.MaxProbeValueLength characters, one that does not parse as regexp.Compile
 // parses it, or one that costs more than is left is refused, and b is left
 // as it was. The error says which, without repeating the pattern.
 func (b *Budget) Charge(pattern string) error {
 	// Checked before parsing: an older CRD lets through values of any
 	// length, and parsing costs memory in proportion.
-	if len(pattern) > v1alpha1.MaxProbeValueBytes {
-		return fmt.Errorf("regular expression of %d bytes is longer than %d", len(pattern), v1alpha1.MaxProbeValueBytes)
+	if n := utf8.RuneCountInString(pattern); n > v1alpha1.MaxProbeValueLength {
+		return fmt.Errorf("regular expression of %d characters is longer than %d", n, v1alpha1.MaxProbeValueLength)
 	}
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {

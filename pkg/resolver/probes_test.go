@@ -305,12 +305,14 @@ func TestProbeOfAServiceAnsweredByItsOwnElastiService(t *testing.T) {
 	}
 }
 
-// Regular expressions too large to compile: a 3,000-character group
-// repeated {1000} (over the length bound too) and a 1,000-character one,
-// which Go's regexp compiles to about a million instructions, 40 MiB.
+// Regular expressions too large to compile, all accepted by Go's regexp: a
+// 3,000-character group repeated {1000} (about 120 MiB compiled; over the
+// length bound too), a 1,000-character one (40 MiB), and a 100-character
+// one within the length bound (4 MiB), and nested repeats.
 var oversizedRegexps = []string{
 	"(" + strings.Repeat("ab", 1500) + "){1000}",
 	"(" + strings.Repeat("a", 1000) + "){1000}",
+	"(" + strings.Repeat("a", 100) + "){1000}",
 	`(((/{10}){10}){10})`,
 }
 
@@ -351,8 +353,9 @@ func TestOversizedRegexpIsNeverCompiled(t *testing.T) {
 		{"victim", "/healthz", "", "victim ok"},
 		{"victim", "/health", "kube-probe/1.36", "victim ok"},
 		{"attacker", "/own-healthz", "", "attacker's own"},
-		{"attacker", "/" + strings.Repeat("a", 1000), "", ""},
-		{"attacker", "/x", strings.Repeat("a", 1000), ""},
+		// Each would match one of the oversized rules, were it compiled.
+		{"attacker", strings.Repeat("/", 1000), "", ""},
+		{"attacker", "/x", strings.Repeat("a", 100*1000), ""},
 		{"attacker", "/x", strings.Repeat("/", 1000), ""},
 	} {
 		req := httptest.NewRequest("GET", c.path, nil)
