@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -288,7 +289,7 @@ func TestInvalidResourcesAreRefusedByTheAPIServer(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := validElastiService("bad-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-"))
-			obj.SetName(obj.GetName() + "-" + string(rune('a'+i)))
+			obj.SetName(obj.GetName() + "-" + strconv.Itoa(i))
 			tc.edit(obj.Object["spec"].(map[string]any))
 			_, err := dyn.Resource(elastiGVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 			if err == nil {
