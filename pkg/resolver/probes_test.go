@@ -314,6 +314,7 @@ var oversizedRegexps = []string{
 	"(" + strings.Repeat("a", 1000) + "){1000}",
 	"(" + strings.Repeat("a", 100) + "){1000}",
 	`(((/{10}){10}){10})`,
+	`((a{1000}){1000}){1000}`,
 }
 
 // An ElastiService whose rules hold regular expressions past the budget

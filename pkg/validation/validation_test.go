@@ -200,10 +200,16 @@ func largestProbeResponse() []v1alpha1.ProbeResponseRule {
 }
 
 // The attack measured before the budget existed, a 3,000-character group
-// repeated {1000} (about 120 MiB once compiled), and one within the length
-// bound (4 MiB), are refused while allocating next to nothing.
+// repeated {1000} (about 120 MiB once compiled), one within the length
+// bound (4 MiB), and nested repeats, which multiply, are refused while
+// allocating next to nothing.
 func TestOversizedRegexpsRefusedCheaply(t *testing.T) {
-	for _, re := range []string{"(" + strings.Repeat("ab", 1500) + "){1000}", "(" + strings.Repeat("a", 100) + "){1000}"} {
+	for _, re := range []string{
+		"(" + strings.Repeat("ab", 1500) + "){1000}",
+		"(" + strings.Repeat("a", 100) + "){1000}",
+		`((a{1000}){1000}){1000}`,
+		`(((a{10}){10}){10})`,
+	} {
 		es := valid()
 		for range 2 {
 			es.Spec.ProbeResponse = append(es.Spec.ProbeResponse, probeRule(re))
