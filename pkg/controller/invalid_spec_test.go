@@ -34,6 +34,15 @@ var invalidSpecs = []struct {
 	{"unknown trigger type", func(s *elastiv1alpha1.ElastiServiceSpec) {
 		s.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: "cpu", Metadata: json.RawMessage(`{"value":"50"}`)}}
 	}},
+	{"probe regexp too large to compile", func(s *elastiv1alpha1.ElastiServiceSpec) {
+		s.ProbeResponse = []elastiv1alpha1.ProbeResponseRule{{
+			Path:     &elastiv1alpha1.PathMatch{Type: elastiv1alpha1.MatchRegularExpression, Value: "(" + strings.Repeat("x", 3000) + "){1000}"},
+			Response: elastiv1alpha1.ProbeCannedAnswer{Status: 200},
+		}}
+	}},
+	{"1000 probe rules", func(s *elastiv1alpha1.ElastiServiceSpec) {
+		s.ProbeResponse = make([]elastiv1alpha1.ProbeResponseRule, 1000)
+	}},
 	{"ftp serverAddress", func(s *elastiv1alpha1.ElastiServiceSpec) {
 		s.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: json.RawMessage(
 			`{"query":"up","threshold":"1","serverAddress":"ftp://prometheus:9090"}`)}}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -253,6 +254,34 @@ func TestInvalidResourcesAreRefusedByTheAPIServer(t *testing.T) {
 		{"bad probeResponse path type", func(s map[string]any) { probe(s)["path"].(map[string]any)["type"] = "Glob" }, []string{"spec.probeResponse[0].path.type", `Unsupported value: "Glob"`}},
 		{"probeResponse without response", func(s map[string]any) { delete(probe(s), "response") }, []string{"spec.probeResponse[0].response", "Required value"}},
 		{"probeResponse status out of range", func(s map[string]any) { probe(s)["response"].(map[string]any)["status"] = int64(42) }, []string{"spec.probeResponse[0].response.status"}},
+		{"probeResponse status 1xx", func(s map[string]any) { probe(s)["response"].(map[string]any)["status"] = int64(101) }, []string{"spec.probeResponse[0].response.status", "greater than or equal to 200"}},
+		{"9 probeResponse rules", func(s map[string]any) {
+			for range elastiv1alpha1.MaxProbeRules {
+				s["probeResponse"] = append(s["probeResponse"].([]any), probe(s))
+			}
+		}, []string{"spec.probeResponse", "must have at most 8 items"}},
+		// The attack measured on issue #20: with two such rules the resolver
+		// grew to 1 GB.
+		{"probeResponse regexp of a 3000-character group repeated 1000 times", func(s map[string]any) {
+			probe(s)["path"] = map[string]any{"type": "RegularExpression", "value": "(" + strings.Repeat("ab", 1500) + "){1000}"}
+		}, []string{"spec.probeResponse[0].path.value", "Too long", "may not be more than 128"}},
+		{"5 probeResponse headers", func(s map[string]any) {
+			var hs []any
+			for range elastiv1alpha1.MaxProbeMatches + 1 {
+				hs = append(hs, map[string]any{"name": "User-Agent", "type": "Exact", "value": "kube-probe/1.36"})
+			}
+			probe(s)["headers"] = hs
+		}, []string{"spec.probeResponse[0].headers", "must have at most 4 items"}},
+		{"probeResponse header name over 64", func(s map[string]any) {
+			probe(s)["headers"] = []any{map[string]any{"name": strings.Repeat("h", 65), "type": "Exact", "value": "x"}}
+		}, []string{"spec.probeResponse[0].headers[0].name", "Too long"}},
+		{"probeResponse query value over 128", func(s map[string]any) {
+			probe(s)["queryParams"] = []any{map[string]any{"name": "probe", "type": "Exact", "value": strings.Repeat("q", 129)}}
+		}, []string{"spec.probeResponse[0].queryParams[0].value", "Too long"}},
+		{"probeResponse body over 256", func(s map[string]any) { probe(s)["response"].(map[string]any)["body"] = strings.Repeat("b", 257) },
+			[]string{"spec.probeResponse[0].response.body", "Too long"}},
+		{"probeResponse method over 16", func(s map[string]any) { probe(s)["method"] = strings.Repeat("M", 17) },
+			[]string{"spec.probeResponse[0].method", "Too long"}},
 		{"bad header match type", func(s map[string]any) {
 			probe(s)["headers"] = []any{map[string]any{"name": "User-Agent", "type": "Glob", "value": "kube-probe*"}}
 		}, []string{"spec.probeResponse[0].headers[0].type", `Unsupported value: "Glob"`}},
@@ -260,7 +289,7 @@ func TestInvalidResourcesAreRefusedByTheAPIServer(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := validElastiService("bad-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-"))
-			obj.SetName(obj.GetName() + "-" + string(rune('a'+i)))
+			obj.SetName(obj.GetName() + "-" + strconv.Itoa(i))
 			tc.edit(obj.Object["spec"].(map[string]any))
 			_, err := dyn.Resource(elastiGVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 			if err == nil {

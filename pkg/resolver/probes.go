@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/regexbudget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
@@ -227,10 +228,17 @@ type nameMatcher struct {
 	stringMatcher
 }
 
+// compileRules compiles an ElastiService's rules. Their regular
+// expressions share one budget (pkg/regexbudget), measured before each is
+// compiled: a rule whose expression does not fit is never compiled and never
+// matches, and the rules before and after it, and other ElastiServices', are
+// served as usual. The operator refuses such a spec (InvalidSpec), but an
+// older CRD lets it reach the resolver anyway.
 func compileRules(logger klog.Logger, rules []elastiv1alpha1.ProbeResponseRule) []compiledRule {
 	out := make([]compiledRule, len(rules))
+	budget := regexbudget.ForElastiService()
 	for i, r := range rules {
-		c, err := compileRule(r)
+		c, err := compileRule(r, budget)
 		if err != nil {
 			// Logged once per generation: rules are only compiled when the
 			// generation changes (see Upsert).
@@ -242,14 +250,14 @@ func compileRules(logger klog.Logger, rules []elastiv1alpha1.ProbeResponseRule) 
 	return out
 }
 
-func compileRule(r elastiv1alpha1.ProbeResponseRule) (compiledRule, error) {
+func compileRule(r elastiv1alpha1.ProbeResponseRule, budget *regexbudget.Budget) (compiledRule, error) {
 	c := compiledRule{method: strings.TrimSpace(r.Method)}
 	status := int(r.Response.Status)
 	if status == 0 {
 		status = http.StatusOK
 	}
-	if status < 200 || status > 599 {
-		return c, fmt.Errorf("response status %d is not in 200-599", r.Response.Status)
+	if status < elastiv1alpha1.MinProbeStatus || status > elastiv1alpha1.MaxProbeStatus {
+		return c, fmt.Errorf("response status %d is not in %d-%d", r.Response.Status, elastiv1alpha1.MinProbeStatus, elastiv1alpha1.MaxProbeStatus)
 	}
 	c.answer = ProbeAnswer{Status: status, Body: r.Response.Body}
 	if r.Path != nil {
@@ -257,21 +265,21 @@ func compileRule(r elastiv1alpha1.ProbeResponseRule) (compiledRule, error) {
 		if kind == "" {
 			kind = elastiv1alpha1.MatchPathPrefix
 		}
-		m, err := newStringMatcher(kind, r.Path.Value, true)
+		m, err := newStringMatcher(kind, r.Path.Value, true, budget)
 		if err != nil {
 			return c, fmt.Errorf("path: %w", err)
 		}
 		c.path = &m
 	}
 	for _, h := range r.Headers {
-		m, err := newStringMatcher(h.Type, h.Value, false)
+		m, err := newStringMatcher(h.Type, h.Value, false, budget)
 		if err != nil {
 			return c, fmt.Errorf("header %q: %w", h.Name, err)
 		}
 		c.headers = append(c.headers, nameMatcher{name: http.CanonicalHeaderKey(h.Name), stringMatcher: m})
 	}
 	for _, q := range r.QueryParams {
-		m, err := newStringMatcher(q.Type, q.Value, false)
+		m, err := newStringMatcher(q.Type, q.Value, false, budget)
 		if err != nil {
 			return c, fmt.Errorf("query parameter %q: %w", q.Name, err)
 		}
@@ -281,8 +289,9 @@ func compileRule(r elastiv1alpha1.ProbeResponseRule) (compiledRule, error) {
 }
 
 // newStringMatcher compiles one match. A regular expression must match the
-// whole value, as in the Gateway API. An empty type means Exact.
-func newStringMatcher(kind, value string, isPath bool) (stringMatcher, error) {
+// whole value, as in the Gateway API, and is charged to budget first. An
+// empty type means Exact.
+func newStringMatcher(kind, value string, isPath bool, budget *regexbudget.Budget) (stringMatcher, error) {
 	if kind == "" {
 		kind = elastiv1alpha1.MatchExact
 	}
@@ -295,16 +304,19 @@ func newStringMatcher(kind, value string, isPath bool) (stringMatcher, error) {
 		}
 		m.value = strings.TrimRight(value, "/")
 	case elastiv1alpha1.MatchRegularExpression:
-		// Compile the value on its own first: an unbalanced value such as
-		// "/healthz)|(?:.*" would otherwise close the anchoring group and
-		// match everything. A value that compiles alone has balanced
-		// groups, so the wrapped form anchors all of it.
-		if _, err := regexp.Compile(value); err != nil {
-			return m, fmt.Errorf("regular expression %q: %w", value, err)
+		// Charge parses the value on its own, before anything is
+		// compiled: a value too large for what is left of the budget is
+		// never compiled, and an unbalanced value such as
+		// "/healthz)|(?:.*", which would close the anchoring group and
+		// match everything, does not parse. A value that parses alone has
+		// balanced groups, so the wrapped form anchors all of it. The
+		// error never repeats the value: it may be a kilobyte.
+		if err := budget.Charge(value); err != nil {
+			return m, fmt.Errorf("regular expression: %w", err)
 		}
 		re, err := regexp.Compile("^(?:" + value + ")$")
 		if err != nil {
-			return m, fmt.Errorf("regular expression %q: %w", value, err)
+			return m, fmt.Errorf("regular expression: %w", err)
 		}
 		m.re = re
 	default:

@@ -3,6 +3,9 @@ package resolver
 import (
 	"context"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/regexbudget"
 )
 
 func elastiService(ns, name, svc string, gen int64, rules ...v1.ProbeResponseRule) *v1.ElastiService {
@@ -114,11 +118,11 @@ func TestProbeRuleMatching(t *testing.T) {
 
 func TestRegexMustCompileWithoutAnchors(t *testing.T) {
 	for _, v := range []string{"/healthz)|(?:.*", ").*(", "a)|(b"} {
-		if _, err := newStringMatcher(v1.MatchRegularExpression, v, true); err == nil {
+		if _, err := newStringMatcher(v1.MatchRegularExpression, v, true, regexbudget.ForElastiService()); err == nil {
 			t.Errorf("regular expression %q accepted; wrapped in anchors it matches more than it says", v)
 		}
 	}
-	m, err := newStringMatcher(v1.MatchRegularExpression, "/a|/b", true)
+	m, err := newStringMatcher(v1.MatchRegularExpression, "/a|/b", true, regexbudget.ForElastiService())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +142,7 @@ func TestPathPrefixSemantics(t *testing.T) {
 		{"/api", "/", false},
 	}
 	for _, c := range cases {
-		m, err := newStringMatcher(v1.MatchPathPrefix, c.prefix, true)
+		m, err := newStringMatcher(v1.MatchPathPrefix, c.prefix, true, regexbudget.ForElastiService())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +150,7 @@ func TestPathPrefixSemantics(t *testing.T) {
 			t.Errorf("PathPrefix %q on %q = %v, want %v", c.prefix, c.path, got, c.want)
 		}
 	}
-	if _, err := newStringMatcher(v1.MatchPathPrefix, "/x", false); err == nil {
+	if _, err := newStringMatcher(v1.MatchPathPrefix, "/x", false, regexbudget.ForElastiService()); err == nil {
 		t.Error("PathPrefix accepted for a header")
 	}
 }
@@ -298,5 +302,101 @@ func TestProbeOfAServiceAnsweredByItsOwnElastiService(t *testing.T) {
 	}
 	if a, _ := p.MatchProbe(ServiceRef{"team", "web-v2"}, httptest.NewRequest("GET", "/healthz", nil)); a.Body != "from a" {
 		t.Errorf("probe of web-v2 answered %q, want %q", a.Body, "from a")
+	}
+}
+
+// Regular expressions too large to compile, all accepted by Go's regexp: a
+// 3,000-character group repeated {1000} (about 120 MiB compiled; over the
+// length bound too), a 1,000-character one (40 MiB), and a 100-character
+// one within the length bound (4 MiB), and nested repeats.
+var oversizedRegexps = []string{
+	"(" + strings.Repeat("ab", 1500) + "){1000}",
+	"(" + strings.Repeat("a", 1000) + "){1000}",
+	"(" + strings.Repeat("a", 100) + "){1000}",
+	`(((/{10}){10}){10})`,
+	`((a{1000}){1000}){1000}`,
+}
+
+// An ElastiService whose rules hold regular expressions past the budget
+// has them never compiled: indexing it costs what parsing them costs, and
+// its other rules, and another namespace's ElastiService, are answered.
+func TestOversizedRegexpIsNeverCompiled(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := NewStaticProbeIndex(ctx)
+	var rules []v1.ProbeResponseRule
+	for _, re := range oversizedRegexps {
+		rules = append(rules,
+			v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: re}, Response: answer(200, "path")},
+			v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "User-Agent", Type: v1.MatchRegularExpression, Value: re}}, Response: answer(200, "header")})
+	}
+	rules = append(rules, v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/own-health(z)?"}, Response: answer(200, "attacker's own")})
+	attacker := elastiService("attacker", "es", "web", 1, rules...)
+	victim := elastiService("victim", "es", "web", 1,
+		v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "^/health(z)?$"}, Response: answer(200, "victim ok")})
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	p.Upsert(attacker)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	// Compiling just one of them allocates over 100 MiB and takes seconds.
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 4<<20 || took > time.Second {
+		t.Errorf("indexing the oversized rules allocated %d bytes in %s; they were compiled", allocated, took)
+	}
+	p.Upsert(victim)
+
+	for _, c := range []struct {
+		ns, path, ua string
+		want         string // "" for no match
+	}{
+		{"victim", "/healthz", "", "victim ok"},
+		{"victim", "/health", "kube-probe/1.36", "victim ok"},
+		{"attacker", "/own-healthz", "", "attacker's own"},
+		// Each would match one of the oversized rules, were it compiled.
+		{"attacker", strings.Repeat("/", 1000), "", ""},
+		{"attacker", "/x", strings.Repeat("a", 100*1000), ""},
+		{"attacker", "/x", strings.Repeat("/", 1000), ""},
+	} {
+		req := httptest.NewRequest("GET", c.path, nil)
+		if c.ua != "" {
+			req.Header.Set("User-Agent", c.ua)
+		}
+		a, ok := p.MatchProbe(ServiceRef{c.ns, "web"}, req)
+		if got := a.Body; !ok && got != "" || ok != (c.want != "") || got != c.want {
+			t.Errorf("%s %.20s (User-Agent %.20q): answered %q (%v), want %q", c.ns, c.path, c.ua, got, ok, c.want)
+		}
+	}
+	p.mu.RLock()
+	compiled := p.byName[types.NamespacedName{Namespace: "attacker", Name: "es"}].rules
+	p.mu.RUnlock()
+	for i, r := range compiled[:len(compiled)-1] {
+		if !r.invalid || r.path != nil && r.path.re != nil {
+			t.Errorf("rule %d: invalid %v, compiled path %v; want invalid and never compiled", i, r.invalid, r.path != nil && r.path.re != nil)
+		}
+	}
+}
+
+// The budget is per ElastiService: the regular expressions of one share
+// it, in order, and another ElastiService has its own whole.
+func TestRegexpBudgetIsPerElastiService(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := NewStaticProbeIndex(ctx)
+	// Each costs over half the budget: the first fits, the second not.
+	n := v1.MaxProbeRegexpCost/2 + 1
+	rule := func(c, body string) v1.ProbeResponseRule {
+		return v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/" + c + "{" + strconv.Itoa(n) + "}"}, Response: answer(200, body)}
+	}
+	for _, ns := range []string{"a", "b"} {
+		p.Upsert(elastiService(ns, "es", "web", 1, rule("x", "first"), rule("y", "second")))
+	}
+	for _, ns := range []string{"a", "b"} {
+		if a, _ := p.MatchProbe(ServiceRef{ns, "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("x", n), nil)); a.Body != "first" {
+			t.Errorf("%s: the first rule answered %q, want first", ns, a.Body)
+		}
+		if a, ok := p.MatchProbe(ServiceRef{ns, "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("y", n), nil)); ok {
+			t.Errorf("%s: the second rule, past the budget, answered %q", ns, a.Body)
+		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/regexbudget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -39,6 +41,7 @@ func ValidateSpec(spec *v1alpha1.ElastiServiceSpec, path *field.Path) field.Erro
 	errs = append(errs, validateName(path.Child("service"), spec.Service, utilvalidation.IsDNS1035Label)...)
 	errs = append(errs, validateName(path.Child("scaleTargetRef", "name"), spec.ScaleTargetRef.Name, utilvalidation.IsDNS1123Subdomain)...)
 	errs = append(errs, validateTriggers(spec.Triggers, path.Child("triggers"))...)
+	errs = append(errs, validateProbeResponse(spec.ProbeResponse, path.Child("probeResponse"))...)
 	return errs
 }
 
@@ -73,6 +76,74 @@ func validateTriggers(list []v1alpha1.ScaleTrigger, path *field.Path) field.Erro
 		}
 	}
 	return errs
+}
+
+// validateProbeResponse checks the bounds every resolver replica relies
+// on (see v1alpha1.MaxProbeRules): counts first, so a list past its limit
+// makes one error, then lengths, then each regular expression, charged to
+// the ElastiService's budget (pkg/regexbudget, which the resolver charges
+// the same way), without compiling any of them. The resolver skips what it
+// cannot serve rule by rule; the operator refuses the whole spec, so the
+// user hears of it.
+func validateProbeResponse(rules []v1alpha1.ProbeResponseRule, path *field.Path) field.ErrorList {
+	if len(rules) > v1alpha1.MaxProbeRules {
+		return field.ErrorList{field.TooMany(path, len(rules), v1alpha1.MaxProbeRules)}
+	}
+	var errs field.ErrorList
+	budget := regexbudget.ForElastiService()
+	for i, r := range rules {
+		rp := path.Index(i)
+		errs = append(errs, maxLength(rp.Child("method"), r.Method, v1alpha1.MaxProbeMethodLength)...)
+		if r.Path != nil {
+			errs = append(errs, validateMatch(rp.Child("path"), r.Path.Type, r.Path.Value, budget)...)
+		}
+		for _, list := range []struct {
+			name    string
+			matches []v1alpha1.NameValueMatch
+		}{{"headers", r.Headers}, {"queryParams", r.QueryParams}} {
+			lp := rp.Child(list.name)
+			if len(list.matches) > v1alpha1.MaxProbeMatches {
+				errs = append(errs, field.TooMany(lp, len(list.matches), v1alpha1.MaxProbeMatches))
+				continue
+			}
+			for j, m := range list.matches {
+				errs = append(errs, maxLength(lp.Index(j).Child("name"), m.Name, v1alpha1.MaxProbeNameLength)...)
+				errs = append(errs, validateMatch(lp.Index(j), m.Type, m.Value, budget)...)
+			}
+		}
+		// 0 is the resolver's default, 200; an older CRD may omit it.
+		if s := r.Response.Status; s != 0 && (s < v1alpha1.MinProbeStatus || s > v1alpha1.MaxProbeStatus) {
+			errs = append(errs, field.Invalid(rp.Child("response", "status"), s,
+				fmt.Sprintf("must be from %d to %d", v1alpha1.MinProbeStatus, v1alpha1.MaxProbeStatus)))
+		}
+		errs = append(errs, maxLength(rp.Child("response", "body"), r.Response.Body, v1alpha1.MaxProbeBodyLength)...)
+	}
+	return errs
+}
+
+// validateMatch checks a match's value: its length, and if it is a regular
+// expression, that it parses and fits in what is left of budget.
+func validateMatch(path *field.Path, kind, value string, budget *regexbudget.Budget) field.ErrorList {
+	vp := path.Child("value")
+	if errs := maxLength(vp, value, v1alpha1.MaxProbeValueLength); len(errs) > 0 {
+		return errs
+	}
+	if kind != v1alpha1.MatchRegularExpression {
+		return nil
+	}
+	if err := budget.Charge(value); err != nil {
+		return field.ErrorList{field.Invalid(vp, shorten(value), err.Error())}
+	}
+	return nil
+}
+
+// maxLength refuses s past limit characters, as the CRD schema's maxLength
+// counts them; the error never repeats s.
+func maxLength(path *field.Path, s string, limit int) field.ErrorList {
+	if utf8.RuneCountInString(s) > limit {
+		return field.ErrorList{field.TooLongCharacters(path, s, limit)}
+	}
+	return nil
 }
 
 // shorten cuts a bad value so that an error never repeats more than

@@ -3,8 +3,10 @@ package validation
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -95,6 +97,51 @@ func TestValidateElastiService(t *testing.T) {
 			[]string{"spec.triggers[0]: Invalid value"}},
 		{"metadata not an object", func(s *v1alpha1.ElastiServiceSpec) { s.Triggers[0] = prometheus(`"up"`) },
 			[]string{"spec.triggers[0]: Invalid value"}},
+		{"ordinary probe rules", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{
+				{Path: &v1alpha1.PathMatch{Type: v1alpha1.MatchExact, Value: "/healthz"}, Response: v1alpha1.ProbeCannedAnswer{Status: 200, Body: "ok"}},
+				probeRule(`^/health(z)?$`), probeRule(`/api/v[0-9]+/.*`),
+				{Headers: []v1alpha1.NameValueMatch{{Name: "User-Agent", Type: v1alpha1.MatchRegularExpression, Value: `kube-probe/.*`}}},
+			}
+		}, nil},
+		{"probe rules at every bound", func(s *v1alpha1.ElastiServiceSpec) { s.ProbeResponse = largestProbeResponse() }, nil},
+		{"too many probe rules", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = make([]v1alpha1.ProbeResponseRule, v1alpha1.MaxProbeRules+1)
+		}, []string{"spec.probeResponse: Too many"}},
+		{"probe values one past every bound", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = largestProbeResponse()[:1]
+			r := &s.ProbeResponse[0]
+			r.Method += "x"
+			r.Path.Value += "x"
+			r.Headers = append(r.Headers, r.Headers[0])
+			r.QueryParams[1].Name += "x"
+			r.QueryParams[2].Value += "x"
+			r.Response.Body += "x"
+		}, []string{"spec.probeResponse[0].method: Too long", "spec.probeResponse[0].path.value: Too long",
+			"spec.probeResponse[0].headers: Too many", "spec.probeResponse[0].queryParams[1].name: Too long",
+			"spec.probeResponse[0].queryParams[2].value: Too long", "spec.probeResponse[0].response.body: Too long"}},
+		{"probe status 199 and 600", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{probeRule("/a"), probeRule("/b")}
+			s.ProbeResponse[0].Response.Status = 199
+			s.ProbeResponse[1].Response.Status = 600
+		}, []string{"spec.probeResponse[0].response.status: Invalid value", "spec.probeResponse[1].response.status: Invalid value"}},
+		{"probe status left to the default", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{probeRule("/a")}
+			s.ProbeResponse[0].Response.Status = 0
+		}, nil},
+		{"probe regexp that does not parse", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{probeRule("/healthz)|(?:.*")}
+		}, []string{"spec.probeResponse[0].path.value: Invalid value"}},
+		{"probe regexp too large to compile", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{probeRule("(" + strings.Repeat("x", 100) + "){1000}")}
+		}, []string{"spec.probeResponse[0].path.value: Invalid value"}},
+		{"probe regexps past the budget together", func(s *v1alpha1.ElastiServiceSpec) {
+			half := fmt.Sprintf("/x{%d}", v1alpha1.MaxProbeRegexpCost/2)
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{probeRule(half), probeRule(half)}
+		}, []string{"spec.probeResponse[1].path.value: Invalid value"}},
+		{"an exact value is never parsed", func(s *v1alpha1.ElastiServiceSpec) {
+			s.ProbeResponse = []v1alpha1.ProbeResponseRule{{Path: &v1alpha1.PathMatch{Type: v1alpha1.MatchExact, Value: "(x{1000}){1000}"}}}
+		}, nil},
 		{"everything wrong at once", func(s *v1alpha1.ElastiServiceSpec) {
 			s.Service, s.ScaleTargetRef.Name = "", "A/B"
 			s.Triggers = append(s.Triggers, v1alpha1.ScaleTrigger{Type: "cpu"}, prometheus(megaQuery))
@@ -117,6 +164,73 @@ func TestValidateElastiService(t *testing.T) {
 				t.Errorf("message of %d bytes repeats the value: %.300s", len(msg), msg)
 			}
 		})
+	}
+}
+
+func probeRule(pathRegexp string) v1alpha1.ProbeResponseRule {
+	return v1alpha1.ProbeResponseRule{
+		Path:     &v1alpha1.PathMatch{Type: v1alpha1.MatchRegularExpression, Value: pathRegexp},
+		Response: v1alpha1.ProbeCannedAnswer{Status: 200, Body: "ok"},
+	}
+}
+
+// largestProbeResponse is at every bound, lengths counted in characters
+// (é is two bytes), with a regular expression in each rule's first header
+// that together spend all but a little of the budget.
+func largestProbeResponse() []v1alpha1.ProbeResponseRule {
+	str := func(n int) string { return strings.Repeat("é", n) }
+	match := func() v1alpha1.NameValueMatch {
+		return v1alpha1.NameValueMatch{Name: str(v1alpha1.MaxProbeNameLength), Type: v1alpha1.MatchExact, Value: str(v1alpha1.MaxProbeValueLength)}
+	}
+	var rules []v1alpha1.ProbeResponseRule
+	for range v1alpha1.MaxProbeRules {
+		r := v1alpha1.ProbeResponseRule{
+			Method:   str(v1alpha1.MaxProbeMethodLength),
+			Path:     &v1alpha1.PathMatch{Type: v1alpha1.MatchPathPrefix, Value: str(v1alpha1.MaxProbeValueLength)},
+			Response: v1alpha1.ProbeCannedAnswer{Status: v1alpha1.MaxProbeStatus, Body: str(v1alpha1.MaxProbeBodyLength)},
+		}
+		for range v1alpha1.MaxProbeMatches {
+			r.Headers = append(r.Headers, match())
+			r.QueryParams = append(r.QueryParams, match())
+		}
+		r.Headers[0] = v1alpha1.NameValueMatch{Name: "User-Agent", Type: v1alpha1.MatchRegularExpression, Value: `kube-probe/.*`}
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// The attack measured before the budget existed, a 3,000-character group
+// repeated {1000} (about 120 MiB once compiled), one within the length
+// bound (4 MiB), and nested repeats, which multiply, are refused while
+// allocating next to nothing.
+func TestOversizedRegexpsRefusedCheaply(t *testing.T) {
+	for _, re := range []string{
+		"(" + strings.Repeat("ab", 1500) + "){1000}",
+		"(" + strings.Repeat("a", 100) + "){1000}",
+		`((a{1000}){1000}){1000}`,
+		`(((a{10}){10}){10})`,
+	} {
+		es := valid()
+		for range 2 {
+			es.Spec.ProbeResponse = append(es.Spec.ProbeResponse, probeRule(re))
+		}
+		var errs field.ErrorList
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		errs = ValidateElastiService(es)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if len(errs) != 2 {
+			t.Errorf("%.20q: %d errors, want one per rule: %v", re, len(errs), errs)
+		}
+		if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 || took > time.Second {
+			t.Errorf("%.20q: validating allocated %d bytes in %s", re, allocated, took)
+		}
+		if msg := Message(errs); strings.Contains(msg, strings.Repeat("ab", 40)) || strings.Contains(msg, strings.Repeat("a", 80)) {
+			t.Errorf("message repeats the pattern: %s", msg)
+		}
 	}
 }
 

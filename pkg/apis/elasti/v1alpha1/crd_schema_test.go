@@ -265,7 +265,7 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 	}{
 		{"spec.minTargetReplicas", ptr.To[float64](1), nil},
 		{"spec.cooldownPeriod", ptr.To[float64](0), ptr.To[float64](MaxCooldownPeriodSeconds)},
-		{"spec.probeResponse[].response.status", ptr.To[float64](100), ptr.To[float64](599)},
+		{"spec.probeResponse[].response.status", ptr.To[float64](MinProbeStatus), ptr.To[float64](MaxProbeStatus)},
 		{"status.resolverPorts[].port", ptr.To[float64](1), ptr.To[float64](65535)},
 		{"status.resolverPorts[].resolverPort", ptr.To[float64](1), ptr.To[float64](65535)},
 	}
@@ -295,8 +295,43 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 			t.Errorf("%s: want maxLength %d", path, want)
 		}
 	}
-	if s := lookup(root, "spec.triggers"); s == nil || ptr.Deref(s.MaxItems, -1) != MaxTriggers {
-		t.Errorf("spec.triggers: want maxItems %d", MaxTriggers)
+	for path, want := range map[string]int64{
+		"spec.triggers":                    MaxTriggers,
+		"spec.probeResponse":               MaxProbeRules,
+		"spec.probeResponse[].headers":     MaxProbeMatches,
+		"spec.probeResponse[].queryParams": MaxProbeMatches,
+	} {
+		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxItems, -1) != want {
+			t.Errorf("%s: want maxItems %d", path, want)
+		}
+	}
+	// Every string of a probeResponse rule is bounded, as the operator
+	// bounds it (pkg/validation): the resolver keeps them all.
+	probeLengths := map[string]int64{
+		"spec.probeResponse[].path.value":          MaxProbeValueLength,
+		"spec.probeResponse[].headers[].name":      MaxProbeNameLength,
+		"spec.probeResponse[].headers[].value":     MaxProbeValueLength,
+		"spec.probeResponse[].queryParams[].name":  MaxProbeNameLength,
+		"spec.probeResponse[].queryParams[].value": MaxProbeValueLength,
+		"spec.probeResponse[].method":              MaxProbeMethodLength,
+		"spec.probeResponse[].response.body":       MaxProbeBodyLength,
+	}
+	walkSchema("", root, func(path string, s *apiextensionsv1.JSONSchemaProps) {
+		if !strings.HasPrefix(path, "spec.probeResponse") || s.Type != "string" || len(s.Enum) > 0 {
+			return
+		}
+		want, ok := probeLengths[path]
+		if !ok {
+			t.Errorf("%s: a probeResponse string without a known bound; add it to probeLengths", path)
+			return
+		}
+		if ptr.Deref(s.MaxLength, -1) != want {
+			t.Errorf("%s: maxLength = %d, want %d", path, ptr.Deref(s.MaxLength, -1), want)
+		}
+		delete(probeLengths, path)
+	})
+	for path := range probeLengths {
+		t.Errorf("%s: not a string in the schema", path)
 	}
 	if s := lookup(root, "status.conditions"); s == nil ||
 		ptr.Deref(s.XListType, "") != "map" || !reflect.DeepEqual(s.XListMapKeys, []string{"type"}) {
@@ -424,6 +459,20 @@ func TestCRDValidatesObjects(t *testing.T) {
 		{"headers match PathPrefix", func(e *ElastiService) { e.Spec.ProbeResponse[0].Headers[0].Type = MatchPathPrefix }, false},
 		{"probe status 42", func(e *ElastiService) { e.Spec.ProbeResponse[0].Response.Status = 42 }, false},
 		{"probe status 600", func(e *ElastiService) { e.Spec.ProbeResponse[0].Response.Status = 600 }, false},
+		{"probe status 199", func(e *ElastiService) { e.Spec.ProbeResponse[0].Response.Status = 199 }, false},
+		{"probe rules at every bound", func(e *ElastiService) { e.Spec.ProbeResponse = largestProbeResponse(0) }, true},
+		{"probe rules one too many", func(e *ElastiService) {
+			e.Spec.ProbeResponse = slices.Repeat(e.Spec.ProbeResponse[:1], MaxProbeRules+1)
+		}, false},
+		{"probe headers one too many", func(e *ElastiService) {
+			e.Spec.ProbeResponse = largestProbeResponse(0)
+			e.Spec.ProbeResponse[0].Headers = append(e.Spec.ProbeResponse[0].Headers, e.Spec.ProbeResponse[0].Headers[0])
+		}, false},
+		{"probe query parameters one too many", func(e *ElastiService) {
+			e.Spec.ProbeResponse = largestProbeResponse(0)
+			e.Spec.ProbeResponse[0].QueryParams = append(e.Spec.ProbeResponse[0].QueryParams, e.Spec.ProbeResponse[0].QueryParams[0])
+		}, false},
+		{"probe path one character too long", func(e *ElastiService) { e.Spec.ProbeResponse = largestProbeResponse(1) }, false},
 		{"unknown mode", func(e *ElastiService) { e.Status.Mode = "sleep" }, false},
 		{"condition status Maybe", func(e *ElastiService) { e.Status.Conditions[0].Status = "Maybe" }, false},
 		{"condition without reason", func(e *ElastiService) { e.Status.Conditions[0].Reason = "" }, false},
@@ -455,6 +504,29 @@ func TestCRDValidatesObjects(t *testing.T) {
 			check(t, toMap(t, obj), c.valid)
 		})
 	}
+}
+
+// largestProbeResponse is at every probeResponse bound, in two-byte
+// characters (the schema counts characters); extra lengthens the first
+// rule's path past its bound.
+func largestProbeResponse(extra int) []ProbeResponseRule {
+	str := func(n int) string { return strings.Repeat("é", n) }
+	var rules []ProbeResponseRule
+	for range MaxProbeRules {
+		r := ProbeResponseRule{
+			Method:   str(MaxProbeMethodLength),
+			Path:     &PathMatch{Type: MatchPathPrefix, Value: str(MaxProbeValueLength)},
+			Response: ProbeCannedAnswer{Status: MaxProbeStatus, Body: str(MaxProbeBodyLength)},
+		}
+		for range MaxProbeMatches {
+			m := NameValueMatch{Name: str(MaxProbeNameLength), Type: MatchRegularExpression, Value: str(MaxProbeValueLength)}
+			r.Headers = append(r.Headers, m)
+			r.QueryParams = append(r.QueryParams, m)
+		}
+		rules = append(rules, r)
+	}
+	rules[0].Path.Value += str(extra)
+	return rules
 }
 
 // TestCRDAcceptsSamples validates every ElastiService in deploy/samples, so

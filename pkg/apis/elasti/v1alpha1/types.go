@@ -71,6 +71,45 @@ const (
 	MaxTriggerQueryBytes = 16 << 10
 )
 
+// Limits on spec.probeResponse. Every resolver replica keeps every
+// ElastiService's rules of the whole cluster, compiled, so one namespace's
+// rules must not be able to take the memory every other namespace's sleeping
+// Services need: 1,000 ElastiServices at all these maxima, every character
+// four bytes long, keep about 100 MiB in a resolver, and with ASCII about
+// 60 MiB, of its 256Mi (docs/benchmarks.md, "Resolver memory at the CRD's
+// largest specs"). A real spec has one to three rules, one per health
+// checker, with a path of a few dozen characters, perhaps a User-Agent
+// match, and a body such as "ok". Lengths are in characters, as the CRD
+// schema's maxLength counts them. The schema repeats all but the
+// regular-expression budget, which no schema can measure; the operator
+// checks them all (pkg/validation), and the resolver never compiles a
+// regular expression past the budget (pkg/regexbudget).
+const (
+	// MaxProbeRules bounds spec.probeResponse.
+	MaxProbeRules = 8
+	// MaxProbeMatches bounds a rule's headers and, separately, its
+	// queryParams.
+	MaxProbeMatches = 4
+	// MaxProbeValueLength bounds a path, header or query value: an exact
+	// value, a prefix or a regular expression.
+	MaxProbeValueLength = 128
+	// MaxProbeNameLength bounds a header or query parameter name.
+	MaxProbeNameLength = 64
+	// MaxProbeMethodLength bounds a rule's method.
+	MaxProbeMethodLength = 16
+	// MaxProbeBodyLength bounds a canned response body.
+	MaxProbeBodyLength = 256
+	// MinProbeStatus and MaxProbeStatus bound a canned response status: a
+	// final status, never an informational 1xx.
+	MinProbeStatus = 200
+	MaxProbeStatus = 599
+	// MaxProbeRegexpCost is what all the regular expressions of one
+	// ElastiService may cost together, in about compiled instructions
+	// (pkg/regexbudget says how they are counted): a health check's
+	// expression costs 25 to 40, so this allows six to ten of them.
+	MaxProbeRegexpCost = 256
+)
+
 // Condition types and reasons in status.conditions.
 const (
 	ConditionReady = "Ready"
