@@ -77,6 +77,12 @@ const (
 	// ReasonResolverPortRangeExhausted is also the reason of the
 	// ResolverPortsAssigned condition it goes with.
 	ReasonResolverPortRangeExhausted = elastiv1alpha1.ReasonResolverPortRangeExhausted
+
+	// ReasonServiceHasNoSelector and ReasonServiceSelectsOtherPods refuse
+	// a Service that does not route to the scale target's pods (see
+	// refuseSelector).
+	ReasonServiceHasNoSelector    = "ServiceHasNoSelector"
+	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
 )
 
 // ResolverPerPortRoutingPort is the resolver Service port by which resolver

@@ -384,10 +384,11 @@ func protobuf(cfg *rest.Config) *rest.Config {
 // addresses and conditions sameEndpoints compares.
 //
 // Everything else keeps only what its readers use:
-//   - Deployments, StatefulSets: identity, generation and spec.replicas,
-//     as a scaletarget.Cached, not the typed object, which is over 1 KiB
-//     even when empty (scaletarget.Scaler.Get, targetHandler). Their
-//     typed listers must not be used.
+//   - Deployments, StatefulSets: identity, generation, spec.replicas and
+//     the pod template's labels, as a scaletarget.Cached, not the typed
+//     object, which is over 1 KiB even when empty (scaletarget.Scaler.Get,
+//     targetHandler, refuseSelector). Their typed listers must not be
+//     used.
 //   - public Services: identity and spec.selector, spec.ports
 //     (privateServiceSpec, assignPorts, resolverSlicePorts).
 //   - the cluster's EndpointSlices: identity, the service-name and
