@@ -97,6 +97,9 @@ type fixture struct {
 
 	// portRange is the resolver port range; zero means testPortRange.
 	portRange portalloc.Range
+	// portQuota bounds resolver ports per ElastiService and namespace;
+	// zero is unbounded.
+	portQuota portalloc.Quota
 	// backlog is how many other ElastiService keys the controller sees
 	// waiting in its queue.
 	backlog int
@@ -173,6 +176,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		ResolverService:      resolverService,
 		ResolverProxyPort:    resolverProxyPort,
 		ResolverPortRange:    portRange,
+		ResolverPortQuota:    f.portQuota,
 		ElastiServiceWorkers: 1,
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
