@@ -80,13 +80,13 @@ func TestBuiltInEditAndViewRolesCoverElastiServices(t *testing.T) {
 	// The aggregation controller fills edit and view a moment after the
 	// ClusterRoles appear, and the authorizer's cache a moment after that.
 	var created *elastiv1alpha1.ElastiService
+	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var err error
-		created, err = editor.ElastiV1alpha1().ElastiServices(tenant).Create(ctx, es("web"), metav1.CreateOptions{})
-		return err == nil, nil
+		created, last = editor.ElastiV1alpha1().ElastiServices(tenant).Create(ctx, es("web"), metav1.CreateOptions{})
+		return last == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("a user bound to edit could not create an ElastiService in %s: %v", tenant, err)
+		t.Fatalf("a user bound to edit could not create an ElastiService in %s: %v (last: %v)", tenant, err, last)
 	}
 	if _, err := editor.ElastiV1alpha1().ElastiServices(tenant).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("editor list: %v", err)
@@ -99,11 +99,11 @@ func TestBuiltInEditAndViewRolesCoverElastiServices(t *testing.T) {
 	}
 
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := viewer.ElastiV1alpha1().ElastiServices(tenant).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil, nil
+		_, last = viewer.ElastiV1alpha1().ElastiServices(tenant).Get(ctx, "web", metav1.GetOptions{})
+		return last == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("a user bound to view could not get an ElastiService in %s: %v", tenant, err)
+		t.Fatalf("a user bound to view could not get an ElastiService in %s: %v (last: %v)", tenant, err, last)
 	}
 	for what, err := range map[string]error{
 		"create": func() error {
