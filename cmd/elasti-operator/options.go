@@ -77,6 +77,12 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"Ports FIRST-LAST from which every fronted Service port gets a resolver port of its own (per-port routing). "+
 			"The default avoids well-known and common application ports, Istio's 15000-15090, the NodePort range 30000-32767 "+
 			"and Linux's ephemeral range 32768-60999; it must not contain the resolver's ports 8012-8014 or the proxy port.")
+	fs.IntVar(&op.ResolverPortQuota.PerOwner, "resolver-ports-per-elastiservice", def.ResolverPortQuota.PerOwner,
+		"Most resolver ports one ElastiService may hold (its Service's TCP ports, and an old Service's during a move); "+
+			"past it the Service is reached through Host routing on the proxy port. 0: no bound.")
+	fs.IntVar(&op.ResolverPortQuota.PerNamespace, "resolver-ports-per-namespace", def.ResolverPortQuota.PerNamespace,
+		"Most resolver ports the ElastiServices of one namespace may hold together; "+
+			"past it an ElastiService is reached through Host routing on the proxy port. 0: no bound.")
 	qps := fs.Float64("kube-api-qps", float64(def.QPS), "Sustained requests per second to the apiserver.")
 	fs.IntVar(&op.Burst, "kube-api-burst", def.Burst, "Request burst to the apiserver.")
 	fs.IntVar(&op.ElastiServiceWorkers, "elastiservice-workers", def.ElastiServiceWorkers, "Workers reconciling ElastiServices in parallel.")

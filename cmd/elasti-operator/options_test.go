@@ -75,6 +75,20 @@ func TestResolverPortRangeFlag(t *testing.T) {
 	}
 }
 
+func TestResolverPortQuotaFlags(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil || o.operator.ResolverPortQuota != portalloc.DefaultQuota {
+		t.Errorf("default quota %+v, %v; want %+v", o.operator.ResolverPortQuota, err, portalloc.DefaultQuota)
+	}
+	o, err = parse(t, nil, "--resolver-ports-per-elastiservice=8", "--resolver-ports-per-namespace=0")
+	if err != nil || o.operator.ResolverPortQuota != (portalloc.Quota{PerOwner: 8}) {
+		t.Errorf("quota %+v, %v; want 8 per ElastiService, none per namespace", o.operator.ResolverPortQuota, err)
+	}
+	if _, err := parse(t, nil, "--resolver-ports-per-namespace=-1"); err == nil {
+		t.Error("a negative quota was accepted")
+	}
+}
+
 func TestKubeElastiFlagsAreAccepted(t *testing.T) {
 	o, err := parse(t, nil, "--leader-elect", "--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--watch-namespace=team-a", "--enable-http2=false")
 	if err != nil {

@@ -78,6 +78,13 @@ const (
 	// ReasonResolverPortRangeExhausted is also the reason of the
 	// ResolverPortsAssigned condition it goes with.
 	ReasonResolverPortRangeExhausted = elastiv1alpha1.ReasonResolverPortRangeExhausted
+	ReasonResolverPortQuotaExceeded  = elastiv1alpha1.ReasonResolverPortQuotaExceeded
+
+	// ReasonServiceHasNoSelector and ReasonServiceSelectsOtherPods refuse
+	// a Service that does not route to the scale target's pods (see
+	// refuseSelector).
+	ReasonServiceHasNoSelector    = "ServiceHasNoSelector"
+	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
 )
 
 // ResolverPerPortRoutingPort is the resolver Service port by which resolver
@@ -129,6 +136,9 @@ type Config struct {
 	// ResolverPortRange is where each Service port's own resolver port
 	// comes from (see pkg/portalloc).
 	ResolverPortRange portalloc.Range
+	// ResolverPortQuota bounds the ports of one ElastiService and of one
+	// namespace; zero fields are unbounded.
+	ResolverPortQuota portalloc.Quota
 	// Workers per queue.
 	ElastiServiceWorkers int
 	TargetWorkers        int
@@ -273,7 +283,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		elastiClient:   elasti,
 		scaler:         scaler,
 		directory:      dir,
-		ports:          portalloc.New(cfg.ResolverPortRange),
+		ports:          portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
 		cfg:            cfg,
 		clock:          clock.RealClock{},
 		elastiServices: inf.ElastiServices.Lister(),

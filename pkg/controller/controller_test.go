@@ -97,6 +97,9 @@ type fixture struct {
 
 	// portRange is the resolver port range; zero means testPortRange.
 	portRange portalloc.Range
+	// portQuota bounds resolver ports per ElastiService and namespace;
+	// zero is unbounded.
+	portQuota portalloc.Quota
 	// backlog is how many other ElastiService keys the controller sees
 	// waiting in its queue.
 	backlog int
@@ -173,6 +176,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		ResolverService:      resolverService,
 		ResolverProxyPort:    resolverProxyPort,
 		ResolverPortRange:    portRange,
+		ResolverPortQuota:    f.portQuota,
 		ElastiServiceWorkers: 1,
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
@@ -579,18 +583,24 @@ func newResolverSlice(name string, addressType discoveryv1.AddressType, endpoint
 	}
 }
 
+// newDeployment's pods are labelled app=name, which newPublicService(name)
+// selects.
 func newDeployment(name string, replicas int32) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
-		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Template: podTemplate(name)},
 	}
 }
 
 func newStatefulSet(name string, replicas int32) *appsv1.StatefulSet {
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
-		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To(replicas), Template: podTemplate(name)},
 	}
+}
+
+func podTemplate(app string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}}
 }
 
 // ---- expected actions ----

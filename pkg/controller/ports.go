@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -71,19 +72,31 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 		c.enqueuePortWaiters(ctx, owner(es))
 	}
 	if err != nil {
-		// The message names no free count, which moves with every other
+		// The messages name no free count, which moves with every other
 		// ElastiService and would rewrite this status each time.
+		reason := ReasonResolverPortRangeExhausted
 		msg := fmt.Sprintf("--resolver-port-range %s has too few free ports for the TCP ports of Service %q (%d); "+
 			"it is reached through Host routing on the resolver's proxy port %d until ports are freed or the range is widened",
 			c.ports.Range(), es.Spec.Service, len(want), c.cfg.ResolverProxyPort)
-		if !hasCondition(es, elastiv1alpha1.ConditionResolverPortsAssigned, metav1.ConditionFalse, elastiv1alpha1.ReasonResolverPortRangeExhausted) {
-			klog.FromContext(ctx).V(2).Info("Resolver port range exhausted", "range", c.ports.Range().String(),
-				"service", klog.KRef(es.Namespace, es.Spec.Service), "err", err)
-			c.recorder.Event(es, corev1.EventTypeWarning, ReasonResolverPortRangeExhausted, msg)
+		var quota *portalloc.QuotaError
+		if errors.As(err, &quota) {
+			reason = ReasonResolverPortQuotaExceeded
+			if quota.PerNamespace {
+				msg = fmt.Sprintf("namespace %q holds too many of its --resolver-ports-per-namespace %d for the TCP ports of Service %q (%d); "+
+					"it is reached through Host routing on the resolver's proxy port %d until the namespace's other ElastiServices free ports",
+					es.Namespace, quota.Limit, es.Spec.Service, len(want), c.cfg.ResolverProxyPort)
+			} else {
+				msg = fmt.Sprintf("Service %q has more TCP ports (%d) than --resolver-ports-per-elastiservice %d; "+
+					"it is reached through Host routing on the resolver's proxy port %d",
+					es.Spec.Service, len(want), quota.Limit, c.cfg.ResolverProxyPort)
+			}
 		}
-		return &portStatus{condition: &metav1.Condition{
-			Status: metav1.ConditionFalse, Reason: elastiv1alpha1.ReasonResolverPortRangeExhausted, Message: msg,
-		}}
+		if !hasCondition(es, elastiv1alpha1.ConditionResolverPortsAssigned, metav1.ConditionFalse, reason) {
+			klog.FromContext(ctx).V(2).Info("No resolver ports", "reason", reason, "range", c.ports.Range().String(),
+				"service", klog.KRef(es.Namespace, es.Spec.Service), "err", err)
+			c.recorder.Event(es, corev1.EventTypeWarning, reason, msg)
+		}
+		return &portStatus{condition: &metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg}}
 	}
 
 	ps := &portStatus{condition: &metav1.Condition{

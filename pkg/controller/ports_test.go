@@ -400,3 +400,69 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		}
 	})
 }
+
+// Past a resolver port quota an ElastiService falls back to Host routing on
+// the proxy port, exactly as when the range is exhausted, with its own
+// reason and one Warning event, while the others keep their per-port
+// routing: a Service with more TCP ports than --resolver-ports-per-
+// elastiservice, and the ElastiService that would take its namespace past
+// --resolver-ports-per-namespace.
+func TestPortQuotaFallsBackToHostRouting(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		quota portalloc.Quota
+		inMsg string
+	}{
+		{"per ElastiService", portalloc.Quota{PerOwner: 1}, "--resolver-ports-per-elastiservice 1"},
+		{"per namespace", portalloc.Quota{PerNamespace: 1}, "--resolver-ports-per-namespace 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.portQuota = tc.quota
+			for _, name := range []string{"a", "b"} {
+				es, public := newElastiService(name, name, name), newPublicService(name)
+				if name == "b" && tc.quota.PerOwner > 0 {
+					// Two TCP ports: past a quota of one.
+					public.Spec.Ports = append(public.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP})
+				}
+				f.elastiServices = append(f.elastiServices, es)
+				f.services = append(f.services, public, privateServiceFor(es, public))
+				f.endpointSlices = append(f.endpointSlices, resolverSliceFor(es, public, "10.0.0.1"))
+				f.deployments = append(f.deployments, newDeployment(name, 0))
+			}
+			f.resolverSlices = []*discoveryv1.EndpointSlice{declaringResolverSlice("resolver-1", ep("10.0.0.1", ptr.To(true), false))}
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+
+			wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("a"))))
+			wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("b"))))
+			b := statusOf(t, f, "b")
+			if cond := portsCondition(b); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != elastiv1alpha1.ReasonResolverPortQuotaExceeded ||
+				!strings.Contains(cond.Message, tc.inMsg) || !strings.Contains(cond.Message, "Host routing") {
+				t.Fatalf("b's ResolverPortsAssigned = %+v, want False/%s naming %s", cond, elastiv1alpha1.ReasonResolverPortQuotaExceeded, tc.inMsg)
+			}
+			if len(b.Status.ResolverPorts) != 0 {
+				t.Errorf("b records ports %v past its quota", b.Status.ResolverPorts)
+			}
+			if r := meta.FindStatusCondition(b.Status.Conditions, elastiv1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue || b.Status.Mode != elastiv1alpha1.ModeProxy {
+				t.Errorf("b is %s with Ready %+v; a quota must not change Ready", b.Status.Mode, r)
+			}
+			if got := slicePorts(t, f, "b"); !slices.ContainsFunc(got, func(p int32) bool { return p == resolverProxyPort }) ||
+				slices.ContainsFunc(got, testPortRange.Contains) {
+				t.Errorf("b's slice ports = %v, want only the proxy port", got)
+			}
+			if got := statusOf(t, f, "a").Status.ResolverPorts; !slices.Equal(got, []elastiv1alpha1.ResolverPort{rp("a", "http", 80, 20000)}) {
+				t.Errorf("a records %v, want its own port", got)
+			}
+			if events := drainEvents(f); !slices.Equal(events, []string{"Warning " + ReasonResolverPortQuotaExceeded}) {
+				t.Errorf("events = %v, want one %s warning", events, ReasonResolverPortQuotaExceeded)
+			}
+			// a, within its quota, routes per port once its port is recorded.
+			deliver(t, f, "a")
+			wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("a"))))
+			if got := slicePorts(t, f, "a"); !slices.Equal(got, []int32{20000}) {
+				t.Errorf("a's slice ports = %v, want [20000]", got)
+			}
+		})
+	}
+}

@@ -89,6 +89,16 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if errs := validation.ValidateElastiService(es); len(errs) > 0 {
 		return c.setNotReady(ctx, es, nil, "", ReasonInvalidSpec, validation.Message(errs), awaitChange)
 	}
+	// Before the claim too, and for the same reason: a Service that does
+	// not route to the target's pods gets nothing (no claim, resolver
+	// slice, private Service or scale), and one this ElastiService fronted
+	// before keeps its slice, so it still reaches the resolver, until the
+	// Service or target is fixed; their events bring the key back.
+	if reason, msg := c.refuseSelector(es); reason != "" {
+		// A poller waiting to scale the target down must not.
+		c.handoffs.settle(cache.MetaObjectToName(es), errors.New(msg))
+		return c.setNotReady(ctx, es, nil, "", reason, msg, awaitChange)
+	}
 	esKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	old := c.leavingServices(es)
 	holder, ok := c.claimServices(es, old)

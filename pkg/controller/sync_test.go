@@ -648,6 +648,7 @@ func TestSyncPublicServiceChangedUpdatesPrivateService(t *testing.T) {
 	public := f.service("web")
 	public.Spec.Selector = map[string]string{"app": "web", "track": "stable"}
 	public.Spec.Ports[0].TargetPort = intstr.FromString("http")
+	f.deployments[0].Spec.Template.Labels["track"] = "stable"
 
 	f.expectKube(expectUpdate(servicesResource, privateServiceFor(es, public)))
 
@@ -740,7 +741,9 @@ func TestSyncStatefulSetAndLegacyDeploymentTargets(t *testing.T) {
 			f := newFixture(t)
 			es := proxySeed(f)
 			es.Spec.ScaleTargetRef = tc.ref
-			f.statefulSets = append(f.statefulSets, newStatefulSet("db", 0))
+			db := newStatefulSet("db", 0)
+			db.Spec.Template = podTemplate("web")
+			f.statefulSets = append(f.statefulSets, db)
 			public := f.service("web")
 
 			f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))

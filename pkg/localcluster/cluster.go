@@ -249,7 +249,9 @@ func (c *Cluster) writeKubeconfigs(adminToken, unprivToken string) error {
 func (c *Cluster) startControllers(detach bool) error {
 	if _, err := c.start("kube-controller-manager", detach,
 		"--kubeconfig="+c.Kubeconfig,
-		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller",
+		// clusterrole-aggregation-controller fills the built-in edit, view
+		// and admin roles from aggregated ClusterRoles such as elasti's.
+		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--kube-api-qps=1000",

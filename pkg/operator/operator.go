@@ -51,6 +51,9 @@ type Options struct {
 	// ResolverPortRange is where every fronted Service port's own resolver
 	// port comes from (see pkg/portalloc for the default's reasoning).
 	ResolverPortRange portalloc.Range
+	// ResolverPortQuota bounds the resolver ports of one ElastiService and
+	// of one namespace (see portalloc.DefaultQuota); zero is unbounded.
+	ResolverPortQuota portalloc.Quota
 	// API client rate limits.
 	QPS   float32
 	Burst int
@@ -97,6 +100,7 @@ func DefaultOptions() Options {
 		ResolverService:      "elasti-resolver-service",
 		ResolverProxyPort:    8012,
 		ResolverPortRange:    portalloc.DefaultRange,
+		ResolverPortQuota:    portalloc.DefaultQuota,
 		QPS:                  1000,
 		Burst:                2000,
 		ElastiServiceWorkers: 64,
@@ -126,6 +130,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w (--resolver-port-range)", err)
 	}
 	switch {
+	case o.ResolverPortQuota.PerOwner < 0 || o.ResolverPortQuota.PerNamespace < 0:
+		return fmt.Errorf("resolver port quotas (--resolver-ports-per-elastiservice %d, --resolver-ports-per-namespace %d) must not be negative",
+			o.ResolverPortQuota.PerOwner, o.ResolverPortQuota.PerNamespace)
 	case o.QPS <= 0 || o.Burst < 1:
 		return fmt.Errorf("client QPS (%v) and burst (%d) must be positive", o.QPS, o.Burst)
 	case o.ElastiServiceWorkers < 1 || o.TargetWorkers < 1 || o.EndpointSliceWorkers < 1:
@@ -252,6 +259,7 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		ResolverService:      opts.ResolverService,
 		ResolverProxyPort:    opts.ResolverProxyPort,
 		ResolverPortRange:    opts.ResolverPortRange,
+		ResolverPortQuota:    opts.ResolverPortQuota,
 		ElastiServiceWorkers: opts.ElastiServiceWorkers,
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
@@ -376,10 +384,11 @@ func protobuf(cfg *rest.Config) *rest.Config {
 // addresses and conditions sameEndpoints compares.
 //
 // Everything else keeps only what its readers use:
-//   - Deployments, StatefulSets: identity, generation and spec.replicas,
-//     as a scaletarget.Cached, not the typed object, which is over 1 KiB
-//     even when empty (scaletarget.Scaler.Get, targetHandler). Their
-//     typed listers must not be used.
+//   - Deployments, StatefulSets: identity, generation, spec.replicas and
+//     the pod template's labels, as a scaletarget.Cached, not the typed
+//     object, which is over 1 KiB even when empty (scaletarget.Scaler.Get,
+//     targetHandler, refuseSelector). Their typed listers must not be
+//     used.
 //   - public Services: identity and spec.selector, spec.ports
 //     (privateServiceSpec, assignPorts, resolverSlicePorts).
 //   - the cluster's EndpointSlices: identity, the service-name and

@@ -292,3 +292,66 @@ func TestResolverPortsSurviveAnOperatorRestart(t *testing.T) {
 		waitSlicePorts(e, name, map[string]int32{"http": before[name]})
 	}
 }
+
+// (e) Port quotas: a Service with more TCP ports than the per-ElastiService
+// quota, and an ElastiService that would take its namespace past the
+// namespace's quota, are routed by Host with ResolverPortQuotaExceeded and
+// a Warning event, while the others keep their own ports; a port freed in
+// the namespace lets the waiting one in.
+func TestPortQuotasFallBackToHostRouting(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Opts.ResolverPortQuota = portalloc.Quota{PerOwner: 2, PerNamespace: 3}
+	e.StartOperator()
+	e.ResolverService()
+	e.ResolverPods(testenv.ResolverName, 1, true)
+
+	waitQuota := func(name, inMsg string) {
+		e.T.Helper()
+		e.Eventually(name+" to report its quota exceeded", func() (bool, string) {
+			es := e.Get(name)
+			cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionResolverPortsAssigned)
+			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == elastiv1alpha1.ReasonResolverPortQuotaExceeded &&
+				strings.Contains(cond.Message, inMsg) && len(es.Status.ResolverPorts) == 0, fmt.Sprintf("%+v, ports %v", cond, es.Status.ResolverPorts)
+		})
+		e.Eventually(name+": a Warning event", func() (bool, string) { return e.HasEvent(name, controller.ReasonResolverPortQuotaExceeded) })
+		e.WaitMode(name, elastiv1alpha1.ModeProxy) // Ready stays True
+	}
+
+	// Three TCP ports: past the quota of 2 per ElastiService.
+	e.Deployment("wide", 0, nil)
+	wide := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "wide", Namespace: e.NS},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "wide"},
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
+				{Name: "alt", Port: 8080, TargetPort: intstr.FromString("http")},
+				{Name: "admin", Port: 9000, TargetPort: intstr.FromString("http")},
+			},
+		},
+	}
+	if _, err := e.Kube.CoreV1().Services(e.NS).Create(e.Ctx(), wide, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.ElastiService("wide", "wide", elastiv1alpha1.KindDeployment, "wide")
+	waitQuota("wide", "--resolver-ports-per-elastiservice 2")
+	waitSlicePorts(e, "wide", map[string]int32{"http": testenv.ResolverProxyPort, "alt": testenv.ResolverProxyPort, "admin": testenv.ResolverProxyPort})
+
+	// 2 + 1 ports fill the namespace's 3; a fourth waits.
+	multiPortApp(e, "two", 0)
+	e.ElastiService("two", "two", elastiv1alpha1.KindDeployment, "two")
+	e.WaitResolverPorts("two", 80, 9000)
+	e.Fronted("one", 0)
+	one := e.WaitResolverPorts("one", 80)
+	e.Fronted("late", 0)
+	waitQuota("late", "--resolver-ports-per-namespace 3")
+	waitSlicePorts(e, "late", map[string]int32{"http": testenv.ResolverProxyPort})
+	waitSlicePorts(e, "one", map[string]int32{"http": one[80]})
+
+	if err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Delete(e.Ctx(), "two", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	late := e.WaitResolverPorts("late", 80)
+	waitSlicePorts(e, "late", map[string]int32{"http": late[80]})
+}

@@ -83,7 +83,8 @@ func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
 	rollout := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
 		"metadata": map[string]any{"name": "ro", "namespace": e.NS},
-		"spec":     map[string]any{"replicas": int64(0)},
+		"spec": map[string]any{"replicas": int64(0),
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "ro"}}}},
 	}}
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	if _, err := dyn.Resource(scaletarget.RolloutGVR).Namespace(e.NS).Create(e.Ctx(), rollout, metav1.CreateOptions{}); err != nil {

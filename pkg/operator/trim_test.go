@@ -52,7 +52,10 @@ func TestTrimScaleTargets(t *testing.T) {
 	for _, obj := range []any{
 		&appsv1.Deployment{ObjectMeta: fullMeta("d"), Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "a"}, Annotations: map[string]string{"x": "y"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}},
+			},
 		}, Status: appsv1.DeploymentStatus{Replicas: 2, Conditions: []appsv1.DeploymentCondition{{Type: "Available"}}}},
 		&appsv1.StatefulSet{ObjectMeta: fullMeta("s"), Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To[int32](2), VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{}},
@@ -67,7 +70,11 @@ func TestTrimScaleTargets(t *testing.T) {
 			t.Fatalf("%T cached as %T, want *scaletarget.Cached", obj, out)
 		}
 		wantIdentity(t, c.ObjectMeta, obj.(metav1.Object).GetName())
-		if c.Labels != nil || ptr.Deref(c.Replicas, 0) != 2 {
+		wantPodLabels := map[string]string(nil)
+		if _, ok := obj.(*appsv1.Deployment); ok {
+			wantPodLabels = map[string]string{"app": "a"}
+		}
+		if c.Labels != nil || ptr.Deref(c.Replicas, 0) != 2 || !reflect.DeepEqual(c.PodLabels, wantPodLabels) {
 			t.Errorf("%T cached as %+v", obj, c)
 		}
 	}

@@ -116,14 +116,51 @@ func (e *ExhaustedError) Error() string {
 	return fmt.Sprintf("resolver port range %s is exhausted: %d ports needed, %d free", e.Range, e.Wanted, e.Free)
 }
 
+// Quota bounds what one owner, and all owners of one namespace, may hold,
+// so that no Service with thousands of ports, and no namespace with many
+// ElastiServices, takes the whole range from the others. Zero means no
+// bound.
+type Quota struct {
+	PerOwner     int
+	PerNamespace int
+}
+
+// DefaultQuota is the default of --resolver-ports-per-elastiservice and
+// --resolver-ports-per-namespace. 100 ports is far more than a Service
+// serving HTTP has, with room for a spec.service move, during which an
+// owner holds the ports of both Services. 1,000 ports is a tenth of
+// DefaultRange: a namespace of 1,000 single-port Services gets per-port
+// routing for all of them, and ten namespaces at their quota leave other
+// namespaces ports still.
+var DefaultQuota = Quota{PerOwner: 100, PerNamespace: 1000}
+
+// QuotaError says owner would hold more ports than its quota allows.
+type QuotaError struct {
+	// PerNamespace is set for the namespace's quota, unset for the owner's.
+	PerNamespace bool
+	Limit        int
+	Wanted       int // ports the owner needed
+	Free         int // ports its quota leaves it
+}
+
+func (e *QuotaError) Error() string {
+	scope := "per ElastiService"
+	if e.PerNamespace {
+		scope = "per namespace"
+	}
+	return fmt.Sprintf("resolver port quota of %d %s exceeded: %d ports needed, %d free", e.Limit, scope, e.Wanted, e.Free)
+}
+
 // Allocator holds the assignments. It is safe for concurrent use.
 type Allocator struct {
-	r Range
+	r     Range
+	quota Quota
 
 	mu      sync.Mutex
 	holder  map[int32]Owner        // resolver port → its owner
 	held    map[Owner][]Assignment // owner → what it holds
 	waiting map[Owner]struct{}     // owners whose last Assign found too few ports
+	inNS    map[string]int         // namespace → ports its owners hold
 	// next is where the search for a free port starts. It moves on past
 	// every port handed out, so a port just released is the last to be
 	// reused: connections still in flight to a deleted Service's old port
@@ -131,15 +168,18 @@ type Allocator struct {
 	next int32
 }
 
-// New returns an empty allocator over r.
-func New(r Range) *Allocator {
-	a := &Allocator{r: r}
+// New returns an empty allocator over r, bounded by quota.
+func New(r Range, quota Quota) *Allocator {
+	a := &Allocator{r: r, quota: quota}
 	a.Reset()
 	return a
 }
 
 // Range is the range ports come from.
 func (a *Allocator) Range() Range { return a.r }
+
+// Quota is the bound on what an owner and a namespace may hold.
+func (a *Allocator) Quota() Quota { return a.quota }
 
 // Reset forgets every assignment, as before Seed.
 func (a *Allocator) Reset() {
@@ -148,6 +188,7 @@ func (a *Allocator) Reset() {
 	a.holder = map[int32]Owner{}
 	a.held = map[Owner][]Assignment{}
 	a.waiting = map[Owner]struct{}{}
+	a.inNS = map[string]int{}
 	a.next = a.r.First
 }
 
@@ -171,6 +212,9 @@ func (a *Allocator) Seed(owner Owner, recorded []Assignment) (lost []Assignment)
 		seen[as.key()] = true
 		a.holder[as.ResolverPort] = owner
 		a.held[owner] = append(a.held[owner], as)
+		// Kept even past a quota (one lowered since they were recorded):
+		// owner's next Assign enforces it.
+		a.inNS[owner.Namespace]++
 		// Continue after the highest port in use, as the last leader did.
 		if as.ResolverPort >= a.next {
 			a.next = a.wrap(as.ResolverPort + 1)
@@ -184,14 +228,31 @@ func (a *Allocator) Seed(owner Owner, recorded []Assignment) (lost []Assignment)
 // recorded for it is taken back if no one else holds it; else a free port
 // is handed out. It is all or nothing: if the range cannot give owner a
 // port for every one of want, owner holds none, is remembered as waiting
-// (see Waiting), and an *ExhaustedError is returned. The result follows the
-// order of want. freed reports whether owner let go of any port, which may
-// let a waiting owner in.
+// (see Waiting), and an *ExhaustedError is returned. Past the quota it is
+// the same, with a *QuotaError; only an owner refused by its namespace's
+// quota waits, since only the namespace's other owners can make room for
+// it. The result follows the order of want. freed reports whether owner
+// let go of any port, which may let a waiting owner in.
 func (a *Allocator) Assign(owner Owner, want []Port, recorded []Assignment) (got []Assignment, freed bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 
 	got, chosen, missing := a.keepLocked(owner, want, recorded)
+
+	// Quotas first: they hold however many ports the range has free.
+	if q := a.quota.PerOwner; q > 0 && len(got) > q {
+		freed = a.releaseLocked(owner)
+		delete(a.waiting, owner)
+		return nil, freed, &QuotaError{Limit: q, Wanted: len(got), Free: q}
+	}
+	if q := a.quota.PerNamespace; q > 0 {
+		others := a.inNS[owner.Namespace] - len(a.held[owner])
+		if others+len(got) > q {
+			freed = a.releaseLocked(owner)
+			a.waiting[owner] = struct{}{}
+			return nil, freed, &QuotaError{PerNamespace: true, Limit: q, Wanted: len(got), Free: max(0, q-others)}
+		}
+	}
 
 	// Ports owner holds but will not keep are free for its new ones too.
 	free := a.r.Size() - len(a.holder)
@@ -218,6 +279,10 @@ func (a *Allocator) Assign(owner Owner, want []Port, recorded []Assignment) (got
 	}
 	for p := range chosen {
 		a.holder[p] = owner
+	}
+	a.inNS[owner.Namespace] += len(got) - len(a.held[owner])
+	if a.inNS[owner.Namespace] == 0 {
+		delete(a.inNS, owner.Namespace)
 	}
 	if len(got) == 0 {
 		delete(a.held, owner)
@@ -319,6 +384,9 @@ func (a *Allocator) releaseLocked(owner Owner) bool {
 		}
 	}
 	delete(a.held, owner)
+	if a.inNS[owner.Namespace] -= len(held); a.inNS[owner.Namespace] <= 0 {
+		delete(a.inNS, owner.Namespace)
+	}
 	return len(held) > 0
 }
 

@@ -76,7 +76,7 @@ func TestParseRange(t *testing.T) {
 
 // Every Service port gets a port of its own, in the range, in want's order.
 func TestAssignGivesEveryPortItsOwn(t *testing.T) {
-	a := New(Range{20000, 20009})
+	a := New(Range{20000, 20009}, Quota{})
 	web := mustAssign(t, a, owner("web"), ports("web", 80, 443, 9000), nil)
 	api := mustAssign(t, a, owner("api"), ports("api", 80), nil)
 	if got := resolverPorts(web); !slices.Equal(got, []int32{20000, 20001, 20002}) {
@@ -105,14 +105,14 @@ func TestAssignGivesEveryPortItsOwn(t *testing.T) {
 // What status recorded is taken back, whatever order owners come in: this
 // is what keeps ports stable over a restart.
 func TestAssignHonoursRecordedPorts(t *testing.T) {
-	a := New(Range{20000, 20009})
+	a := New(Range{20000, 20009}, Quota{})
 	recorded := []Assignment{{Service: "web", Port: 80, ResolverPort: 20007}, {Service: "web", Port: 443, ResolverPort: 20003}}
 	got := mustAssign(t, a, owner("web"), ports("web", 443, 80), recorded)
 	if !slices.Equal(resolverPorts(got), []int32{20003, 20007}) {
 		t.Errorf("got %v, want the recorded ports", got)
 	}
 	// A record outside the range (the flag changed) is not honoured.
-	b := New(Range{20000, 20001})
+	b := New(Range{20000, 20001}, Quota{})
 	got = mustAssign(t, b, owner("web"), ports("web", 80), []Assignment{{Service: "web", Port: 80, ResolverPort: 20007}})
 	if !slices.Equal(resolverPorts(got), []int32{20000}) {
 		t.Errorf("got %v, want a port of the new range", got)
@@ -127,7 +127,7 @@ func TestAssignHonoursRecordedPorts(t *testing.T) {
 // A port held in memory wins over a stale record naming it for another
 // Service port of the same owner.
 func TestAssignHeldBeatsRecorded(t *testing.T) {
-	a := New(Range{20000, 20009})
+	a := New(Range{20000, 20009}, Quota{})
 	mustAssign(t, a, owner("web"), ports("web", 80), nil) // 80 → 20000
 	stale := []Assignment{{Service: "web", Port: 81, ResolverPort: 20000}}
 	got := mustAssign(t, a, owner("web"), ports("web", 81, 80), stale)
@@ -139,7 +139,7 @@ func TestAssignHeldBeatsRecorded(t *testing.T) {
 // A record naming a port someone else holds is not honoured: the holder
 // keeps it and this owner gets another.
 func TestAssignRecordedPortHeldByAnother(t *testing.T) {
-	a := New(Range{20000, 20009})
+	a := New(Range{20000, 20009}, Quota{})
 	holder := mustAssign(t, a, owner("holder"), ports("holder", 80), nil)
 	got := mustAssign(t, a, owner("copy"), ports("copy", 80), []Assignment{{Service: "copy", Port: 80, ResolverPort: holder[0].ResolverPort}})
 	if got[0].ResolverPort == holder[0].ResolverPort {
@@ -148,7 +148,7 @@ func TestAssignRecordedPortHeldByAnother(t *testing.T) {
 }
 
 func TestSeedResolvesConflictsInSeedingOrder(t *testing.T) {
-	a := New(Range{20000, 20009})
+	a := New(Range{20000, 20009}, Quota{})
 	if lost := a.Seed(owner("older"), []Assignment{{Service: "a", Port: 80, ResolverPort: 20005}}); lost != nil {
 		t.Fatalf("older lost %v", lost)
 	}
@@ -180,7 +180,7 @@ func TestSeedResolvesConflictsInSeedingOrder(t *testing.T) {
 // After seeding, new ports continue after the highest port in use, as the
 // last leader would have, and never collide with a seeded one.
 func TestSeededPortsAreNeverHandedOut(t *testing.T) {
-	a := New(Range{20000, 20005})
+	a := New(Range{20000, 20005}, Quota{})
 	a.Seed(owner("x"), []Assignment{{Service: "x", Port: 80, ResolverPort: 20000}, {Service: "x", Port: 81, ResolverPort: 20003}})
 	a.Seed(owner("y"), []Assignment{{Service: "y", Port: 80, ResolverPort: 20001}})
 	got := mustAssign(t, a, owner("new"), ports("new", 1, 2, 3), nil)
@@ -190,7 +190,7 @@ func TestSeededPortsAreNeverHandedOut(t *testing.T) {
 }
 
 func TestReleaseWhenPortsGo(t *testing.T) {
-	a := New(Range{20000, 20009})
+	a := New(Range{20000, 20009}, Quota{})
 	mustAssign(t, a, owner("web"), ports("web", 80, 443), nil)
 
 	// A Service port goes: its resolver port is freed, the other stays.
@@ -220,7 +220,7 @@ func TestReleaseWhenPortsGo(t *testing.T) {
 // A released port is the last to be handed out again, so traffic still on
 // its way to a deleted Service's port does not reach a new Service.
 func TestReleasedPortIsReusedLast(t *testing.T) {
-	a := New(Range{20000, 20003})
+	a := New(Range{20000, 20003}, Quota{})
 	mustAssign(t, a, owner("a"), ports("a", 80), nil) // 20000
 	a.Release(owner("a"))
 	var seq []int32
@@ -234,7 +234,7 @@ func TestReleasedPortIsReusedLast(t *testing.T) {
 }
 
 func TestExhaustionIsAllOrNothingAndWaits(t *testing.T) {
-	a := New(Range{20000, 20002})
+	a := New(Range{20000, 20002}, Quota{})
 	mustAssign(t, a, owner("a"), ports("a", 80, 81), nil)
 	got, freed, err := a.Assign(owner("b"), ports("b", 80, 81), nil)
 	var ex *ExhaustedError
@@ -267,7 +267,7 @@ func TestExhaustionIsAllOrNothingAndWaits(t *testing.T) {
 		t.Errorf("waiting %v after release", a.Waiting())
 	}
 	// An owner's own ports count as free for its new set.
-	c := New(Range{20000, 20001})
+	c := New(Range{20000, 20001}, Quota{})
 	mustAssign(t, c, owner("x"), ports("x", 80, 81), nil)
 	got = mustAssign(t, c, owner("x"), ports("x", 90, 91), nil)
 	if !slices.Equal(resolverPorts(got), []int32{20000, 20001}) {
@@ -276,7 +276,7 @@ func TestExhaustionIsAllOrNothingAndWaits(t *testing.T) {
 }
 
 func TestResetForgetsEverything(t *testing.T) {
-	a := New(Range{20000, 20001})
+	a := New(Range{20000, 20001}, Quota{})
 	mustAssign(t, a, owner("x"), ports("x", 80, 81), nil)
 	_, _, _ = a.Assign(owner("y"), ports("y", 80), nil)
 	a.Reset()
@@ -287,7 +287,7 @@ func TestResetForgetsEverything(t *testing.T) {
 
 // Concurrent owners never share a port (run with -race).
 func TestConcurrentAssignNeverCollides(t *testing.T) {
-	a := New(Range{20000, 20999})
+	a := New(Range{20000, 20999}, Quota{})
 	var wg sync.WaitGroup
 	results := make([][]Assignment, 200)
 	for i := range results {
@@ -316,5 +316,79 @@ func TestConcurrentAssignNeverCollides(t *testing.T) {
 	}
 	if a.InUse() != len(seen) {
 		t.Errorf("in use %d, held by survivors %d", a.InUse(), len(seen))
+	}
+}
+
+// One owner with more Service ports than its quota gets none (its Service
+// falls back to Host routing) and does not wait, since no one else's
+// release can make room for it; the others keep assigning.
+func TestAssignPerOwnerQuota(t *testing.T) {
+	a := New(Range{20000, 20999}, Quota{PerOwner: 3})
+	mustAssign(t, a, owner("small"), ports("small", 80, 443, 9000), nil)
+	big := mustAssign(t, a, owner("big"), ports("big", 80), nil)
+
+	var nums []int32
+	for n := range int32(500) {
+		nums = append(nums, 1000+n)
+	}
+	got, freed, err := a.Assign(owner("big"), ports("big", nums...), nil)
+	var qe *QuotaError
+	if !errors.As(err, &qe) || qe.PerNamespace || qe.Limit != 3 || qe.Wanted != 500 || got != nil || !freed {
+		t.Fatalf("Assign past the quota = %v, freed %v, %v; want a per-owner QuotaError, nothing held, its port freed", got, freed, err)
+	}
+	if held := a.Held(owner("big")); len(held) != 0 || a.InUse() != 3 {
+		t.Errorf("big holds %v, %d in use; want only small's 3", held, a.InUse())
+	}
+	if w := a.Waiting(); len(w) != 0 {
+		t.Errorf("waiting %v; an owner over its own quota waits for no one", w)
+	}
+	// Back under the quota, it gets ports again; another owner is unaffected.
+	if again := mustAssign(t, a, owner("big"), ports("big", 80), nil); len(again) != 1 || len(big) != 1 {
+		t.Errorf("big back under its quota got %v", again)
+	}
+	mustAssign(t, a, owner("other"), ports("other", 80, 81, 82), nil)
+}
+
+// A namespace's owners together hold at most its quota; the owner that
+// would pass it gets none and waits, other namespaces are unaffected, and
+// a release in the namespace makes room. Re-assigning what an owner
+// already holds never counts its own ports twice.
+func TestAssignPerNamespaceQuota(t *testing.T) {
+	a := New(Range{20000, 20999}, Quota{PerNamespace: 4})
+	tenant := func(name string) Owner { return Owner{Namespace: "tenant", Name: name} }
+	mustAssign(t, a, tenant("a"), ports("a", 80, 81), nil)
+	mustAssign(t, a, tenant("b"), ports("b", 80, 81), nil)
+	mustAssign(t, a, tenant("a"), ports("a", 80, 81), nil) // its own two are not counted again
+
+	got, _, err := a.Assign(tenant("c"), ports("c", 80), nil)
+	var qe *QuotaError
+	if !errors.As(err, &qe) || !qe.PerNamespace || qe.Limit != 4 || qe.Free != 0 || got != nil {
+		t.Fatalf("Assign past the namespace quota = %v, %v; want a per-namespace QuotaError", got, err)
+	}
+	if w := a.Waiting(); !slices.Equal(w, []Owner{tenant("c")}) {
+		t.Errorf("waiting %v, want tenant/c", w)
+	}
+	// Another namespace still gets ports.
+	mustAssign(t, a, Owner{Namespace: "other", Name: "x"}, ports("x", 80, 81, 82, 83), nil)
+	// A Service port fewer in the namespace lets c in.
+	mustAssign(t, a, tenant("b"), ports("b", 80), nil)
+	if got := mustAssign(t, a, tenant("c"), ports("c", 80), nil); len(got) != 1 {
+		t.Errorf("c got %v after b freed a port", got)
+	}
+	// Releases count too.
+	a.Release(tenant("a"))
+	mustAssign(t, a, tenant("d"), ports("d", 80, 81), nil)
+
+	// Seeded records count against the namespace, even past the quota
+	// (one lowered since): the next Assign of an owner that would pass it
+	// gives that owner's ports up.
+	s := New(Range{20000, 20999}, Quota{PerNamespace: 2})
+	s.Seed(tenant("a"), []Assignment{{Service: "a", Port: 80, ResolverPort: 20000}, {Service: "a", Port: 81, ResolverPort: 20001}})
+	s.Seed(tenant("b"), []Assignment{{Service: "b", Port: 80, ResolverPort: 20002}})
+	if _, _, err := s.Assign(tenant("b"), ports("b", 80), nil); !errors.As(err, &qe) {
+		t.Errorf("b over the lowered namespace quota: %v, want a QuotaError", err)
+	}
+	if got := mustAssign(t, s, tenant("a"), ports("a", 80, 81), nil); !slices.Equal(resolverPorts(got), []int32{20000, 20001}) {
+		t.Errorf("a, within the quota once b gave up, got %v; want its recorded ports", got)
 	}
 }

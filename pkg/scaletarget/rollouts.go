@@ -174,8 +174,10 @@ func trimCRD(obj any) (any, error) {
 }
 
 // trimRollout keeps of a Rollout what Scaler.Get and notify read: its
-// identity, generation and spec.replicas, as they came. The pod template
-// and status, most of a Rollout, are never read from the cache.
+// identity, generation, spec.replicas, the pod template's labels and
+// spec.workloadRef's kind and name, as they came. The rest of the pod
+// template and the status, most of a Rollout, are never read from the
+// cache.
 func trimRollout(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -190,8 +192,24 @@ func trimRollout(obj any) (any, error) {
 	out.SetResourceVersion(u.GetResourceVersion())
 	out.SetGeneration(u.GetGeneration())
 	out.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	spec := map[string]any{}
 	if replicas, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "replicas"); found {
-		out.Object["spec"] = map[string]any{"replicas": replicas}
+		spec["replicas"] = replicas
+	}
+	if labels, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "template", "metadata", "labels"); found {
+		spec["template"] = map[string]any{"metadata": map[string]any{"labels": labels}}
+	}
+	ref := map[string]any{}
+	for _, f := range []string{"kind", "name"} {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "workloadRef", f); found {
+			ref[f] = v
+		}
+	}
+	if len(ref) > 0 {
+		spec["workloadRef"] = ref
+	}
+	if len(spec) > 0 {
+		out.Object["spec"] = spec
 	}
 	return out, nil
 }

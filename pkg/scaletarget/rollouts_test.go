@@ -22,8 +22,12 @@ func TestTrimRolloutKeepsWhatGetReads(t *testing.T) {
 		},
 		"spec": map[string]any{
 			"replicas": int64(3),
-			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c"}}}},
-			"strategy": map[string]any{"canary": map[string]any{}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "r"}, "annotations": map[string]any{"x": "y"}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "c"}}},
+			},
+			"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "scaleDown": "never"},
+			"strategy":    map[string]any{"canary": map[string]any{}},
 		},
 		"status": map[string]any{"replicas": int64(3)},
 	}}
@@ -35,7 +39,11 @@ func TestTrimRolloutKeepsWhatGetReads(t *testing.T) {
 		"apiVersion": "argoproj.io/v1alpha1",
 		"kind":       "Rollout",
 		"metadata":   map[string]any{"name": "r", "namespace": "ns", "uid": "u", "resourceVersion": "9", "generation": int64(4)},
-		"spec":       map[string]any{"replicas": int64(3)},
+		"spec": map[string]any{
+			"replicas":    int64(3),
+			"template":    map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "r"}}},
+			"workloadRef": map[string]any{"kind": "Deployment", "name": "d"},
+		},
 	}
 	if got := out.(*unstructured.Unstructured).Object; !reflect.DeepEqual(got, want) {
 		t.Errorf("trimmed Rollout = %v, want %v", got, want)

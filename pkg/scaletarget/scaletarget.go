@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,6 +61,12 @@ type State struct {
 	// with every spec change, scale writes included, so it tells whether
 	// the cache has seen a given write yet.
 	Generation int64
+	// PodLabels are the labels of the target's pod template
+	// (spec.template.metadata.labels; for a Rollout with a workloadRef,
+	// those of the Deployment it names). The controller checks that the
+	// ElastiService's Service selects them. Shared with the cache: do not
+	// mutate.
+	PodLabels map[string]string
 }
 
 // Interface is what the idle poller and the scale server use of a Scaler,
@@ -87,15 +94,18 @@ func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments, st
 }
 
 // Cached is what the operator's informer caches keep of a Deployment or
-// StatefulSet (see CacheTarget): metadata and spec.replicas, all that
-// Scaler.Get and the event handlers read. A typed Deployment is over
-// 1 KiB before any of its fields are set, most of it the inline pod
-// template the operator never reads.
+// StatefulSet (see CacheTarget): metadata, spec.replicas and the pod
+// template's labels, all that Scaler.Get and the event handlers read. A
+// typed Deployment is over 1 KiB before any of its fields are set, most of
+// it the inline pod template, of which only the labels are read.
 type Cached struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	// Replicas is spec.replicas as it came; nil means unset.
 	Replicas *int32
+	// PodLabels is spec.template.metadata.labels, the decoded map itself
+	// (no copy, so it costs only what the labels do).
+	PodLabels map[string]string
 }
 
 // CacheTarget is the Cached form of a Deployment or StatefulSet, keeping
@@ -104,12 +114,13 @@ type Cached struct {
 func CacheTarget(obj any) any {
 	var meta *metav1.ObjectMeta
 	var replicas *int32
+	var podLabels map[string]string
 	var kind string
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		meta, replicas, kind = &o.ObjectMeta, o.Spec.Replicas, elastiv1alpha1.KindDeployment
+		meta, replicas, podLabels, kind = &o.ObjectMeta, o.Spec.Replicas, o.Spec.Template.Labels, elastiv1alpha1.KindDeployment
 	case *appsv1.StatefulSet:
-		meta, replicas, kind = &o.ObjectMeta, o.Spec.Replicas, elastiv1alpha1.KindStatefulSet
+		meta, replicas, podLabels, kind = &o.ObjectMeta, o.Spec.Replicas, o.Spec.Template.Labels, elastiv1alpha1.KindStatefulSet
 	default:
 		return obj
 	}
@@ -117,6 +128,7 @@ func CacheTarget(obj any) any {
 		TypeMeta:   metav1.TypeMeta{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind},
 		ObjectMeta: Identity(*meta),
 		Replicas:   replicas,
+		PodLabels:  podLabels,
 	}
 }
 
@@ -141,6 +153,7 @@ func (c *Cached) DeepCopyObject() runtime.Object {
 	if c.Replicas != nil {
 		out.Replicas = ptr.To(*c.Replicas)
 	}
+	out.PodLabels = maps.Clone(c.PodLabels)
 	return out
 }
 
@@ -155,11 +168,11 @@ func cachedState(c cache.Store, resource string, ref Ref) (State, error) {
 	}
 	switch o := obj.(type) {
 	case *Cached:
-		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation}, nil
+		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation, PodLabels: o.PodLabels}, nil
 	case *appsv1.Deployment:
-		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation}, nil
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels}, nil
 	case *appsv1.StatefulSet:
-		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation}, nil
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels}, nil
 	}
 	return State{}, fmt.Errorf("%s cache holds a %T", resource, obj)
 }
@@ -187,9 +200,28 @@ func (s *Scaler) Get(ref Ref) (State, error) {
 		if !found {
 			replicas = 1
 		}
-		return State{Replicas: int32(replicas), Generation: obj.GetGeneration()}, nil
+		return State{Replicas: int32(replicas), Generation: obj.GetGeneration(), PodLabels: s.rolloutPodLabels(obj)}, nil
 	}
 	return State{}, fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
+}
+
+// rolloutPodLabels returns a Rollout's pod template labels; a Rollout
+// with a workloadRef has no template of its own and runs the pods of the
+// Deployment it names (Argo's only supported workloadRef kind).
+func (s *Scaler) rolloutPodLabels(obj *unstructured.Unstructured) map[string]string {
+	if labels, found, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "labels"); found {
+		return labels
+	}
+	kind, _, _ := unstructured.NestedString(obj.Object, "spec", "workloadRef", "kind")
+	name, _, _ := unstructured.NestedString(obj.Object, "spec", "workloadRef", "name")
+	if kind != elastiv1alpha1.KindDeployment || name == "" {
+		return nil
+	}
+	state, err := cachedState(s.deployments, "deployment", Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: name})
+	if err != nil {
+		return nil
+	}
+	return state.PodLabels
 }
 
 // Scale sets the target's replicas through its scale subresource.

@@ -124,6 +124,10 @@ const (
 	// ReasonResolverPortRangeExhausted: the operator's
 	// --resolver-port-range has no free port left for this Service.
 	ReasonResolverPortRangeExhausted = "ResolverPortRangeExhausted"
+	// ReasonResolverPortQuotaExceeded: the Service has more TCP ports than
+	// the operator's --resolver-ports-per-elastiservice, or its namespace
+	// holds its --resolver-ports-per-namespace already.
+	ReasonResolverPortQuotaExceeded = "ResolverPortQuotaExceeded"
 )
 
 // +genclient
