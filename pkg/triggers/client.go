@@ -121,7 +121,14 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 		return 0, transportError(ctx, err, server, timeout)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return 0, errorf(ReasonBadStatus, "prometheus at %s answered %s%s", server, statusText(resp.StatusCode), describeErrorBody(body, p.Trusted))
+		hint := ""
+		if p.DefaultAuthWithheld && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			// KubeElasti sent its default to every server; a trigger that
+			// relied on that needs to be told why it no longer works.
+			hint = "; the operator's default Authorization (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER) goes only to its default server " +
+				"(--prometheus-server-address): leave serverAddress out, write it as the default is written, or set headers.Authorization"
+		}
+		return 0, errorf(ReasonBadStatus, "prometheus at %s answered %s%s%s", server, statusText(resp.StatusCode), describeErrorBody(body, p.Trusted), hint)
 	}
 	if len(body) > maxResponseBytes {
 		return 0, errorf(ReasonBadResponse, "prometheus at %s sent more than %d bytes; the query must return a single series", server, maxResponseBytes)

@@ -63,6 +63,11 @@ type Prometheus struct {
 	// be an internal service whose answers the trigger's author wants to
 	// read through the ElastiService's events.
 	Trusted bool
+	// DefaultAuthWithheld is true when the operator has a default
+	// Authorization that this trigger would have had from KubeElasti but
+	// does not get, its server being another than the default one; a 401
+	// or 403 then says so.
+	DefaultAuthWithheld bool
 }
 
 // String describes the trigger without header values or URL passwords, so
@@ -131,12 +136,13 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 	}
 
 	return Prometheus{
-		Query:         m.Query,
-		ServerAddress: addr,
-		Threshold:     threshold,
-		UptimeFilter:  filter,
-		Headers:       headers,
-		Trusted:       isDefault || isListed(addr, m.Headers, d.AllowedServers),
+		Query:               m.Query,
+		ServerAddress:       addr,
+		Threshold:           threshold,
+		UptimeFilter:        filter,
+		Headers:             headers,
+		Trusted:             isDefault || isListed(addr, m.Headers, d.AllowedServers),
+		DefaultAuthWithheld: !hasAuth && d.AuthorizationHeader != "" && !isDefault,
 	}, nil
 }
 

@@ -81,6 +81,24 @@ func TestParsePrometheus(t *testing.T) {
 			},
 		},
 		{
+			name:     "another server gets no default credential",
+			raw:      `{"query":"up","serverAddress":"` + server + `","threshold":"1","headers":{"X-Scope-OrgID":"t"}}`,
+			defaults: defaults,
+			want: Prometheus{
+				Query: "up", ServerAddress: server, Threshold: 1, UptimeFilter: `job="prom"`,
+				Headers: map[string]string{"X-Scope-OrgID": "t"}, DefaultAuthWithheld: true,
+			},
+		},
+		{
+			name:     "the default server written out gets it",
+			raw:      `{"query":"up","serverAddress":"HTTP://Default:9090/","threshold":"1"}`,
+			defaults: defaults,
+			want: Prometheus{
+				Query: "up", ServerAddress: "HTTP://Default:9090/", Threshold: 1, UptimeFilter: `job="prom"`,
+				Headers: map[string]string{"Authorization": "Bearer default-token"}, Trusted: true,
+			},
+		},
+		{
 			name:     "blank server address falls back",
 			raw:      `{"query":"up","serverAddress":"  ","threshold":"1"}`,
 			defaults: Defaults{ServerAddress: server},

@@ -150,6 +150,30 @@ func TestDefaultCredentialGoesOnlyToTheDefaultServer(t *testing.T) {
 	}
 }
 
+// A trigger that relied on KubeElasti sending the default credential to
+// its own server is told why its server now answers 401 or 403.
+func TestWithheldCredentialIsExplained(t *testing.T) {
+	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		other := newFakeProm(t, always(code, ""))
+		d := Defaults{ServerAddress: "http://prometheus.monitoring:9090", AuthorizationHeader: "Bearer op"}
+		_, err := Evaluate(t.Context(), testClient(), []v1alpha1.ScaleTrigger{promTrigger(other.URL, "q", "1")}, cooldown, d)
+		if ReasonOf(err) != ReasonBadStatus || !strings.Contains(err.Error(), "goes only to its default server") {
+			t.Errorf("%d: err = %v; want BadStatus saying where the default Authorization goes", code, err)
+		}
+		// With its own Authorization, or no default, there is nothing to explain.
+		own := trigger(`{"query":"q","threshold":"1","serverAddress":"` + other.URL + `","headers":{"Authorization":"Bearer mine"}}`)
+		for _, c := range []struct {
+			tr v1alpha1.ScaleTrigger
+			d  Defaults
+		}{{own, d}, {promTrigger(other.URL, "q", "1"), Defaults{}}} {
+			_, err := Evaluate(t.Context(), testClient(), []v1alpha1.ScaleTrigger{c.tr}, cooldown, c.d)
+			if err == nil || strings.Contains(err.Error(), "default server") {
+				t.Errorf("%d: err = %v; want no word of the default Authorization", code, err)
+			}
+		}
+	}
+}
+
 // A redirect is a failure; its target hears nothing, even from the default
 // server, and the operator's credential stays where it was sent.
 func TestRedirectsAreNotFollowed(t *testing.T) {
