@@ -10,6 +10,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/triggers"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
@@ -25,6 +26,8 @@ const (
 	envPrometheusAuth      = "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER"
 	// elasti's own: the path of the wake token file, set on both binaries.
 	envWakeTokenFile = waketoken.EnvFile
+	// elasti's own: the servers triggers may query.
+	envPrometheusAllowed = "ELASTI_PROMETHEUS_ALLOWED_SERVERS"
 )
 
 // options is everything the command line and environment configure.
@@ -94,6 +97,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.DurationVar(&op.QueryTimeout, "prometheus-query-timeout", def.QueryTimeout, "Timeout of each Prometheus query.")
 	fs.StringVar(&op.PrometheusServerAddress, "prometheus-server-address", env.String(envPrometheusAddress, ""), "Prometheus used by triggers that set no serverAddress (env "+envPrometheusAddress+").")
 	op.PrometheusAuthorizationHeader = env.String(envPrometheusAuth, "")
+	allowedServers := fs.String("prometheus-allowed-servers", env.String(envPrometheusAllowed, ""),
+		"Comma-separated URL prefixes (scheme://host[:port][/path]) of the only Prometheus servers triggers may query besides "+
+			"--prometheus-server-address; a trigger naming another is refused before any request. Empty: any server (env "+envPrometheusAllowed+").")
 	fs.DurationVar(&op.ScaleTimeout, "scale-timeout", def.ScaleTimeout, "Timeout of one scale-from-zero call.")
 	fs.DurationVar(&op.ResyncPeriod, "resync-period", def.ResyncPeriod, "How often every ElastiService is re-synced to repair unreported drift.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, env.String(envWakeTokenFile, ""),
@@ -111,6 +117,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			op.ResolverPortRange = r
 		}
 		op.QPS = float32(*qps)
+		if list, err := triggers.ParseServerPrefixes(*allowedServers); err != nil {
+			env.Errs = append(env.Errs, fmt.Errorf("--prometheus-allowed-servers: %w", err))
+		} else {
+			op.PrometheusAllowedServers = list
+		}
 		if o.wakeTokenFile != "" {
 			// Read now, so a missing or empty file stops the start.
 			if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {

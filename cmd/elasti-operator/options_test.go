@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,23 @@ func TestResolverPortQuotaFlags(t *testing.T) {
 	}
 }
 
+// The allow-list of trigger servers is empty (any server) unless set, by
+// flag or environment, the flag winning.
+func TestPrometheusAllowedServers(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil || o.operator.PrometheusAllowedServers != nil {
+		t.Fatalf("default allow-list = %v, %v; want none", o.operator.PrometheusAllowedServers, err)
+	}
+	o, err = parse(t, map[string]string{"ELASTI_PROMETHEUS_ALLOWED_SERVERS": "http://a:9090, https://b/prom"})
+	if err != nil || fmt.Sprint(o.operator.PrometheusAllowedServers) != "[http://a:9090 https://b:443/prom]" {
+		t.Errorf("from the environment: %v, %v", o.operator.PrometheusAllowedServers, err)
+	}
+	o, err = parse(t, map[string]string{"ELASTI_PROMETHEUS_ALLOWED_SERVERS": "http://a:9090"}, "--prometheus-allowed-servers=http://c")
+	if err != nil || fmt.Sprint(o.operator.PrometheusAllowedServers) != "[http://c:80]" {
+		t.Errorf("flag over environment: %v, %v", o.operator.PrometheusAllowedServers, err)
+	}
+}
+
 func TestKubeElastiFlagsAreAccepted(t *testing.T) {
 	o, err := parse(t, nil, "--leader-elect", "--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--watch-namespace=team-a", "--enable-http2=false")
 	if err != nil {
@@ -123,6 +141,8 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{nil, []string{"--resolver-port-range=8013-8013"}, "contains one of the resolver's own ports [8012 8013 8014]"},
 		{nil, []string{"--resolver-port-range=8014-9000"}, "resolver's own ports"},
 		{nil, []string{"--resolver-proxy-port=20500"}, "contains the resolver proxy port 20500"},
+		{nil, []string{"--prometheus-allowed-servers=prometheus:9090"}, `--prometheus-allowed-servers: "prometheus:9090" is not an absolute http or https URL`},
+		{map[string]string{"ELASTI_PROMETHEUS_ALLOWED_SERVERS": "http://p?tenant=a"}, nil, "--prometheus-allowed-servers: "},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.env, c.args...)

@@ -79,6 +79,10 @@ type Options struct {
 	// PROMETHEUS_TRIGGER_SERVER_ADDRESS, PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER).
 	PrometheusServerAddress       string
 	PrometheusAuthorizationHeader string
+	// PrometheusAllowedServers, when not empty, are the only servers
+	// besides PrometheusServerAddress that triggers may query
+	// (--prometheus-allowed-servers); empty allows any, as KubeElasti.
+	PrometheusAllowedServers []triggers.ServerPrefix
 	// ScaleTimeout bounds one scale-from-zero call.
 	ScaleTimeout time.Duration
 	// ScaleSettleWindow is how long after a wake further requests for the
@@ -211,6 +215,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		Defaults: triggers.Defaults{
 			ServerAddress:       opts.PrometheusServerAddress,
 			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
+			AllowedServers:      opts.PrometheusAllowedServers,
 		},
 	})
 	o.connect()

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,9 +37,12 @@ const (
 
 // Client runs instant queries against the Prometheus HTTP API. The zero
 // value is ready to use. A Client holds no per-server state beyond Health
-// and is safe for concurrent use.
+// and is safe for concurrent use. It never follows a redirect: a trigger's
+// server is chosen by whoever wrote the ElastiService, and a redirect would
+// let that server send the operator, its headers included, anywhere.
 type Client struct {
-	// HTTP sends the requests; nil means http.DefaultClient.
+	// HTTP sends the requests; nil means http.DefaultClient. Its
+	// CheckRedirect is replaced: redirects are never followed.
 	HTTP *http.Client
 	// Timeout bounds each query, connection included; zero or less means
 	// DefaultTimeout.
@@ -48,11 +52,15 @@ type Client struct {
 	Health *HealthMemo
 }
 
+// httpClient is c.HTTP, or http.DefaultClient, with redirects off. The
+// copy is shallow: the Transport, and so its connection pool, is shared.
 func (c *Client) httpClient() *http.Client {
-	if c == nil || c.HTTP == nil {
-		return http.DefaultClient
+	hc := *http.DefaultClient
+	if c != nil && c.HTTP != nil {
+		hc = *c.HTTP
 	}
-	return c.HTTP
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &hc
 }
 
 func (c *Client) timeout() time.Duration {
@@ -102,17 +110,30 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 		_ = resp.Body.Close()
 	}()
 
+	// Neither the Location of a redirect nor the server's reason phrase
+	// is quoted: both are the server's free text.
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return 0, errorf(ReasonRedirected, "prometheus at %s answered %s, a redirect, which is not followed; set the final address as serverAddress",
+			server, statusText(resp.StatusCode))
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return 0, transportError(ctx, err, server, timeout)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return 0, errorf(ReasonBadStatus, "prometheus at %s answered %s: %s", server, resp.Status, describeErrorBody(body))
+		hint := ""
+		if p.DefaultAuthWithheld && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			// KubeElasti sent its default to every server; a trigger that
+			// relied on that needs to be told why it no longer works.
+			hint = "; the operator's default Authorization (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER) goes only to its default server " +
+				"(--prometheus-server-address): leave serverAddress out, write it as the default is written, or set headers.Authorization"
+		}
+		return 0, errorf(ReasonBadStatus, "prometheus at %s answered %s%s%s", server, statusText(resp.StatusCode), describeErrorBody(body, p.Trusted), hint)
 	}
 	if len(body) > maxResponseBytes {
 		return 0, errorf(ReasonBadResponse, "prometheus at %s sent more than %d bytes; the query must return a single series", server, maxResponseBytes)
 	}
-	v, err := decodeQueryResponse(body)
+	v, err := decodeQueryResponse(body, p.Trusted)
 	if err != nil {
 		return 0, fmt.Errorf("prometheus at %s: %w", server, err)
 	}
@@ -167,9 +188,24 @@ func queryURL(server, promql string) (string, error) {
 	return u.String(), nil
 }
 
+// statusText is "HTTP 500 Internal Server Error": the code with Go's own
+// name for it, never the reason phrase the server sent.
+func statusText(code int) string {
+	if text := http.StatusText(code); text != "" {
+		return fmt.Sprintf("HTTP %d %s", code, text)
+	}
+	return fmt.Sprintf("HTTP %d", code)
+}
+
 // transportError classifies a failure to get an answer. A deadline, ours or
 // the caller's, is a timeout; a cancelled caller is not Prometheus's fault.
+// The *url.Error net/http wraps it in is dropped: it repeats the request
+// URL, whose query holds the PromQL and any parameters of serverAddress,
+// and server already says where the request went.
 func transportError(ctx context.Context, err error, server string, timeout time.Duration) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err
+	}
 	var netErr net.Error
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
@@ -193,45 +229,82 @@ type apiResponse struct {
 	} `json:"data"`
 }
 
-// errorText is Prometheus's "<errorType>: <error>", shortened.
-func (r *apiResponse) errorText() string {
-	switch {
-	case r.ErrorType == "" && r.Error == "":
-		return "no error given"
-	case r.ErrorType == "":
-		return truncate(r.Error, maxEchoBytes)
-	case r.Error == "":
-		return truncate(r.ErrorType, maxEchoBytes)
-	}
-	return truncate(r.ErrorType+": "+r.Error, maxEchoBytes)
+// knownErrorTypes are the errorType values of the Prometheus HTTP API. Only
+// these are quoted from any server: they are a fixed vocabulary, while any
+// other value could be text an arbitrary server chose.
+var knownErrorTypes = map[string]bool{
+	"bad_data": true, "timeout": true, "canceled": true, "execution": true,
+	"unavailable": true, "not_found": true, "internal": true,
 }
 
-// describeErrorBody summarises the body of a non-2xx answer: Prometheus's
-// own errorType and error when it sent them, else the start of the body.
-func describeErrorBody(body []byte) string {
+// errorText is Prometheus's " (<errorType>): <error>", shortened. The
+// errorType is given when it is a known one; the error text, free text
+// that may hold whatever the server wants read, only for a trusted server.
+func (r *apiResponse) errorText(trusted bool) string {
+	var b strings.Builder
+	if knownErrorTypes[r.ErrorType] {
+		b.WriteString(" (" + r.ErrorType + ")")
+	}
+	switch {
+	case r.Error == "" && r.ErrorType == "":
+		b.WriteString(", no error given")
+	case r.Error == "":
+	case trusted:
+		b.WriteString(": " + truncate(r.Error, maxEchoBytes))
+	default:
+		b.WriteString(untrustedText)
+	}
+	return b.String()
+}
+
+// untrustedText says why a server's text is missing from a message.
+const untrustedText = "; the server's own text is shown only for the operator's default server and --prometheus-allowed-servers"
+
+// describeErrorBody summarises the body of a non-2xx answer, to follow the
+// status: Prometheus's errorType and error when it sent them, else the
+// start of the body. Text from a server that is not trusted is left out.
+func describeErrorBody(body []byte, trusted bool) string {
 	var r apiResponse
 	if json.Unmarshal(body, &r) == nil && (r.ErrorType != "" || r.Error != "") {
-		return r.errorText()
+		return r.errorText(trusted)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return "empty body"
+	switch {
+	case len(bytes.TrimSpace(body)) == 0:
+		return " with an empty body"
+	case !trusted:
+		return untrustedText
 	}
-	return strconv.Quote(truncate(string(body), maxEchoBytes))
+	return ": " + strconv.Quote(truncate(string(body), maxEchoBytes))
+}
+
+// quoteIf is s quoted and shortened to n bytes for a trusted server, and
+// nothing for another: a message may say what was wrong, but only a
+// trusted server's own words are repeated.
+func quoteIf(trusted bool, s string, n int) string {
+	if !trusted {
+		return ""
+	}
+	return " " + strconv.Quote(truncate(s, n))
 }
 
 // decodeQueryResponse extracts the single value of an instant query answer:
 // a vector with exactly one sample, or a scalar.
-func decodeQueryResponse(body []byte) (float64, error) {
+// Only a trusted server's own text is quoted (see quoteIf).
+func decodeQueryResponse(body []byte, trusted bool) (float64, error) {
 	var r apiResponse
 	if err := json.Unmarshal(body, &r); err != nil {
+		// A syntax error quotes the character it choked on.
+		if !trusted {
+			return 0, errorf(ReasonBadResponse, "answer is not Prometheus API JSON")
+		}
 		return 0, errorf(ReasonBadResponse, "answer is not Prometheus API JSON: %w", err)
 	}
 	switch r.Status {
 	case "success":
 	case "error":
-		return 0, errorf(ReasonQueryFailed, "query failed: %s", r.errorText())
+		return 0, errorf(ReasonQueryFailed, "query failed%s", r.errorText(trusted))
 	default:
-		return 0, errorf(ReasonBadResponse, "answer has status %q, want \"success\"", truncate(r.Status, 32))
+		return 0, errorf(ReasonBadResponse, "answer's status%s is neither \"success\" nor \"error\"", quoteIf(trusted, r.Status, 32))
 	}
 	if r.Data == nil {
 		return 0, errorf(ReasonBadResponse, "answer has no data")
@@ -244,6 +317,9 @@ func decodeQueryResponse(body []byte) (float64, error) {
 			Value json.RawMessage `json:"value"`
 		}
 		if err := json.Unmarshal(r.Data.Result, &series); err != nil {
+			if !trusted {
+				return 0, errorf(ReasonBadResponse, "vector result is malformed")
+			}
 			return 0, errorf(ReasonBadResponse, "vector result is malformed: %w", err)
 		}
 		switch len(series) {
@@ -257,14 +333,17 @@ func decodeQueryResponse(body []byte) (float64, error) {
 	case "scalar":
 		sample = r.Data.Result
 	default:
-		return 0, errorf(ReasonBadResponse, "result type %q is not supported; the query must return an instant vector or a scalar", truncate(r.Data.ResultType, 32))
+		// Prometheus's other result types are a fixed vocabulary.
+		known := r.Data.ResultType == "matrix" || r.Data.ResultType == "string"
+		return 0, errorf(ReasonBadResponse, "result type%s is not supported; the query must return an instant vector or a scalar",
+			quoteIf(trusted || known, r.Data.ResultType, 32))
 	}
-	return decodeSample(sample)
+	return decodeSample(sample, trusted)
 }
 
 // decodeSample reads [<unix time>, "<value>"]. Prometheus writes the value as
 // a string so that NaN and ±Inf survive JSON; a bare number is accepted too.
-func decodeSample(raw json.RawMessage) (float64, error) {
+func decodeSample(raw json.RawMessage, trusted bool) (float64, error) {
 	var pair []json.RawMessage
 	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 {
 		return 0, errorf(ReasonBadResponse, "sample is not a [timestamp, value] pair")
@@ -284,9 +363,13 @@ func decodeSample(raw json.RawMessage) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(text, 64)
 	if err != nil && !isRangeError(err) {
-		return 0, errorf(ReasonBadResponse, "sample value %q is not a number", truncate(text, 64))
+		return 0, errorf(ReasonBadResponse, "sample value%s is not a number", quoteIf(trusted, text, 64))
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
+		// NaN, +Inf or -Inf, as Go writes them, is no text of the server's.
+		if !trusted {
+			text = formatFloat(v)
+		}
 		return 0, errorf(ReasonNotFinite, "sample value %q is not finite", truncate(text, 64))
 	}
 	return v, nil

@@ -125,10 +125,10 @@ func TestQueryErrors(t *testing.T) {
 	}{
 		{"500 with body", 500, "boom: storage unavailable", ReasonBadStatus, []string{"500 Internal Server Error", `"boom: storage unavailable"`}},
 		{"503 empty", 503, "", ReasonBadStatus, []string{"503", "empty body"}},
-		{"400 API error", 400, `{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected \")\""}`, ReasonBadStatus, []string{"400 Bad Request", "bad_data: 1:5: parse error"}},
-		{"422 API error", 422, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`, ReasonBadStatus, []string{"422", "execution: many-to-many"}},
+		{"400 API error", 400, `{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected \")\""}`, ReasonBadStatus, []string{"400 Bad Request", "(bad_data): 1:5: parse error"}},
+		{"422 API error", 422, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`, ReasonBadStatus, []string{"422", "(execution): many-to-many"}},
 		{"404 html", 404, "<html>not found</html>", ReasonBadStatus, []string{"404", "<html>not found</html>"}},
-		{"status error", 200, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`, ReasonQueryFailed, []string{"timeout: query timed out"}},
+		{"status error", 200, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`, ReasonQueryFailed, []string{"(timeout): query timed out"}},
 		{"status error without details", 200, `{"status":"error"}`, ReasonQueryFailed, []string{"no error given"}},
 		{"unknown status", 200, `{"status":"partial","data":{"resultType":"scalar","result":[1,"1"]}}`, ReasonBadResponse, []string{`status "partial"`}},
 		{"no status", 200, `{}`, ReasonBadResponse, []string{`status ""`}},
@@ -160,7 +160,9 @@ func TestQueryErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeProm(t, always(tt.status, tt.body))
-			got, err := testClient().Query(t.Context(), Prometheus{ServerAddress: f.URL}, "q")
+			// The default server, or one in the allow-list: its text is
+			// quoted (TestQueryQuotesNoTextOfOtherServers has the others).
+			got, err := testClient().Query(t.Context(), Prometheus{ServerAddress: f.URL, Trusted: true}, "q")
 			if err == nil {
 				t.Fatalf("Query = %v, want an error with reason %s", got, tt.reason)
 			}
@@ -185,7 +187,7 @@ func TestQueryErrors(t *testing.T) {
 func TestQueryTruncatesLongErrorBodies(t *testing.T) {
 	body := "<html>" + strings.Repeat("x", 10000) + "</html>"
 	f := newFakeProm(t, always(502, body))
-	_, err := testClient().Query(t.Context(), Prometheus{ServerAddress: f.URL}, "q")
+	_, err := testClient().Query(t.Context(), Prometheus{ServerAddress: f.URL, Trusted: true}, "q")
 	if ReasonOf(err) != ReasonBadStatus {
 		t.Fatalf("err = %v, want BadStatus", err)
 	}
@@ -194,8 +196,8 @@ func TestQueryTruncatesLongErrorBodies(t *testing.T) {
 	}
 	longAPIError := `{"status":"error","errorType":"bad_data","error":"` + strings.Repeat("y", 5000) + `"}`
 	f = newFakeProm(t, always(400, longAPIError))
-	_, err = testClient().Query(t.Context(), Prometheus{ServerAddress: f.URL}, "q")
-	if msg := err.Error(); len(msg) > 512 || !strings.Contains(msg, "bad_data: yyy") {
+	_, err = testClient().Query(t.Context(), Prometheus{ServerAddress: f.URL, Trusted: true}, "q")
+	if msg := err.Error(); len(msg) > 512 || !strings.Contains(msg, "(bad_data): yyy") {
 		t.Errorf("API error is not a short summary (%d bytes): %.600s", len(msg), msg)
 	}
 }
@@ -447,7 +449,7 @@ func FuzzDecodeQueryResponse(f *testing.F) {
 		ReasonMultipleSeries: true, ReasonNotFinite: true,
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		v, err := decodeQueryResponse(body)
+		v, err := decodeQueryResponse(body, true)
 		if err != nil {
 			if v != 0 {
 				t.Fatalf("error %v came with value %v", err, v)
@@ -455,10 +457,17 @@ func FuzzDecodeQueryResponse(f *testing.F) {
 			if !known[ReasonOf(err)] {
 				t.Fatalf("error %v has reason %q", err, ReasonOf(err))
 			}
-			return
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		} else if math.IsNaN(v) || math.IsInf(v, 0) {
 			t.Fatalf("decoded non-finite value %v from %q", v, body)
+		}
+		// Another server's answer decodes alike, and its error is one of
+		// a few fixed texts: no room for anything the body said.
+		uv, uerr := decodeQueryResponse(body, false)
+		if (err == nil) != (uerr == nil) || ReasonOf(err) != ReasonOf(uerr) || v != uv && !math.IsNaN(v) {
+			t.Fatalf("untrusted decode = %v, %v; trusted = %v, %v", uv, uerr, v, err)
+		}
+		if uerr != nil && len(uerr.Error()) > 200 {
+			t.Fatalf("untrusted error is %d bytes: %v", len(uerr.Error()), uerr)
 		}
 	})
 }

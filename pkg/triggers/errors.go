@@ -22,8 +22,14 @@ const (
 	// ReasonCanceled: the caller gave up, usually because the operator is
 	// shutting down; not Prometheus's fault.
 	ReasonCanceled Reason = "Canceled"
-	// ReasonBadStatus: an HTTP status outside 2xx.
+	// ReasonBadStatus: an HTTP status outside 2xx and 3xx.
 	ReasonBadStatus Reason = "BadStatus"
+	// ReasonRedirected: a 3xx. Redirects are not followed, so that a
+	// trigger's server cannot send the operator to another one.
+	ReasonRedirected Reason = "Redirected"
+	// ReasonServerNotAllowed: the trigger's server is neither the default
+	// one nor in --prometheus-allowed-servers; nothing was sent to it.
+	ReasonServerNotAllowed Reason = "ServerNotAllowed"
 	// ReasonBadResponse: a body that is not a Prometheus API answer, or
 	// holds a value that is not a number.
 	ReasonBadResponse Reason = "BadResponse"

@@ -21,7 +21,8 @@ type Verdict struct {
 }
 
 // Evaluate decides whether an ElastiService is idle. It parses every trigger
-// first, so a typo anywhere is reported before any query runs; checks each
+// first, so a typo or a server d does not allow anywhere is reported before
+// any query runs; checks each
 // distinct Prometheus has been up for the whole cooldown; then runs every
 // trigger's query. Any error yields a not-idle verdict with the error's
 // reason and the error itself.
@@ -48,6 +49,13 @@ func Evaluate(ctx context.Context, c *Client, triggers []v1alpha1.ScaleTrigger, 
 		p, err := ParsePrometheus(t.Metadata, d)
 		if err != nil {
 			return failed(fmt.Errorf("triggers[%d]: %w", i, err))
+		}
+		// Refused here, with the others parsed but before any health check
+		// or query: a server the operator may not query gets no request.
+		if !d.allowed(p) {
+			return failed(errorf(ReasonServerNotAllowed,
+				"triggers[%d]: prometheus at %s is not the operator's default server and not in its allowed servers (--prometheus-allowed-servers); nothing was sent to it",
+				i, redactURL(p.ServerAddress)))
 		}
 		parsed[i] = p
 	}

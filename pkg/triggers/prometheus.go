@@ -25,17 +25,24 @@ import (
 // health check, as KubeElasti does.
 const DefaultUptimeFilter = `container="prometheus"`
 
-// Defaults are the operator-wide settings a trigger falls back on.
+// Defaults are the operator-wide settings every trigger is read with.
 type Defaults struct {
 	// ServerAddress is used when a trigger has no serverAddress
 	// (PROMETHEUS_TRIGGER_SERVER_ADDRESS).
 	ServerAddress string
 	// AuthorizationHeader is sent as Authorization when a trigger sets no
-	// Authorization header of its own
-	// (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER).
+	// Authorization header of its own and queries the default server, at
+	// or below ServerAddress (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER). It
+	// is the operator's credential: a trigger naming any other server is
+	// sent none, or whoever wrote the trigger could collect it.
 	AuthorizationHeader string
 	// UptimeFilter replaces DefaultUptimeFilter when a trigger has none.
 	UptimeFilter string
+	// AllowedServers, when not empty, are the only servers besides the
+	// default one that triggers may query (--prometheus-allowed-servers);
+	// Evaluate refuses any other before sending anything. Empty allows
+	// every server, as KubeElasti does.
+	AllowedServers []ServerPrefix
 }
 
 // Prometheus is a parsed prometheus trigger with the defaults applied.
@@ -47,8 +54,20 @@ type Prometheus struct {
 	Threshold    float64
 	UptimeFilter string
 	// Headers are sent on every query, including the default Authorization
-	// when the trigger set none. Values may be secrets; String redacts them.
+	// when the trigger set none and queries the default server. Values may
+	// be secrets; String redacts them.
 	Headers map[string]string
+	// Trusted is true for the operator's default server and the servers in
+	// Defaults.AllowedServers: servers the operator's administrator chose.
+	// Only their error text is quoted in messages; any other server could
+	// be an internal service whose answers the trigger's author wants to
+	// read through the ElastiService's events.
+	Trusted bool
+	// DefaultAuthWithheld is true when the operator has a default
+	// Authorization that this trigger would have had from KubeElasti but
+	// does not get, its server being another than the default one; a 401
+	// or 403 then says so.
+	DefaultAuthWithheld bool
 }
 
 // String describes the trigger without header values or URL passwords, so
@@ -105,7 +124,8 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 		}
 		headers[name] = value
 	}
-	if !hasAuth && d.AuthorizationHeader != "" {
+	isDefault := isDefaultServer(addr, m.Headers, d.ServerAddress)
+	if !hasAuth && d.AuthorizationHeader != "" && isDefault {
 		if err := checkHeader("Authorization", d.AuthorizationHeader); err != nil {
 			return Prometheus{}, errorf(ReasonInvalidMetadata, "default authorization header (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER): %w", err)
 		}
@@ -116,12 +136,19 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 	}
 
 	return Prometheus{
-		Query:         m.Query,
-		ServerAddress: addr,
-		Threshold:     threshold,
-		UptimeFilter:  filter,
-		Headers:       headers,
+		Query:               m.Query,
+		ServerAddress:       addr,
+		Threshold:           threshold,
+		UptimeFilter:        filter,
+		Headers:             headers,
+		Trusted:             isDefault || isListed(addr, m.Headers, d.AllowedServers),
+		DefaultAuthWithheld: !hasAuth && d.AuthorizationHeader != "" && !isDefault,
 	}, nil
+}
+
+// allowed reports whether d lets triggers query p's server.
+func (d Defaults) allowed(p Prometheus) bool {
+	return len(d.AllowedServers) == 0 || p.Trusted
 }
 
 // ValidatePrometheus checks a prometheus trigger's own metadata as
@@ -217,7 +244,7 @@ func checkServerAddress(addr string) error {
 		return fmt.Errorf("not a valid URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute http or https URL", truncate(u.Redacted(), 128))
+		return fmt.Errorf("%q is not an absolute http or https URL", truncate(redactURL(addr), 128))
 	}
 	return nil
 }
@@ -251,13 +278,19 @@ func isTokenChar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// redactURL hides a password in addr for messages and logs.
+// redactURL is addr for messages and logs: scheme, host and path only. User
+// information and the query may hold credentials (a password, a token
+// given as user name, an api_key parameter), and the default server's
+// address is the operator's, not the namespace's to read in its events.
 func redactURL(addr string) string {
 	u, err := url.Parse(addr)
 	if err != nil {
 		return "<invalid URL>"
 	}
-	return u.Redacted()
+	u.User = nil
+	u.RawQuery, u.ForceQuery = "", false
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence, so

@@ -59,7 +59,7 @@ func TestParsePrometheus(t *testing.T) {
 			defaults: defaults,
 			want: Prometheus{
 				Query: "up", ServerAddress: "http://default:9090", Threshold: 1, UptimeFilter: `job="prom"`,
-				Headers: map[string]string{"Authorization": "Bearer default-token"},
+				Headers: map[string]string{"Authorization": "Bearer default-token"}, Trusted: true,
 			},
 		},
 		{
@@ -77,14 +77,32 @@ func TestParsePrometheus(t *testing.T) {
 			defaults: Defaults{ServerAddress: server, AuthorizationHeader: "Bearer d"},
 			want: Prometheus{
 				Query: "up", ServerAddress: server, Threshold: 1, UptimeFilter: DefaultUptimeFilter,
-				Headers: map[string]string{"X-Scope-OrgID": "t", "Authorization": "Bearer d"},
+				Headers: map[string]string{"X-Scope-OrgID": "t", "Authorization": "Bearer d"}, Trusted: true,
+			},
+		},
+		{
+			name:     "another server gets no default credential",
+			raw:      `{"query":"up","serverAddress":"` + server + `","threshold":"1","headers":{"X-Scope-OrgID":"t"}}`,
+			defaults: defaults,
+			want: Prometheus{
+				Query: "up", ServerAddress: server, Threshold: 1, UptimeFilter: `job="prom"`,
+				Headers: map[string]string{"X-Scope-OrgID": "t"}, DefaultAuthWithheld: true,
+			},
+		},
+		{
+			name:     "the default server written out gets it",
+			raw:      `{"query":"up","serverAddress":"HTTP://Default:9090/","threshold":"1"}`,
+			defaults: defaults,
+			want: Prometheus{
+				Query: "up", ServerAddress: "HTTP://Default:9090/", Threshold: 1, UptimeFilter: `job="prom"`,
+				Headers: map[string]string{"Authorization": "Bearer default-token"}, Trusted: true,
 			},
 		},
 		{
 			name:     "blank server address falls back",
 			raw:      `{"query":"up","serverAddress":"  ","threshold":"1"}`,
 			defaults: Defaults{ServerAddress: server},
-			want:     Prometheus{Query: "up", ServerAddress: server, Threshold: 1, UptimeFilter: DefaultUptimeFilter},
+			want:     Prometheus{Query: "up", ServerAddress: server, Threshold: 1, UptimeFilter: DefaultUptimeFilter, Trusted: true},
 		},
 	}
 	for _, tt := range tests {
@@ -142,7 +160,7 @@ func TestParsePrometheusErrors(t *testing.T) {
 		{"header name with space", `{` + ok + `,"threshold":"1","headers":{"X Org":"a"}}`, Defaults{}, `metadata.headers: header name "X Org" is not a valid HTTP token`},
 		{"empty header name", `{` + ok + `,"threshold":"1","headers":{"":"a"}}`, Defaults{}, "metadata.headers: empty header name"},
 		{"header value with newline", `{` + ok + `,"threshold":"1","headers":{"X-A":"a\r\nEvil: 1"}}`, Defaults{}, `metadata.headers: header "X-A" has a control character in its value`},
-		{"bad default authorization", `{` + ok + `,"threshold":"1"}`, Defaults{AuthorizationHeader: "Bearer a\nb"}, "default authorization header (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER): "},
+		{"bad default authorization", `{` + ok + `,"threshold":"1"}`, Defaults{ServerAddress: "http://p:9090", AuthorizationHeader: "Bearer a\nb"}, "default authorization header (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER): "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
