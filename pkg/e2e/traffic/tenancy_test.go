@@ -58,6 +58,9 @@ func TestResolverIsNoOpenProxy(t *testing.T) {
 			t.Errorf("%s, raw TCP on web's resolver port reached a pod: %s; want the connection closed", when, resp)
 		}
 	}
+	// The operator's first sync may have put the resolver in front for a
+	// moment, before web's pod was listed: let that drain pass.
+	time.Sleep(frontDrain + time.Second)
 	refused("while web serves")
 
 	// Asleep, the resolver is in front: the same Host request wakes web.
