@@ -186,6 +186,29 @@ func (n *Node) Stop() {
 	}
 }
 
+// Cleanup removes what a killed run of a real node left on the host (a run
+// killed with SIGKILL cannot clean up: its shims and containers outlive it,
+// and its bridge, mounts, cgroups and sysctls stay). Start does it too;
+// call Cleanup first to look at the host before a node starts.
+func Cleanup(ctx context.Context, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(progress, "[realnode %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	unlock, err := lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(Dir); err != nil {
+		return nil
+	}
+	logf("removing what an earlier run left in %s", Dir)
+	return cleanup(logf)
+}
+
 // Toleration lets a pod onto the real node.
 func Toleration() corev1.Toleration {
 	return corev1.Toleration{Key: TaintKey, Operator: corev1.TolerationOpEqual, Value: TaintValue, Effect: corev1.TaintEffectNoSchedule}

@@ -164,6 +164,10 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	defer cancel()
 
 	tar, ref, version, imageID := resolverImage(t, root)
+	// A killed earlier run's leftovers are not this run's to answer for.
+	if err := realnode.Cleanup(ctx, os.Stderr); err != nil {
+		t.Fatalf("cleaning up after an earlier run: %v", err)
+	}
 	before := hostSnapshot(t)
 
 	start := time.Now()
