@@ -20,9 +20,9 @@
 #
 # Cold build times, measured on a busy 2-core machine (module downloads
 # included): etcd about 2 minutes, kwok about 3 minutes, the four kube binaries
-# about 17-19 minutes, kube-proxy under a minute once those are built, kubelet
-# about 1.5 minutes once those are built, CoreDNS about 6 minutes, Traefik about 10
-# minutes.
+# about 17-19 minutes, kube-proxy under a minute and kubelet about 1.5 minutes
+# once those are built, CoreDNS about 6 minutes, Traefik about 10 minutes;
+# installing containerd, runc and the CNI plugins about 15 seconds.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
@@ -54,8 +54,7 @@ traefik_dir="$CACHE/bin/traefik-$TRAEFIK_VERSION"
 out_dir="$CACHE/bin/cluster-kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-coredns-$COREDNS_VERSION-traefik-$TRAEFIK_VERSION"
 logs_dir="$CACHE/logs"
 
-# nft, conntrack, ip and containerd live in sbin or bin; a non-root PATH may
-# lack sbin.
+# nft, conntrack, ip and runc live in sbin, which a non-root PATH may lack.
 export PATH="$PATH:/usr/sbin:/sbin"
 
 log() { printf '[build-cluster-bins %s] %s\n' "$(date +%T)" "$*" >&2; }
