@@ -190,23 +190,24 @@ func cleanup(logf func(string, ...any)) error {
 		}
 	}
 
-	// Every process of the node names Dir on its command line (kubelet's
+	// The node's daemons name Dir on their command line (kubelet's
 	// --root-dir, containerd's --config, the shims' -address); the
-	// containers are found by their cgroups.
-	killed := killByCmdline(Dir)
+	// containers are found by their cgroups. Shims always outlive
+	// containerd: they leave its process group on purpose.
+	daemons := killDaemons(Dir)
 	hierarchies, err := cgroupHierarchies()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for i := 0; i < 50; i++ {
-		if k := killCgroupProcs(hierarchies); k == 0 {
+	containers := map[int]bool{}
+	for range 50 {
+		if !killCgroupProcs(hierarchies, containers) {
 			break
 		}
-		killed++
 		time.Sleep(100 * time.Millisecond)
 	}
-	if killed > 0 {
-		logf("cleanup: killed leftover processes")
+	if daemons+len(containers) > 0 {
+		logf("cleanup: killed %d daemons and shims, %d container processes", daemons, len(containers))
 	}
 
 	if err := unmountUnder(Dir); err != nil {
@@ -286,9 +287,12 @@ func cleanup(logf func(string, ...any)) error {
 	return errors.Join(errs...)
 }
 
-// killByCmdline SIGKILLs every process whose command line contains s and
-// returns how many it found.
-func killByCmdline(s string) int {
+// daemonNames are the executables the node runs outside containers.
+var daemonNames = []string{"kubelet", "containerd", "containerd-shim-runc-v2"}
+
+// killDaemons SIGKILLs every kubelet, containerd and shim whose command
+// line contains dir and returns how many it found.
+func killDaemons(dir string) int {
 	entries, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range entries {
@@ -296,8 +300,12 @@ func killByCmdline(s string) int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || !slices.Contains(daemonNames, filepath.Base(strings.TrimSuffix(exe, " (deleted)"))) {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(b), s) {
+		if err != nil || !strings.Contains(string(b), dir) {
 			continue
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -306,10 +314,11 @@ func killByCmdline(s string) int {
 	return n
 }
 
-// killCgroupProcs SIGKILLs every process in a cgroup under cgroupRoot and
-// returns how many it found.
-func killCgroupProcs(hierarchies []string) int {
-	n := 0
+// killCgroupProcs SIGKILLs every process in a cgroup under cgroupRoot,
+// adds it to killed, and reports whether it found any (a killed process
+// stays listed until it is reaped).
+func killCgroupProcs(hierarchies []string, killed map[int]bool) bool {
+	found := false
 	for _, h := range hierarchies {
 		_ = filepath.WalkDir(filepath.Join(h, cgroupRoot), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
@@ -322,13 +331,14 @@ func killCgroupProcs(hierarchies []string) int {
 			for _, f := range strings.Fields(string(b)) {
 				if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
-					n++
+					killed[pid] = true
+					found = true
 				}
 			}
 			return nil
 		})
 	}
-	return n
+	return found
 }
 
 // unmountUnder detaches every mount at or below dir, deepest first, until
