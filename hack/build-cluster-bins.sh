@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds (or reuses) the local cluster binaries from the Go module proxy:
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and
-#   kube-proxy (one Kubernetes version), etcd, kwok (plus its stages), CoreDNS
-#   (with its kubernetes plugin) and Traefik,
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+#   kube-proxy and kubelet (one Kubernetes version), etcd, kwok (plus its
+#   stages), CoreDNS (with its kubernetes plugin) and Traefik,
 # after making sure the host has nft (>= 1.0.1), conntrack and ip, which
-# kube-proxy's nftables mode and the network namespaces need.
+# kube-proxy's nftables mode and the network namespaces need, and containerd,
+# runc and the CNI plugins, which the real kubelet node
+# (pkg/localcluster/realnode) runs containers with. Installing containerd
+# starts no daemon (Debian's package leaves that to an init system); the
+# real node starts its own, with its own socket and directories.
 #
 # The binaries are large, so they live in a per-version cache outside the repo,
 # one directory per component, each filled through <dir>.tmp and mv:
@@ -16,8 +20,9 @@
 #
 # Cold build times, measured on a busy 2-core machine (module downloads
 # included): etcd about 2 minutes, kwok about 3 minutes, the four kube binaries
-# about 17-19 minutes, kube-proxy under a minute once those are built, CoreDNS
-# about 6 minutes, Traefik about 10 minutes.
+# about 17-19 minutes, kube-proxy under a minute and kubelet about 1.5 minutes
+# once those are built, CoreDNS about 6 minutes, Traefik about 10 minutes;
+# installing containerd, runc and the CNI plugins about 15 seconds.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
@@ -39,7 +44,7 @@ CACHE="${ELASTI_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}"
 # CoreDNS's own, read from core/dnsserver/zdirectives.go at build time.
 COREDNS_PLUGINS=(errors log health ready prometheus kubernetes forward cache loop reload loadbalance whoami)
 
-KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kube-proxy)
+KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kube-proxy kubelet)
 
 kube_dir="$CACHE/bin/kube-$KUBE_VERSION"
 etcd_dir="$CACHE/bin/etcd-$ETCD_VERSION"
@@ -49,12 +54,12 @@ traefik_dir="$CACHE/bin/traefik-$TRAEFIK_VERSION"
 out_dir="$CACHE/bin/cluster-kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-coredns-$COREDNS_VERSION-traefik-$TRAEFIK_VERSION"
 logs_dir="$CACHE/logs"
 
-# nft, conntrack and ip live in sbin, which a non-root PATH may lack.
+# nft, conntrack, ip and runc live in sbin, which a non-root PATH may lack.
 export PATH="$PATH:/usr/sbin:/sbin"
 
 log() { printf '[build-cluster-bins %s] %s\n' "$(date +%T)" "$*" >&2; }
 
-log "checking host packages (nft, conntrack, ip), then reusing or building kube $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl, kube-proxy), etcd $ETCD_VERSION, kwok $KWOK_VERSION, CoreDNS $COREDNS_VERSION and Traefik $TRAEFIK_VERSION in $CACHE/bin"
+log "checking host packages (nft, conntrack, ip, containerd, runc, CNI plugins), then reusing or building kube $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl, kube-proxy, kubelet), etcd $ETCD_VERSION, kwok $KWOK_VERSION, CoreDNS $COREDNS_VERSION and Traefik $TRAEFIK_VERSION in $CACHE/bin"
 
 mkdir -p "$CACHE/bin" "$CACHE/src" "$logs_dir"
 
@@ -131,11 +136,20 @@ nft_version() { nft --version 2>/dev/null | grep -oE '[0-9]+(\.[0-9]+)+' | head 
 # version_ge A B: A >= B for dotted versions.
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]; }
 
+# Where Debian's containernetworking-plugins puts the plugins; the real node
+# uses bridge, host-local and loopback.
+CNI_BIN_DIR=/usr/lib/cni
+
 missing_packages() {
   command -v nft >/dev/null && version_ge "$(nft_version)" 1.0.1 || echo nftables
   command -v conntrack >/dev/null || echo conntrack
   command -v ip >/dev/null || echo iproute2
+  command -v containerd >/dev/null && command -v ctr >/dev/null || echo containerd
+  command -v runc >/dev/null || echo runc
+  [[ -x $CNI_BIN_DIR/bridge && -x $CNI_BIN_DIR/host-local && -x $CNI_BIN_DIR/loopback ]] || echo containernetworking-plugins
 }
+
+host_summary() { echo "nft $(nft_version), conntrack, ip, containerd, runc and the CNI plugins present"; }
 
 apt_install() {
   try_step host-packages "apt-get install -y $*" \
@@ -146,7 +160,7 @@ ensure_host_packages() {
   local missing
   mapfile -t missing < <(missing_packages)
   if ((${#missing[@]} == 0)); then
-    log "host: nft $(nft_version), conntrack and ip present"
+    log "host: $(host_summary)"
     return
   fi
   sudo=()
@@ -154,13 +168,13 @@ ensure_host_packages() {
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
       sudo=(sudo -n)
     else
-      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip)"
+      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip; the real node containerd, runc and the CNI plugins)"
       log "ERROR: install them as root: apt-get install -y ${missing[*]}"
       exit 1
     fi
   fi
   if ! command -v apt-get >/dev/null; then
-    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack and ip (iproute2) by hand"
+    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), containerd, runc and the CNI plugins ($CNI_BIN_DIR) by hand"
     exit 1
   fi
   # Parallel runs install once; apt-get would trip over its own lock.
@@ -169,7 +183,7 @@ ensure_host_packages() {
   mapfile -t missing < <(missing_packages)
   if ((${#missing[@]} > 0)); then
     : >"$logs_dir/host-packages.log"
-    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip)"
+    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip; the real node containerd, runc and the CNI plugins)"
     if ! apt_install "${missing[@]}"; then
       log "host: plain apt-get install failed; running apt-get update first"
       try_step host-packages "apt-get update" "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=300 ||
@@ -181,9 +195,9 @@ ensure_host_packages() {
     if ((${#missing[@]} > 0)); then
       fail_with_log host-packages "still missing after apt-get install: ${missing[*]} (nft is $(nft_version || true); kube-proxy needs >= 1.0.1)"
     fi
-    log "host: installed; nft $(nft_version), conntrack and ip present"
+    log "host: installed; $(host_summary)"
   else
-    log "host: another run installed them; nft $(nft_version), conntrack and ip present"
+    log "host: another run installed them; $(host_summary)"
   fi
   exec 8>&-
 }
@@ -243,6 +257,8 @@ build_kube() {
     log "kube $KUBE_VERSION: cold build of ${missing[*]} (about 17-19 minutes on 2 cores)"
   elif [[ ${missing[*]} == kube-proxy ]]; then
     log "kube $KUBE_VERSION: building kube-proxy only, the rest is cached in $kube_dir (under a minute on 2 cores)"
+  elif [[ ${missing[*]} == kubelet ]]; then
+    log "kube $KUBE_VERSION: building kubelet only, the rest is cached in $kube_dir (about 1.5 minutes on 2 cores)"
   else
     log "kube $KUBE_VERSION: building ${missing[*]} only, the rest is cached in $kube_dir"
   fi

@@ -25,6 +25,7 @@ const (
 	KubeSchedulerBinary         = "kube-scheduler"
 	KubectlBinary               = "kubectl"
 	KubeProxyBinary             = "kube-proxy"
+	KubeletBinary               = "kubelet" // the real node's (package realnode)
 	KwokBinary                  = "kwok"
 	CoreDNSBinary               = "coredns"
 	TraefikBinary               = "traefik"
@@ -41,17 +42,19 @@ var Binaries = []string{
 	KubeSchedulerBinary,
 	KubectlBinary,
 	KubeProxyBinary,
+	KubeletBinary,
 	KwokBinary,
 	CoreDNSBinary,
 	TraefikBinary,
 }
 
 // EnsureBinaries returns the directory holding etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kubectl, kube-proxy (one
+// kube-controller-manager, kube-scheduler, kubectl, kube-proxy, kubelet (one
 // Kubernetes version), kwok and kwok's stages, CoreDNS (with its kubernetes
 // plugin) and Traefik, building them through hack/build-cluster-bins.sh on a
 // cold machine. The script also installs the host packages kube-proxy needs
-// (nft, conntrack, ip) when they are missing. Its progress lines are copied
+// (nft, conntrack, ip) and those the real node needs (containerd, runc, the
+// CNI plugins) when they are missing. Its progress lines are copied
 // to progress. With BinDirEnv set, that directory is used instead of the
 // script. Either way every binary is checked to exist and be executable, and
 // the error names the ones that are not.

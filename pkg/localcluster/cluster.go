@@ -219,6 +219,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, detach bool, etcdURL strin
 		"--tls-private-key-file="+filepath.Join(c.Dir, "apiserver.key"),
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		// The real node's kubelet (package realnode) serves logs on its
+		// InternalIP; its Hostname address is the node name, which no DNS
+		// resolves.
+		"--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
 		"--max-requests-inflight=2000",
 		"--max-mutating-requests-inflight=1000",
 		"--audit-policy-file="+filepath.Join(c.Dir, "audit-policy.yaml"),

@@ -10,6 +10,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnode"
 )
 
 func TestMain(m *testing.M) {
@@ -46,7 +47,8 @@ func TestMain(m *testing.M) {
 // hostNetworkState is the host namespace's routing tables and nftables
 // ruleset as text, less the lines of other test packages' pod networks
 // (which run beside this one under make test): lines naming a podnet link
-// other than ours.
+// other than ours, and the real node's bridge (package realnode checks its
+// own cleanup).
 func hostNetworkState(ours string) (string, error) {
 	var b strings.Builder
 	for _, args := range [][]string{{"ip", "route", "show", "table", "all"}, {"nft", "list", "ruleset"}} {
@@ -63,6 +65,9 @@ func hostNetworkFilter(state, ours string) string {
 	var kept []string
 	for _, line := range strings.Split(state, "\n") {
 		if strings.Contains(line, podnet.LinkPrefix) && (ours == "" || !strings.Contains(line, ours)) {
+			continue
+		}
+		if strings.Contains(line, realnode.Bridge) {
 			continue
 		}
 		kept = append(kept, line)
