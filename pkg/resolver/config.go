@@ -36,6 +36,14 @@ const (
 	DefaultSourceWakeTracked = 10000
 	DefaultMaxBufferedBody   = 64 << 10
 	DefaultMaxBufferedBodies = 16 << 20
+	// One client address may hold 5 % of the global queue and half of one
+	// Service's: it never fills a Service's queue alone, and twenty of
+	// them are needed to fill every queue. It is generous because an
+	// ingress controller's clients all share the controller pod's address.
+	DefaultPerSourceQueue     = 500
+	DefaultMaxHeldHeaderBytes = 64 << 20
+	DefaultSpliceIdleTimeout  = 5 * time.Minute
+	DefaultMaxConnections     = 20000
 )
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
@@ -57,6 +65,24 @@ type Config struct {
 	PerServiceQueue int
 	// GlobalQueue bounds the requests held for all services together.
 	GlobalQueue int
+	// PerSourceQueue bounds the requests and connections one client
+	// address holds at once, for all Services together. Past it a request
+	// is answered 429 with Retry-After and a connection is closed: the
+	// client itself is over its share, while the others are not.
+	PerSourceQueue int
+	// MaxHeldHeaderBytes bounds the header bytes of all held requests
+	// together (see heldHeaderBytes; a held TCP connection is charged its
+	// read buffer). Past it a request is answered 503 with Retry-After and a
+	// connection is closed. Each request's headers are also bounded, by the
+	// server, to serverMaxHeaderBytes.
+	MaxHeldHeaderBytes int64
+	// SpliceIdleTimeout closes a spliced TCP connection that moved no byte
+	// either way for this long (see splice).
+	SpliceIdleTimeout time.Duration
+	// MaxConnections bounds the client connections open at once on the
+	// proxy port and every resolver port together; one more is closed as
+	// soon as it is accepted (see LimitListener).
+	MaxConnections int
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
@@ -127,6 +153,10 @@ func DefaultConfig() Config {
 		SourceWakeTracked:    DefaultSourceWakeTracked,
 		MaxBufferedBody:      DefaultMaxBufferedBody,
 		MaxBufferedBodies:    DefaultMaxBufferedBodies,
+		PerSourceQueue:       DefaultPerSourceQueue,
+		MaxHeldHeaderBytes:   DefaultMaxHeldHeaderBytes,
+		SpliceIdleTimeout:    DefaultSpliceIdleTimeout,
+		MaxConnections:       DefaultMaxConnections,
 	}
 }
 
@@ -148,6 +178,10 @@ func (c Config) complete() (Config, error) {
 	c.SourceWakeTracked = cmp.Or(c.SourceWakeTracked, d.SourceWakeTracked)
 	c.MaxBufferedBody = cmp.Or(c.MaxBufferedBody, d.MaxBufferedBody)
 	c.MaxBufferedBodies = cmp.Or(c.MaxBufferedBodies, d.MaxBufferedBodies)
+	c.PerSourceQueue = cmp.Or(c.PerSourceQueue, d.PerSourceQueue)
+	c.MaxHeldHeaderBytes = cmp.Or(c.MaxHeldHeaderBytes, d.MaxHeldHeaderBytes)
+	c.SpliceIdleTimeout = cmp.Or(c.SpliceIdleTimeout, d.SpliceIdleTimeout)
+	c.MaxConnections = cmp.Or(c.MaxConnections, d.MaxConnections)
 
 	switch {
 	case c.ProxyPort < 1 || c.ProxyPort > 65535:
@@ -169,6 +203,9 @@ func (c Config) complete() (Config, error) {
 	case c.SourceWakeRate < 0 || c.SourceWakeBurst < 0 || c.SourceWakeTracked < 0:
 		return c, fmt.Errorf("source wake rate %v, burst %d and tracked sources %d must not be negative",
 			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
+	case c.PerSourceQueue < 0 || c.MaxHeldHeaderBytes < 0 || c.SpliceIdleTimeout < 0 || c.MaxConnections < 0:
+		return c, fmt.Errorf("per-source queue %d, held header bytes %d, splice idle timeout %v and max connections %d must not be negative",
+			c.PerSourceQueue, c.MaxHeldHeaderBytes, c.SpliceIdleTimeout, c.MaxConnections)
 	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
 	}

@@ -19,6 +19,11 @@ const (
 	ScopeGlobal  = "global"
 	// ScopeSource is a client out of wakes (see Config.SourceWakeRate).
 	ScopeSource = "source"
+	// ScopeClient is a client holding its share of the queues (see
+	// Config.PerSourceQueue), ScopeBytes the held-bytes budget full (see
+	// Config.MaxHeldHeaderBytes).
+	ScopeClient = "client"
+	ScopeBytes  = "bytes"
 
 	ProtocolHTTP = "http"
 	ProtocolTCP  = "tcp"
@@ -37,8 +42,8 @@ type Metrics struct {
 	Proxied *prometheus.CounterVec
 	// Notifications counts POSTs to the operator by outcome.
 	Notifications *prometheus.CounterVec
-	// Overflow counts requests refused because a queue bound was reached,
-	// by scope (service or global).
+	// Overflow counts requests refused and connections closed because a
+	// hold bound was reached, by scope (service, global, client or bytes).
 	Overflow *prometheus.CounterVec
 	// WakeRateLimited counts requests answered 429 (http) and connections
 	// closed (tcp) because their client had started its share of wakes.
@@ -106,7 +111,7 @@ func newMetrics() *Metrics {
 		}, []string{"outcome"}),
 		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_overflow_total",
-			Help: "Requests answered 503 because a hold queue was full, by queue scope.",
+			Help: "Requests refused (503; 429 for scope client) or connections closed because a hold bound was reached, by scope: service, global, client (one address's share), bytes (held header bytes).",
 		}, []string{"scope"}),
 		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_wake_rate_limited_total",
@@ -159,7 +164,7 @@ func (m *Metrics) initLabelValues() {
 	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
 		m.Spliced.WithLabelValues(o)
 	}
-	for _, s := range []string{ScopeService, ScopeGlobal} {
+	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes} {
 		m.Overflow.WithLabelValues(s)
 	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {

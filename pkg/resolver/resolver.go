@@ -92,11 +92,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	notifier := newOperatorNotifier(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources)
 	return &Resolver{
-		cfg:     cfg,
-		eps:     opts.Endpoints,
-		probes:  opts.Probes,
-		named:   opts.Named,
-		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, wakes, metrics.Queued),
+		cfg:    cfg,
+		eps:    opts.Endpoints,
+		probes: opts.Probes,
+		named:  opts.Named,
+		admit: newAdmission(admissionLimits{perService: cfg.PerServiceQueue, global: cfg.GlobalQueue,
+			perSource: cfg.PerSourceQueue, heldBytes: cfg.MaxHeldHeaderBytes}, wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
@@ -199,10 +200,11 @@ func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
 
 // holdHTTP admits req, holds it until svc has a Ready endpoint and
 // forwards it, or answers why not: 429 when its client has started too
-// many wakes, 503 when the queues are full or the resolver shuts down,
-// 504 at the request timeout.
+// many wakes or holds its share of the queue, 503 when the queues or the
+// held-bytes budget are full or the resolver shuts down, 504 at the
+// request timeout.
 func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
-	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr))
+	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr), heldHeaderBytes(req))
 	if refused.scope != "" {
 		r.refuse(w, logger, req.RemoteAddr, svc, refused)
 		return
@@ -251,7 +253,8 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 }
 
 // refuse answers a request admission refused: 429 for a client out of
-// wakes, 503 for a full queue, both with Retry-After.
+// wakes or over its share of the queue, 503 for a full queue or budget,
+// all with Retry-After.
 func (r *Resolver) refuse(w http.ResponseWriter, logger klog.Logger, client string, svc ServiceRef, refused refusal) {
 	if refused.scope == ScopeSource {
 		r.metrics.WakeRateLimited.WithLabelValues(ProtocolHTTP).Inc()
@@ -261,13 +264,16 @@ func (r *Resolver) refuse(w http.ResponseWriter, logger klog.Logger, client stri
 		return
 	}
 	r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
-	logger.V(2).Info("Hold queue full, refusing request", "scope", refused.scope)
+	logger.V(2).Info("Hold queue full, refusing request", "scope", refused.scope, "client", client)
 	w.Header().Set("Retry-After", retryAfterSeconds(r.cfg.RetryAfter))
-	msg := fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
-	if refused.scope == ScopeGlobal {
+	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
+	switch refused.scope {
+	case ScopeGlobal, ScopeBytes:
 		msg = "too many requests are waiting for services to start; retry later"
+	case ScopeClient:
+		code, msg = http.StatusTooManyRequests, fmt.Sprintf("this client has too many requests waiting for services to start; service %s is asleep, retry later", svc)
 	}
-	httpError(w, http.StatusServiceUnavailable, msg)
+	httpError(w, code, msg)
 }
 
 // shutdownRetryAfter is the Retry-After of the 503 a held request gets

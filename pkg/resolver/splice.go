@@ -53,7 +53,7 @@ func (r *Resolver) serveConn(c *peekedConn, route Route) {
 // holdConn admits c and waits until svc has a Ready endpoint on port. It
 // notices a client that closes while held.
 func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logger, svc ServiceRef, port string) (Backends, time.Duration, error) {
-	release, refused := r.admit.admit(svc, sourceOf(c.RemoteAddr().String()))
+	release, refused := r.admit.admit(svc, sourceOf(c.RemoteAddr().String()), heldConnBytes(c))
 	switch refused.scope {
 	case "":
 	case ScopeSource:
@@ -62,7 +62,7 @@ func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logg
 		return Backends{}, 0, errors.New("client out of wakes")
 	default:
 		r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
-		logger.V(2).Info("Hold queue full, closing connection", "scope", refused.scope)
+		logger.V(2).Info("Hold bound reached, closing connection", "scope", refused.scope, "client", c.RemoteAddr().String())
 		return Backends{}, 0, errors.New("queue full")
 	}
 	defer release()
