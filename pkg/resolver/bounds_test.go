@@ -1,7 +1,10 @@
 package resolver
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -89,4 +92,111 @@ func TestHeaderHeavyBurstIsRefusedAtTheByteBudget(t *testing.T) {
 		t.Errorf("bytes overflow counter %v, want 1", got)
 	}
 	holdRequests(t, e, ctx, &wg, client, 1, 3, nil)
+}
+
+// tickerTCP listens on loopback. A connection whose first line is
+// "stream" gets a tick every 30ms until it closes; any other is echoed.
+func tickerTCP(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line != "stream\n" {
+					_, _ = io.WriteString(c, line)
+					_, _ = io.Copy(c, br)
+					return
+				}
+				for {
+					if _, err := io.WriteString(c, "tick\n"); err != nil {
+						return
+					}
+					time.Sleep(30 * time.Millisecond)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A spliced connection on which nothing moves either way is closed after
+// the idle timeout (between it and twice it); one that talks, and one
+// where only the pod streams while the client stays silent, stay open.
+func TestIdleSplicedConnectionIsClosed(t *testing.T) {
+	checkNoLeaks(t)
+	const idle = 200 * time.Millisecond
+	cfg := testConfig()
+	cfg.SpliceIdleTimeout = idle
+	pe := newPortEnv(t, cfg)
+	pe.net.route("10.244.0.6:5000", tickerTCP(t))
+	pe.eps.Set(testSvc, "10.244.0.6:5000")
+
+	dial := func(first string) (net.Conn, *bufio.Reader) {
+		c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		if _, err := io.WriteString(c, first); err != nil {
+			t.Fatal(err)
+		}
+		return c, br
+	}
+	silent, silentR := dial("hello\n")
+	if line, err := silentR.ReadString('\n'); err != nil || line != "hello\n" {
+		t.Fatalf("echo: %q, %v", line, err)
+	}
+	began := time.Now()
+	talking, talkingR := dial("hello\n")
+	if line, err := talkingR.ReadString('\n'); err != nil || line != "hello\n" {
+		t.Fatalf("echo: %q, %v", line, err)
+	}
+	_, streamR := dial("stream\n")
+
+	closed := make(chan time.Duration, 1)
+	go func() {
+		_, err := silentR.ReadString('\n')
+		if err == nil {
+			closed <- -1
+			return
+		}
+		closed <- time.Since(began)
+	}()
+	for range 8 { // 800ms, four idle periods
+		time.Sleep(100 * time.Millisecond)
+		if _, err := io.WriteString(talking, "ping\n"); err != nil {
+			t.Fatalf("the talking connection was closed: %v", err)
+		}
+		if line, err := talkingR.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Fatalf("the talking connection: %q, %v", line, err)
+		}
+		if line, err := streamR.ReadString('\n'); err != nil || line != "tick\n" {
+			t.Fatalf("the streaming connection, silent on the client's side: %q, %v", line, err)
+		}
+	}
+	select {
+	case d := <-closed:
+		if d < idle || d > 3*idle {
+			t.Fatalf("the silent connection was closed after %v, want between %v and %v", d, idle, 2*idle)
+		}
+	default:
+		t.Fatal("the silent connection was still open after four idle periods")
+	}
+	_ = silent.Close()
 }
