@@ -3,11 +3,14 @@ package resolver
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -199,4 +202,80 @@ func TestIdleSplicedConnectionIsClosed(t *testing.T) {
 		t.Fatal("the silent connection was still open after four idle periods")
 	}
 	_ = silent.Close()
+}
+
+// The proxy port and the resolver ports share one bound on open client
+// connections: one past it is closed at once (not left unaccepted), and a
+// freed slot is taken by the next client.
+func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
+	checkNoLeaks(t)
+	cfg := testConfig()
+	cfg.MaxConnections = 3
+	cfg.RequestTimeout = time.Second // the held one on the resolver port
+	pe := newPortEnv(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer("", pe.r)
+	go func() { _ = srv.Serve(pe.r.LimitListener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	proxy := ln.Addr().String()
+
+	dial := func(addr string) net.Conn {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c
+	}
+	first := dial(proxy)
+	dial(proxy)
+	dial(pe.addr())
+	eventually(t, 5*time.Second, "three connections open", func() bool { return metricValue(t, pe.r.metrics.Connections) == 3 })
+
+	for _, addr := range []string{proxy, pe.addr()} {
+		began := time.Now()
+		if err := refusedAtOnce(addr); err != nil {
+			t.Fatalf("a connection past the bound on %s: %v", addr, err)
+		}
+		if d := time.Since(began); d > time.Second {
+			t.Errorf("a connection past the bound on %s was closed after %v, want at once", addr, d)
+		}
+	}
+	if got := metricValue(t, pe.r.metrics.ConnectionsRefused); got != 2 {
+		t.Errorf("refused connections %v, want 2", got)
+	}
+
+	_ = first.Close()
+	eventually(t, 5*time.Second, "a slot freed", func() bool { return metricValue(t, pe.r.metrics.Connections) == 2 })
+	if got := rawStatus(t, proxy, "GET / HTTP/1.1\r\nHost: not a service\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 400 ") {
+		t.Fatalf("the next client after a slot freed: %q, want it served (400 for its Host)", got)
+	}
+}
+
+// refusedAtOnce connects to addr and reads; nil when the connection is
+// reset or closed without a byte.
+func refusedAtOnce(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		// On loopback the reset can come before the handshake ends.
+		if errors.Is(err, syscall.ECONNRESET) {
+			return nil
+		}
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	n, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	switch {
+	case err == nil:
+		return fmt.Errorf("read %d bytes", n)
+	case errors.As(err, &ne) && ne.Timeout():
+		return errors.New("left open")
+	}
+	return nil
 }

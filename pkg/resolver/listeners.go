@@ -155,6 +155,7 @@ func (p *PortListeners) sync() {
 			continue
 		}
 		delete(p.failed, port)
+		ln = p.r.LimitListener(ln)
 		p.open[port] = ln
 		p.logger.V(2).Info("Listening on resolver port", "port", port)
 		p.wg.Add(1)

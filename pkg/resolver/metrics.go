@@ -70,6 +70,11 @@ type Metrics struct {
 	Listeners prometheus.Gauge
 	// ListenFailures counts failed attempts to open a resolver port.
 	ListenFailures prometheus.Counter
+	// Connections is the number of client connections open on the proxy
+	// port and the resolver ports; ConnectionsRefused counts those closed
+	// at once because Config.MaxConnections were open.
+	Connections        prometheus.Gauge
+	ConnectionsRefused prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
@@ -81,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -148,6 +153,14 @@ func newMetrics() *Metrics {
 		ListenFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "elasti_resolver_port_listen_failures_total",
 			Help: "Failed attempts to open a resolver port; each is retried.",
+		}),
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_client_connections",
+			Help: "Client connections open on the proxy port and the resolver ports.",
+		}),
+		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_client_connections_refused_total",
+			Help: "Client connections closed as soon as they were accepted because --max-connections were open.",
 		}),
 	}
 }

@@ -65,6 +65,9 @@ type Resolver struct {
 	metrics *Metrics
 	logger  klog.Logger
 
+	// conns bounds the client connections of the proxy port and the
+	// resolver ports together.
+	conns *connLimit
 	// buffered counts the bytes of held request bodies in memory.
 	buffered atomic.Int64
 }
@@ -101,6 +104,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
+		conns:   newConnLimit(cfg.MaxConnections, metrics.Connections, metrics.ConnectionsRefused),
 		metrics: metrics,
 		logger:  logger,
 	}, nil
