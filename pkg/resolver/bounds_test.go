@@ -279,3 +279,58 @@ func refusedAtOnce(addr string) error {
 	}
 	return nil
 }
+
+// Shutdown's deadline ends a spliced connection whose pod says nothing:
+// closing the client's side closes the pod's too.
+func TestShutdownEndsASilentSplice(t *testing.T) {
+	checkNoLeaks(t)
+	cfg := testConfig()
+	cfg.SpliceIdleTimeout = 30 * time.Second
+	pe := newPortEnv(t, cfg)
+	pe.net.route("10.244.0.6:5000", parkingTCP(t))
+	pe.eps.Set(testSvc, "10.244.0.6:5000")
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "x"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the splice", func() bool {
+		return metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeSuccess)) == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_ = pe.ports.Shutdown(ctx)
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("Shutdown returned after %v, want soon after its 100ms deadline", d)
+	}
+}
+
+// parkingTCP listens on loopback and keeps every connection open, reading
+// nothing: a pod that costs the benchmark a socket and no goroutine.
+func parkingTCP(b testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var parked []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range parked {
+					_ = c.Close()
+				}
+				return
+			}
+			parked = append(parked, c)
+		}
+	}()
+	b.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
+}

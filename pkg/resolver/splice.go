@@ -213,16 +213,28 @@ func (w *idleWatch) copy(d int, dst io.Writer, src io.Reader, conn net.Conn) {
 		_ = conn.SetReadDeadline(w.start.Add(time.Duration(k) * w.idle))
 		n, err := io.Copy(dst, src)
 		var ne net.Error
-		if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
+		switch {
+		case err == nil: // EOF: the caller half-closes dst
 			w.report(d, max(k, w.period(time.Now())-1), n > 0, true)
+			return
+		case !errors.As(err, &ne) || !ne.Timeout():
+			// A reset, or a connection closed here (PortListeners.Shutdown
+			// closes the client's): nothing more can pass either way.
+			w.report(d, max(k, w.period(time.Now())-1), n > 0, true)
+			w.closeBoth()
 			return
 		}
 		if w.report(d, max(k, w.period(time.Now())-1), n > 0, false) {
-			for _, c := range w.conns {
-				_ = c.Close() // unblocks the other direction
-			}
+			w.closeBoth()
 			return
 		}
+	}
+}
+
+// closeBoth closes both connections, which ends both directions' copies.
+func (w *idleWatch) closeBoth() {
+	for _, c := range w.conns {
+		_ = c.Close()
 	}
 }
 
