@@ -57,7 +57,7 @@ func newAdmission(lim admissionLimits, wakes *wakeLimiter, queued prometheus.Gau
 
 // admit takes a slot for svc on behalf of the client at source, and size
 // bytes of the held-bytes budget for what the hold keeps in memory (see
-// heldHeaderBytes and heldConnBytes). When it refuses it takes nothing;
+// heldRequestBytes and heldConnBytes). When it refuses it takes nothing;
 // otherwise release gives both back and may be called more than once.
 //
 // The first slot of a Service with none taken starts a wake: the hold
@@ -123,24 +123,30 @@ func (a *admission) usage() (slots, sources int, bytes int64) {
 	return a.total, len(a.sources), a.bytes
 }
 
-// heldHeaderBytes is what a held HTTP request is charged against
-// Config.MaxHeldHeaderBytes: its header names and values, its request
+// heldRequestBytes is what a held HTTP request is charged against
+// Config.MaxHeldBytes: its header names and values, its request
 // target and its Host, the parts of a request the server keeps in memory
-// while it is held whatever their size. (Its body, when buffered, has a
-// budget of its own: Config.MaxBufferedBodies.) The parsed form takes
-// some more memory than the bytes counted; the worst case in config.go
-// allows for that.
-func heldHeaderBytes(req *http.Request) int64 {
-	n := len(req.RequestURI) + len(req.Host)
+// while it is held whatever their size; and, for an HTTP/2 request whose
+// body streams (buffered is false), the stream's receive window, which
+// the server fills with body it keeps in memory until the pod is Ready.
+// (A buffered body has a budget of its own, Config.MaxBufferedBodies; an
+// HTTP/1 body that streams waits in the kernel's socket buffer.) The
+// parsed form takes some more memory than the bytes counted; the worst
+// case in config.go allows for that.
+func heldRequestBytes(req *http.Request, buffered bool) int64 {
+	n := int64(len(req.RequestURI) + len(req.Host))
 	if req.RequestURI == "" && req.URL != nil {
-		n += len(req.URL.Path) + len(req.URL.RawQuery)
+		n += int64(len(req.URL.Path) + len(req.URL.RawQuery))
 	}
 	for k, vs := range req.Header {
 		for _, v := range vs {
-			n += len(k) + len(v)
+			n += int64(len(k) + len(v))
 		}
 	}
-	return int64(n)
+	if req.ProtoMajor == 2 && !buffered && req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0 {
+		n += serverMaxReceiveBufferPerStream
+	}
+	return n
 }
 
 // heldConnBytes is what a held TCP connection is charged: its read-ahead

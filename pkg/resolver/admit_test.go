@@ -1,8 +1,10 @@
 package resolver
 
 import (
+	"io"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,7 +111,7 @@ func TestAdmissionBoundsHeldBytes(t *testing.T) {
 	}
 }
 
-func TestHeldHeaderBytesCountsWhatAHoldKeeps(t *testing.T) {
+func TestHeldRequestBytesCountsWhatAHoldKeeps(t *testing.T) {
 	req, err := http.NewRequest("GET", "http://web.shop/path?q=1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +119,21 @@ func TestHeldHeaderBytesCountsWhatAHoldKeeps(t *testing.T) {
 	req.RequestURI = "/path?q=1"
 	req.Header["Cookie"] = []string{"a=1", "b=22"}
 	// 9 (target) + 8 (Host) + 2 × 6 (name) + 3 + 4 (values)
-	if got := heldHeaderBytes(req); got != 9+8+12+7 {
-		t.Fatalf("heldHeaderBytes = %d, want %d", got, 9+8+12+7)
+	const head = 9 + 8 + 12 + 7
+	if got := heldRequestBytes(req, false); got != head {
+		t.Fatalf("heldRequestBytes = %d, want %d", got, head)
+	}
+	// An HTTP/2 body that streams fills its stream window in memory; an
+	// HTTP/1 one waits in the kernel, a buffered one has its own budget.
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader("grpc")), -1
+	if got := heldRequestBytes(req, false); got != head {
+		t.Fatalf("HTTP/1 streaming body: %d, want %d", got, head)
+	}
+	req.ProtoMajor = 2
+	if got := heldRequestBytes(req, false); got != head+serverMaxReceiveBufferPerStream {
+		t.Fatalf("HTTP/2 streaming body: %d, want %d", got, head+serverMaxReceiveBufferPerStream)
+	}
+	if got := heldRequestBytes(req, true); got != head {
+		t.Fatalf("HTTP/2 buffered body: %d, want %d", got, head)
 	}
 }

@@ -72,7 +72,7 @@ func TestOneClientCannotFillTheQueue(t *testing.T) {
 func TestHeaderHeavyBurstIsRefusedAtTheByteBudget(t *testing.T) {
 	checkNoLeaks(t)
 	cfg := testConfig()
-	cfg.MaxHeldHeaderBytes = 40 << 10
+	cfg.MaxHeldBytes = 40 << 10
 	cfg.RetryAfter = 7 * time.Second
 	e := newEnv(t, cfg)
 	client := newClient(t)
@@ -280,8 +280,8 @@ func refusedAtOnce(addr string) error {
 	return nil
 }
 
-// Shutdown's deadline ends a spliced connection whose pod says nothing:
-// closing the client's side closes the pod's too.
+// Shutdown's deadline ends a spliced connection whose pod says nothing,
+// even when the client has half-closed.
 func TestShutdownEndsASilentSplice(t *testing.T) {
 	checkNoLeaks(t)
 	cfg := testConfig()
@@ -295,6 +295,11 @@ func TestShutdownEndsASilentSplice(t *testing.T) {
 	}
 	defer c.Close()
 	if _, err := io.WriteString(c, "x"); err != nil {
+		t.Fatal(err)
+	}
+	// Half-closed: the splice's direction from the client has ended, and
+	// the one from the pod waits for the pod.
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the splice", func() bool {

@@ -18,7 +18,7 @@ const (
 	DefaultProxyPort            = 8012
 	DefaultRequestTimeout       = 120 * time.Second
 	DefaultPerServiceQueue      = 1000
-	DefaultGlobalQueue          = 10000
+	DefaultGlobalQueue          = 2000
 	DefaultOperatorURL          = "http://elasti-operator-controller-service.elasti.svc.cluster.local:8013"
 	DefaultOperatorTimeout      = 5 * time.Second
 	DefaultOperatorRetryInitial = 500 * time.Millisecond
@@ -36,15 +36,35 @@ const (
 	DefaultSourceWakeTracked = 10000
 	DefaultMaxBufferedBody   = 64 << 10
 	DefaultMaxBufferedBodies = 16 << 20
-	// One client address may hold 5 % of the global queue and half of one
-	// Service's: it never fills a Service's queue alone, and twenty of
-	// them are needed to fill every queue. It is generous because an
-	// ingress controller's clients all share the controller pod's address.
-	DefaultPerSourceQueue     = 500
-	DefaultMaxHeldHeaderBytes = 64 << 20
-	DefaultSpliceIdleTimeout  = 5 * time.Minute
-	DefaultMaxConnections     = 20000
+	// One client address may hold an eighth of the global queue and a
+	// quarter of one Service's: it never fills a Service's queue alone,
+	// and eight of them are needed to fill every queue. It is generous
+	// because an ingress controller's clients all share the controller
+	// pod's address.
+	DefaultPerSourceQueue    = 250
+	DefaultMaxHeldBytes      = 32 << 20
+	DefaultSpliceIdleTimeout = 5 * time.Minute
+	DefaultMaxConnections    = 4000
 )
+
+// The worst case of the defaults: every bound filled at once. The
+// figures per item are BenchmarkFilledBounds' (docs/benchmarks.md), heap
+// and goroutine stacks after a collection:
+//
+//	GlobalQueue held HTTP/1 requests, each with its connection,
+//	  about 30 KiB each besides what they are charged   2000 × 30 KiB ≈  59 MiB
+//	MaxHeldBytes of headers and HTTP/2 stream windows,
+//	  plus about a tenth for their parsed form            32 MiB × 1.1 ≈  35 MiB
+//	MaxBufferedBodies                                                  16 MiB
+//	the rest of MaxConnections, spliced (the dearest
+//	  kind of connection not held: about 20 KiB)          2000 × 20 KiB ≈  39 MiB
+//	                                                                   ≈ 149 MiB
+//
+// That leaves about 100 MiB of the manifests' 256Mi limit for the
+// informer caches, the runtime and the collector's headroom (the manifests
+// set GOMEMLIMIT to the limit). The queue and connection bounds are per
+// resolver pod: more replicas hold more. Kernel socket buffers are not
+// counted here.
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
 // partially filled Config is valid.
@@ -70,12 +90,14 @@ type Config struct {
 	// is answered 429 with Retry-After and a connection is closed: the
 	// client itself is over its share, while the others are not.
 	PerSourceQueue int
-	// MaxHeldHeaderBytes bounds the header bytes of all held requests
-	// together (see heldHeaderBytes; a held TCP connection is charged its
-	// read buffer). Past it a request is answered 503 with Retry-After and a
-	// connection is closed. Each request's headers are also bounded, by the
-	// server, to serverMaxHeaderBytes.
-	MaxHeldHeaderBytes int64
+	// MaxHeldBytes bounds the memory that held requests and connections
+	// keep besides their count: their headers, the HTTP/2 stream windows of
+	// bodies that stream, and the read-ahead buffers of held TCP
+	// connections (see heldRequestBytes and heldConnBytes). Past it a
+	// request is answered 503 with Retry-After and a connection is closed.
+	// Each request's headers are also bounded, by the server, to
+	// serverMaxHeaderBytes.
+	MaxHeldBytes int64
 	// SpliceIdleTimeout closes a spliced TCP connection that moved no byte
 	// either way for this long (see splice).
 	SpliceIdleTimeout time.Duration
@@ -154,7 +176,7 @@ func DefaultConfig() Config {
 		MaxBufferedBody:      DefaultMaxBufferedBody,
 		MaxBufferedBodies:    DefaultMaxBufferedBodies,
 		PerSourceQueue:       DefaultPerSourceQueue,
-		MaxHeldHeaderBytes:   DefaultMaxHeldHeaderBytes,
+		MaxHeldBytes:         DefaultMaxHeldBytes,
 		SpliceIdleTimeout:    DefaultSpliceIdleTimeout,
 		MaxConnections:       DefaultMaxConnections,
 	}
@@ -179,7 +201,7 @@ func (c Config) complete() (Config, error) {
 	c.MaxBufferedBody = cmp.Or(c.MaxBufferedBody, d.MaxBufferedBody)
 	c.MaxBufferedBodies = cmp.Or(c.MaxBufferedBodies, d.MaxBufferedBodies)
 	c.PerSourceQueue = cmp.Or(c.PerSourceQueue, d.PerSourceQueue)
-	c.MaxHeldHeaderBytes = cmp.Or(c.MaxHeldHeaderBytes, d.MaxHeldHeaderBytes)
+	c.MaxHeldBytes = cmp.Or(c.MaxHeldBytes, d.MaxHeldBytes)
 	c.SpliceIdleTimeout = cmp.Or(c.SpliceIdleTimeout, d.SpliceIdleTimeout)
 	c.MaxConnections = cmp.Or(c.MaxConnections, d.MaxConnections)
 
@@ -203,9 +225,9 @@ func (c Config) complete() (Config, error) {
 	case c.SourceWakeRate < 0 || c.SourceWakeBurst < 0 || c.SourceWakeTracked < 0:
 		return c, fmt.Errorf("source wake rate %v, burst %d and tracked sources %d must not be negative",
 			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
-	case c.PerSourceQueue < 0 || c.MaxHeldHeaderBytes < 0 || c.SpliceIdleTimeout < 0 || c.MaxConnections < 0:
+	case c.PerSourceQueue < 0 || c.MaxHeldBytes < 0 || c.SpliceIdleTimeout < 0 || c.MaxConnections < 0:
 		return c, fmt.Errorf("per-source queue %d, held header bytes %d, splice idle timeout %v and max connections %d must not be negative",
-			c.PerSourceQueue, c.MaxHeldHeaderBytes, c.SpliceIdleTimeout, c.MaxConnections)
+			c.PerSourceQueue, c.MaxHeldBytes, c.SpliceIdleTimeout, c.MaxConnections)
 	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
 	}

@@ -21,7 +21,7 @@ const (
 	ScopeSource = "source"
 	// ScopeClient is a client holding its share of the queues (see
 	// Config.PerSourceQueue), ScopeBytes the held-bytes budget full (see
-	// Config.MaxHeldHeaderBytes).
+	// Config.MaxHeldBytes).
 	ScopeClient = "client"
 	ScopeBytes  = "bytes"
 

@@ -100,7 +100,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		probes: opts.Probes,
 		named:  opts.Named,
 		admit: newAdmission(admissionLimits{perService: cfg.PerServiceQueue, global: cfg.GlobalQueue,
-			perSource: cfg.PerSourceQueue, heldBytes: cfg.MaxHeldHeaderBytes}, wakes, metrics.Queued),
+			perSource: cfg.PerSourceQueue, heldBytes: cfg.MaxHeldBytes}, wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
@@ -208,7 +208,13 @@ func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
 // held-bytes budget are full or the resolver shuts down, 504 at the
 // request timeout.
 func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
-	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr), heldHeaderBytes(req))
+	// The body budget is asked first: a body that does not fit streams,
+	// and what a streaming body keeps in memory is charged on admission.
+	buffer := r.bufferable(req) && r.reserveBuffer(req.ContentLength)
+	if buffer {
+		defer r.buffered.Add(-req.ContentLength)
+	}
+	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr), heldRequestBytes(req, buffer))
 	if refused.scope != "" {
 		r.refuse(w, logger, req.RemoteAddr, svc, refused)
 		return
@@ -220,8 +226,7 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 	began := time.Now()
 	logger.V(4).Info("Holding request until the service has a Ready endpoint", "method", req.Method, "path", req.URL.Path)
 	deadline := began.Add(r.cfg.RequestTimeout)
-	if r.bufferable(req) && r.reserveBuffer(req.ContentLength) {
-		defer r.buffered.Add(-req.ContentLength)
+	if buffer {
 		if err := bufferBody(w, req, deadline); err != nil {
 			// The slot is freed on return; nobody is left to answer.
 			logger.V(4).Info("Client went away while its body was read", "err", err)
@@ -353,7 +358,8 @@ func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc S
 const (
 	// serverMaxHeaderBytes bounds a request's headers. Go's default is
 	// 1 MiB, and every held request keeps its headers in memory for up to
-	// the request timeout, GlobalQueue of them at once.
+	// the request timeout, GlobalQueue of them at once; together they are
+	// bounded by Config.MaxHeldBytes.
 	serverMaxHeaderBytes = 64 << 10
 	// serverIdleTimeout closes keep-alive connections left idle this long.
 	// Without it (and with no ReadTimeout, which would cut off streaming
@@ -363,8 +369,10 @@ const (
 	// one request body. The server buffers what a client sends within it
 	// before the handler reads, and a held request's handler does not read
 	// a large body until the pod is Ready: Go's default of 1 MiB would let
-	// GlobalQueue held streams pin 10 GiB. The resolver is in the path only
-	// while a Service wakes, so the smaller window costs little.
+	// GlobalQueue held streams pin 2 GiB. The resolver is in the path only
+	// while a Service wakes, so the smaller window costs little. Admission
+	// charges each held stream whose body streams this window (see
+	// heldRequestBytes).
 	serverMaxReceiveBufferPerStream = 64 << 10
 )
 

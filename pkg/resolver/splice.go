@@ -16,13 +16,15 @@ import (
 // serveConn is the TCP path of a resolver port: hold c while the Service
 // has no Ready endpoint, with the same admission, wake and timeout as an
 // HTTP request, then splice it to a pod byte for byte. A client that
-// waits gets no answer on failure, only a closed connection.
-func (r *Resolver) serveConn(c *peekedConn, route Route) {
+// waits gets no answer on failure, only a closed connection. When drop
+// ends, c is given up at once, held or spliced.
+func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
 	logger := r.logger.WithValues("service", svc.kref(), "port", route.Port)
 	ctx, cancel := context.WithTimeout(r.holds.ctx, r.cfg.RequestTimeout)
 	defer cancel()
+	defer context.AfterFunc(drop, cancel)()
 
 	if !r.inFront(ctx, svc) {
 		r.metrics.NotInFront.WithLabelValues(ProtocolTCP).Inc()
@@ -48,7 +50,7 @@ func (r *Resolver) serveConn(c *peekedConn, route Route) {
 	}
 	r.metrics.Spliced.WithLabelValues(OutcomeSuccess).Inc()
 	logger.V(4).Info("Splicing connection", "endpoint", backend.RemoteAddr(), "held", held)
-	splice(c, backend, r.cfg.SpliceIdleTimeout)
+	splice(drop, c, backend, r.cfg.SpliceIdleTimeout)
 }
 
 // holdConn admits c and waits until svc has a Ready endpoint on port. It
@@ -157,10 +159,14 @@ func (r *Resolver) dialBackend(ctx context.Context, logger klog.Logger, svc Serv
 // Each direction is one io.Copy between the two TCP connections, which
 // Linux runs as splice(2) through a kernel pipe: a spliced connection
 // keeps no copy buffer in the resolver's memory, only its read-ahead
-// buffer (see heldConnBytes), however many are open.
-func splice(client *peekedConn, backend net.Conn, idle time.Duration) {
+// buffer (see heldConnBytes), however many are open. When drop ends,
+// both connections are closed.
+func splice(drop context.Context, client *peekedConn, backend net.Conn, idle time.Duration) {
 	defer func() { _ = backend.Close() }()
 	w := newIdleWatch(idle, client.Conn, backend)
+	// Closing the client's connection alone would not do: the direction
+	// from the pod may be waiting for the pod, the client's having ended.
+	defer context.AfterFunc(drop, w.closeBoth)()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
