@@ -48,23 +48,23 @@ const (
 )
 
 // The worst case of the defaults: every bound filled at once. The
-// figures per item are BenchmarkFilledBounds' (docs/benchmarks.md), heap
-// and goroutine stacks after a collection:
+// figures per item are BenchmarkFilledBounds' (docs/benchmarks.md: heap
+// and goroutine stacks after a collection, which it measured at 146-149
+// MiB with the connections not held half spliced and half idle):
 //
-//	GlobalQueue held HTTP/1 requests, each with its connection,
-//	  about 30 KiB each besides what they are charged   2000 × 30 KiB ≈  59 MiB
-//	MaxHeldBytes of headers and HTTP/2 stream windows,
-//	  plus about a tenth for their parsed form            32 MiB × 1.1 ≈  35 MiB
+//	GlobalQueue held HTTP/1 requests, each with its
+//	  connection, besides the bytes charged for it     2000 × 35 KiB ≈  68 MiB
+//	MaxHeldBytes (headers, HTTP/2 stream windows)                     32 MiB
 //	MaxBufferedBodies                                                  16 MiB
-//	the rest of MaxConnections, spliced (the dearest
-//	  kind of connection not held: about 20 KiB)          2000 × 20 KiB ≈  39 MiB
-//	                                                                   ≈ 149 MiB
+//	the rest of MaxConnections, all spliced (the
+//	  dearest kind of connection not held)             2000 × 20 KiB ≈  39 MiB
+//	                                                                  ≈ 155 MiB
 //
 // That leaves about 100 MiB of the manifests' 256Mi limit for the
 // informer caches, the runtime and the collector's headroom (the manifests
-// set GOMEMLIMIT to the limit). The queue and connection bounds are per
-// resolver pod: more replicas hold more. Kernel socket buffers are not
-// counted here.
+// set GOMEMLIMIT to the limit, so the collector works harder near it). The
+// bounds are per resolver pod: more replicas hold more. Kernel socket
+// buffers are not counted here.
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
 // partially filled Config is valid.
