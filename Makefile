@@ -95,7 +95,7 @@ demo: cluster-bins ## The most complete working flow on the local cluster
 bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./pkg/e2e/
-	$(GO) test -count=1 -run '^$$' -bench 'PortListeners' -benchtime 1x ./pkg/resolver/
+	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./pkg/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 

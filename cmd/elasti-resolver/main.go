@@ -64,15 +64,20 @@ func run(ctx context.Context, o *options) error {
 	// with the metrics, on the port a NetworkPolicy can keep to the
 	// cluster's own components, not on a port every client reaches.
 	internal.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
+	proxy := resolver.NewServer(o.proxyBindAddress, dp.resolver)
 	servers := []*http.Server{
-		resolver.NewServer(o.proxyBindAddress, dp.resolver),
+		proxy,
 		command.Server(o.internalBindAddress, internal),
 		// The per-port-routing port only declares per-port routing to the
 		// operator (through the EndpointSlices of the resolver Service);
 		// it serves nothing.
 		command.Server(o.routesBindAddress, http.NotFoundHandler()),
 	}
-	errs, err := serveAll(logger, servers)
+	// The proxy port's connections count against --max-connections with
+	// the resolver ports'; 8013 and 8014 serve the cluster's own
+	// components and have bounds of their own (command.Server).
+	limits := map[*http.Server]func(net.Listener) net.Listener{proxy: dp.resolver.LimitListener}
+	errs, err := serveAll(logger, servers, limits)
 	if err != nil {
 		return err
 	}
@@ -153,9 +158,9 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 }
 
 // serveAll listens on every server's address and serves in the
-// background; serve errors arrive on errs. On a listen error the servers
-// already started are closed.
-func serveAll(logger klog.Logger, servers []*http.Server) (<-chan error, error) {
+// background, through limits[srv] when it is set; serve errors arrive on
+// errs. On a listen error the servers already started are closed.
+func serveAll(logger klog.Logger, servers []*http.Server, limits map[*http.Server]func(net.Listener) net.Listener) (<-chan error, error) {
 	errs := make(chan error, len(servers))
 	for i, srv := range servers {
 		ln, err := net.Listen("tcp", srv.Addr)
@@ -167,6 +172,9 @@ func serveAll(logger klog.Logger, servers []*http.Server) (<-chan error, error) 
 		}
 		// The bound address, with the real port when srv.Addr asks for :0.
 		logger.Info("Serving", "address", ln.Addr().String())
+		if limit := limits[srv]; limit != nil {
+			ln = limit(ln)
+		}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs <- fmt.Errorf("serve on %s: %w", ln.Addr(), err)

@@ -72,6 +72,15 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&r.ClusterDomain, "cluster-domain", domain, "Cluster DNS domain accepted in hosts (env "+envClusterDomain+").")
 	fs.IntVar(&r.PerServiceQueue, "per-service-queue", def.PerServiceQueue, "Requests held at once for one service; more get 503.")
 	fs.IntVar(&r.GlobalQueue, "global-queue", def.GlobalQueue, "Requests held at once in all; more get 503.")
+	fs.IntVar(&r.PerSourceQueue, "per-source-queue", def.PerSourceQueue,
+		"Requests and TCP connections one client address holds at once, for all Services; more get 429 with Retry-After (a connection is closed). "+
+			"Behind an ingress controller every client shares its address.")
+	fs.Int64Var(&r.MaxHeldBytes, "max-held-bytes", def.MaxHeldBytes,
+		"Bytes that held requests keep in memory besides their bodies (headers, HTTP/2 stream windows of bodies that stream, TCP read buffers), all together; past it 503 with Retry-After.")
+	fs.DurationVar(&r.SpliceIdleTimeout, "splice-idle-timeout", def.SpliceIdleTimeout,
+		"A spliced TCP connection on which no byte moves either way for this long is closed (after between it and twice it).")
+	fs.IntVar(&r.MaxConnections, "max-connections", def.MaxConnections,
+		"Client connections open at once on the proxy port and every resolver port together; one more is closed as soon as it is accepted.")
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.Int64Var(&r.MaxBufferedBody, "max-buffered-body", def.MaxBufferedBody,
@@ -121,6 +130,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		}
 		if r.FrontDrain <= 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))
+		}
+		if r.PerSourceQueue < 1 || r.MaxHeldBytes < 1 || r.SpliceIdleTimeout <= 0 || r.MaxConnections < 1 {
+			e.Errs = append(e.Errs, fmt.Errorf("--per-source-queue=%d, --max-held-bytes=%d, --splice-idle-timeout=%v and --max-connections=%d must be positive",
+				r.PerSourceQueue, r.MaxHeldBytes, r.SpliceIdleTimeout, r.MaxConnections))
 		}
 		if o.shutdownGrace < 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))

@@ -63,6 +63,14 @@ func TestSourceWakeLimitFlags(t *testing.T) {
 	}
 }
 
+func TestResourceBoundFlags(t *testing.T) {
+	o, err := parse(t, nil, "--per-source-queue=50", "--max-held-bytes=1048576", "--splice-idle-timeout=1m", "--max-connections=800")
+	r := o.resolver
+	if err != nil || r.PerSourceQueue != 50 || r.MaxHeldBytes != 1<<20 || r.SpliceIdleTimeout != time.Minute || r.MaxConnections != 800 {
+		t.Errorf("parsed %d, %d, %v, %d, err %v", r.PerSourceQueue, r.MaxHeldBytes, r.SpliceIdleTimeout, r.MaxConnections, err)
+	}
+}
+
 func TestBadResolverInput(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
@@ -77,6 +85,10 @@ func TestBadResolverInput(t *testing.T) {
 		{nil, []string{"--source-wake-burst=-5"}, "--source-wake-burst=-5"},
 		{nil, []string{"--max-buffered-body=0"}, "--max-buffered-body=0"},
 		{nil, []string{"--max-buffered-body=2048", "--max-buffered-bodies=1024"}, "per body <= all bodies"},
+		{nil, []string{"--per-source-queue=0"}, "--per-source-queue=0"},
+		{nil, []string{"--max-held-bytes=0"}, "--max-held-bytes=0"},
+		{nil, []string{"--splice-idle-timeout=0s"}, "--splice-idle-timeout=0s"},
+		{nil, []string{"--max-connections=-1"}, "--max-connections=-1"},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -9,12 +10,14 @@ import (
 )
 
 // admission is the admit layer: it bounds how many requests and
-// connections wait for a Service at once, per Service and in all, so one
-// sleeping Service cannot take every slot and a flood cannot exhaust
+// connections wait for a Service at once, per Service, per client address
+// and in all, and the header bytes they keep in memory, so one sleeping
+// Service or one client cannot take every slot and a flood cannot exhaust
 // memory; and, per client address, how many wakes a client may start. It
 // only counts; waiting is the hold layer's.
 type admission struct {
-	maxPer, maxGlobal int
+	maxPer, maxGlobal, maxSource int
+	maxBytes                     int64
 	// wakes limits the wakes each source starts; nil means no limit.
 	wakes *wakeLimiter
 	now   func() time.Time
@@ -23,37 +26,57 @@ type admission struct {
 
 	mu    sync.Mutex
 	total int
+	bytes int64
 	per   map[ServiceRef]int
+	// sources counts the slots each client address holds. An entry is
+	// removed when its count reaches zero, so the map never has more
+	// entries than slots are taken (at most maxGlobal).
+	sources map[netip.Addr]int
 }
 
-// refusal says why admit took nothing: a full queue (scope ScopeService
-// or ScopeGlobal), or a source out of wakes (ScopeSource, which may try
-// again after retryAfter). The zero refusal admits.
+// refusal says why admit took nothing: a full queue (scope ScopeService,
+// ScopeGlobal or ScopeClient), a full header byte budget (ScopeBytes), or
+// a source out of wakes (ScopeSource, which may try again after
+// retryAfter). The zero refusal admits.
 type refusal struct {
 	scope      string
 	retryAfter time.Duration
 }
 
-func newAdmission(maxPer, maxGlobal int, wakes *wakeLimiter, queued prometheus.Gauge) *admission {
-	return &admission{maxPer: maxPer, maxGlobal: maxGlobal, wakes: wakes, now: time.Now, queued: queued, per: map[ServiceRef]int{}}
+// admissionLimits are the bounds admission enforces; see the Config fields
+// of the same names.
+type admissionLimits struct {
+	perService, global, perSource int
+	heldBytes                     int64
 }
 
-// admit takes a slot for svc on behalf of the client at source. When it
-// refuses it takes nothing; otherwise release gives the slot back and may
-// be called more than once.
+func newAdmission(lim admissionLimits, wakes *wakeLimiter, queued prometheus.Gauge) *admission {
+	return &admission{maxPer: lim.perService, maxGlobal: lim.global, maxSource: lim.perSource, maxBytes: lim.heldBytes,
+		wakes: wakes, now: time.Now, queued: queued, per: map[ServiceRef]int{}, sources: map[netip.Addr]int{}}
+}
+
+// admit takes a slot for svc on behalf of the client at source, and size
+// bytes of the held-bytes budget for what the hold keeps in memory (see
+// heldRequestBytes and heldConnBytes). When it refuses it takes nothing;
+// otherwise release gives both back and may be called more than once.
 //
 // The first slot of a Service with none taken starts a wake: the hold
 // layer tells the operator at once (see holder.join). Only that slot costs
-// source a wake. Requests that join a wake under way cost nothing, and
-// requests for a Service that is up never get here.
-func (a *admission) admit(svc ServiceRef, source netip.Addr) (release func(), refused refusal) {
+// source a wake. Requests that join a wake under way cost no wake, but
+// they do take one of source's slots: the per-source bound is what keeps
+// one client from filling a Service's queue, or every queue, by itself.
+func (a *admission) admit(svc ServiceRef, source netip.Addr, size int64) (release func(), refused refusal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.total >= a.maxGlobal {
+	switch {
+	case a.total >= a.maxGlobal:
 		return nil, refusal{scope: ScopeGlobal}
-	}
-	if a.per[svc] >= a.maxPer {
+	case a.per[svc] >= a.maxPer:
 		return nil, refusal{scope: ScopeService}
+	case a.sources[source] >= a.maxSource:
+		return nil, refusal{scope: ScopeClient}
+	case a.bytes+size > a.maxBytes:
+		return nil, refusal{scope: ScopeBytes}
 	}
 	// Decided under the lock that counts the slots, so of two clients that
 	// arrive together for a cold Service exactly one pays for its wake.
@@ -63,18 +86,25 @@ func (a *admission) admit(svc ServiceRef, source netip.Addr) (release func(), re
 		}
 	}
 	a.per[svc]++
+	a.sources[source]++
 	a.total++
+	a.bytes += size
 	a.queued.Inc()
 	var once sync.Once
-	return func() { once.Do(func() { a.release(svc) }) }, refusal{}
+	return func() { once.Do(func() { a.release(svc, source, size) }) }, refusal{}
 }
-func (a *admission) release(svc ServiceRef) {
+
+func (a *admission) release(svc ServiceRef, source netip.Addr, size int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.per[svc]--; a.per[svc] <= 0 {
 		delete(a.per, svc)
 	}
+	if a.sources[source]--; a.sources[source] <= 0 {
+		delete(a.sources, source)
+	}
 	a.total--
+	a.bytes -= size
 	a.queued.Dec()
 }
 
@@ -84,3 +114,42 @@ func (a *admission) admitted(svc ServiceRef) int {
 	defer a.mu.Unlock()
 	return a.per[svc]
 }
+
+// usage returns the slots taken, the client addresses holding them and
+// the bytes charged.
+func (a *admission) usage() (slots, sources int, bytes int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.total, len(a.sources), a.bytes
+}
+
+// heldRequestBytes is what a held HTTP request is charged against
+// Config.MaxHeldBytes: its header names and values, its request
+// target and its Host, the parts of a request the server keeps in memory
+// while it is held whatever their size; and, for an HTTP/2 request whose
+// body streams (buffered is false), the stream's receive window, which
+// the server fills with body it keeps in memory until the pod is Ready.
+// (A buffered body has a budget of its own, Config.MaxBufferedBodies; an
+// HTTP/1 body that streams waits in the kernel's socket buffer.) The
+// parsed form takes some more memory than the bytes counted; the worst
+// case in config.go allows for that.
+func heldRequestBytes(req *http.Request, buffered bool) int64 {
+	n := int64(len(req.RequestURI) + len(req.Host))
+	if req.RequestURI == "" && req.URL != nil {
+		n += int64(len(req.URL.Path) + len(req.URL.RawQuery))
+	}
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			n += int64(len(k) + len(v))
+		}
+	}
+	if req.ProtoMajor == 2 && !buffered && req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0 {
+		n += serverMaxReceiveBufferPerStream
+	}
+	return n
+}
+
+// heldConnBytes is what a held TCP connection is charged: its read-ahead
+// buffer, which holds its first bytes and which watchClientClose may fill
+// while it waits.
+func heldConnBytes(c *peekedConn) int64 { return int64(c.r.Size()) }

@@ -18,7 +18,7 @@ const (
 	DefaultProxyPort            = 8012
 	DefaultRequestTimeout       = 120 * time.Second
 	DefaultPerServiceQueue      = 1000
-	DefaultGlobalQueue          = 10000
+	DefaultGlobalQueue          = 2000
 	DefaultOperatorURL          = "http://elasti-operator-controller-service.elasti.svc.cluster.local:8013"
 	DefaultOperatorTimeout      = 5 * time.Second
 	DefaultOperatorRetryInitial = 500 * time.Millisecond
@@ -40,7 +40,35 @@ const (
 	DefaultSourceWakeTracked = 10000
 	DefaultMaxBufferedBody   = 64 << 10
 	DefaultMaxBufferedBodies = 16 << 20
+	// One client address may hold an eighth of the global queue and a
+	// quarter of one Service's: it never fills a Service's queue alone,
+	// and eight of them are needed to fill every queue. It is generous
+	// because an ingress controller's clients all share the controller
+	// pod's address.
+	DefaultPerSourceQueue    = 250
+	DefaultMaxHeldBytes      = 32 << 20
+	DefaultSpliceIdleTimeout = 5 * time.Minute
+	DefaultMaxConnections    = 4000
 )
+
+// The worst case of the defaults: every bound filled at once. The
+// figures per item are BenchmarkFilledBounds' (docs/benchmarks.md: heap
+// and goroutine stacks after a collection, which it measured at 146-149
+// MiB with the connections not held half spliced and half idle):
+//
+//	GlobalQueue held HTTP/1 requests, each with its
+//	  connection, besides the bytes charged for it     2000 × 35 KiB ≈  68 MiB
+//	MaxHeldBytes (headers, HTTP/2 stream windows)                     32 MiB
+//	MaxBufferedBodies                                                  16 MiB
+//	the rest of MaxConnections, all spliced (the
+//	  dearest kind of connection not held)             2000 × 20 KiB ≈  39 MiB
+//	                                                                  ≈ 155 MiB
+//
+// That leaves about 100 MiB of the manifests' 256Mi limit for the
+// informer caches, the runtime and the collector's headroom (the manifests
+// set GOMEMLIMIT to the limit, so the collector works harder near it). The
+// bounds are per resolver pod: more replicas hold more. Kernel socket
+// buffers are not counted here.
 
 // Config tunes the resolver. Zero fields take the defaults above, so a
 // partially filled Config is valid.
@@ -61,6 +89,26 @@ type Config struct {
 	PerServiceQueue int
 	// GlobalQueue bounds the requests held for all services together.
 	GlobalQueue int
+	// PerSourceQueue bounds the requests and connections one client
+	// address holds at once, for all Services together. Past it a request
+	// is answered 429 with Retry-After and a connection is closed: the
+	// client itself is over its share, while the others are not.
+	PerSourceQueue int
+	// MaxHeldBytes bounds the memory that held requests and connections
+	// keep besides their count: their headers, the HTTP/2 stream windows of
+	// bodies that stream, and the read-ahead buffers of held TCP
+	// connections (see heldRequestBytes and heldConnBytes). Past it a
+	// request is answered 503 with Retry-After and a connection is closed.
+	// Each request's headers are also bounded, by the server, to
+	// serverMaxHeaderBytes.
+	MaxHeldBytes int64
+	// SpliceIdleTimeout closes a spliced TCP connection that moved no byte
+	// either way for this long (see splice).
+	SpliceIdleTimeout time.Duration
+	// MaxConnections bounds the client connections open at once on the
+	// proxy port and every resolver port together; one more is closed as
+	// soon as it is accepted (see LimitListener).
+	MaxConnections int
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
@@ -137,6 +185,10 @@ func DefaultConfig() Config {
 		SourceWakeTracked:    DefaultSourceWakeTracked,
 		MaxBufferedBody:      DefaultMaxBufferedBody,
 		MaxBufferedBodies:    DefaultMaxBufferedBodies,
+		PerSourceQueue:       DefaultPerSourceQueue,
+		MaxHeldBytes:         DefaultMaxHeldBytes,
+		SpliceIdleTimeout:    DefaultSpliceIdleTimeout,
+		MaxConnections:       DefaultMaxConnections,
 	}
 }
 
@@ -159,6 +211,10 @@ func (c Config) complete() (Config, error) {
 	c.SourceWakeTracked = cmp.Or(c.SourceWakeTracked, d.SourceWakeTracked)
 	c.MaxBufferedBody = cmp.Or(c.MaxBufferedBody, d.MaxBufferedBody)
 	c.MaxBufferedBodies = cmp.Or(c.MaxBufferedBodies, d.MaxBufferedBodies)
+	c.PerSourceQueue = cmp.Or(c.PerSourceQueue, d.PerSourceQueue)
+	c.MaxHeldBytes = cmp.Or(c.MaxHeldBytes, d.MaxHeldBytes)
+	c.SpliceIdleTimeout = cmp.Or(c.SpliceIdleTimeout, d.SpliceIdleTimeout)
+	c.MaxConnections = cmp.Or(c.MaxConnections, d.MaxConnections)
 
 	switch {
 	case c.ProxyPort < 1 || c.ProxyPort > 65535:
@@ -180,6 +236,9 @@ func (c Config) complete() (Config, error) {
 	case c.SourceWakeRate < 0 || c.SourceWakeBurst < 0 || c.SourceWakeTracked < 0:
 		return c, fmt.Errorf("source wake rate %v, burst %d and tracked sources %d must not be negative",
 			c.SourceWakeRate, c.SourceWakeBurst, c.SourceWakeTracked)
+	case c.PerSourceQueue < 0 || c.MaxHeldBytes < 0 || c.SpliceIdleTimeout < 0 || c.MaxConnections < 0:
+		return c, fmt.Errorf("per-source queue %d, held header bytes %d, splice idle timeout %v and max connections %d must not be negative",
+			c.PerSourceQueue, c.MaxHeldBytes, c.SpliceIdleTimeout, c.MaxConnections)
 	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
 	}

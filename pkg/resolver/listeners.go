@@ -38,6 +38,10 @@ type PortListeners struct {
 	conns  map[net.Conn]struct{} // spliced connections, closed on shutdown
 	wg     sync.WaitGroup        // accept loops and spliced connections
 	synced atomic.Bool
+	// dropCtx ends when Shutdown gives up on the TCP connections still
+	// held or spliced.
+	dropCtx context.Context
+	drop    context.CancelFunc
 }
 
 // PortListenersOptions configure NewPortListeners.
@@ -65,6 +69,7 @@ func NewPortListeners(r *Resolver, routes *RouteTable, opts PortListenersOptions
 	if p.listen == nil {
 		p.listen = net.Listen
 	}
+	p.dropCtx, p.drop = context.WithCancel(context.Background())
 	p.server = NewServer("", http.HandlerFunc(r.servePortHTTP))
 	p.server.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if pc, ok := c.(*peekedConn); ok {
@@ -155,6 +160,7 @@ func (p *PortListeners) sync() {
 			continue
 		}
 		delete(p.failed, port)
+		ln = p.r.LimitListener(ln)
 		p.open[port] = ln
 		p.logger.V(2).Info("Listening on resolver port", "port", port)
 		p.wg.Add(1)
@@ -222,7 +228,7 @@ func (p *PortListeners) handle(c net.Conn, port int32) {
 		return
 	}
 	defer p.untrack(pc)
-	p.r.serveConn(pc, route)
+	p.r.serveConn(p.dropCtx, pc, route)
 }
 
 func (p *PortListeners) track(c net.Conn) bool {
@@ -259,6 +265,7 @@ func (p *PortListeners) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		p.drop()
 		p.mu.Lock()
 		for c := range p.conns {
 			_ = c.Close()
@@ -266,6 +273,7 @@ func (p *PortListeners) Shutdown(ctx context.Context) error {
 		p.mu.Unlock()
 		<-done
 	}
+	p.drop()
 	return err
 }
 

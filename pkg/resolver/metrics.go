@@ -19,6 +19,11 @@ const (
 	ScopeGlobal  = "global"
 	// ScopeSource is a client out of wakes (see Config.SourceWakeRate).
 	ScopeSource = "source"
+	// ScopeClient is a client holding its share of the queues (see
+	// Config.PerSourceQueue), ScopeBytes the held-bytes budget full (see
+	// Config.MaxHeldBytes).
+	ScopeClient = "client"
+	ScopeBytes  = "bytes"
 
 	ProtocolHTTP = "http"
 	ProtocolTCP  = "tcp"
@@ -37,8 +42,8 @@ type Metrics struct {
 	Proxied *prometheus.CounterVec
 	// Notifications counts POSTs to the operator by outcome.
 	Notifications *prometheus.CounterVec
-	// Overflow counts requests refused because a queue bound was reached,
-	// by scope (service or global).
+	// Overflow counts requests refused and connections closed because a
+	// hold bound was reached, by scope (service, global, client or bytes).
 	Overflow *prometheus.CounterVec
 	// WakeRateLimited counts requests answered 429 (http) and connections
 	// closed (tcp) because their client had started its share of wakes.
@@ -65,6 +70,11 @@ type Metrics struct {
 	Listeners prometheus.Gauge
 	// ListenFailures counts failed attempts to open a resolver port.
 	ListenFailures prometheus.Counter
+	// Connections is the number of client connections open on the proxy
+	// port and the resolver ports; ConnectionsRefused counts those closed
+	// at once because Config.MaxConnections were open.
+	Connections        prometheus.Gauge
+	ConnectionsRefused prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
@@ -76,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -106,7 +116,7 @@ func newMetrics() *Metrics {
 		}, []string{"outcome"}),
 		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_overflow_total",
-			Help: "Requests answered 503 because a hold queue was full, by queue scope.",
+			Help: "Requests refused (503; 429 for scope client) or connections closed because a hold bound was reached, by scope: service, global, client (one address's share), bytes (held header bytes).",
 		}, []string{"scope"}),
 		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_wake_rate_limited_total",
@@ -144,6 +154,14 @@ func newMetrics() *Metrics {
 			Name: "elasti_resolver_port_listen_failures_total",
 			Help: "Failed attempts to open a resolver port; each is retried.",
 		}),
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_client_connections",
+			Help: "Client connections open on the proxy port and the resolver ports.",
+		}),
+		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_client_connections_refused_total",
+			Help: "Client connections closed as soon as they were accepted because --max-connections were open.",
+		}),
 	}
 }
 
@@ -159,7 +177,7 @@ func (m *Metrics) initLabelValues() {
 	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
 		m.Spliced.WithLabelValues(o)
 	}
-	for _, s := range []string{ScopeService, ScopeGlobal} {
+	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes} {
 		m.Overflow.WithLabelValues(s)
 	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {

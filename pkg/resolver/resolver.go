@@ -65,6 +65,9 @@ type Resolver struct {
 	metrics *Metrics
 	logger  klog.Logger
 
+	// conns bounds the client connections of the proxy port and the
+	// resolver ports together.
+	conns *connLimit
 	// buffered counts the bytes of held request bodies in memory.
 	buffered atomic.Int64
 }
@@ -92,14 +95,16 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	notifier := newOperatorNotifier(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources)
 	return &Resolver{
-		cfg:     cfg,
-		eps:     opts.Endpoints,
-		probes:  opts.Probes,
-		named:   opts.Named,
-		admit:   newAdmission(cfg.PerServiceQueue, cfg.GlobalQueue, wakes, metrics.Queued),
+		cfg:    cfg,
+		eps:    opts.Endpoints,
+		probes: opts.Probes,
+		named:  opts.Named,
+		admit: newAdmission(admissionLimits{perService: cfg.PerServiceQueue, global: cfg.GlobalQueue,
+			perSource: cfg.PerSourceQueue, heldBytes: cfg.MaxHeldBytes}, wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, notifier.notify, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		fwd:     newForwarder(cfg, dial, opts.Endpoints, metrics, logger),
 		dial:    dial,
+		conns:   newConnLimit(cfg.MaxConnections, metrics.Connections, metrics.ConnectionsRefused),
 		metrics: metrics,
 		logger:  logger,
 	}, nil
@@ -199,10 +204,17 @@ func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
 
 // holdHTTP admits req, holds it until svc has a Ready endpoint and
 // forwards it, or answers why not: 429 when its client has started too
-// many wakes, 503 when the queues are full or the resolver shuts down,
-// 504 at the request timeout.
+// many wakes or holds its share of the queue, 503 when the queues or the
+// held-bytes budget are full or the resolver shuts down, 504 at the
+// request timeout.
 func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
-	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr))
+	// The body budget is asked first: a body that does not fit streams,
+	// and what a streaming body keeps in memory is charged on admission.
+	buffer := r.bufferable(req) && r.reserveBuffer(req.ContentLength)
+	if buffer {
+		defer r.buffered.Add(-req.ContentLength)
+	}
+	release, refused := r.admit.admit(svc, sourceOf(req.RemoteAddr), heldRequestBytes(req, buffer))
 	if refused.scope != "" {
 		r.refuse(w, logger, req.RemoteAddr, svc, refused)
 		return
@@ -214,8 +226,7 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 	began := time.Now()
 	logger.V(4).Info("Holding request until the service has a Ready endpoint", "method", req.Method, "path", req.URL.Path)
 	deadline := began.Add(r.cfg.RequestTimeout)
-	if r.bufferable(req) && r.reserveBuffer(req.ContentLength) {
-		defer r.buffered.Add(-req.ContentLength)
+	if buffer {
 		if err := bufferBody(w, req, deadline); err != nil {
 			// The slot is freed on return; nobody is left to answer.
 			logger.V(4).Info("Client went away while its body was read", "err", err)
@@ -251,7 +262,8 @@ func (r *Resolver) holdHTTP(w http.ResponseWriter, req *http.Request, logger klo
 }
 
 // refuse answers a request admission refused: 429 for a client out of
-// wakes, 503 for a full queue, both with Retry-After.
+// wakes or over its share of the queue, 503 for a full queue or budget,
+// all with Retry-After.
 func (r *Resolver) refuse(w http.ResponseWriter, logger klog.Logger, client string, svc ServiceRef, refused refusal) {
 	if refused.scope == ScopeSource {
 		r.metrics.WakeRateLimited.WithLabelValues(ProtocolHTTP).Inc()
@@ -261,13 +273,16 @@ func (r *Resolver) refuse(w http.ResponseWriter, logger klog.Logger, client stri
 		return
 	}
 	r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
-	logger.V(2).Info("Hold queue full, refusing request", "scope", refused.scope)
+	logger.V(2).Info("Hold queue full, refusing request", "scope", refused.scope, "client", client)
 	w.Header().Set("Retry-After", retryAfterSeconds(r.cfg.RetryAfter))
-	msg := fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
-	if refused.scope == ScopeGlobal {
+	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
+	switch refused.scope {
+	case ScopeGlobal, ScopeBytes:
 		msg = "too many requests are waiting for services to start; retry later"
+	case ScopeClient:
+		code, msg = http.StatusTooManyRequests, fmt.Sprintf("this client has too many requests waiting for services to start; service %s is asleep, retry later", svc)
 	}
-	httpError(w, http.StatusServiceUnavailable, msg)
+	httpError(w, code, msg)
 }
 
 // shutdownRetryAfter is the Retry-After of the 503 a held request gets
@@ -343,7 +358,8 @@ func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc S
 const (
 	// serverMaxHeaderBytes bounds a request's headers. Go's default is
 	// 1 MiB, and every held request keeps its headers in memory for up to
-	// the request timeout, GlobalQueue of them at once.
+	// the request timeout, GlobalQueue of them at once; together they are
+	// bounded by Config.MaxHeldBytes.
 	serverMaxHeaderBytes = 64 << 10
 	// serverIdleTimeout closes keep-alive connections left idle this long.
 	// Without it (and with no ReadTimeout, which would cut off streaming
@@ -353,8 +369,10 @@ const (
 	// one request body. The server buffers what a client sends within it
 	// before the handler reads, and a held request's handler does not read
 	// a large body until the pod is Ready: Go's default of 1 MiB would let
-	// GlobalQueue held streams pin 10 GiB. The resolver is in the path only
-	// while a Service wakes, so the smaller window costs little.
+	// GlobalQueue held streams pin 2 GiB. The resolver is in the path only
+	// while a Service wakes, so the smaller window costs little. Admission
+	// charges each held stream whose body streams this window (see
+	// heldRequestBytes).
 	serverMaxReceiveBufferPerStream = 64 << 10
 )
 

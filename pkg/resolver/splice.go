@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -15,13 +16,15 @@ import (
 // serveConn is the TCP path of a resolver port: hold c while the Service
 // has no Ready endpoint, with the same admission, wake and timeout as an
 // HTTP request, then splice it to a pod byte for byte. A client that
-// waits gets no answer on failure, only a closed connection.
-func (r *Resolver) serveConn(c *peekedConn, route Route) {
+// waits gets no answer on failure, only a closed connection. When drop
+// ends, c is given up at once, held or spliced.
+func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
 	logger := r.logger.WithValues("service", svc.kref(), "port", route.Port)
 	ctx, cancel := context.WithTimeout(r.holds.ctx, r.cfg.RequestTimeout)
 	defer cancel()
+	defer context.AfterFunc(drop, cancel)()
 
 	if !r.inFront(ctx, svc) {
 		r.metrics.NotInFront.WithLabelValues(ProtocolTCP).Inc()
@@ -47,13 +50,13 @@ func (r *Resolver) serveConn(c *peekedConn, route Route) {
 	}
 	r.metrics.Spliced.WithLabelValues(OutcomeSuccess).Inc()
 	logger.V(4).Info("Splicing connection", "endpoint", backend.RemoteAddr(), "held", held)
-	splice(c, backend)
+	splice(drop, c, backend, r.cfg.SpliceIdleTimeout)
 }
 
 // holdConn admits c and waits until svc has a Ready endpoint on port. It
 // notices a client that closes while held.
 func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logger, svc ServiceRef, port string) (Backends, time.Duration, error) {
-	release, refused := r.admit.admit(svc, sourceOf(c.RemoteAddr().String()))
+	release, refused := r.admit.admit(svc, sourceOf(c.RemoteAddr().String()), heldConnBytes(c))
 	switch refused.scope {
 	case "":
 	case ScopeSource:
@@ -62,7 +65,7 @@ func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logg
 		return Backends{}, 0, errors.New("client out of wakes")
 	default:
 		r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
-		logger.V(2).Info("Hold queue full, closing connection", "scope", refused.scope)
+		logger.V(2).Info("Hold bound reached, closing connection", "scope", refused.scope, "client", c.RemoteAddr().String())
 		return Backends{}, 0, errors.New("queue full")
 	}
 	defer release()
@@ -89,8 +92,14 @@ func (r *Resolver) holdConn(ctx context.Context, c *peekedConn, logger klog.Logg
 // reads ahead into c's buffer, so nothing is lost; once the buffer is full
 // it stops watching. An EOF is not a departure: a client may send its
 // request and half-close, then wait for the answer, and a full close looks
-// the same on the wire, so such a connection waits out its timeout. The
-// returned stop must be called before c is read.
+// the same on the wire, so such a connection waits out its timeout. This
+// is deliberate, and bounded: closing at EOF would cut off every client of
+// a send-then-half-close protocol while its Service wakes, and a shorter
+// wait after EOF would too when the wake is slow. The slot is kept at most
+// Config.RequestTimeout, counts against its client's
+// Config.PerSourceQueue as well as the queues, and once spliced the
+// connection is closed by idleWatch when nothing moves. The returned stop
+// must be called before c is read.
 func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
 	done := make(chan struct{})
 	go func() {
@@ -142,20 +151,129 @@ func (r *Resolver) dialBackend(ctx context.Context, logger klog.Logger, svc Serv
 	}
 }
 
-// splice copies both ways until both directions end. When one side stops
-// sending, the other is told by a half-close, so protocols that finish
-// with a half-close (a client that sends, then reads to EOF) still work.
-func splice(client *peekedConn, backend net.Conn) {
+// splice copies both ways until both directions end, or until no byte
+// moved either way for idle (see idleWatch). When one side stops sending,
+// the other is told by a half-close, so protocols that finish with a
+// half-close (a client that sends, then reads to EOF) still work.
+//
+// Each direction is one io.Copy between the two TCP connections, which
+// Linux runs as splice(2) through a kernel pipe: a spliced connection
+// keeps no copy buffer in the resolver's memory, only its read-ahead
+// buffer (see heldConnBytes), however many are open. When drop ends,
+// both connections are closed.
+func splice(drop context.Context, client *peekedConn, backend net.Conn, idle time.Duration) {
 	defer func() { _ = backend.Close() }()
+	w := newIdleWatch(idle, client.Conn, backend)
+	// Closing the client's connection alone would not do: the direction
+	// from the pod may be waiting for the pod, the client's having ended.
+	defer context.AfterFunc(drop, w.closeBoth)()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(backend, client.r)
+		w.copy(0, backend, client.r, client.Conn)
 		closeWrite(backend)
 	}()
-	_, _ = io.Copy(client.Conn, backend)
+	w.copy(1, client.Conn, backend, backend)
 	closeWrite(client.Conn)
 	<-done
+}
+
+// idleWatch closes a spliced connection on which no byte moved either way
+// for a whole period of idle: one direction streaming keeps the other,
+// silent, open. Time is cut into periods of idle from the splice's start,
+// and each direction's reads carry a deadline at the end of the current
+// period. A read deadline loses nothing: io.Copy returns what it moved
+// and is called again. (A write deadline would: the bytes of the
+// interrupted write are gone, so writes carry none.) At each period's end
+// the direction that reports last decides for both. A direction that did
+// not report for a whole period is blocked writing to a peer that does
+// not read, and counts as moving nothing. So the connection is closed
+// between idle and twice idle after its last byte, and a half-closed one
+// (one direction ended) the same way.
+type idleWatch struct {
+	idle  time.Duration
+	start time.Time
+	conns [2]net.Conn
+
+	mu sync.Mutex
+	// reported is the last period each direction reported, moved the last
+	// in which it moved bytes; ended is set when its copy ended.
+	reported, moved [2]int64
+	ended           [2]bool
+}
+
+func newIdleWatch(idle time.Duration, a, b net.Conn) *idleWatch {
+	return &idleWatch{idle: idle, start: time.Now(), conns: [2]net.Conn{a, b}}
+}
+
+// period returns the number of the period t falls in; period k ends at
+// start + k·idle.
+func (w *idleWatch) period(t time.Time) int64 { return int64(t.Sub(w.start)/w.idle) + 1 }
+
+// copy copies src to dst as direction d, reading from conn (src's
+// connection) with deadlines at the end of each period.
+func (w *idleWatch) copy(d int, dst io.Writer, src io.Reader, conn net.Conn) {
+	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
+	for {
+		k := w.period(time.Now())
+		_ = conn.SetReadDeadline(w.start.Add(time.Duration(k) * w.idle))
+		n, err := io.Copy(dst, src)
+		var ne net.Error
+		switch {
+		case err == nil: // EOF: the caller half-closes dst
+			w.report(d, max(k, w.period(time.Now())-1), n > 0, true)
+			return
+		case !errors.As(err, &ne) || !ne.Timeout():
+			// A reset, or a connection closed here (PortListeners.Shutdown
+			// closes the client's): nothing more can pass either way.
+			w.report(d, max(k, w.period(time.Now())-1), n > 0, true)
+			w.closeBoth()
+			return
+		}
+		if w.report(d, max(k, w.period(time.Now())-1), n > 0, false) {
+			w.closeBoth()
+			return
+		}
+	}
+}
+
+// closeBoth closes both connections, which ends both directions' copies.
+func (w *idleWatch) closeBoth() {
+	for _, c := range w.conns {
+		_ = c.Close()
+	}
+}
+
+// report records that direction d reached the end of period k, having
+// moved bytes in it or not, and ended or not; it returns whether the
+// connection was idle for the whole period.
+func (w *idleWatch) report(d int, k int64, moved, ended bool) (idle bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reported[d] = k
+	if moved {
+		w.moved[d] = k
+	}
+	if ended {
+		w.ended[d] = true
+		return false
+	}
+	o := 1 - d
+	if w.moved[d] >= k {
+		return false
+	}
+	switch {
+	case w.ended[o]:
+		return true
+	case w.moved[o] >= k:
+		return false
+	case w.reported[o] >= k:
+		return true // it reported the period, silent too
+	case w.reported[o] < k-1:
+		return true // blocked writing for a whole period
+	default:
+		return false // it reports the period next, and decides
+	}
 }
 
 func closeWrite(c net.Conn) {

@@ -45,18 +45,18 @@ func cold(i int) ServiceRef { return ServiceRef{Namespace: "team", Name: fmt.Spr
 // is unaffected, and requests that join a wake under way cost nothing.
 func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 	sources := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sources"})
-	a := newAdmission(1000, 10000, newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, DefaultSourceWakeTracked, sources),
+	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, DefaultSourceWakeTracked, sources),
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "queued"}))
 	clock := newFakeClock()
 	a.now = clock.Now
 	noisy, quiet := netip.MustParseAddr("10.244.0.7"), netip.MustParseAddr("10.244.0.8")
 
 	for i := range 100 {
-		if _, refused := a.admit(cold(i), noisy); refused.scope != "" {
+		if _, refused := a.admit(cold(i), noisy, 0); refused.scope != "" {
 			t.Fatalf("wake %d of the burst refused (%q)", i+1, refused.scope)
 		}
 	}
-	_, refused := a.admit(cold(100), noisy)
+	_, refused := a.admit(cold(100), noisy, 0)
 	if refused.scope != ScopeSource || refused.retryAfter <= 0 || refused.retryAfter > 100*time.Millisecond {
 		t.Fatalf("the 101st wake: %+v, want ScopeSource with a wait of at most 100ms (one wake at 10/s)", refused)
 	}
@@ -65,11 +65,11 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 	}
 	// Joining wakes under way is free, however often.
 	for range 500 {
-		if _, refused := a.admit(cold(3), noisy); refused.scope != "" {
+		if _, refused := a.admit(cold(3), noisy, 0); refused.scope != "" {
 			t.Fatalf("a request for a Service already waking was refused (%q)", refused.scope)
 		}
 	}
-	if _, refused := a.admit(cold(100), quiet); refused.scope != "" {
+	if _, refused := a.admit(cold(100), quiet, 0); refused.scope != "" {
 		t.Fatalf("another client was refused (%q) because of the noisy one", refused.scope)
 	}
 	if got := testutil.ToFloat64(sources); got != 2 {
@@ -78,10 +78,10 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 
 	// One wake refills in 100ms; the next is refused again.
 	clock.step(100 * time.Millisecond)
-	if _, refused := a.admit(cold(101), noisy); refused.scope != "" {
+	if _, refused := a.admit(cold(101), noisy, 0); refused.scope != "" {
 		t.Fatalf("after 100ms the refilled wake was refused (%q)", refused.scope)
 	}
-	if _, refused := a.admit(cold(102), noisy); refused.scope != ScopeSource {
+	if _, refused := a.admit(cold(102), noisy, 0); refused.scope != ScopeSource {
 		t.Fatalf("a second wake after one refilled: %q, want %q", refused.scope, ScopeSource)
 	}
 }
@@ -89,19 +89,19 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 // A Service whose held requests all left is cold again: its next request
 // starts a new wake and pays for it.
 func TestAWakeCostsAgainOnceNothingIsHeld(t *testing.T) {
-	a := newAdmission(1000, 10000, newWakeLimiter(1, 2, 10, prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})),
+	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(1, 2, 10, prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})),
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
 	clock := newFakeClock()
 	a.now = clock.Now
 	client := netip.MustParseAddr("10.244.0.7")
 	for i := range 2 {
-		release, refused := a.admit(cold(0), client)
+		release, refused := a.admit(cold(0), client, 0)
 		if refused.scope != "" {
 			t.Fatalf("wake %d refused (%q)", i+1, refused.scope)
 		}
 		release()
 	}
-	if _, refused := a.admit(cold(0), client); refused.scope != ScopeSource {
+	if _, refused := a.admit(cold(0), client, 0); refused.scope != ScopeSource {
 		t.Fatalf("a third wake of an idle Service within the burst: %q, want %q", refused.scope, ScopeSource)
 	}
 }

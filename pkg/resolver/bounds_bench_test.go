@@ -1,0 +1,185 @@
+package resolver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/klog/v2"
+
+	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// filledBoundsShare divides every default bound BenchmarkFilledBounds
+// fills. At 1 it fills the defaults in full, which takes about 10,000
+// file descriptors in one process (both ends of every connection, and of
+// every splice). Raise it where that is too many: every cost grows
+// linearly with its bound, so the full figure is the measured one times
+// filledBoundsShare, which MiB-extrapolated reports.
+const filledBoundsShare = 1
+
+func BenchmarkFilledBounds(b *testing.B) {
+	d := DefaultConfig()
+	held := d.GlobalQueue / filledBoundsShare
+	bodies := int(d.MaxBufferedBodies / d.MaxBufferedBody / filledBoundsShare)
+	conns := d.MaxConnections / filledBoundsShare
+	spliced := (conns - held) / 2
+	idle := conns - held - spliced
+	headerBudget := d.MaxHeldBytes / filledBoundsShare
+	const services = 10 // held requests spread so no Service's queue is full
+	perHeader := int(headerBudget/int64(held)) - 64
+
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	op := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer op.Close()
+	cfg := d
+	cfg.OperatorURL = op.URL
+	cfg.RequestTimeout = 10 * time.Minute
+	cfg.GlobalQueue = held
+	cfg.PerServiceQueue = held / services
+	cfg.PerSourceQueue = held // every client here is 127.0.0.1
+	cfg.MaxHeldBytes = headerBudget
+	cfg.MaxBufferedBodies = int64(bodies) * d.MaxBufferedBody
+	cfg.MaxConnections = conns
+	eps := NewMemoryEndpoints()
+	r, err := New(ctx, cfg, Options{Endpoints: eps})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+
+	// The proxy port, and one resolver port whose Service is up.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer("", r)
+	go func() { _ = srv.Serve(r.LimitListener(ln)) }()
+	defer srv.Close()
+	proxy := ln.Addr().String()
+	pod := parkingTCP(b)
+	up := ServiceRef{Namespace: testSvc.Namespace, Name: "up"} // esWithPorts's namespace
+	eps.Set(up, pod)
+	routes := NewRouteTable(ctx, anyPort)
+	pl := NewPortListeners(r, routes, PortListenersOptions{Host: "127.0.0.1"})
+	port := freePorts(b, 1)[0]
+	routes.Upsert(esWithPorts("up", v1.ResolverPort{Service: up.Name, Port: 80, ResolverPort: port}))
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go pl.Run(runCtx)
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		defer scancel()
+		_ = pl.Shutdown(sctx)
+	}()
+	for len(pl.Listening()) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	resolverPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			_ = c.Close()
+		}
+	}()
+	dial := func(addr, send string) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			b.Fatalf("connection %d: %v", len(open)+1, err)
+		}
+		open = append(open, c)
+		if send != "" {
+			_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, send); err != nil {
+				b.Fatalf("connection %d: %v", len(open), err)
+			}
+		}
+	}
+	waitFor := func(what string, cond func() bool) {
+		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	base := memNow()
+	began := time.Now()
+	fill := strings.Repeat("f", perHeader)
+	body := strings.Repeat("b", int(d.MaxBufferedBody))
+	for i := range held {
+		head := fmt.Sprintf("GET / HTTP/1.1\r\nHost: s%d.bench\r\nX-Fill: %s\r\n\r\n", i%services, fill)
+		if i < bodies {
+			head = fmt.Sprintf("POST / HTTP/1.1\r\nHost: s%d.bench\r\nX-Fill: %s\r\nContent-Length: %d\r\n\r\n%s", i%services, fill, len(body), body)
+		}
+		dial(proxy, head)
+	}
+	waitFor("held requests", func() bool { return testutil.ToFloat64(r.metrics.Queued) == float64(held) })
+	waitFor("buffered bodies", func() bool { return r.buffered.Load() == cfg.MaxBufferedBodies })
+	afterHeld := memNow()
+	for range spliced {
+		dial(resolverPort, "x") // not HTTP: spliced at once
+	}
+	waitFor("spliced connections", func() bool {
+		return testutil.ToFloat64(r.metrics.Spliced.WithLabelValues(OutcomeSuccess)) == float64(spliced)
+	})
+	afterSpliced := memNow()
+	for range idle {
+		dial(proxy, "")
+	}
+	waitFor("every connection open", func() bool { return testutil.ToFloat64(r.metrics.Connections) == float64(conns) })
+	filled := memNow()
+	took := time.Since(began)
+
+	_, _, heldBytes := r.admit.usage()
+	if refused := testutil.ToFloat64(r.metrics.ConnectionsRefused); refused != 0 || heldBytes < headerBudget*95/100 {
+		b.Fatalf("%v connections refused, %d of %d header bytes charged: the bounds were not filled as planned", refused, heldBytes, headerBudget)
+	}
+	for range b.N {
+		// The fill above is the measure; b.N only repeats the report.
+	}
+	used := float64(filled.goMem-base.goMem) / (1 << 20)
+	b.ReportMetric(used, "MiB-heap+stacks")
+	b.ReportMetric(used*filledBoundsShare, "MiB-extrapolated")
+	b.ReportMetric(float64(filled.rss)/(1<<20), "MiB-rss-process")
+	charged := heldBytes + cfg.MaxBufferedBodies
+	b.ReportMetric(float64(int64(afterHeld.goMem-base.goMem)-charged)/float64(held)/1024, "KiB/held-request")
+	b.ReportMetric(float64(charged)/(1<<20), "MiB-charged")
+	b.ReportMetric(float64(afterSpliced.goMem-afterHeld.goMem)/float64(spliced)/1024, "KiB/spliced-conn")
+	b.ReportMetric(float64(filled.goMem-afterSpliced.goMem)/float64(idle)/1024, "KiB/idle-conn")
+	b.ReportMetric(took.Seconds(), "s-to-fill")
+}
+
+type memSample struct{ goMem, rss uint64 }
+
+// memNow returns the heap and stacks in use after a collection, and the
+// process's resident set.
+func memNow() memSample {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s := memSample{goMem: ms.HeapInuse + ms.StackInuse}
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(strings.NewReader(string(status)))
+		for sc.Scan() {
+			if kb, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				n, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+				s.rss = n << 10
+			}
+		}
+	}
+	return s
+}
