@@ -96,7 +96,7 @@ type Cluster struct {
 	// mu guards procs and PIDs, which RestartAPIServer changes while the
 	// cluster runs.
 	mu      sync.Mutex
-	procs   []*process
+	procs   []*Process
 	ownsDir bool
 }
 
@@ -198,7 +198,7 @@ func (c *Cluster) startEtcd(ctx context.Context, detach bool, etcdPort, peerPort
 	if err != nil {
 		return "", err
 	}
-	return etcdURL, waitFor(ctx, etcd, httpOK(etcdURL+"/health", ""))
+	return etcdURL, WaitFor(ctx, etcd, httpOK(etcdURL+"/health", ""))
 }
 
 // startAPIServer starts kube-apiserver on apiPort and waits until it is
@@ -236,7 +236,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, detach bool, etcdURL strin
 		return err
 	}
 	c.AuditLog = filepath.Join(c.Dir, "audit.log")
-	return waitFor(ctx, apiserver, httpOK(c.APIServerURL+"/readyz", adminToken))
+	return WaitFor(ctx, apiserver, httpOK(c.APIServerURL+"/readyz", adminToken))
 }
 
 // writeKubeconfigs writes the admin and the unprivileged kubeconfig.
@@ -323,7 +323,7 @@ func (c *Cluster) startKwokNode(ctx context.Context, detach bool) error {
 	if err := createNode(ctx, cs); err != nil {
 		return err
 	}
-	return waitFor(ctx, kwok, nodeReady(cs))
+	return WaitFor(ctx, kwok, nodeReady(cs))
 }
 
 // probeDeployment is the Deployment Start makes to see the
@@ -357,7 +357,7 @@ func (c *Cluster) waitControllerManager(ctx context.Context) error {
 		return err
 	}
 	kcm := c.lockedComponent(KubeControllerManagerBinary)
-	err = waitFor(ctx, kcm, func(ctx context.Context) error {
+	err = WaitFor(ctx, kcm, func(ctx context.Context) error {
 		d, err := deployments.Get(ctx, probeDeployment, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -411,7 +411,7 @@ func (c *Cluster) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		c.procs[i].stop(stopGrace)
+		c.procs[i].Stop(stopGrace)
 	}
 	c.procs = nil
 	if c.ownsDir {
@@ -444,7 +444,7 @@ func StopDir(dir string) error {
 	return os.Remove(filepath.Join(dir, stateFile))
 }
 
-func (c *Cluster) start(name string, detach bool, args ...string) (*process, error) {
+func (c *Cluster) start(name string, detach bool, args ...string) (*Process, error) {
 	p, err := startProcess(c.Dir, name, filepath.Join(c.BinDir, name), args, detach)
 	if err != nil {
 		return nil, err

@@ -12,8 +12,10 @@ import (
 	"time"
 )
 
-// process is one control-plane component with its log file.
-type process struct {
+// Process is one component of the bed run as a child process with its own
+// log file: the control plane's, and a real node's containerd and kubelet
+// (package realnode).
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -21,19 +23,25 @@ type process struct {
 	waitErr error
 }
 
+// StartProcess launches bin with args in dir, logging to dir/<name>.log, in
+// a process group of its own that the kernel kills when this process dies.
+func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
+	return startProcess(dir, name, bin, args, false)
+}
+
 // startProcess launches bin with args, logging to dir/<name>.log. With
 // detach the process gets its own session and outlives this one (make
 // cluster-up); otherwise the kernel kills it when this process dies, so a
 // crashed or timed-out test leaves no orphans.
-func startProcess(dir, name, bin string, args []string, detach bool) (*process, error) {
+func startProcess(dir, name, bin string, args []string, detach bool) (*Process, error) {
 	return launch(dir, name, bin, args, detach, os.O_TRUNC)
 }
 
 // relaunch starts p's command again, after it has exited: same binary,
 // arguments, directory and session. It appends to p's log, so the lines of
 // the run that ended (how it died) stay beside those of the new one.
-func (p *process) relaunch() (*process, error) {
-	if !p.exited() {
+func (p *Process) relaunch() (*Process, error) {
+	if !p.Exited() {
 		return nil, fmt.Errorf("%s is still running", p.name)
 	}
 	detach := p.cmd.SysProcAttr != nil && p.cmd.SysProcAttr.Setsid
@@ -42,7 +50,7 @@ func (p *process) relaunch() (*process, error) {
 
 // launch is startProcess; logMode (os.O_TRUNC or os.O_APPEND) says what
 // happens to an existing log.
-func launch(dir, name, bin string, args []string, detach bool, logMode int) (*process, error) {
+func launch(dir, name, bin string, args []string, detach bool, logMode int) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
@@ -64,7 +72,7 @@ func launch(dir, name, bin string, args []string, detach bool, logMode int) (*pr
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -73,7 +81,7 @@ func launch(dir, name, bin string, args []string, detach bool, logMode int) (*pr
 	return p, nil
 }
 
-func (p *process) exited() bool {
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -83,8 +91,8 @@ func (p *process) exited() bool {
 }
 
 // stop sends SIGTERM to the process group, then SIGKILL after grace.
-func (p *process) stop(grace time.Duration) {
-	if p.exited() {
+func (p *Process) Stop(grace time.Duration) {
+	if p.Exited() {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
@@ -99,12 +107,12 @@ func (p *process) stop(grace time.Duration) {
 // kill sends sig to the process group and waits until the process has
 // exited. SIGTERM is a graceful shutdown, followed by SIGKILL after grace;
 // SIGKILL is a crash: nothing is drained or closed cleanly.
-func (p *process) kill(sig syscall.Signal, grace time.Duration) error {
+func (p *Process) kill(sig syscall.Signal, grace time.Duration) error {
 	switch sig {
 	case syscall.SIGTERM:
-		p.stop(grace)
+		p.Stop(grace)
 	case syscall.SIGKILL:
-		if !p.exited() {
+		if !p.Exited() {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
@@ -115,15 +123,16 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration) error {
 }
 
 // failure describes why a component did not come up, with the end of its log.
-func (p *process) failure(cause error) error {
+func (p *Process) failure(cause error) error {
 	msg := fmt.Sprintf("%s did not become ready: %v", p.name, cause)
-	if p.exited() {
+	if p.Exited() {
 		msg += fmt.Sprintf(" (exited: %v)", p.waitErr)
 	}
-	return fmt.Errorf("%s\n--- last lines of %s ---\n%s", msg, p.logPath, tail(p.logPath, 25))
+	return fmt.Errorf("%s\n--- last lines of %s ---\n%s", msg, p.logPath, Tail(p.logPath, 25))
 }
 
-func tail(path string, n int) string {
+// Tail returns the last n lines of the file at path, or why it cannot.
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
@@ -151,11 +160,11 @@ func killGroup(pid int, grace time.Duration) {
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
-// waitFor polls check until it succeeds, the process dies, or ctx ends.
-func waitFor(ctx context.Context, p *process, check func(context.Context) error) error {
+// WaitFor polls check until it succeeds, the process dies, or ctx ends.
+func WaitFor(ctx context.Context, p *Process, check func(context.Context) error) error {
 	var last error
 	for {
-		if p != nil && p.exited() {
+		if p != nil && p.Exited() {
 			return p.failure(errors.New("process exited"))
 		}
 		if last = check(ctx); last == nil {

@@ -33,7 +33,7 @@ func TestRelaunchAfterSIGKILLKeepsTheCommandAndTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.stop(time.Second) })
+	t.Cleanup(func() { p.Stop(time.Second) })
 	log := filepath.Join(dir, "comp.log")
 	waitLog(t, log, "started", 1)
 	if _, err := p.relaunch(); err == nil {
@@ -45,7 +45,7 @@ func TestRelaunchAfterSIGKILLKeepsTheCommandAndTheLog(t *testing.T) {
 	if err := p.kill(syscall.SIGKILL, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if !p.exited() {
+	if !p.Exited() {
 		t.Fatal("the process has not exited after kill returned")
 	}
 
@@ -53,7 +53,7 @@ func TestRelaunchAfterSIGKILLKeepsTheCommandAndTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.stop(time.Second) })
+	t.Cleanup(func() { q.Stop(time.Second) })
 	if q.cmd.Process.Pid == p.cmd.Process.Pid || !slices.Equal(q.cmd.Args, p.cmd.Args) || q.cmd.Dir != p.cmd.Dir {
 		t.Errorf("relaunched as pid %d %q in %s; was pid %d %q in %s",
 			q.cmd.Process.Pid, q.cmd.Args, q.cmd.Dir, p.cmd.Process.Pid, p.cmd.Args, p.cmd.Dir)
@@ -81,7 +81,7 @@ func TestKillSIGTERMFallsBackToSIGKILL(t *testing.T) {
 	if err := p.kill(syscall.SIGTERM, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if !p.exited() {
+	if !p.Exited() {
 		t.Fatal("the process has not exited after kill returned")
 	}
 	if took := time.Since(start); took < 300*time.Millisecond {

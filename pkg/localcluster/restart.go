@@ -38,7 +38,7 @@ func (c *Cluster) StopAPIServer(sig syscall.Signal) error {
 	if p == nil {
 		return errNotStartedHere
 	}
-	if p.exited() {
+	if p.Exited() {
 		return fmt.Errorf("kube-apiserver had already exited (%v); see %s", p.waitErr, p.logPath)
 	}
 	return p.kill(sig, stopGrace)
@@ -60,7 +60,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
-	err = waitFor(ctx, p, func(ctx context.Context) error {
+	err = WaitFor(ctx, p, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
 		defer cancel()
 		return c.Healthy(ctx)
@@ -79,9 +79,9 @@ func (c *Cluster) othersRunning() error {
 	defer c.mu.Unlock()
 	var errs []error
 	for _, p := range c.procs {
-		if p.name != KubeAPIServerBinary && p.exited() {
+		if p.name != KubeAPIServerBinary && p.Exited() {
 			errs = append(errs, fmt.Errorf("%s exited while the kube-apiserver was away (%v)\n--- last lines of %s ---\n%s",
-				p.name, p.waitErr, p.logPath, tail(p.logPath, 10)))
+				p.name, p.waitErr, p.logPath, Tail(p.logPath, 10)))
 		}
 	}
 	return errors.Join(errs...)
@@ -89,7 +89,7 @@ func (c *Cluster) othersRunning() error {
 
 // relaunch starts the exited component name again in its place, so Stop
 // still stops components in reverse start order.
-func (c *Cluster) relaunch(name string) (*process, error) {
+func (c *Cluster) relaunch(name string) (*Process, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, old := range c.procs {
@@ -108,7 +108,7 @@ func (c *Cluster) relaunch(name string) (*process, error) {
 }
 
 // lockedComponent is component for a caller that does not hold c.mu.
-func (c *Cluster) lockedComponent(name string) *process {
+func (c *Cluster) lockedComponent(name string) *Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.component(name)
@@ -116,7 +116,7 @@ func (c *Cluster) lockedComponent(name string) *process {
 
 // component is the running or exited process of name, nil if this process
 // did not start it. Hold c.mu.
-func (c *Cluster) component(name string) *process {
+func (c *Cluster) component(name string) *Process {
 	for _, p := range c.procs {
 		if p.name == name {
 			return p
@@ -137,7 +137,7 @@ func (c *Cluster) RestartControllerManager(ctx context.Context) error {
 	if p == nil {
 		return errNotStartedHere
 	}
-	if !p.exited() {
+	if !p.Exited() {
 		if err := p.kill(syscall.SIGTERM, stopGrace); err != nil {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster"
 )
 
 // Paths under Dir that containerd and the CNI plugins use.
@@ -123,7 +125,7 @@ func (n *Node) startContainerd(ctx context.Context, t tools) error {
 		return err
 	}
 	n.ctr = t.ctr
-	return waitFor(ctx, p, func(ctx context.Context) error {
+	return localcluster.WaitFor(ctx, p, func(ctx context.Context) error {
 		_, err := n.ctrRun(ctx, "version")
 		return err
 	})

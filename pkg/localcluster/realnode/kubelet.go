@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster"
 )
 
 // Paths under Dir that the kubelet uses.
@@ -112,7 +114,7 @@ func (n *Node) startKubelet(ctx context.Context, t tools) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, p, func(ctx context.Context) error {
+	return localcluster.WaitFor(ctx, p, func(ctx context.Context) error {
 		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err

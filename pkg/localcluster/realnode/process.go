@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster"
@@ -79,97 +78,15 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// process is a daemon the node started, logging to a file in Dir.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	waitErr error
-}
-
-// startProcess starts bin in a process group of its own, which the kernel
-// kills when the test binary dies (Pdeathsig). containerd's shims leave
-// that group on purpose; cleanup finds them by their socket.
-func (n *Node) startProcess(name, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(Dir, name+".log")
-	logFile, err := os.Create(logPath)
+// startProcess starts bin in Dir as a process of the node, logging to
+// Dir/<name>.log, in a process group of its own that the kernel kills when
+// the test binary dies. containerd's shims leave that group on purpose;
+// cleanup finds them by their socket.
+func (n *Node) startProcess(name, bin string, args ...string) (*localcluster.Process, error) {
+	p, err := localcluster.StartProcess(Dir, name, bin, args...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("realnode: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Dir = Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("realnode: start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	n.procs = append(n.procs, p)
 	return p, nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
-func (p *process) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// waitFor polls check every 200 ms until it succeeds, p exits or ctx ends;
-// the error names the last check's failure and the end of p's log.
-func waitFor(ctx context.Context, p *process, check func(context.Context) error) error {
-	var last error
-	for {
-		if p.exited() {
-			return p.failure(fmt.Errorf("exited: %v", p.waitErr))
-		}
-		if last = check(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return p.failure(fmt.Errorf("%w; last check: %v", ctx.Err(), last))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func (p *process) failure(cause error) error {
-	return fmt.Errorf("realnode: %s did not become ready: %w\n--- last lines of %s ---\n%s", p.name, cause, p.logPath, Tail(p.logPath, 30))
-}
-
-// Tail returns the last n lines of a file, or why it cannot.
-func Tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

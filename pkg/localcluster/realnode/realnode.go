@@ -93,7 +93,7 @@ type Options struct {
 type Node struct {
 	opts   Options
 	logf   func(string, ...any)
-	procs  []*process
+	procs  []*localcluster.Process
 	unlock func()
 	ctr    string
 }
@@ -167,7 +167,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 // more than once.
 func (n *Node) Stop() {
 	for i := len(n.procs) - 1; i >= 0; i-- {
-		n.procs[i].stop(stopGrace)
+		n.procs[i].Stop(stopGrace)
 	}
 	n.procs = nil
 	if err := cleanup(n.logf); err != nil {

@@ -180,7 +180,7 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	t.Logf("real node Ready after %s", time.Since(start).Round(time.Millisecond))
 	diagnose := func() string {
 		return fmt.Sprintf("\n--- kubelet log ---\n%s\n--- containerd log ---\n%s",
-			realnode.Tail(realnode.KubeletLog(), 40), realnode.Tail(realnode.ContainerdLog(), 20))
+			localcluster.Tail(realnode.KubeletLog(), 40), localcluster.Tail(realnode.ContainerdLog(), 20))
 	}
 
 	// Side by side: the kwok node is still there, and the real node keeps
