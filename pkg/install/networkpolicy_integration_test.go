@@ -201,12 +201,20 @@ func checkOperatorNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, op
 // operator pods the applied Deployment makes, and lets the applied
 // resolver's pods wake targets.
 func TestOperatorNetworkPolicyAdmitsOnlyTheResolverToTheScaleEndpoint(t *testing.T) {
+	np, op, res := appliedPolicy(t, operatorNetworkPolicy)
+	checkOperatorNetworkPolicy(t, np, op, res)
+}
+
+// appliedPolicy applies manifests/ and returns the NetworkPolicy name it
+// created, with the operator and resolver Deployments it guards.
+func appliedPolicy(t *testing.T, name string) (*networkingv1.NetworkPolicy, *appsv1.Deployment, *appsv1.Deployment) {
+	t.Helper()
 	applyManifests(t)
 	cs := clustertest.Clientset(t)
 	ctx := context.Background()
-	np, err := cs.NetworkingV1().NetworkPolicies(operatorNamespace).Get(ctx, operatorNetworkPolicy, metav1.GetOptions{})
+	np, err := cs.NetworkingV1().NetworkPolicies(operatorNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("manifests/ created no NetworkPolicy %s/%s: %v", operatorNamespace, operatorNetworkPolicy, err)
+		t.Fatalf("manifests/ created no NetworkPolicy %s/%s: %v", operatorNamespace, name, err)
 	}
 	op, err := cs.AppsV1().Deployments(operatorNamespace).Get(ctx, "elasti-operator-controller-manager", metav1.GetOptions{})
 	if err != nil {
@@ -216,7 +224,7 @@ func TestOperatorNetworkPolicyAdmitsOnlyTheResolverToTheScaleEndpoint(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOperatorNetworkPolicy(t, np, op, res)
+	return np, op, res
 }
 
 // resolverNetworkPolicy is the NetworkPolicy manifests/ puts in front of
@@ -276,21 +284,7 @@ func checkResolverNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, op
 // admits what its clients, the kubelet and Prometheus need, and nothing on
 // the port that only declares per-port routing.
 func TestResolverNetworkPolicyAdmitsProxiedTrafficAndProbes(t *testing.T) {
-	applyManifests(t)
-	cs := clustertest.Clientset(t)
-	ctx := context.Background()
-	np, err := cs.NetworkingV1().NetworkPolicies(operatorNamespace).Get(ctx, resolverNetworkPolicy, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("manifests/ created no NetworkPolicy %s/%s: %v", operatorNamespace, resolverNetworkPolicy, err)
-	}
-	op, err := cs.AppsV1().Deployments(operatorNamespace).Get(ctx, "elasti-operator-controller-manager", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cs.AppsV1().Deployments(operatorNamespace).Get(ctx, "elasti-resolver", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	np, op, res := appliedPolicy(t, resolverNetworkPolicy)
 	checkResolverNetworkPolicy(t, np, op, res)
 }
 
