@@ -231,6 +231,17 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 	e := startWithResolver(t, 1)
 	e.FrontedAfterProxy("web", 1)
 
+	// The Service's selector must keep selecting the target's pods (else
+	// ServiceSelectsOtherPods), so the pod template gets the new label
+	// first.
+	d, err := e.Kube.AppsV1().Deployments(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Labels["tier"] = "frontend"
+	if _, err := e.Kube.AppsV1().Deployments(e.NS).Update(e.Ctx(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	svc, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
