@@ -2,6 +2,8 @@ package traffic
 
 import (
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,4 +78,76 @@ func TestResolverIsNoOpenProxy(t *testing.T) {
 		time.Sleep(wait + time.Second)
 	}
 	refused("after the drain")
+}
+
+// TestOneClientCannotTakeEveryHoldPlace: through kube-proxy, a client pod
+// that floods a sleeping Service holds at most --per-source-queue places on
+// each resolver pod and is refused past them, at once, with 429 and
+// Retry-After; a request from another client pod is still held. Before,
+// requests that joined a wake under way cost their client nothing, so one
+// pod could take every place of the Service's queue, and of the resolver's.
+func TestOneClientCannotTakeEveryHoldPlace(t *testing.T) {
+	const perSource = 2
+	s := newScenario(t)
+	s.setResolverArgs("--per-source-queue=" + strconv.Itoa(perSource))
+	s.waitEveryResolverListens(1)
+	s.sleep()
+	// Nothing wakes web now: what is held stays held until its timeout.
+	s.scaleOperator(0)
+	resolvers := len(s.readyResolverPods())
+
+	const n = 8
+	const holdFor = 8 * time.Second
+	burst := make(chan realnet.Response, 1)
+	go func() {
+		// Each request on a connection of its own, spread over the
+		// resolver pods by kube-proxy.
+		resp, err := s.client.Do(s.ctx, realnet.Request{URL: "http://" + s.fqdn() + "/", Parallel: n, Timeout: holdFor})
+		if err != nil {
+			resp.Err = err.Error()
+		}
+		burst <- resp
+	}()
+	s.e.Eventually("the flooding client's requests to be held", func() (bool, string) {
+		held, desc := s.heldRequests()
+		return held >= perSource, desc
+	})
+
+	other, err := s.bed.Client(s.ctx, s.e.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	const otherHold = 2 * time.Second
+	if resp, err := other.Do(s.ctx, realnet.Request{URL: "http://" + s.fqdn() + "/", Timeout: otherHold}); err != nil {
+		t.Fatal(err)
+	} else if resp.Err == "" || resp.Duration < otherHold {
+		t.Errorf("another client's request was not held while the first client flooded: %s", resp)
+	}
+
+	b := <-burst
+	if b.Err != "" && len(b.Parallel) == 0 {
+		t.Fatalf("the flood failed: %s", b)
+	}
+	var held, refused int
+	for _, r := range b.Parallel {
+		switch {
+		case r.Status == http.StatusTooManyRequests:
+			refused++
+			if after, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || after < 1 {
+				t.Errorf("a refusal must carry a Retry-After in seconds: %s", r)
+			}
+			if r.Duration >= holdFor/2 {
+				t.Errorf("a refusal must come at once; it took %s", r.Duration)
+			}
+		case r.Err != "" && r.Duration >= holdFor:
+			held++
+		default:
+			t.Errorf("want each request held until its timeout or refused with 429; got %s", r)
+		}
+	}
+	t.Logf("the flooding client: %d held, %d refused, over %d resolver pods", held, refused, resolvers)
+	if held > perSource*resolvers || refused < n-perSource*resolvers {
+		t.Errorf("one client held %d places (refused %d) on %d resolver pods with --per-source-queue=%d", held, refused, resolvers, perSource)
+	}
 }
