@@ -47,8 +47,8 @@ func TestMain(m *testing.M) {
 // hostNetworkState is the host namespace's routing tables and nftables
 // ruleset as text, less the lines of other test packages' pod networks
 // (which run beside this one under make test): lines naming a podnet link
-// other than ours, and the real node's bridge (package realnode checks its
-// own cleanup).
+// other than ours, and the real node's bridge and pod veths (package
+// realnode checks its own cleanup).
 func hostNetworkState(ours string) (string, error) {
 	var b strings.Builder
 	for _, args := range [][]string{{"ip", "route", "show", "table", "all"}, {"nft", "list", "ruleset"}} {
@@ -67,7 +67,9 @@ func hostNetworkFilter(state, ours string) string {
 		if strings.Contains(line, podnet.LinkPrefix) && (ours == "" || !strings.Contains(line, ours)) {
 			continue
 		}
-		if strings.Contains(line, realnode.Bridge) {
+		// The real node's bridge, and its pods' veths, which the CNI
+		// bridge plugin names veth<hex>; this bed's own links are podnet's.
+		if strings.Contains(line, realnode.Bridge) || strings.Contains(line, " dev veth") {
 			continue
 		}
 		kept = append(kept, line)
