@@ -101,39 +101,24 @@ func TestHeaderHeavyBurstIsRefusedAtTheByteBudget(t *testing.T) {
 // "stream" gets a tick every 30ms until it closes; any other is echoed.
 func tickerTCP(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
+	return serveTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if line != "stream\n" {
+			_, _ = io.WriteString(c, line)
+			_, _ = io.Copy(c, br)
+			return
+		}
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := io.WriteString(c, "tick\n"); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if line != "stream\n" {
-					_, _ = io.WriteString(c, line)
-					_, _ = io.Copy(c, br)
-					return
-				}
-				for {
-					if _, err := io.WriteString(c, "tick\n"); err != nil {
-						return
-					}
-					time.Sleep(30 * time.Millisecond)
-				}
-			}()
+			time.Sleep(30 * time.Millisecond)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // A spliced connection on which nothing moves either way is closed after

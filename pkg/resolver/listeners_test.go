@@ -119,6 +119,16 @@ func TestResolverPortServesHTTPWhateverTheHost(t *testing.T) {
 // set, is sent first, as servers of server-first protocols do.
 func echoTCP(t *testing.T, greeting string) string {
 	t.Helper()
+	return serveTCP(t, func(c net.Conn) {
+		_, _ = io.WriteString(c, greeting)
+		_, _ = io.Copy(c, c)
+	})
+}
+
+// serveTCP listens on loopback until the test ends and runs handle for
+// each connection, closing it when handle returns.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +142,7 @@ func echoTCP(t *testing.T, greeting string) string {
 			}
 			go func() {
 				defer c.Close()
-				_, _ = io.WriteString(c, greeting)
-				_, _ = io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()
