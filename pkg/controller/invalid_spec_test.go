@@ -49,6 +49,22 @@ var invalidSpecs = []struct {
 	}},
 }
 
+// proxyClaimed is a converged fixture with "web" in proxy mode, with
+// resolver ports, holding its claim in the directory.
+func proxyClaimed(t *testing.T) (*fixture, *elastiv1alpha1.ElastiService, directory.Entry) {
+	t.Helper()
+	f := newFixture(t)
+	proxySeed(f)
+	f = f.converged(keyOf(f.elastiService("web")))
+	es := f.elastiService("web")
+	if es.Status.Mode != elastiv1alpha1.ModeProxy || len(es.Status.ResolverPorts) == 0 {
+		t.Fatalf("seed: mode %q, ports %v; want proxy with ports", es.Status.Mode, es.Status.ResolverPorts)
+	}
+	entry := directory.EntryFor(es)
+	f.directory.Claim(webKey, entry)
+	return f, es, entry
+}
+
 // An ElastiService in proxy mode whose spec is edited into one the
 // operator cannot serve gets Ready=False with reason InvalidSpec and a
 // Warning event, with a bounded message, and nothing else: no Service,
@@ -58,15 +74,7 @@ var invalidSpecs = []struct {
 func TestSyncInvalidSpecChangesNothing(t *testing.T) {
 	for _, tc := range invalidSpecs {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			proxySeed(f)
-			f = f.converged(keyOf(f.elastiService("web")))
-			es := f.elastiService("web")
-			if es.Status.Mode != elastiv1alpha1.ModeProxy || len(es.Status.ResolverPorts) == 0 {
-				t.Fatalf("seed: mode %q, ports %v; want proxy with ports", es.Status.Mode, es.Status.ResolverPorts)
-			}
-			entry := directory.EntryFor(es)
-			f.directory.Claim(webKey, entry)
+			f, es, entry := proxyClaimed(t)
 			tc.mut(&es.Spec)
 			es.Generation++
 

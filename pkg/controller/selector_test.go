@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -64,22 +63,14 @@ func TestSyncRefusesServiceThatDoesNotSelectTargetPods(t *testing.T) {
 func TestSyncRefusedSelectorKeepsProxyObjects(t *testing.T) {
 	for _, tc := range selectorAttacks {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			proxySeed(f)
-			f = f.converged(keyOf(f.elastiService("web")))
-			es := f.elastiService("web")
-			if es.Status.Mode != elastiv1alpha1.ModeProxy || len(es.Status.ResolverPorts) == 0 {
-				t.Fatalf("seed: mode %q, ports %v; want proxy with ports", es.Status.Mode, es.Status.ResolverPorts)
-			}
-			entry := directory.EntryFor(es)
-			f.directory.Claim(webKey, entry)
+			f, es, entry := proxyClaimed(t)
 			f.service("web").Spec.Selector = tc.selector
 
 			f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, tc.reason, f.clock.Now())))
 			f.expectEvents("Warning " + tc.reason)
 			wantNoError(t, f.run(keyOf(es)))
 
-			if got, ok := f.directory.Lookup(webKey); !ok || got.ElastiService != webKey {
+			if got, ok := f.directory.Lookup(webKey); !ok || got.ElastiService != webKey || got.Target != entry.Target {
 				t.Errorf("directory entry %+v, %v; want the last valid claim kept", got, ok)
 			}
 		})
