@@ -90,8 +90,7 @@ func (a *admission) admit(svc ServiceRef, source netip.Addr, size int64) (releas
 	a.total++
 	a.bytes += size
 	a.queued.Inc()
-	var once sync.Once
-	return func() { once.Do(func() { a.release(svc, source, size) }) }, refusal{}
+	return sync.OnceFunc(func() { a.release(svc, source, size) }), refusal{}
 }
 
 func (a *admission) release(svc ServiceRef, source netip.Addr, size int64) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -185,12 +186,7 @@ func (t *RouteTable) Lookup(port int32) (Route, bool) {
 func (t *RouteTable) Ports() []int32 {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	ports := make([]int32, 0, len(t.claims))
-	for p := range t.claims {
-		ports = append(ports, p)
-	}
-	slices.Sort(ports)
-	return ports
+	return slices.Sorted(maps.Keys(t.claims))
 }
 
 // Snapshot returns every route by resolver port.
