@@ -137,6 +137,15 @@ func (n *Node) prepareHost(ctx context.Context) error {
 // cgroupHierarchies lists the mounted cgroup hierarchies (v1 controllers,
 // named ones and the unified one) under cgroupFS.
 func cgroupHierarchies() ([]string, error) {
+	return mountPoints(func(point, fstype string) bool {
+		return (fstype == "cgroup" || fstype == "cgroup2") && strings.HasPrefix(point, cgroupFS+"/")
+	})
+}
+
+// mountPoints lists the mount points of this mount namespace for which
+// keep, given the point and its filesystem type, is true. Octal escapes
+// (\040 for a space) never occur in the paths asked about.
+func mountPoints(keep func(point, fstype string) bool) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -151,7 +160,7 @@ func cgroupHierarchies() ([]string, error) {
 		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
 			continue
 		}
-		if fstype := fields[sep+1]; (fstype == "cgroup" || fstype == "cgroup2") && strings.HasPrefix(fields[4], cgroupFS+"/") {
+		if keep(fields[4], fields[sep+1]) {
 			out = append(out, fields[4])
 		}
 	}
@@ -365,24 +374,7 @@ func unmountUnder(dir string) error {
 }
 
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		// Octal escapes (\040 for a space) never occur in our paths.
-		if mp := fields[4]; mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out, sc.Err()
+	return mountPoints(func(point, _ string) bool { return point == dir || strings.HasPrefix(point, dir+"/") })
 }
 
 // linkName reads the name from a line of `ip -o link show`:
