@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -8,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/testenv"
@@ -149,5 +155,97 @@ func TestOneClientCannotTakeEveryHoldPlace(t *testing.T) {
 	t.Logf("the flooding client: %d held, %d refused, over %d resolver pods", held, refused, resolvers)
 	if held > perSource*resolvers || refused < n-perSource*resolvers {
 		t.Errorf("one client held %d places (refused %d) on %d resolver pods with --per-source-queue=%d", held, refused, resolvers, perSource)
+	}
+}
+
+// TestResolverOpensNoPortOutsideItsRange: a status.resolverPorts entry is
+// written by whoever may update ElastiServices' status. With the operator
+// down, so that nothing writes the status back, web's status is given one
+// more port inside --resolver-port-range and one outside it (30001, in the
+// NodePort range). Every resolver pod opens the first, and never the
+// second: its route table does not list it and a connection to it is
+// refused.
+func TestResolverOpensNoPortOutsideItsRange(t *testing.T) {
+	const inside, outside = 29999, 30001
+	s := newScenario(t)
+	s.waitEveryResolverListens(1)
+	s.scaleOperator(0)
+	es := s.e.Get(app)
+	es.Status.ResolverPorts = append(es.Status.ResolverPorts,
+		elastiv1alpha1.ResolverPort{Service: app, Name: "in", Port: 81, ResolverPort: inside},
+		elastiv1alpha1.ResolverPort{Service: app, Name: "out", Port: 82, ResolverPort: outside})
+	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).UpdateStatus(s.ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The port inside the range is opened: the resolvers follow the edit.
+	s.waitEveryResolverListens(2)
+	for _, p := range s.readyResolverPods() {
+		resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", p.Status.PodIP, resolverInternalPort), Timeout: quickTimeout})
+		var table []resolver.RouteStatus
+		if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
+			t.Fatalf("%s's route table: %s", p.Name, resp)
+		}
+		for _, r := range table {
+			if r.ResolverPort == outside {
+				t.Errorf("%s routes port %d, outside its range: %+v", p.Name, outside, r)
+			}
+		}
+		tcp := s.do(realnet.Request{URL: fmt.Sprintf("tcp://%s:%d", p.Status.PodIP, outside), Protocol: realnet.ProtocolTCP, Body: "x", Timeout: quickTimeout})
+		if !strings.Contains(tcp.Err, "refused") {
+			t.Errorf("a connection to %s:%d: %s; want it refused", p.Name, outside, tcp)
+		}
+	}
+}
+
+// TestForgedPodSliceIsNotFollowed: a namespace user who may write
+// EndpointSlices makes one with the EndpointSlice controller's labels for
+// web, listing a pod of another namespace. A request held for the sleeping
+// web (the operator down, so it stays held) is not sent there: the
+// resolver takes only the slices web itself controls. Before, any slice
+// with those labels counted, and the held request went to the other
+// namespace's pod.
+func TestForgedPodSliceIsNotFollowed(t *testing.T) {
+	s := newScenario(t)
+	other := testenv.New(t)
+	other.App("victim", 1)
+	var victimIP string
+	other.Eventually("the other namespace's pod to be Ready", func() (bool, string) {
+		ips := other.ReadyPodIPs("victim")
+		if len(ips) == 1 {
+			victimIP = ips[0]
+		}
+		return len(ips) == 1, fmt.Sprint(ips)
+	})
+	s.sleep()
+	s.scaleOperator(0)
+
+	const holdFor = 8 * time.Second
+	held := make(chan realnet.Response, 1)
+	go func() {
+		resp, err := s.client.Do(s.ctx, realnet.Request{URL: "http://" + app + "/", Timeout: holdFor})
+		if err != nil {
+			resp.Err = err.Error()
+		}
+		held <- resp
+	}()
+	s.e.Eventually("the request to be held", func() (bool, string) {
+		n, desc := s.heldRequests()
+		return n == 1, desc
+	})
+	forged := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: app + "-forged", Namespace: s.e.NS, Labels: map[string]string{
+			discoveryv1.LabelServiceName: app,
+			discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(appPort))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{victimIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	if _, err := s.e.Kube.DiscoveryV1().EndpointSlices(s.e.NS).Create(s.ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-held
+	if resp.Status != 0 || resp.Err == "" || resp.Duration < holdFor {
+		t.Errorf("the held request was answered through a forged slice: %s; want it held until its timeout", resp)
 	}
 }
