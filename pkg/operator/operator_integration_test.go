@@ -316,12 +316,13 @@ func TestDeletionRestoresTheTargetAndCleansUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Until the target has a ready pod the public Service must keep some
-	// endpoint: the resolver slice or the target's own.
+	// endpoint: the resolver slice or the target's own. The slice is read
+	// first: it goes only after a pod is Ready, so a pod read after a
+	// missing slice must be Ready (read the other way round, a pod that
+	// became Ready between the two reads looked like a dark Service).
 	e.Eventually("the ElastiService to be gone", func() (bool, string) {
-		if len(e.ReadyPodIPs("web")) == 0 {
-			if _, err := e.ResolverSlice("web"); err != nil {
-				t.Fatalf("the public service lost every endpoint during deletion: no ready pod and resolver slice %v", err)
-			}
+		if _, err := e.ResolverSlice("web"); err != nil && len(e.ReadyPodIPs("web")) == 0 {
+			t.Fatalf("the public service lost every endpoint during deletion: no ready pod and resolver slice %v", err)
 		}
 		_, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
