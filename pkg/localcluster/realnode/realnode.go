@@ -225,13 +225,11 @@ func KubeletLog() string    { return filepath.Join(Dir, "kubelet.log") }
 func ContainerdLog() string { return filepath.Join(Dir, "containerd.log") }
 
 // lock serialises real nodes on this host: they share Bridge, PodCIDR and
-// Dir. The lock file sits beside the bed's build lock, in its cache.
+// Dir. Those are host-wide, so the lock is too: it sits in /tmp beside Dir,
+// not in the bed's cache, which another checkout may set elsewhere with
+// ELASTI_CACHE_DIR.
 func lock(ctx context.Context) (func(), error) {
-	dir := filepath.Dir(localcluster.DefaultDir())
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "realnode.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(Dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
