@@ -99,3 +99,31 @@ func TestSyncWithNoResolverKeepsTheSlicesEndpoints(t *testing.T) {
 
 	wantWaiting(t, f.run(keyOf(es)), ReasonResolverUnavailable)
 }
+
+// KubeElasti's private Service for a ClusterIP Service differs from
+// elasti's only in the managed-by label: elasti adds it, so every private
+// Service is marked as elasti's after a switch.
+func TestSyncMarksKubeElastisPrivateServiceOfAClusterIPService(t *testing.T) {
+	f := newFixture(t)
+	es, private, _ := kubeElastiSeed(f)
+	public := f.service("web")
+	for _, s := range []*corev1.Service{public, private} {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		for i := range s.Spec.Ports {
+			s.Spec.Ports[i].NodePort = 0
+		}
+	}
+	f = f.converged(keyOf(es))
+	// converged let the controller adopt everything; put KubeElasti's
+	// label set back on the private Service.
+	for _, s := range f.services {
+		if s.Name == private.Name {
+			s.Labels = map[string]string{"team": "shop"}
+			private = s
+		}
+	}
+
+	f.expectKube(expectUpdate(servicesResource, adoptedPrivateService(es, f.service("web"), private)))
+
+	wantNoError(t, f.run(keyOf(es)))
+}

@@ -146,7 +146,11 @@ func (c *Controller) mirrorPrivateService(ctx context.Context, es *elastiv1alpha
 	if existing.Spec.Type == want.Type &&
 		equality.Semantic.DeepEqual(existing.Spec.Selector, want.Selector) &&
 		equality.Semantic.DeepEqual(existing.Spec.Ports, want.Ports) &&
-		hasOwnerRef(existing.OwnerReferences, es) {
+		hasOwnerRef(existing.OwnerReferences, es) &&
+		// KubeElasti's copy of a ClusterIP Service matches in all but
+		// this label; it marks every private Service as elasti's, e.g.
+		// for kubectl get -l after a switch.
+		existing.Labels[LabelManagedBy] == AgentName {
 		return nil
 	}
 	return c.updatePrivateService(ctx, es, existing, want)
