@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -160,7 +161,7 @@ func (e *Env) KubeElastiService(name string, state KubeElastiState, resolverIPs 
 	}
 	e.App(name, replicas)
 	es := e.ElastiServiceWith(name, name, "deployments", name, func(es *elastiv1alpha1.ElastiService) {
-		es.Finalizers = []string{elastiv1alpha1.Finalizer}
+		es.Finalizers = []string{kubeElastiFinalizer}
 		es.Spec.MinTargetReplicas = 1
 		es.Spec.CooldownPeriod = 900
 	})
@@ -217,3 +218,69 @@ func (e *Env) KubeElastiService(name string, state KubeElastiState, resolverIPs 
 	}
 	return es
 }
+
+// KubeElastiFront writes svc's resolver slice as KubeElasti v0.1.30's
+// operator does on every switch to proxy and every change of its
+// resolver Deployment, for each ElastiService whose status.mode is
+// "proxy": an Update of a fresh object, without resourceVersion, that
+// replaces whatever the slice held (labels, owners, ports, endpoints) with
+// its own form. resolverIPs are its resolver pods' IPs.
+func (e *Env) KubeElastiFront(svc string, resolverIPs []string) error {
+	ctx := e.Ctx()
+	public, err := e.Kube.CoreV1().Services(e.NS).Get(ctx, svc, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: names.ResolverSlice(svc), Namespace: e.NS,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{
+			Name: ptr.To(public.Spec.Ports[0].Name), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](KubeElastiProxyPort),
+		}},
+	}
+	for _, ip := range resolverIPs {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}})
+	}
+	_, err = e.Kube.DiscoveryV1().EndpointSlices(e.NS).Update(ctx, slice, metav1.UpdateOptions{FieldManager: "manager"})
+	return err
+}
+
+// KubeElastiFinalize does what KubeElasti v0.1.30's operator does for an
+// ElastiService being deleted that carries its finalizer: delete the
+// resolver slice and the private Service of spec.service (by name, if
+// they exist), then remove the finalizer with an Update. It does not
+// scale the target: a target at zero stays there.
+func (e *Env) KubeElastiFinalize(name string) error {
+	ctx := e.Ctx()
+	es, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if es.DeletionTimestamp == nil {
+		return fmt.Errorf("ElastiService %s is not being deleted", name)
+	}
+	err = e.Kube.DiscoveryV1().EndpointSlices(e.NS).Delete(ctx, names.ResolverSlice(es.Spec.Service), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	err = e.Kube.CoreV1().Services(e.NS).Delete(ctx, names.PrivateService(es.Spec.Service), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	kept := es.Finalizers[:0]
+	for _, f := range es.Finalizers {
+		if f != kubeElastiFinalizer {
+			kept = append(kept, f)
+		}
+	}
+	es.Finalizers = kept
+	_, err = e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Update(ctx, es, metav1.UpdateOptions{})
+	return err
+}
+
+// kubeElastiFinalizer is KubeElasti's finalizer, spelled out rather than
+// taken from elasti's API, so a change on either side shows.
+const kubeElastiFinalizer = "elasti.truefoundry.com/finalizer"
