@@ -34,6 +34,7 @@ const (
 	KubeElastiResolverDeployment = "elasti-resolver"
 	KubeElastiResolverService    = "elasti-resolver-service"
 	KubeElastiOperatorService    = "elasti-operator-controller-service"
+	KubeElastiMetricsService     = "elasti-operator-controller-manager-metrics-service"
 	// KubeElastiProxyPort is the resolver's reverse-proxy port, the one
 	// port of every resolver slice KubeElasti writes.
 	KubeElastiProxyPort = 8012
@@ -45,12 +46,22 @@ const (
 	KubeElastiOperatorLabel = "control-plane"
 )
 
+// kubeElastiLabels are the labels its chart puts on every object of
+// release "elasti", with extra.
+func kubeElastiLabels(extra map[string]string) map[string]string {
+	return kubeElastiSelector(map[string]string{
+		"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "elasti", "helm.sh/chart": "elasti-0.1.30",
+	}, extra)
+}
+
 // kubeElastiSelector is what the chart's selectorLabels add for release
 // "elasti": app.kubernetes.io/name is "elasti" for both components.
-func kubeElastiSelector(extra map[string]string) map[string]string {
+func kubeElastiSelector(extra ...map[string]string) map[string]string {
 	m := map[string]string{"app.kubernetes.io/name": "elasti", "app.kubernetes.io/instance": "elasti"}
-	for k, v := range extra {
-		m[k] = v
+	for _, x := range extra {
+		for k, v := range x {
+			m[k] = v
+		}
 	}
 	return m
 }
@@ -62,11 +73,20 @@ func kubeElastiSelector(extra map[string]string) map[string]string {
 // the test bed needs: nothing answers on them, KubeElasti's binaries are
 // not here.
 func KubeElastiControlPlane(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	// Helm's release record: what `helm list` reads.
+	release := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.elasti.v1", Namespace: ns, Labels: map[string]string{
+			"owner": "helm", "name": "elasti", "status": "deployed", "version": "1",
+		}},
+		Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte("stand-in")},
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, release, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("KubeElasti's release record: %w", err)
+	}
 	deploy := func(name string, selector map[string]string, image string, port int32) *appsv1.Deployment {
 		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
-				"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "elasti", "helm.sh/chart": "elasti-0.1.30",
-			}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: kubeElastiLabels(nil)},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr.To[int32](1),
 				Selector: &metav1.LabelSelector{MatchLabels: selector},
@@ -99,14 +119,19 @@ func KubeElastiControlPlane(ctx context.Context, kube kubernetes.Interface, ns s
 	}
 	for _, s := range []*corev1.Service{
 		{
-			ObjectMeta: metav1.ObjectMeta{Name: KubeElastiResolverService, Namespace: ns, Labels: map[string]string{"app": "elasti-resolver"}},
+			ObjectMeta: metav1.ObjectMeta{Name: KubeElastiResolverService, Namespace: ns, Labels: kubeElastiLabels(map[string]string{"app": "elasti-resolver"})},
 			Spec: corev1.ServiceSpec{Selector: resolverSel, Ports: []corev1.ServicePort{
 				port("http-resolver", kubeElastiInternalPort), port("http-resolver-reverse-proxy", KubeElastiProxyPort),
 			}},
 		},
 		{
-			ObjectMeta: metav1.ObjectMeta{Name: KubeElastiOperatorService, Namespace: ns, Labels: map[string]string{KubeElastiOperatorLabel: "controller-manager"}},
+			ObjectMeta: metav1.ObjectMeta{Name: KubeElastiOperatorService, Namespace: ns, Labels: kubeElastiLabels(map[string]string{KubeElastiOperatorLabel: "controller-manager"})},
 			Spec:       corev1.ServiceSpec{Selector: operatorSel, Ports: []corev1.ServicePort{port("custom-port", kubeElastiInternalPort)}},
+		},
+		{
+			// Named as elasti's metrics Service is.
+			ObjectMeta: metav1.ObjectMeta{Name: KubeElastiMetricsService, Namespace: ns, Labels: kubeElastiLabels(map[string]string{KubeElastiOperatorLabel: "controller-manager"})},
+			Spec:       corev1.ServiceSpec{Selector: operatorSel, Ports: []corev1.ServicePort{port("https", 8443)}},
 		},
 	} {
 		if _, err := kube.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,10 +44,11 @@ const endpointSliceController = "endpointslice-controller.k8s.io"
 // TestSwitchFromKubeElastiInPlace: a cluster as KubeElasti v0.1.30 left it
 // (two Services asleep behind its resolver slices, one serving that slept
 // before, one that never slept; its operator and resolver running) is
-// switched to elasti as the README's runbook says: KubeElasti's operator
-// Deployment and its two Services are deleted, its resolver Deployment is
-// deleted with its pods orphaned, and `kubectl apply -f manifests/` installs
-// elasti. Throughout, no Service goes dark. Then KubeElasti's objects are
+// switched to elasti by the README's runbook, its kubectl commands as they
+// are written there (kubeElastiSwitch): Helm's release record, KubeElasti's
+// operator Deployment and its Services are deleted, its resolver
+// Deployment is deleted with its pods orphaned, and `kubectl apply -f
+// manifests/` installs elasti. Throughout, no Service goes dark. Then KubeElasti's objects are
 // adopted, not doubled: one resolver slice per sleeping Service, now
 // elasti's and listing only elasti's resolver pods (its Deployment rolled
 // KubeElasti's orphaned resolver pods away), one private Service per
@@ -109,21 +111,7 @@ func TestSwitchFromKubeElastiInPlace(t *testing.T) {
 
 	// The switch, as the runbook says.
 	began := time.Now()
-	deleteIn := func(kind string, del func(context.Context, string, metav1.DeleteOptions) error, name string, policy metav1.DeletionPropagation) {
-		t.Helper()
-		if err := del(ctx, name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
-			t.Fatalf("delete KubeElasti's %s %s: %v", kind, name, err)
-		}
-	}
-	deploys := b.Kube.AppsV1().Deployments(elastiNamespace)
-	services := b.Kube.CoreV1().Services(elastiNamespace)
-	deleteIn("deployment", deploys.Delete, testenv.KubeElastiOperatorDeployment, metav1.DeletePropagationBackground)
-	deleteIn("deployment", deploys.Delete, testenv.KubeElastiResolverDeployment, metav1.DeletePropagationOrphan)
-	deleteIn("service", services.Delete, testenv.KubeElastiResolverService, metav1.DeletePropagationBackground)
-	deleteIn("service", services.Delete, testenv.KubeElastiOperatorService, metav1.DeletePropagationBackground)
-	if out, err := b.cluster.Kubectl(ctx, "apply", "-f", filepath.Join(b.root, "manifests")); err != nil {
-		t.Fatalf("kubectl apply -f manifests/: %v\n%s", err, out)
-	}
+	runbook(t, b, kubeElastiSwitch)
 	for _, d := range []string{operatorDeployment, resolverDeployment} {
 		if err := b.WaitDeploymentReady(ctx, elastiNamespace, d, readyTimeout); err != nil {
 			t.Fatal(err)
@@ -138,6 +126,9 @@ func TestSwitchFromKubeElastiInPlace(t *testing.T) {
 		return len(ips) == 0, fmt.Sprint(ips)
 	})
 	ours := podIPs(t, b, elastiResolverPods)
+	if out, err := b.cluster.Kubectl(ctx, "-n", elastiNamespace, "get", "secrets", "-l", "owner=helm", "-o", "name"); err != nil || strings.Contains(string(out), "secret/") {
+		t.Errorf("Helm's record of KubeElasti's release is still there (%v): %s", err, out)
+	}
 
 	// Adopted, never duplicated.
 	for _, svc := range asleep {
@@ -205,6 +196,10 @@ func TestSwitchFromKubeElastiInPlace(t *testing.T) {
 		return slices.Equal(got, want) && adopted, fmt.Sprintf("private Services %v, want %v, all adopted %v", got, want, adopted)
 	})
 
+	// KubeElasti's remaining objects go; elasti's stay untouched (the
+	// wake below goes through them).
+	runbook(t, b, kubeElastiCleanup)
+
 	// The serving Services still answer from their pods.
 	for svc, state := range kubeElastiServices {
 		if state != testenv.KubeElastiAsleep {
@@ -261,6 +256,42 @@ func TestSwitchFromKubeElastiInPlace(t *testing.T) {
 	}
 }
 
+// kubeElastiSwitch is the switch in the README's "Switching from
+// KubeElasti", steps 1 to 5, as kubectl arguments ("manifests/" is this
+// tree's).
+var kubeElastiSwitch = [][]string{
+	{"-n", "elasti", "delete", "secret", "-l", "owner=helm,name=elasti"},
+	{"-n", "elasti", "delete", "deployment", "elasti-operator-controller-manager"},
+	{"-n", "elasti", "delete", "deployment", "elasti-resolver", "--cascade=orphan"},
+	{"-n", "elasti", "delete", "service,hpa", "-l", "app.kubernetes.io/managed-by=Helm,app.kubernetes.io/instance=elasti"},
+	{"apply", "-f", "manifests/"},
+}
+
+// kubeElastiCleanup is the runbook's step 7: KubeElasti's RBAC.
+var kubeElastiCleanup = [][]string{
+	{"-n", "elasti", "delete", "serviceaccount", "elasti-operator-controller-manager", "--ignore-not-found"},
+	{"-n", "elasti", "delete", "role,rolebinding", "-l", "app.kubernetes.io/instance=elasti"},
+	{"delete", "clusterrole,clusterrolebinding", "-l", "app.kubernetes.io/instance=elasti"},
+}
+
+// runbook runs kubectl with each of steps in turn.
+func runbook(t *testing.T, b *bed, steps [][]string) {
+	t.Helper()
+	for _, step := range steps {
+		args := slices.Clone(step)
+		for i, a := range args {
+			if a == "manifests/" {
+				args[i] = filepath.Join(b.root, "manifests")
+			}
+		}
+		out, err := b.cluster.Kubectl(t.Context(), args...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", step, err, out)
+		}
+		t.Logf("kubectl %v:\n%s", step, out)
+	}
+}
+
 // removeElastiControlPlane deletes the bed's elasti operator and resolver
 // and the Services whose names KubeElasti's chart uses too, and waits for
 // them and their pods to go.
@@ -272,7 +303,7 @@ func removeElastiControlPlane(t *testing.T, b *bed) {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range []string{testenv.KubeElastiResolverService, testenv.KubeElastiOperatorService} {
+	for _, s := range []string{testenv.KubeElastiResolverService, testenv.KubeElastiOperatorService, testenv.KubeElastiMetricsService} {
 		if err := b.Kube.CoreV1().Services(elastiNamespace).Delete(ctx, s, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +331,7 @@ func reinstallElasti(t *testing.T, b *bed) {
 			_ = b.Kube.AppsV1().Deployments(elastiNamespace).Delete(ctx, d.Name, metav1.DeleteOptions{})
 		}
 	}
-	for _, s := range []string{testenv.KubeElastiResolverService, testenv.KubeElastiOperatorService} {
+	for _, s := range []string{testenv.KubeElastiResolverService, testenv.KubeElastiOperatorService, testenv.KubeElastiMetricsService} {
 		if s, err := b.Kube.CoreV1().Services(elastiNamespace).Get(ctx, s, metav1.GetOptions{}); err == nil && s.Spec.Selector["app.kubernetes.io/name"] == "elasti" {
 			_ = b.Kube.CoreV1().Services(elastiNamespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		}
