@@ -69,9 +69,9 @@ func kubeElastiSelector(extra ...map[string]string) map[string]string {
 // KubeElastiControlPlane creates KubeElasti's operator and resolver as its
 // chart renders them in namespace ns: one replica each, the resolver's
 // pods labelled app=elasti-resolver (which elasti's resolver Service also
-// selects), and its two Services. The pods are pinned to the kwok node, as
-// the test bed needs: nothing answers on them, KubeElasti's binaries are
-// not here.
+// selects), its Services and Helm's release record. The pods are pinned
+// to the kwok node, as the test bed needs: nothing answers on them,
+// KubeElasti's binaries are not here.
 func KubeElastiControlPlane(ctx context.Context, kube kubernetes.Interface, ns string) error {
 	// Helm's release record: what `helm list` reads.
 	release := &corev1.Secret{
