@@ -146,7 +146,11 @@ func (c *Controller) mirrorPrivateService(ctx context.Context, es *elastiv1alpha
 	if existing.Spec.Type == want.Type &&
 		equality.Semantic.DeepEqual(existing.Spec.Selector, want.Selector) &&
 		equality.Semantic.DeepEqual(existing.Spec.Ports, want.Ports) &&
-		hasOwnerRef(existing.OwnerReferences, es) {
+		hasOwnerRef(existing.OwnerReferences, es) &&
+		// KubeElasti's copy of a ClusterIP Service matches in all but
+		// this label; it marks every private Service as elasti's, e.g.
+		// for kubectl get -l after a switch.
+		existing.Labels[LabelManagedBy] == AgentName {
 		return nil
 	}
 	return c.updatePrivateService(ctx, es, existing, want)
@@ -286,6 +290,16 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	if controlledByOther(existing, es) {
 		return fmt.Errorf("resolver slice %s is controlled by another object; not adopting it", name)
 	}
+	if len(endpoints) == 0 && hasServing(existing.Endpoints) {
+		// No resolver pod is known, but the slice still lists some: keep
+		// them rather than leave the Service with no endpoint at all. They
+		// may well answer: an operator that starts before the resolver
+		// Service's slices are published sees none, and during a switch
+		// from KubeElasti its resolver pods, orphaned, still serve the
+		// slices it wrote until ours replace them. The ready condition
+		// says the resolver is unavailable meanwhile.
+		endpoints = existing.Endpoints
+	}
 	labelsOK := true
 	for k, v := range wantLabels {
 		labelsOK = labelsOK && existing.Labels[k] == v
@@ -357,6 +371,11 @@ func (c *Controller) createResolverSlice(ctx context.Context, es *elastiv1alpha1
 	}
 	klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KObj(slice), "endpoints", len(slice.Endpoints))
 	return nil
+}
+
+// hasServing reports whether any of endpoints serves.
+func hasServing(endpoints []discoveryv1.Endpoint) bool {
+	return slices.ContainsFunc(endpoints, endpointready.Serving)
 }
 
 func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
