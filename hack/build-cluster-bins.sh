@@ -22,7 +22,8 @@
 # included): etcd about 2 minutes, kwok about 3 minutes, the four kube binaries
 # about 17-19 minutes, kube-proxy under a minute and kubelet about 1.5 minutes
 # once those are built, CoreDNS about 6 minutes, Traefik about 10 minutes,
-# Prometheus (with only its Kubernetes service discovery) about PROM_MINUTES minutes;
+# Prometheus (with only its Kubernetes service discovery) 22 minutes at load
+# average 15-18 (all of Prometheus took 3.6 minutes on a quiet machine);
 # installing containerd, runc and the CNI plugins about 15 seconds.
 set -euo pipefail
 
@@ -463,7 +464,7 @@ prometheus_release() {
 
 build_prometheus() {
   if [[ -x $prometheus_dir/prometheus ]]; then log "prometheus $PROMETHEUS_VERSION: cached"; return; fi
-  log "prometheus $PROMETHEUS_VERSION: cold build with Kubernetes service discovery only (about PROM_MINUTES minutes on 2 cores)"
+  log "prometheus $PROMETHEUS_VERSION: cold build with Kubernetes service discovery only (minutes on a quiet 2-core machine, 20 or more on a busy one)"
   : >"$logs_dir/prometheus.log"
   local start=$SECONDS release
   release=$(prometheus_release "$PROMETHEUS_VERSION") ||
