@@ -101,6 +101,10 @@ func newPrometheusScenario(t *testing.T, cooldown int32, trigs func(ns string) [
 	s := &scenario{t: t, bed: b, e: e, client: client, ctx: t.Context(), explained: new(atomic.Bool)}
 	t.Cleanup(s.explainFailure)
 	t.Cleanup(s.explainPrometheus)
+	s.e.Eventually("kube-proxy to route web's ClusterIP to its pod", func() (bool, string) {
+		resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Timeout: 2 * time.Second})
+		return resp.Status == 200, resp.String()
+	})
 	return s
 }
 
@@ -145,7 +149,13 @@ func (s *scenario) explainPrometheus() {
 	if !s.t.Failed() {
 		return
 	}
-	r, _ := s.query(`up`)
+	resp, err := s.client.Do(context.Background(), realnet.Request{URL: realnet.PrometheusURL + "/api/v1/query?query=up", Timeout: quickTimeout})
+	if err != nil {
+		s.t.Logf("Prometheus's up series: %v", err)
+		return
+	}
+	var r promResult
+	_ = json.Unmarshal([]byte(resp.Body), &r)
 	var ups []string
 	for _, x := range r.Data.Result {
 		ups = append(ups, fmt.Sprintf("%s/%s/%s=%v", x.Metric["job"], x.Metric["namespace"], x.Metric["container"], x.Value[1]))
@@ -199,13 +209,26 @@ func (s *scenario) waitTriggersCondition(status metav1.ConditionStatus, reason s
 	return msg
 }
 
-// waitTriggerEvent waits for a TriggerError event whose message holds
-// substr.
+// waitTriggerEvent waits for a TriggerError event of web whose message
+// holds substr (earlier ones may say other things: Prometheus not yet up
+// for the whole cooldown, say).
 func (s *scenario) waitTriggerEvent(substr string) {
 	s.t.Helper()
 	s.e.Eventually("a "+idle.ReasonTriggerError+" event saying "+substr, func() (bool, string) {
-		ok, msg := s.e.HasEvent(app, idle.ReasonTriggerError)
-		return ok && strings.Contains(msg, substr), msg
+		evs, err := s.e.Kube.CoreV1().Events(s.e.NS).List(s.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + app})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			if ev.Reason == idle.ReasonTriggerError {
+				if strings.Contains(ev.Message, substr) {
+					return true, ""
+				}
+				seen = append(seen, ev.Message)
+			}
+		}
+		return false, strings.Join(seen, " | ")
 	})
 }
 
@@ -348,32 +371,33 @@ func TestTriggerSyntaxErrorIsAConditionAndAnEvent(t *testing.T) {
 // up and the condition says Unreachable.
 func TestPrometheusStoppedKeepsTargetUp(t *testing.T) {
 	s := newPrometheusScenario(t, 2, one(func(ns string) string { return appRate(ns, "10s") }, "0.5"))
-	s.scalePrometheus(0)
-	t.Cleanup(func() { s.scalePrometheus(1) })
+	s.scalePrometheus(s.ctx, 0)
+	// The test's context is done by then.
+	t.Cleanup(func() { s.scalePrometheus(context.Background(), 1) })
 	s.waitTriggersCondition(metav1.ConditionFalse, string(triggers.ReasonUnreachable))
 	s.waitTriggerEvent("prometheus")
 	s.holdsUp()
 }
 
 // scalePrometheus scales the bed's Prometheus and waits for it.
-func (s *scenario) scalePrometheus(replicas int32) {
+func (s *scenario) scalePrometheus(ctx context.Context, replicas int32) {
 	s.t.Helper()
-	scale, err := s.e.Kube.AppsV1().Deployments(realnet.PrometheusNamespace).GetScale(s.ctx, realnet.PrometheusDeployment, metav1.GetOptions{})
+	scale, err := s.e.Kube.AppsV1().Deployments(realnet.PrometheusNamespace).GetScale(ctx, realnet.PrometheusDeployment, metav1.GetOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	scale.Spec.Replicas = replicas
-	if _, err := s.e.Kube.AppsV1().Deployments(realnet.PrometheusNamespace).UpdateScale(s.ctx, realnet.PrometheusDeployment, scale, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.e.Kube.AppsV1().Deployments(realnet.PrometheusNamespace).UpdateScale(ctx, realnet.PrometheusDeployment, scale, metav1.UpdateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
 	if replicas > 0 {
-		if err := s.bed.WaitDeploymentReady(s.ctx, realnet.PrometheusNamespace, realnet.PrometheusDeployment, readyTimeout); err != nil {
+		if err := s.bed.WaitDeploymentReady(ctx, realnet.PrometheusNamespace, realnet.PrometheusDeployment, readyTimeout); err != nil {
 			s.t.Fatal(err)
 		}
 		return
 	}
 	s.e.Eventually("Prometheus's pods to be gone", func() (bool, string) {
-		pods, err := s.e.Kube.CoreV1().Pods(realnet.PrometheusNamespace).List(s.ctx, metav1.ListOptions{})
+		pods, err := s.e.Kube.CoreV1().Pods(realnet.PrometheusNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 0, fmt.Sprint(err, pods)
 	})
 }
@@ -452,6 +476,11 @@ func TestTrafficAloneDrivesTheLifecycle(t *testing.T) {
 	s.expectWoken(s.do(realnet.Request{URL: "http://" + app + "/", Timeout: wakeTimeout}))
 	woken := s.e.Get(app).Status.LastScaledUpTime
 	scaledDown := s.countEvents(idle.ReasonScaledToZero)
+	// The ingress controller follows the switch back to the pod after its
+	// throttle; a request it sent meanwhile once hung here for a minute
+	// (see waitIngressReachesResolver for the same on the way down).
+	s.send(1, "")
+	s.waitIngressFollows()
 
 	// Continued traffic, for three cooldowns: the new pod's own series
 	// starts from nothing, and the wake's cooldown must bridge that gap.
@@ -576,5 +605,32 @@ func (s *scenario) setOperatorEnv(env ...corev1.EnvVar) {
 	})
 	if err := update(s.ctx, vars); err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// TestPrometheusScrapesTheBed: the bed's Prometheus found, through
+// Kubernetes service discovery, and scrapes itself (so the default uptime
+// filter up{container="prometheus"} has its series), Traefik, elasti's
+// operator and resolver, and an app pod that asks for it.
+func TestPrometheusScrapesTheBed(t *testing.T) {
+	s := newPrometheusScenario(t, 900, func(string) []elastiv1alpha1.ScaleTrigger { return nil })
+	for _, want := range []struct{ namespace, container string }{
+		{realnet.PrometheusNamespace, "prometheus"},
+		{realnet.IngressNamespace, "traefik"},
+		{elastiNamespace, "manager"},
+		{elastiNamespace, "resolver"},
+		{s.e.NS, "app"},
+	} {
+		q := fmt.Sprintf(`max(up{namespace=%q,container=%q})`, want.namespace, want.container)
+		s.e.Eventually("Prometheus to scrape "+want.namespace+"/"+want.container, func() (bool, string) {
+			v, ok, why := s.value(q)
+			return ok && v == 1, why
+		})
+	}
+	for _, metric := range []string{"traefik_entrypoint_requests_total", "elasti_operator_scale_to_zero_evaluations_total", appRequestsMetric} {
+		s.e.Eventually("Prometheus to hold "+metric, func() (bool, string) {
+			v, ok, why := s.value("count(" + metric + ")")
+			return ok && v > 0, why
+		})
 	}
 }
