@@ -2,7 +2,7 @@
 # Builds (or reuses) the local cluster binaries from the Go module proxy:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 #   kube-proxy and kubelet (one Kubernetes version), etcd, kwok (plus its
-#   stages), CoreDNS (with its kubernetes plugin) and Traefik,
+#   stages), CoreDNS (with its kubernetes plugin), Traefik and Prometheus,
 # after making sure the host has nft (>= 1.0.1), conntrack and ip, which
 # kube-proxy's nftables mode and the network namespaces need, and containerd,
 # runc and the CNI plugins, which the real kubelet node
@@ -21,7 +21,9 @@
 # Cold build times, measured on a busy 2-core machine (module downloads
 # included): etcd about 2 minutes, kwok about 3 minutes, the four kube binaries
 # about 17-19 minutes, kube-proxy under a minute and kubelet about 1.5 minutes
-# once those are built, CoreDNS about 6 minutes, Traefik about 10 minutes;
+# once those are built, CoreDNS about 6 minutes, Traefik about 10 minutes,
+# Prometheus (with only its Kubernetes service discovery) 22 minutes at load
+# average 15-18 (all of Prometheus took 3.6 minutes on a quiet machine);
 # installing containerd, runc and the CNI plugins about 15 seconds.
 set -euo pipefail
 
@@ -35,6 +37,8 @@ COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
 # By default Traefik checks for new releases over the internet: run it with
 # --global.checkNewVersion=false --global.sendAnonymousUsage=false.
 TRAEFIK_VERSION="${TRAEFIK_VERSION:-v3.6.12}"
+# Prometheus 3 is published as module versions v0.3MM.P for release 3.MM.P.
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
 CACHE="${ELASTI_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}"
 
 # The CoreDNS plugins a cluster DNS needs: those of kubeadm's default Corefile
@@ -51,7 +55,8 @@ etcd_dir="$CACHE/bin/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION"
 coredns_dir="$CACHE/bin/coredns-$COREDNS_VERSION"
 traefik_dir="$CACHE/bin/traefik-$TRAEFIK_VERSION"
-out_dir="$CACHE/bin/cluster-kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-coredns-$COREDNS_VERSION-traefik-$TRAEFIK_VERSION"
+prometheus_dir="$CACHE/bin/prometheus-$PROMETHEUS_VERSION"
+out_dir="$CACHE/bin/cluster-kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-coredns-$COREDNS_VERSION-traefik-$TRAEFIK_VERSION-prometheus-$PROMETHEUS_VERSION"
 logs_dir="$CACHE/logs"
 
 # nft, conntrack, ip and runc live in sbin, which a non-root PATH may lack.
@@ -59,7 +64,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 log() { printf '[build-cluster-bins %s] %s\n' "$(date +%T)" "$*" >&2; }
 
-log "checking host packages (nft, conntrack, ip, containerd, runc, CNI plugins), then reusing or building kube $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl, kube-proxy, kubelet), etcd $ETCD_VERSION, kwok $KWOK_VERSION, CoreDNS $COREDNS_VERSION and Traefik $TRAEFIK_VERSION in $CACHE/bin"
+log "checking host packages (nft, conntrack, ip, containerd, runc, CNI plugins), then reusing or building kube $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl, kube-proxy, kubelet), etcd $ETCD_VERSION, kwok $KWOK_VERSION, CoreDNS $COREDNS_VERSION, Traefik $TRAEFIK_VERSION and Prometheus $PROMETHEUS_VERSION in $CACHE/bin"
 
 mkdir -p "$CACHE/bin" "$CACHE/src" "$logs_dir"
 
@@ -445,6 +450,49 @@ build_traefik() {
   log "traefik $TRAEFIK_VERSION: built in $(minutes $((SECONDS - start)))"
 }
 
+# --- Prometheus -----------------------------------------------------------
+
+# prometheus_release VERSION: the release a Prometheus 3 module version stands
+# for (v0.316.0 -> 3.16.0), which `prometheus --version` should print.
+prometheus_release() {
+  local v=${1#v0.} minor patch
+  minor=${v%%.*}
+  patch=${v#*.}
+  [[ $minor =~ ^[0-9]{3,}$ ]] || return 1
+  printf '%d.%d.%s\n' $((10#$minor / 100)) $((10#$minor % 100)) "$patch"
+}
+
+build_prometheus() {
+  if [[ -x $prometheus_dir/prometheus ]]; then log "prometheus $PROMETHEUS_VERSION: cached"; return; fi
+  log "prometheus $PROMETHEUS_VERSION: cold build with Kubernetes service discovery only (minutes on a quiet 2-core machine, 20 or more on a busy one)"
+  : >"$logs_dir/prometheus.log"
+  local start=$SECONDS release
+  release=$(prometheus_release "$PROMETHEUS_VERSION") ||
+    fail_with_log prometheus "$PROMETHEUS_VERSION is not a Prometheus 3 module version (v0.3MM.P)"
+  local info date
+  info=$(mod_download prometheus "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" Info)
+  date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info")
+  rm -rf "$prometheus_dir.tmp"
+  mkdir -p "$prometheus_dir.tmp"
+  # remove_all_sd + enable_kubernetes_sd: the bed discovers its targets through
+  # the apiserver only, and leaving out the cloud SDKs of the other service
+  # discoveries halves the build. Without builtinassets the web UI has no
+  # assets (the module zip lacks them); the HTTP API, which elasti queries, is
+  # complete. Without the -X flags --version prints no version.
+  local vpkg=github.com/prometheus/common/version
+  step prometheus "building prometheus (go install; downloads its modules on a cold machine)" \
+    env GOBIN="$prometheus_dir.tmp" CGO_ENABLED=0 go install -trimpath -tags netgo,remove_all_sd,enable_kubernetes_sd \
+    -ldflags "-s -w -X $vpkg.Version=$release -X $vpkg.Revision=$PROMETHEUS_VERSION -X $vpkg.Branch=release-${release%.*} -X $vpkg.BuildUser=elasti@build-cluster-bins -X $vpkg.BuildDate=${date:-unknown}" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
+  local out
+  out=$("$prometheus_dir.tmp/prometheus" --version 2>&1) || fail_with_log prometheus "prometheus --version failed: $out"
+  grep -qE "^prometheus, version ${release//./\\.} " <<<"$out" ||
+    fail_with_log prometheus "prometheus --version printed '$(paste -sd' ' <<<"$out")', not version $release"
+  rm -rf "$prometheus_dir"
+  mv "$prometheus_dir.tmp" "$prometheus_dir"
+  log "prometheus $PROMETHEUS_VERSION ($release): built in $(minutes $((SECONDS - start)))"
+}
+
 # --- main -----------------------------------------------------------------
 
 ensure_host_packages
@@ -461,11 +509,12 @@ build_kwok
 build_kube
 build_coredns
 build_traefik
+build_prometheus
 
 # One directory with every binary, so callers need a single path.
 mkdir -p "$out_dir"
 for f in "${KUBE_BINS[@]/#/$kube_dir/}" "$etcd_dir/etcd" "$kwok_dir/kwok" "$kwok_dir/stages.yaml" \
-  "$coredns_dir/coredns" "$traefik_dir/traefik"; do
+  "$coredns_dir/coredns" "$traefik_dir/traefik" "$prometheus_dir/prometheus"; do
   ln -sfn "$f" "$out_dir/$(basename "$f")"
 done
 log "binaries ready in $out_dir"

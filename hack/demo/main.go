@@ -2,10 +2,11 @@
 // on the paths real clients take.
 //
 // It brings up (or reuses) the local control plane and the real-traffic
-// test bed (kube-proxy, CoreDNS, the Traefik ingress controller and a node
-// that really runs pods), installs elasti with `kubectl apply -f
-// manifests/`, applies a sample app with an Ingress, waits for it to go
-// idle and scale to zero, and wakes it twice: once by its short name from
+// test bed (kube-proxy, CoreDNS, the Traefik ingress controller, a real
+// Prometheus and a node that really runs pods), installs elasti with
+// `kubectl apply -f manifests/`, applies a sample app with an Ingress,
+// waits for it to go idle (its request rate, scraped by Prometheus from
+// the app's own /metrics, is 0) and scale to zero, and wakes it twice: once by its short name from
 // a client pod, once through the ingress by its public host. Only the story is printed; every
 // component's log goes to a folder named at the end. Everything it starts
 // on this machine it stops on exit; the control plane keeps running for
@@ -14,15 +15,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,7 +40,6 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
-	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 )
@@ -172,7 +177,7 @@ func (d *demo) startCluster() error {
 }
 
 func (d *demo) startNode() error {
-	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, and a node that runs pods")
+	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, and a node that runs pods")
 	bin := filepath.Join(d.logDir, "images")
 	build := exec.CommandContext(d.ctx, "go", "build", "-o", bin+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
 	build.Dir = d.root
@@ -203,13 +208,28 @@ func (d *demo) startNode() error {
 	if err != nil {
 		return err
 	}
-	go func() {
-		_ = http.Serve(backend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			host, _, _ := net.SplitHostPort(r.Context().Value(http.LocalAddrContextKey).(net.Addr).String())
-			fmt.Fprintf(w, "Hello from pod %s: %s %s (Host: %s)\n", host, r.Method, r.URL.Path, r.Host)
-		}))
-	}()
+	go func() { _ = http.Serve(backend, helloApp()) }()
 	return nil
+}
+
+// helloApp is the sample app's pods (one server answers on every pod IP):
+// a greeting, and on GET /metrics that pod's own http_requests_total, as an
+// instrumented app exposes it for Prometheus (the sample's pods carry the
+// prometheus.io/scrape annotations).
+func helloApp() http.Handler {
+	var requests sync.Map // pod IP -> *atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.Context().Value(http.LocalAddrContextKey).(net.Addr).String())
+		v, _ := requests.LoadOrStore(host, new(atomic.Int64))
+		n := v.(*atomic.Int64)
+		if r.Method == http.MethodGet && r.URL.Path == "/metrics" {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			fmt.Fprintf(w, "# HELP http_requests_total Requests this pod answered.\n# TYPE http_requests_total counter\nhttp_requests_total %d\n", n.Load())
+			return
+		}
+		n.Add(1)
+		fmt.Fprintf(w, "Hello from pod %s: %s %s (Host: %s)\n", host, r.Method, r.URL.Path, r.Host)
+	})
 }
 
 func (d *demo) install() error {
@@ -237,26 +257,12 @@ func (d *demo) waitElasti() error {
 	return nil
 }
 
-// startPrometheus serves a Prometheus stand-in that reports no traffic, on
-// the node gateway where the operator's pod can reach it, and points the
-// operator at it.
+// startPrometheus shows the bed's Prometheus, which the manifests'
+// default PROMETHEUS_TRIGGER_SERVER_ADDRESS already names, and shortens the
+// operator's polling interval for the demo.
 func (d *demo) startPrometheus() error {
-	step("Pointing the operator at a Prometheus stand-in that reports no traffic")
-	l, err := net.Listen("tcp", net.JoinHostPort(podnet.HostIP, "0"))
-	if err != nil {
-		return err
-	}
-	go func() {
-		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			value := "0" // requests per second: idle
-			if strings.HasPrefix(r.URL.Query().Get("query"), "min_over_time(") {
-				value = "1" // Prometheus itself has been up
-			}
-			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"%s"]}]}}`, time.Now().Unix(), value)
-		}))
-	}()
-	args := []string{"-n", "elasti", "set", "env", "deployment/elasti-operator-controller-manager",
-		"PROMETHEUS_TRIGGER_SERVER_ADDRESS=http://" + l.Addr().String(), "POLLING_INTERVAL=" + pollingInterval}
+	step("The operator queries the cluster's Prometheus (%s), which scrapes the pods through Kubernetes service discovery", realnet.PrometheusURL)
+	args := []string{"-n", "elasti", "set", "env", "deployment/elasti-operator-controller-manager", "POLLING_INTERVAL=" + pollingInterval}
 	info("kubectl %s", strings.Join(args, " "))
 	if _, err := d.cluster.Kubectl(d.ctx, args...); err != nil {
 		return err
@@ -318,8 +324,10 @@ func (d *demo) waitIdle() error {
 		return err
 	}
 	step("Waiting for the app to go idle (cooldownPeriod %ds) and scale to zero", es.Spec.CooldownPeriod)
+	query := triggerQuery(es)
+	info("its trigger, asked of Prometheus: %s (idle below %s)", query, triggerThreshold(es))
 	deadline := time.Now().Add(time.Duration(es.Spec.CooldownPeriod)*time.Second + 2*time.Minute)
-	last := ""
+	last, lastValue := "", ""
 	for {
 		dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
 		if err != nil {
@@ -333,9 +341,10 @@ func (d *demo) waitIdle() error {
 			mode = "(not yet reconciled)"
 		}
 		now := fmt.Sprintf("replicas=%d ready=%d mode=%s", ptr.Deref(dep.Spec.Replicas, 1), dep.Status.ReadyReplicas, mode)
-		if now != last {
-			info("%s  %s", time.Now().Format("15:04:05"), now)
-			last = now
+		value := d.queryValue(query)
+		if now != last || value != lastValue {
+			info("%s  %s  request rate=%s", time.Now().Format("15:04:05"), now, value)
+			last, lastValue = now, value
 		}
 		if ptr.Deref(dep.Spec.Replicas, 1) == 0 && es.Status.Mode == elastiv1alpha1.ModeProxy {
 			break
@@ -356,6 +365,53 @@ func (d *demo) waitIdle() error {
 		info("status.resolverPorts: Service %s port %d (%s) → resolver port %d", p.Service, p.Port, p.Name, p.ResolverPort)
 	}
 	return nil
+}
+
+// triggerQuery and triggerThreshold read the ElastiService's first
+// trigger, to show its value as Prometheus computes it.
+func triggerQuery(es *elastiv1alpha1.ElastiService) string {
+	var md struct {
+		Query string `json:"query"`
+	}
+	if len(es.Spec.Triggers) > 0 {
+		_ = json.Unmarshal(es.Spec.Triggers[0].Metadata, &md)
+	}
+	return md.Query
+}
+
+func triggerThreshold(es *elastiv1alpha1.ElastiService) string {
+	var md struct {
+		Threshold string `json:"threshold"`
+	}
+	if len(es.Spec.Triggers) > 0 {
+		_ = json.Unmarshal(es.Spec.Triggers[0].Metadata, &md)
+	}
+	return md.Threshold
+}
+
+// queryValue asks Prometheus for query's value from the client pod, as
+// the operator's pod does, rounded for display; "?" if it has none.
+func (d *demo) queryValue(query string) string {
+	resp, err := d.client.Do(d.ctx, realnet.Request{
+		URL: realnet.PrometheusURL + "/api/v1/query?" + url.Values{"query": {query}}.Encode(), Timeout: 5 * time.Second})
+	if err != nil || resp.Status != http.StatusOK {
+		return "?"
+	}
+	var r struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.Unmarshal([]byte(resp.Body), &r) != nil || len(r.Data.Result) != 1 {
+		return "?"
+	}
+	v, err := strconv.ParseFloat(fmt.Sprint(r.Data.Result[0].Value[1]), 64)
+	if err != nil {
+		return "?"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "/s"
 }
 
 // wake sends req while the app is at zero and shows the answer from a new
@@ -386,7 +442,7 @@ func (d *demo) summary() {
 	kubectl := filepath.Join(d.cluster.BinDir, "kubectl")
 	fmt.Printf(`
 Logs of everything the demo ran: %s
-  (node/pods/logs: the operator, resolver, CoreDNS and Traefik pods; node/kube-proxy.log; demo.log)
+  (node/pods/logs: the operator, resolver, CoreDNS, Traefik and Prometheus pods; node/kube-proxy.log; demo.log)
 
 Try next (the control plane keeps running):
   export KUBECONFIG=%s

@@ -96,6 +96,10 @@ type Poller struct {
 	// done: make before break, so the Service never goes without endpoints
 	// even if the operator dies right after the scale write.
 	Front func(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
+	// Evaluated, when set, is told the outcome of every evaluation of es's
+	// triggers: nil when they ran clean, or why they could not (see
+	// TriggersCondition).
+	Evaluated func(ctx context.Context, es *elastiv1alpha1.ElastiService, err error)
 }
 
 // New returns a poller.
@@ -223,9 +227,15 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return OutcomeTriggerError, reason
 		}
+		if p.Evaluated != nil {
+			p.Evaluated(ctx, es, err)
+		}
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonTriggerError, "Not scaling to zero: %v", err)
 		return OutcomeTriggerError, reason
+	}
+	if p.Evaluated != nil {
+		p.Evaluated(ctx, es, nil)
 	}
 	if !verdict.Idle {
 		logger.V(4).Info("Not idle", "reason", verdict.Reason, "detail", verdict.Detail)

@@ -29,6 +29,7 @@ const (
 	KwokBinary                  = "kwok"
 	CoreDNSBinary               = "coredns"
 	TraefikBinary               = "traefik"
+	PrometheusBinary            = "prometheus"
 	// KwokStagesFile is kwok's stages (node and pod lifecycle) in one
 	// multi-document file, for kwok's --config.
 	KwokStagesFile = "stages.yaml"
@@ -46,13 +47,14 @@ var Binaries = []string{
 	KwokBinary,
 	CoreDNSBinary,
 	TraefikBinary,
+	PrometheusBinary,
 }
 
 // EnsureBinaries returns the directory holding etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubectl, kube-proxy, kubelet (one
 // Kubernetes version), kwok and kwok's stages, CoreDNS (with its kubernetes
-// plugin) and Traefik, building them through hack/build-cluster-bins.sh on a
-// cold machine. The script also installs the host packages kube-proxy needs
+// plugin), Traefik and Prometheus, building them through
+// hack/build-cluster-bins.sh on a cold machine. The script also installs the host packages kube-proxy needs
 // (nft, conntrack, ip) and those the real node needs (containerd, runc, the
 // CNI plugins) when they are missing. Its progress lines are copied
 // to progress. With BinDirEnv set, that directory is used instead of the

@@ -296,6 +296,7 @@ func (o *Operator) connect() {
 	o.Poller.RecentWake = o.ScaleServer.LastWake
 	o.Poller.Front = o.Controller.FrontForScaleDown
 	o.Poller.Moving = o.Controller.Moving
+	o.Poller.Evaluated = idle.ConditionWriter{Client: o.Elasti, FieldManager: controller.AgentName}.Report
 	o.Poller.Manages = func(es *elastiv1alpha1.ElastiService) bool {
 		entry, ok := o.Directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
 		ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +187,29 @@ func startGRPCEcho(t testing.TB, b *bed) {
 	if grpcEchoErr != nil {
 		t.Fatal(grpcEchoErr)
 	}
+}
+
+// appRequests counts, per pod IP, the requests the app pods answered (all
+// of them share one server in the node namespace).
+var appRequests sync.Map // pod IP -> *atomic.Int64
+
+// appRequestsMetric is the counter every app pod exposes on GET /metrics,
+// as an instrumented app does, for Prometheus's kubernetes-pods job.
+const appRequestsMetric = "http_requests_total"
+
+// countRequests counts every request but a scrape by the pod IP it
+// arrived on, and answers GET /metrics with that pod's own count, so that
+// each pod's scrape sees its own counter.
+func countRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, _ := appRequests.LoadOrStore(servingPod(r), new(atomic.Int64))
+		n := v.(*atomic.Int64)
+		if r.Method == http.MethodGet && r.URL.Path == "/metrics" {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			fmt.Fprintf(w, "# HELP %s Requests this pod answered.\n# TYPE %[1]s counter\n%[1]s %d\n", appRequestsMetric, n.Load())
+			return
+		}
+		n.Add(1)
+		h.ServeHTTP(w, r)
+	})
 }

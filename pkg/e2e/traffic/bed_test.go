@@ -31,6 +31,9 @@ const (
 	appPort = 8080
 
 	readyTimeout = 2 * time.Minute
+
+	// pollingInterval is the operator's POLLING_INTERVAL in the bed.
+	pollingInterval = "2s"
 )
 
 var (
@@ -124,6 +127,13 @@ func startBed(t testing.TB) (*bed, error) {
 	if _, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(root, "manifests")); err != nil {
 		return nil, err
 	}
+	// The manifests' default Prometheus is the bed's
+	// (realnet.PrometheusURL); poll it every 2 s rather than every 30 s,
+	// so that the trigger tests (prometheus_test.go) see a verdict soon.
+	// A test's ElastiService without triggers is never idle either way.
+	if _, err := c.Kubectl(ctx, "-n", elastiNamespace, "set", "env", "deployment/"+operatorDeployment, "POLLING_INTERVAL="+pollingInterval); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{operatorDeployment, resolverDeployment} {
 		if err := b.WaitDeploymentReady(ctx, elastiNamespace, d, readyTimeout); err != nil {
 			return nil, err
@@ -146,7 +156,7 @@ func startEcho(b *bed) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: appHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: countRequests(appHandler()), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return nil
 }

@@ -55,6 +55,14 @@ const (
 	// DNSNamespace and DNSDeployment name CoreDNS.
 	DNSNamespace  = "kube-system"
 	DNSDeployment = "coredns"
+	// PrometheusNamespace and PrometheusDeployment name the Prometheus
+	// server; PrometheusService is its Service, with kube-prometheus's name,
+	// so PrometheusURL is manifests/' default
+	// PROMETHEUS_TRIGGER_SERVER_ADDRESS.
+	PrometheusNamespace  = "monitoring"
+	PrometheusDeployment = "prometheus"
+	PrometheusService    = "prometheus-operated"
+	PrometheusURL        = "http://" + PrometheusService + "." + PrometheusNamespace + ".svc.cluster.local:9090"
 
 	kubeProxyTimeout = 60 * time.Second
 	addonTimeout     = 2 * time.Minute
@@ -101,8 +109,8 @@ type Net struct {
 }
 
 // Start builds the node network, starts kube-proxy and the process node,
-// and installs CoreDNS and the ingress controller, returning once both
-// serve. Close it on every path, also when a test fails.
+// and installs CoreDNS, the ingress controller and Prometheus, returning
+// once all three serve. Close it on every path, also when a test fails.
 func Start(ctx context.Context, opts Options) (n *Net, err error) {
 	logf := opts.Logf
 	if logf == nil {
@@ -110,8 +118,9 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 	}
 	c := opts.Cluster
 	binaries := map[string]string{
-		"coredns": filepath.Join(c.BinDir, localcluster.CoreDNSBinary),
-		"traefik": filepath.Join(c.BinDir, localcluster.TraefikBinary),
+		"coredns":    filepath.Join(c.BinDir, localcluster.CoreDNSBinary),
+		"traefik":    filepath.Join(c.BinDir, localcluster.TraefikBinary),
+		"prometheus": filepath.Join(c.BinDir, localcluster.PrometheusBinary),
 	}
 	for k, v := range opts.Binaries {
 		binaries[k] = v
@@ -163,14 +172,14 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 	if err := n.StartKubeProxy(ctx); err != nil {
 		return nil, err
 	}
-	logf("installing CoreDNS and the Traefik ingress controller on node %s", n.Node.NodeName())
+	logf("installing CoreDNS, the Traefik ingress controller and Prometheus on node %s", n.Node.NodeName())
 	if err := n.applyAddons(ctx); err != nil {
 		return nil, err
 	}
 	if err := n.waitAddons(ctx, nodeErr); err != nil {
 		return nil, err
 	}
-	logf("real-traffic test bed ready: kube-proxy, CoreDNS at %s, ingress at %s.%s", procnode.DefaultDNSServer, IngressService, IngressNamespace)
+	logf("real-traffic test bed ready: kube-proxy, CoreDNS at %s, ingress at %s.%s, Prometheus at %s", procnode.DefaultDNSServer, IngressService, IngressNamespace, PrometheusURL)
 	return n, nil
 }
 
@@ -192,10 +201,10 @@ func (n *Net) forwardAPIServer(c *localcluster.Cluster) error {
 	return localcluster.WriteKubeconfig(n.nodeKube, "https://"+n.forwarder.Addr(), c.CAFile, "admin", token)
 }
 
-// waitAddons waits until CoreDNS and the ingress controller are ready; if
-// the process node stopped meanwhile, the error says why.
+// waitAddons waits until CoreDNS, the ingress controller and Prometheus
+// are ready; if the process node stopped meanwhile, the error says why.
 func (n *Net) waitAddons(ctx context.Context, nodeErr <-chan error) error {
-	for _, d := range [][2]string{{DNSNamespace, DNSDeployment}, {IngressNamespace, IngressService}} {
+	for _, d := range [][2]string{{DNSNamespace, DNSDeployment}, {IngressNamespace, IngressService}, {PrometheusNamespace, PrometheusDeployment}} {
 		if err := n.WaitDeploymentReady(ctx, d[0], d[1], addonTimeout); err != nil {
 			select {
 			case e := <-nodeErr:

@@ -118,7 +118,17 @@ const (
 	// False means the Service is reached through Host routing on the
 	// resolver's shared proxy port instead.
 	ConditionResolverPortsAssigned = "ResolverPortsAssigned"
+	// ConditionTriggersEvaluated is False while the idle poller cannot
+	// evaluate the triggers (an unreachable or failing Prometheus, a query
+	// it refuses, no series), with the failure's reason (pkg/triggers'
+	// Reason, e.g. QueryFailed) and message; the target is then never
+	// scaled to zero. It turns True (ReasonTriggersEvaluated) at the next
+	// clean evaluation, and is absent while no evaluation ever failed.
+	ConditionTriggersEvaluated = "TriggersEvaluated"
 
+	// ReasonTriggersEvaluated: the last evaluation of the triggers ran
+	// clean, whatever its verdict.
+	ReasonTriggersEvaluated = "Evaluated"
 	// ReasonResolverPortsAssigned: every TCP port of the Service has one.
 	ReasonResolverPortsAssigned = "ResolverPortsAssigned"
 	// ReasonResolverPortRangeExhausted: the operator's
