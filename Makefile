@@ -42,7 +42,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
 # make push's destination, host[:port]/path: REGISTRY/elasti-operator:VERSION.
 REGISTRY ?=
 
-.PHONY: all build test unit generate verify verify-codegen verify-release lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push clean
+.PHONY: all build test unit generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push clean
 
 all: build
 
@@ -70,13 +70,16 @@ test: cluster-bins ## The full suite: unit, integration and end-to-end tests on 
 generate: ## Regenerate deepcopy, clientset, listers and informers
 	hack/update-codegen.sh
 
-verify: verify-codegen verify-release lint ## Everything CI checks before tests
+verify: verify-codegen verify-release verify-chart lint ## Everything CI checks before tests
 
 verify-codegen:
 	hack/verify-codegen.sh
 
 verify-release: ## Images pinned to VERSION, the Dockerfile's Go equal to go.mod's, one build command
 	$(GO) test -count=1 ./pkg/release/
+
+verify-chart: ## helm lint and helm template of charts/elasti: defaults, KubeElasti's values and each option (charts/elasti/ci/)
+	hack/verify-chart.sh
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -2,7 +2,8 @@
 # Builds (or reuses) the local cluster binaries from the Go module proxy:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 #   kube-proxy and kubelet (one Kubernetes version), etcd, kwok (plus its
-#   stages), CoreDNS (with its kubernetes plugin), Traefik and Prometheus,
+#   stages), CoreDNS (with its kubernetes plugin), Traefik, Prometheus and
+#   helm,
 # after making sure the host has nft (>= 1.0.1), conntrack and ip, which
 # kube-proxy's nftables mode and the network namespaces need, and containerd,
 # runc and the CNI plugins, which the real kubelet node
@@ -24,7 +25,12 @@
 # once those are built, CoreDNS about 6 minutes, Traefik about 10 minutes,
 # Prometheus (with only its Kubernetes service discovery) 22 minutes at load
 # average 15-18 (all of Prometheus took 3.6 minutes on a quiet machine);
-# installing containerd, runc and the CNI plugins about 15 seconds.
+# installing containerd, runc and the CNI plugins about 15 seconds; helm about
+# 2 minutes.
+#
+# `hack/build-cluster-bins.sh helm` builds (or reuses) helm alone, without the
+# host packages, and prints the directory holding it: make verify lints and
+# renders the chart with it on a machine that has no cluster binaries.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
@@ -39,6 +45,9 @@ COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
 TRAEFIK_VERSION="${TRAEFIK_VERSION:-v3.6.12}"
 # Prometheus 3 is published as module versions v0.3MM.P for release 3.MM.P.
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
+# Helm 3, the line charts/elasti is written for (apiVersion v2 charts,
+# crds/ installed before the templates and never upgraded or deleted).
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CACHE="${ELASTI_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}"
 
 # The CoreDNS plugins a cluster DNS needs: those of kubeadm's default Corefile
@@ -56,7 +65,8 @@ kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION"
 coredns_dir="$CACHE/bin/coredns-$COREDNS_VERSION"
 traefik_dir="$CACHE/bin/traefik-$TRAEFIK_VERSION"
 prometheus_dir="$CACHE/bin/prometheus-$PROMETHEUS_VERSION"
-out_dir="$CACHE/bin/cluster-kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-coredns-$COREDNS_VERSION-traefik-$TRAEFIK_VERSION-prometheus-$PROMETHEUS_VERSION"
+helm_dir="$CACHE/bin/helm-$HELM_VERSION"
+out_dir="$CACHE/bin/cluster-kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-coredns-$COREDNS_VERSION-traefik-$TRAEFIK_VERSION-prometheus-$PROMETHEUS_VERSION-helm-$HELM_VERSION"
 logs_dir="$CACHE/logs"
 
 # nft, conntrack, ip and runc live in sbin, which a non-root PATH may lack.
@@ -64,7 +74,17 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 log() { printf '[build-cluster-bins %s] %s\n' "$(date +%T)" "$*" >&2; }
 
-log "checking host packages (nft, conntrack, ip, containerd, runc, CNI plugins), then reusing or building kube $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl, kube-proxy, kubelet), etcd $ETCD_VERSION, kwok $KWOK_VERSION, CoreDNS $COREDNS_VERSION, Traefik $TRAEFIK_VERSION and Prometheus $PROMETHEUS_VERSION in $CACHE/bin"
+only=${1:-}
+if [[ -n $only && $only != helm ]]; then
+  echo "usage: $0 [helm]" >&2
+  exit 2
+fi
+
+if [[ -z $only ]]; then
+  log "checking host packages (nft, conntrack, ip, containerd, runc, CNI plugins), then reusing or building kube $KUBE_VERSION (apiserver, controller-manager, scheduler, kubectl, kube-proxy, kubelet), etcd $ETCD_VERSION, kwok $KWOK_VERSION, CoreDNS $COREDNS_VERSION, Traefik $TRAEFIK_VERSION, Prometheus $PROMETHEUS_VERSION and helm $HELM_VERSION in $CACHE/bin"
+else
+  log "reusing or building helm $HELM_VERSION in $CACHE/bin"
+fi
 
 mkdir -p "$CACHE/bin" "$CACHE/src" "$logs_dir"
 
@@ -493,7 +513,40 @@ build_prometheus() {
   log "prometheus $PROMETHEUS_VERSION ($release): built in $(minutes $((SECONDS - start)))"
 }
 
+# --- helm -----------------------------------------------------------------
+
+build_helm() {
+  if [[ -x $helm_dir/helm ]]; then log "helm $HELM_VERSION: cached"; return; fi
+  log "helm $HELM_VERSION: cold build (about 2 minutes on 2 cores)"
+  : >"$logs_dir/helm.log"
+  local start=$SECONDS
+  rm -rf "$helm_dir.tmp"
+  mkdir -p "$helm_dir.tmp"
+  # helm reports the version linked into internal/version; the module's own
+  # default lags behind the tag.
+  step helm "building helm (go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION)" env GOBIN="$helm_dir.tmp" CGO_ENABLED=0 \
+    go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  local out
+  out=$("$helm_dir.tmp/helm" version --template '{{.Version}}' 2>&1) || fail_with_log helm "helm version failed: $out"
+  [[ $out == "$HELM_VERSION" ]] || fail_with_log helm "helm version printed '$out', not $HELM_VERSION"
+  rm -rf "$helm_dir"
+  mv "$helm_dir.tmp" "$helm_dir"
+  log "helm $HELM_VERSION: built in $(minutes $((SECONDS - start)))"
+}
+
 # --- main -----------------------------------------------------------------
+
+if [[ $only == helm ]]; then
+  exec 9>"$CACHE/build.lock"
+  if ! flock -n 9; then
+    log "another build holds $CACHE/build.lock; waiting for it"
+    flock 9
+  fi
+  build_helm
+  log "helm ready in $helm_dir"
+  echo "$helm_dir"
+  exit 0
+fi
 
 ensure_host_packages
 
@@ -510,11 +563,12 @@ build_kube
 build_coredns
 build_traefik
 build_prometheus
+build_helm
 
 # One directory with every binary, so callers need a single path.
 mkdir -p "$out_dir"
 for f in "${KUBE_BINS[@]/#/$kube_dir/}" "$etcd_dir/etcd" "$kwok_dir/kwok" "$kwok_dir/stages.yaml" \
-  "$coredns_dir/coredns" "$traefik_dir/traefik" "$prometheus_dir/prometheus"; do
+  "$coredns_dir/coredns" "$traefik_dir/traefik" "$prometheus_dir/prometheus" "$helm_dir/helm"; do
   ln -sfn "$f" "$out_dir/$(basename "$f")"
 done
 log "binaries ready in $out_dir"

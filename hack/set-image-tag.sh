@@ -5,7 +5,9 @@
 #   - the Makefile's VERSION (what make build links into the binaries),
 #   - the Dockerfile's ARG VERSION (what an image build links in),
 #   - the tag of every ghcr.io/elasti-dev/elasti-* image in manifests/ and
-#     deploy/ (a digest after the old tag is dropped: it named the old image).
+#     deploy/ (a digest after the old tag is dropped: it named the old image),
+#   - charts/elasti's appVersion (the image tag the chart runs by default)
+#     and its chart version (the same, without the v).
 # Refuses an empty tag, `latest`, and anything that is not a release version.
 # pkg/release's tests check that all of these agree.
 set -euo pipefail
@@ -51,4 +53,8 @@ sed -i -E "s/^VERSION[[:space:]]*:=.*/VERSION := ${tag}/" Makefile
 sed -i -E "s/^ARG VERSION=.*/ARG VERSION=${tag}/" Dockerfile
 grep -q "^VERSION := ${tag}\$" Makefile || { echo "set-image-tag: Makefile has no 'VERSION :=' line" >&2; exit 1; }
 grep -q "^ARG VERSION=${tag}\$" Dockerfile || { echo "set-image-tag: Dockerfile has no 'ARG VERSION=' line" >&2; exit 1; }
-echo "set-image-tag: Makefile VERSION and Dockerfile ARG VERSION are ${tag}"
+chart=charts/elasti/Chart.yaml
+sed -i -E -e "s/^appVersion:.*/appVersion: ${tag}/" -e "s/^version:.*/version: ${tag#v}/" "$chart"
+grep -q "^appVersion: ${tag}\$" "$chart" && grep -q "^version: ${tag#v}\$" "$chart" ||
+  { echo "set-image-tag: $chart has no 'version:' or 'appVersion:' line" >&2; exit 1; }
+echo "set-image-tag: Makefile VERSION, Dockerfile ARG VERSION and $chart are ${tag}"

@@ -30,6 +30,7 @@ const (
 	CoreDNSBinary               = "coredns"
 	TraefikBinary               = "traefik"
 	PrometheusBinary            = "prometheus"
+	HelmBinary                  = "helm" // charts/elasti's lint, render and install
 	// KwokStagesFile is kwok's stages (node and pod lifecycle) in one
 	// multi-document file, for kwok's --config.
 	KwokStagesFile = "stages.yaml"
@@ -48,12 +49,13 @@ var Binaries = []string{
 	CoreDNSBinary,
 	TraefikBinary,
 	PrometheusBinary,
+	HelmBinary,
 }
 
 // EnsureBinaries returns the directory holding etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubectl, kube-proxy, kubelet (one
 // Kubernetes version), kwok and kwok's stages, CoreDNS (with its kubernetes
-// plugin), Traefik and Prometheus, building them through
+// plugin), Traefik, Prometheus and helm, building them through
 // hack/build-cluster-bins.sh on a cold machine. The script also installs the host packages kube-proxy needs
 // (nft, conntrack, ip) and those the real node needs (containerd, runc, the
 // CNI plugins) when they are missing. Its progress lines are copied
@@ -86,6 +88,33 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (string, error) {
 		return "", fmt.Errorf("hack/build-cluster-bins.sh finished, but %w", err)
 	}
 	return dir, nil
+}
+
+// EnsureHelm returns the path of the pinned helm, building it through
+// `hack/build-cluster-bins.sh helm` on a cold machine (progress lines go to
+// progress) without the cluster binaries or host packages, for checks that
+// only render the chart. With BinDirEnv set, that directory's helm is used.
+func EnsureHelm(ctx context.Context, progress io.Writer) (string, error) {
+	dir := os.Getenv(BinDirEnv)
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-cluster-bins.sh"), HelmBinary)
+		cmd.Stdout = &out
+		cmd.Stderr = progress
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("building helm with hack/build-cluster-bins.sh helm: %w", err)
+		}
+		dir = strings.TrimSpace(out.String())
+	}
+	path := filepath.Join(dir, HelmBinary)
+	if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("no executable helm at %s", path)
+	}
+	return path, nil
 }
 
 // checkBinaries reports every file of Binaries that dir lacks or that is not

@@ -490,7 +490,7 @@ func write(t *testing.T, dir, rel, content string) {
 func copyTree(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, d := range []string{"manifests", "deploy"} {
+	for _, d := range []string{"manifests", "deploy", "charts"} {
 		if err := os.CopyFS(filepath.Join(dir, d), os.DirFS(filepath.Join(root, d))); err != nil {
 			t.Fatal(err)
 		}
@@ -564,6 +564,34 @@ func TestSetImageTagRetagsEverything(t *testing.T) {
 	if src, _ := os.ReadFile(op); !strings.Contains(string(src), `image: "`+elastiImage+`operator:`+tag+`"`) {
 		t.Errorf("the digest-pinned, quoted operator image was not retagged:\n%s", src)
 	}
+	report(t, chartVersionProblems(dir, tag))
+}
+
+// TestChartVersionIsTheRelease: charts/elasti runs the images of VERSION
+// by default (its appVersion) and is versioned as that release.
+func TestChartVersionIsTheRelease(t *testing.T) {
+	version, err := readVersion(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(t, chartVersionProblems(root, version))
+}
+
+// chartVersionProblems lists where charts/elasti/Chart.yaml disagrees with
+// the release version.
+func chartVersionProblems(dir, version string) []string {
+	src, err := os.ReadFile(filepath.Join(dir, "charts", "elasti", "Chart.yaml"))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	for field, want := range map[string]string{"appVersion": version, "version": strings.TrimPrefix(version, "v")} {
+		m := regexp.MustCompile(`(?m)^` + field + `:\s*(\S+)\s*$`).FindSubmatch(src)
+		if m == nil || string(m[1]) != want {
+			problems = append(problems, fmt.Sprintf("charts/elasti/Chart.yaml: %s is not %q (make set-image-tag TAG=... sets it)", field, want))
+		}
+	}
+	return problems
 }
 
 func TestSetImageTagRefusesNonReleases(t *testing.T) {
