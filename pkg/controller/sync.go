@@ -446,8 +446,13 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	// say), the finalizer must still go eventually.
 	if targetPresent && state.Replicas == 0 && withinGrace {
 		replicas := directory.EntryFor(es).MinTargetReplicas
-		if err := c.scaler.Scale(ctx, ref, replicas); err != nil {
+		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
+		if !scaletarget.Woken(err) {
 			return err
+		}
+		if err != nil {
+			// Retried below, on the pass the target's update event brings.
+			logger.Error(err, "Restored target before deletion; KEDA stays paused", "target", ref.String())
 		}
 		logger.V(2).Info("Restored target before deletion", "target", ref.String(), "replicas", replicas)
 		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
@@ -458,7 +463,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 	// The idle poller may have paused KEDA at zero; an ElastiService that
 	// goes away must hand the target back to it.
-	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil && !apierrors.IsNotFound(err) {
+	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
 		return err
 	}
 

@@ -7,7 +7,6 @@ package idle
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -198,7 +197,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if !window.Active(now) {
 		// Outside the window the service must be available.
 		if state.Replicas == 0 {
-			if err := p.scaleUp(ctx, es, ref, entry); err != nil {
+			if !p.scaleUp(ctx, es, ref, entry) {
 				return OutcomeScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
@@ -288,14 +287,16 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	return last
 }
 
-func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) error {
-	if err := p.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
+// scaleUp wakes the target outside the enabled period and reports whether
+// it is up (see scaletarget.Wake for the error policy).
+func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
+	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
+	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)
-		return err
+		return false
 	}
-	if err := scaletarget.ResumeKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
-		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Resuming KEDA failed: %v", err)
-		return fmt.Errorf("resume KEDA: %w", err)
+	if err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaled up outside the enabled period, but resuming KEDA failed: %v", err)
 	}
-	return nil
+	return true
 }

@@ -265,15 +265,14 @@ func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 	if state.Replicas >= entry.MinTargetReplicas {
 		return OutcomeAlreadyUp, state.Generation, nil
 	}
-	if err := s.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
+	err = scaletarget.Wake(ctx, s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
+	if !scaletarget.Woken(err) {
 		return OutcomeFailed, 0, err
 	}
-	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
-	if err := scaletarget.ResumeKEDA(ctx, s.scaler, ref.Namespace, entry.Autoscaler); err != nil {
-		// The target is up; KEDA staying paused only delays scaling beyond
-		// the minimum, so report it without failing the wake.
-		logger.Error(err, "Could not resume KEDA after scale-up")
+	if err != nil {
+		logger.Error(err, "Woke the target; KEDA stays paused")
 	}
+	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
 	// The status write must never delay the answer to the resolver.
 	now := s.clock.Now()
 	if s.Woke != nil {
