@@ -124,6 +124,14 @@ func newFixture(t *testing.T) *fixture {
 	}
 }
 
+// nopObserver is an Observer that ignores every measurement.
+type nopObserver struct{}
+
+func (nopObserver) ObserveSync(time.Duration, error)                     {}
+func (nopObserver) ObserveMode(types.NamespacedName, string)             {}
+func (nopObserver) ModeSwitched(types.NamespacedName, string, time.Time) {}
+func (nopObserver) ForgetElastiService(types.NamespacedName)             {}
+
 // newController builds the controller over fake clientsets and seeds the
 // informers' indexers. The informers are never started.
 func (f *fixture) newController(ctx context.Context) *Controller {
@@ -181,7 +189,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
 		DeletionGrace:        deletionGrace,
-	}, nil)
+	}, nopObserver{}, nil)
 	if err != nil {
 		f.t.Fatalf("New: %v", err)
 	}

@@ -65,45 +65,61 @@ type Config struct {
 	QueryTimeout time.Duration
 }
 
+// Router is what the poller needs of the controller that routes each
+// ElastiService's Service (controller.Controller is one).
+type Router interface {
+	// Manages says whether the controller currently drives es's Service
+	// and has it Ready; the poller leaves every other one alone, so it
+	// never scales a target nothing could wake.
+	Manages(es *elastiv1alpha1.ElastiService) bool
+	// Moving says whether a change of es's spec.service is still under
+	// way. The move wakes the target and keeps the old Service fronted
+	// until a pod serves it; scaling the target down meanwhile would only
+	// have the move wake it again, so the poller waits.
+	Moving(es *elastiv1alpha1.ElastiService) bool
+	// FrontForScaleDown puts the resolver in front of es's Service before
+	// its target is scaled to zero, and is told the scale's outcome
+	// through done: make before break, so the Service never goes without
+	// endpoints even if the operator dies right after the scale write.
+	FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
+}
+
+// WakeLog reports a wake that status.lastScaledUpTime may not show yet, so
+// a poll right after a wake never undoes it.
+type WakeLog interface {
+	LastWake(es types.NamespacedName) (time.Time, bool)
+}
+
+// Observer receives each evaluation's outcome with the trigger failure
+// reason (empty unless the outcome is trigger_error), and each poll's start
+// and duration (metrics.Operator is one).
+type Observer interface {
+	ObserveIdleEvaluation(outcome string, reason triggers.Reason)
+	ObservePoll(start time.Time, d time.Duration)
+}
+
 // Poller evaluates triggers and scales idle targets to zero.
 type Poller struct {
 	lister   elastilisters.ElastiServiceLister
 	scaler   scaletarget.Interface
+	router   Router
+	wakes    WakeLog
+	observer Observer
 	client   *triggers.Client
 	recorder record.EventRecorder
 	cfg      Config
 	clock    clock.PassiveClock
-	// Observe, when set, receives each evaluation's outcome and the trigger
-	// failure reason (empty unless the outcome is trigger_error).
-	Observe func(outcome string, reason triggers.Reason)
-	// ObserveRun, when set, receives each poll's start and duration.
-	ObserveRun func(start time.Time, d time.Duration)
-	// RecentWake, when set, reports a wake that status.lastScaledUpTime may
-	// not show yet, so a poll right after a wake never undoes it.
-	RecentWake func(es types.NamespacedName) (time.Time, bool)
-	// Manages, when set, says whether the controller currently drives es's
-	// Service and has it Ready; the poller leaves every other one alone, so
-	// it never scales a target nothing could wake.
-	Manages func(es *elastiv1alpha1.ElastiService) bool
-	// Moving, when set, says whether a change of es's spec.service is
-	// still under way. The move wakes the target and keeps the old Service
-	// fronted until a pod serves it; scaling the target down meanwhile
-	// would only have the move wake it again, so the poller waits.
-	Moving func(es *elastiv1alpha1.ElastiService) bool
-	// Front, when set, puts the resolver in front of es's Service before
-	// its target is scaled to zero, and is told the scale's outcome through
-	// done: make before break, so the Service never goes without endpoints
-	// even if the operator dies right after the scale write.
-	Front func(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
 }
 
-// New returns a poller.
-func New(lister elastilisters.ElastiServiceLister, scaler scaletarget.Interface, recorder record.EventRecorder, cfg Config) *Poller {
+// New returns a poller. Every collaborator is required.
+func New(lister elastilisters.ElastiServiceLister, scaler scaletarget.Interface, router Router, wakes WakeLog,
+	recorder record.EventRecorder, observer Observer, cfg Config) *Poller {
 	if cfg.Parallelism < 1 {
 		cfg.Parallelism = 1
 	}
 	return &Poller{
-		lister: lister, scaler: scaler, recorder: recorder, cfg: cfg, clock: clock.RealClock{},
+		lister: lister, scaler: scaler, router: router, wakes: wakes, observer: observer,
+		recorder: recorder, cfg: cfg, clock: clock.RealClock{},
 		client: &triggers.Client{Timeout: cfg.QueryTimeout},
 	}
 }
@@ -142,10 +158,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	for range min(p.cfg.Parallelism, max(len(all), 1)) {
 		wg.Go(func() {
 			for es := range work {
-				outcome, reason := p.evaluateWith(ctx, es, &client)
-				if p.Observe != nil {
-					p.Observe(outcome, reason)
-				}
+				p.observer.ObserveIdleEvaluation(p.evaluateWith(ctx, es, &client))
 			}
 		})
 	}
@@ -157,9 +170,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	}
 	close(work)
 	wg.Wait()
-	if p.ObserveRun != nil {
-		p.ObserveRun(start, p.clock.Since(start))
-	}
+	p.observer.ObservePoll(start, p.clock.Since(start))
 	klog.FromContext(ctx).V(4).Info("Poll finished", "elastiServices", len(all), "duration", p.clock.Since(start))
 }
 
@@ -175,10 +186,10 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if es.DeletionTimestamp != nil {
 		return OutcomeDeleting, ""
 	}
-	if p.Manages != nil && !p.Manages(es) {
+	if !p.router.Manages(es) {
 		return OutcomeNotManaged, ""
 	}
-	if p.Moving != nil && p.Moving(es) {
+	if p.router.Moving(es) {
 		return OutcomeMoving, ""
 	}
 	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
@@ -242,16 +253,12 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 // scaleToZero puts the resolver in front, then scales the target to zero.
 // A wake that lands in between (after decided) calls the scale-down off.
 func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) string {
-	done := func(bool) {}
-	if p.Front != nil {
-		frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
-		d, err := p.Front(frontCtx, es)
-		cancel()
-		if err != nil {
-			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
-			return OutcomeNotFronted
-		}
-		done = d
+	frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
+	done, err := p.router.FrontForScaleDown(frontCtx, es)
+	cancel()
+	if err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
+		return OutcomeNotFronted
 	}
 	if p.lastWake(es).After(decided) {
 		done(false)
@@ -279,10 +286,8 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	if es.Status.LastScaledUpTime != nil {
 		last = es.Status.LastScaledUpTime.Time
 	}
-	if p.RecentWake != nil {
-		if t, ok := p.RecentWake(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}); ok && t.After(last) {
-			last = t
-		}
+	if t, ok := p.wakes.LastWake(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}); ok && t.After(last) {
+		last = t
 	}
 	return last
 }

@@ -15,11 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -206,19 +204,20 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
 		return nil, err
 	}
-	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
+	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready, o.Metrics,
 		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow, Tokens: opts.WakeTokens})
-	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller.Recorder(), idle.Config{
-		Interval:     opts.PollingInterval,
-		Parallelism:  opts.PollParallelism,
-		QueryTimeout: opts.QueryTimeout,
-		Defaults: triggers.Defaults{
-			ServerAddress:       opts.PrometheusServerAddress,
-			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
-			AllowedServers:      opts.PrometheusAllowedServers,
-		},
-	})
-	o.connect()
+	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.ScaleServer,
+		o.Controller.Recorder(), o.Metrics, idle.Config{
+			Interval:     opts.PollingInterval,
+			Parallelism:  opts.PollParallelism,
+			QueryTimeout: opts.QueryTimeout,
+			Defaults: triggers.Defaults{
+				ServerAddress:       opts.PrometheusServerAddress,
+				AuthorizationHeader: opts.PrometheusAuthorizationHeader,
+				AllowedServers:      opts.PrometheusAllowedServers,
+			},
+		})
+	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
 	return o, nil
 }
 
@@ -269,7 +268,7 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
 		DeletionGrace:        opts.DeletionGrace,
-	}, o.Metrics.Queues)
+	}, o.Metrics, o.Metrics.Queues)
 	if err != nil {
 		return err
 	}
@@ -278,30 +277,6 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 	eventsCfg.QPS, eventsCfg.Burst = 50, 100
 	ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg)
 	return err
-}
-
-// connect wires the parts to each other and to the metrics.
-func (o *Operator) connect() {
-	o.Controller.Observer = controller.Observer{
-		Sync:     o.Metrics.ObserveSync,
-		Mode:     o.Metrics.ObserveMode,
-		Switched: o.Metrics.ModeSwitched,
-		Gone:     o.Metrics.ForgetElastiService,
-	}
-	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
-	o.ScaleServer.Woke = o.Metrics.WakeStarted
-	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
-	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
-	o.Poller.ObserveRun = o.Metrics.ObservePoll
-	o.Poller.RecentWake = o.ScaleServer.LastWake
-	o.Poller.Front = o.Controller.FrontForScaleDown
-	o.Poller.Moving = o.Controller.Moving
-	o.Poller.Manages = func(es *elastiv1alpha1.ElastiService) bool {
-		entry, ok := o.Directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
-		ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
-		return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
-			ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
-	}
 }
 
 // Synced reports whether every informer cache has synced.

@@ -42,7 +42,7 @@ func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeStatus) {
 		cfg.Tokens = fuzzTokens{}
 	}
 	scaler, status := &fakeScaler{}, &fakeStatus{}
-	return New(context.Background(), dir, scaler, status, func() bool { return true }, cfg), scaler, status
+	return New(context.Background(), dir, scaler, status, func() bool { return true }, &outcomes{}, cfg), scaler, status
 }
 
 // FuzzHandler sends arbitrary methods, Authorization headers and bodies to

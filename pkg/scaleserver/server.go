@@ -67,20 +67,24 @@ func DefaultConfig() Config {
 	return Config{ScaleTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
 }
 
+// Observer receives every request's outcome and duration, and every
+// scale-up a request caused (metrics.Operator is one).
+type Observer interface {
+	ObserveScaleRequest(outcome string, d time.Duration)
+	WakeStarted(es types.NamespacedName, at time.Time)
+}
+
 // Server handles POST /informer/incoming-request.
 type Server struct {
 	dir    *directory.Directory
 	scaler scaletarget.Interface
 	status StatusRecorder
 	// ready reports whether this replica may act: leader with synced caches.
-	ready   func() bool
-	cfg     Config
-	clock   clock.PassiveClock
-	baseCtx context.Context
-	// Observe, when set, receives every request's outcome and duration.
-	Observe func(outcome string, d time.Duration)
-	// Woke, when set, is told of every scale-up a request caused.
-	Woke func(es types.NamespacedName, at time.Time)
+	ready    func() bool
+	cfg      Config
+	clock    clock.PassiveClock
+	baseCtx  context.Context
+	observer Observer
 
 	// calls coalesces concurrent wakes of one service.
 	calls   singleflight.Group
@@ -105,9 +109,10 @@ type settledWake struct {
 
 // New returns a server. baseCtx outlives requests: a scale started for one
 // client finishes even if that client hangs up, because others may wait on it.
-func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, status StatusRecorder, ready func() bool, cfg Config) *Server {
+func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, status StatusRecorder, ready func() bool,
+	observer Observer, cfg Config) *Server {
 	return &Server{
-		dir: dir, scaler: scaler, status: status, ready: ready, cfg: cfg,
+		dir: dir, scaler: scaler, status: status, ready: ready, observer: observer, cfg: cfg,
 		clock: clock.RealClock{}, baseCtx: baseCtx,
 		settled: map[types.NamespacedName]settledWake{},
 		woken:   map[types.NamespacedName]time.Time{},
@@ -137,9 +142,7 @@ type response struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
 	outcome, code, msg := s.handle(r)
-	if s.Observe != nil {
-		s.Observe(outcome, s.clock.Since(start))
-	}
+	s.observer.ObserveScaleRequest(outcome, s.clock.Since(start))
 	switch code {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
@@ -275,9 +278,7 @@ func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
 	// The status write must never delay the answer to the resolver.
 	now := s.clock.Now()
-	if s.Woke != nil {
-		s.Woke(entry.ElastiService, now)
-	}
+	s.observer.WakeStarted(entry.ElastiService, now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.woken[entry.ElastiService] = now

@@ -94,7 +94,7 @@ func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Serve
 	}
 	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
 	status := &fakeStatus{}
-	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, cfg)
+	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, &outcomes{}, cfg)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return s, status, srv.URL + Path
