@@ -125,6 +125,15 @@ type Observer interface {
 	ForgetElastiService(es types.NamespacedName)
 }
 
+// Replicas is told the replicas of each ElastiService's target as its
+// informer shows them change, so that a scale-up from zero by anyone, not
+// only a wake, starts the cooldown (idle.Wakes is one).
+type Replicas interface {
+	ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32)
+	// Forget drops what is known of an ElastiService that no longer exists.
+	Forget(es types.NamespacedName)
+}
+
 // Config holds the operator's tunables.
 type Config struct {
 	// ResolverNamespace/ResolverService locate the resolver, whose Ready
@@ -192,6 +201,7 @@ type Controller struct {
 	recorder    record.EventRecorder
 
 	observer Observer
+	replicas Replicas
 	// EventClient writes Events; nil uses the main client. A separate
 	// client gives events their own rate limit, so a burst of events never
 	// delays reconciles.
@@ -270,10 +280,12 @@ func (s *supersededVersions) forget(key cache.ObjectName) {
 }
 
 // New wires the controller's handlers onto the informers. Start the
-// informers after New and before Run. observer receives the measurements;
-// metrics, which may be nil, those of the queues.
+// informers after New and before Run. observer receives the measurements,
+// replicas the targets' replicas; metrics, which may be nil, the queues'
+// measurements.
 func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interface, scaler *scaletarget.Scaler,
-	dir *directory.Directory, inf Informers, cfg Config, observer Observer, metrics workqueue.MetricsProvider) (*Controller, error) {
+	dir *directory.Directory, inf Informers, cfg Config, observer Observer, replicas Replicas,
+	metrics workqueue.MetricsProvider) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	if r := cfg.ResolverPortRange; r.First < 1 || r.Last > 65535 || r.First > r.Last {
 		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
@@ -285,6 +297,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		scaler:         scaler,
 		directory:      dir,
 		observer:       observer,
+		replicas:       replicas,
 		ports:          portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
 		cfg:            cfg,
 		clock:          clock.RealClock{},

@@ -61,6 +61,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 		c.directory.ReleaseAll(gone)
 		c.releasePorts(ctx, gone)
 		c.observer.ForgetElastiService(gone)
+		c.replicas.Forget(gone)
 		return nil
 	}
 	if err != nil {

@@ -84,10 +84,15 @@ type Router interface {
 	FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
 }
 
-// WakeLog reports a wake that status.lastScaledUpTime may not show yet, so
-// a poll right after a wake never undoes it.
+// WakeLog is where cooldowns start (Wakes is one).
 type WakeLog interface {
+	// LastWake reports a scale-up from zero that status.lastScaledUpTime
+	// may not show yet, so a poll right after one never undoes it.
 	LastWake(es types.NamespacedName) (time.Time, bool)
+	// ObserveReplicas is told the replicas each evaluation reads, so a
+	// poll that reads a target someone scaled up from zero before the
+	// controller has reported it still starts its cooldown.
+	ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32)
 }
 
 // Observer receives each evaluation's outcome with the trigger failure
@@ -202,6 +207,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if err != nil {
 		return OutcomeTargetMissing, ""
 	}
+	p.wakes.ObserveReplicas(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, state.Replicas)
 	entry := directory.EntryFor(es)
 	now := p.clock.Now()
 

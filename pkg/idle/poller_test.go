@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -85,6 +86,8 @@ func (w wakeLog) LastWake(es types.NamespacedName) (time.Time, bool) {
 	}
 	return w(es)
 }
+
+func (w wakeLog) ObserveReplicas(context.Context, types.NamespacedName, int32) {}
 
 // observer is an Observer; nil fields ignore what they are told.
 type observer struct {
@@ -313,5 +316,38 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 				t.Errorf("scaled %v, done %v; want %v and %v", scaler.scaled, done, c.wantScaled, c.wantDone)
 			}
 		})
+	}
+}
+
+// A target someone scaled up from zero by hand gets the cooldown a wake
+// gets, even when the poll reads it before the controller reports it: the
+// triggers are idle, but it stays up until the cooldown has passed.
+func TestScaleUpFromZeroByHandIsNotUndoneWithinTheCooldown(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	scaler := &fakeScaler{replicas: 0}
+	es := elastiService(nil)
+	status := &statusWrites{}
+	wakes := NewWakes(ctx, status, time.Second)
+	clock := clocktesting.NewFakePassiveClock(now)
+	wakes.clock = clock
+	p := New(nil, scaler, fakeRouter{}, wakes, record.NewFakeRecorder(10), observer{},
+		Config{QueryTimeout: time.Second, Defaults: triggers.Defaults{ServerAddress: prometheus(t, "0")}})
+	p.clock = clock
+
+	if got, _ := p.Evaluate(ctx, es); got != OutcomeAlreadyZero {
+		t.Fatalf("at zero: outcome %q, want %q", got, OutcomeAlreadyZero)
+	}
+	clock.SetTime(now.Add(time.Second))
+	scaler.replicas = 1 // kubectl scale --replicas=1
+	if got, _ := p.Evaluate(ctx, es); got != OutcomeCooldown {
+		t.Errorf("scaled up by hand: outcome %q, want %q", got, OutcomeCooldown)
+	}
+	clock.SetTime(now.Add(time.Second + time.Duration(es.Spec.CooldownPeriod)*time.Second))
+	if got, _ := p.Evaluate(ctx, es); got != OutcomeScaledToZero {
+		t.Errorf("after the cooldown: outcome %q, want %q", got, OutcomeScaledToZero)
+	}
+	wakes.Wait()
+	if got := fmt.Sprint(status.writes); got != "[shop/web@1s]" {
+		t.Errorf("status writes %s, want the scale-up's", got)
 	}
 }

@@ -163,6 +163,8 @@ type Operator struct {
 	ScaleServer *scaleserver.Server
 	// Poller scales idle targets to zero; it runs only on the leader.
 	Poller *idle.Poller
+	// Wakes records every scale-up from zero, where each cooldown starts.
+	Wakes *idle.Wakes
 	// Metrics is the operator's own registry, served on /metrics.
 	Metrics *metrics.Operator
 
@@ -200,13 +202,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 
 	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
+	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.ScaleTimeout)
 	o.newInformerFactories(opts)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
 		return nil, err
 	}
-	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready, o.Metrics,
+	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
 		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow, Tokens: opts.WakeTokens})
-	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.ScaleServer,
+	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.Wakes,
 		o.Controller.Recorder(), o.Metrics, idle.Config{
 			Interval:     opts.PollingInterval,
 			Parallelism:  opts.PollParallelism,
@@ -268,7 +271,7 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
 		DeletionGrace:        opts.DeletionGrace,
-	}, o.Metrics, o.Metrics.Queues)
+	}, o.Metrics, o.Wakes, o.Metrics.Queues)
 	if err != nil {
 		return err
 	}
@@ -318,7 +321,7 @@ func (o *Operator) runLeader(ctx context.Context) error {
 	pollerDone.Go(func() { o.Poller.Run(ctx) })
 	err := o.Controller.Run(ctx)
 	pollerDone.Wait()
-	o.ScaleServer.Wait()
+	o.Wakes.Wait()
 	return err
 }
 
