@@ -285,8 +285,8 @@ func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	return OutcomeScaledToZero
 }
 
-// lastWake is the later of status.lastScaledUpTime and a wake this replica
-// made that the status does not show yet.
+// lastWake is the later of status.lastScaledUpTime and a scale-up from
+// zero this replica recorded that the status does not show yet.
 func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	var last time.Time
 	if es.Status.LastScaledUpTime != nil {
