@@ -1,14 +1,15 @@
 package controller
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
-
-	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
 )
 
 // Two ElastiServices name the same Service. Whichever syncs first, the older
@@ -70,4 +71,34 @@ func readyReason(es *elastiv1alpha1.ElastiService) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// The idle poller scales only the targets of ElastiServices the controller
+// drives now: holding their Service, and Ready at their current generation.
+func TestManagesOnlyTheReadyHolderOfItsService(t *testing.T) {
+	f := newFixture(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	holder := withStatus(newElastiService("web", "web", "web"), elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled)
+	// The Service is web, in the ElastiService's namespace: webKey names it too.
+	f.directory.Claim(webKey, directory.EntryFor(holder))
+	other := withStatus(newElastiService("other", "web", "web"), elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled)
+	notReady := holder.DeepCopy()
+	meta.SetStatusCondition(&notReady.Status.Conditions, metav1.Condition{Type: elastiv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: holder.Generation})
+	newSpec := holder.DeepCopy()
+	newSpec.Generation++
+	for _, tc := range []struct {
+		name string
+		es   *elastiv1alpha1.ElastiService
+		want bool
+	}{
+		{"ready holder", holder, true},
+		{"another ElastiService holds the Service", other, false},
+		{"not Ready", notReady, false},
+		{"Ready for an older generation", newSpec, false},
+	} {
+		if got := c.Manages(tc.es); got != tc.want {
+			t.Errorf("%s: Manages = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -112,16 +112,26 @@ const (
 	indexByOwner   = "byOwner"   // generated objects by namespace/name of the owning ElastiService
 )
 
-// Observer receives the controller's measurements. Nil fields are skipped.
-type Observer struct {
-	// Sync is called after every ElastiService sync.
-	Sync func(d time.Duration, err error)
-	// Mode reports an ElastiService's mode after a sync.
-	Mode func(es types.NamespacedName, mode string)
-	// Switched reports a mode switch as it is written.
-	Switched func(es types.NamespacedName, mode string, at time.Time)
-	// Gone reports an ElastiService that no longer exists.
-	Gone func(es types.NamespacedName)
+// Observer receives the controller's measurements (metrics.Operator is
+// one).
+type Observer interface {
+	// ObserveSync is called after every ElastiService sync.
+	ObserveSync(d time.Duration, err error)
+	// ObserveMode reports an ElastiService's mode after a sync.
+	ObserveMode(es types.NamespacedName, mode string)
+	// ModeSwitched reports a mode switch as it is written.
+	ModeSwitched(es types.NamespacedName, mode string, at time.Time)
+	// ForgetElastiService reports an ElastiService that no longer exists.
+	ForgetElastiService(es types.NamespacedName)
+}
+
+// Replicas is told the replicas of each ElastiService's target as its
+// informer shows them change, so that a scale-up from zero by anyone, not
+// only a wake, starts the cooldown (idle.Wakes is one).
+type Replicas interface {
+	ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32)
+	// Forget drops what is known of an ElastiService that no longer exists.
+	Forget(es types.NamespacedName)
 }
 
 // Config holds the operator's tunables.
@@ -190,8 +200,8 @@ type Controller struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 
-	// Observer receives measurements; set it before Run.
-	Observer Observer
+	observer Observer
+	replicas Replicas
 	// EventClient writes Events; nil uses the main client. A separate
 	// client gives events their own rate limit, so a burst of events never
 	// delays reconciles.
@@ -270,9 +280,12 @@ func (s *supersededVersions) forget(key cache.ObjectName) {
 }
 
 // New wires the controller's handlers onto the informers. Start the
-// informers after New and before Run.
+// informers after New and before Run. observer receives the measurements,
+// replicas the targets' replicas; metrics, which may be nil, the queues'
+// measurements.
 func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interface, scaler *scaletarget.Scaler,
-	dir *directory.Directory, inf Informers, cfg Config, metrics workqueue.MetricsProvider) (*Controller, error) {
+	dir *directory.Directory, inf Informers, cfg Config, observer Observer, replicas Replicas,
+	metrics workqueue.MetricsProvider) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	if r := cfg.ResolverPortRange; r.First < 1 || r.Last > 65535 || r.First > r.Last {
 		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
@@ -283,6 +296,8 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		elastiClient:   elasti,
 		scaler:         scaler,
 		directory:      dir,
+		observer:       observer,
+		replicas:       replicas,
 		ports:          portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
 		cfg:            cfg,
 		clock:          clock.RealClock{},
@@ -347,9 +362,7 @@ func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
 	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
 		start := c.clock.Now()
 		err := c.syncHandler(ctx, key)
-		if c.Observer.Sync != nil {
-			c.Observer.Sync(c.clock.Since(start), err)
-		}
+		c.observer.ObserveSync(c.clock.Since(start), err)
 		return err
 	}, metrics)
 	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)

@@ -80,6 +80,8 @@ type fixture struct {
 	directory    *directory.Directory
 	recorder     *record.FakeRecorder
 	scaler       *scaletarget.Scaler
+	// replicas records what the controller tells its Replicas observer.
+	replicas *seenReplicas
 
 	// Objects seeded into the informers' indexers and the fake clientsets.
 	elastiServices []*elastiv1alpha1.ElastiService
@@ -122,6 +124,24 @@ func newFixture(t *testing.T) *fixture {
 		clock:     testingclock.NewFakeClock(t0),
 		directory: directory.New(),
 	}
+}
+
+// nopObserver is an Observer that ignores every measurement.
+type nopObserver struct{}
+
+func (nopObserver) ObserveSync(time.Duration, error)                     {}
+func (nopObserver) ObserveMode(types.NamespacedName, string)             {}
+func (nopObserver) ModeSwitched(types.NamespacedName, string, time.Time) {}
+func (nopObserver) ForgetElastiService(types.NamespacedName)             {}
+
+// seenReplicas is a Replicas observer that records what it is told.
+type seenReplicas struct{ seen []string }
+
+func (s *seenReplicas) ObserveReplicas(_ context.Context, es types.NamespacedName, replicas int32) {
+	s.seen = append(s.seen, fmt.Sprintf("%s=%d", es, replicas))
+}
+func (s *seenReplicas) Forget(es types.NamespacedName) {
+	s.seen = append(s.seen, "forget "+es.String())
 }
 
 // newController builds the controller over fake clientsets and seeds the
@@ -169,6 +189,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		portRange = testPortRange
 	}
 	// No RolloutInformer: Rollout targets must report the CRD as missing.
+	f.replicas = &seenReplicas{}
 	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Informer().GetIndexer(), inf.StatefulSets.Informer().GetIndexer(), nil)
 
 	c, err := New(ctx, f.kubeClient, f.elastiClient, f.scaler, f.directory, inf, Config{
@@ -181,7 +202,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
 		DeletionGrace:        deletionGrace,
-	}, nil)
+	}, nopObserver{}, f.replicas, nil)
 	if err != nil {
 		f.t.Fatalf("New: %v", err)
 	}

@@ -65,7 +65,9 @@ func indexByOwnerElastiService(obj any) ([]string, error) {
 // goes ahead of every other key: someone else scaled the target down, and
 // its Service is dark from the moment the cluster drops the pods' endpoints
 // until that sync writes the slice. When thousands are scaled down at once,
-// their status writes and other syncs must not come first.
+// their status writes and other syncs must not come first. Each
+// ElastiService's replicas observer is told the target's replicas too, so a
+// scale-up from zero by anyone starts its cooldown.
 func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) error {
 	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
 	if err != nil || len(objs) == 0 {
@@ -75,6 +77,9 @@ func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) 
 	atZero := err == nil && state.Replicas == 0
 	for _, obj := range objs {
 		es := obj.(*elastiv1alpha1.ElastiService)
+		if err == nil && es.DeletionTimestamp == nil {
+			c.replicas.ObserveReplicas(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, state.Replicas)
+		}
 		urgent := atZero && !c.resolverSliceExists(es.Namespace, es.Spec.Service)
 		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es), "urgent", urgent)
 		if urgent {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+
 	"errors"
 	"slices"
 	"strings"
@@ -73,6 +75,27 @@ func TestTargetAtZeroWithoutResolverSliceIsUrgent(t *testing.T) {
 		wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: name}))
 	}
 	wantKeys(t, "Deployments at zero and up", keys(), "shop/fronted", "shop/up", "shop/web (urgent)")
+}
+
+// Every ElastiService naming a target is told its replicas, so a
+// scale-up from zero by anyone starts its cooldown; one being deleted, or
+// whose target cannot be read, is told nothing.
+func TestTargetReplicasReachTheReplicasObserver(t *testing.T) {
+	f := newFixture(t)
+	deleting := newElastiService("deleting", "other", "web")
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	f.elastiServices = append(f.elastiServices, newElastiService("web", "web", "web"), deleting, newElastiService("gone", "gone", "gone"))
+	f.deployments = append(f.deployments, newDeployment("web", 3))
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	capture(c)
+
+	for _, name := range []string{"web", "gone"} {
+		wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: name}))
+	}
+	if got, want := fmt.Sprint(f.replicas.seen), "[shop/web=3]"; got != want {
+		t.Errorf("observed %s, want %s", got, want)
+	}
 }
 
 func TestSyncSliceServiceEnqueues(t *testing.T) {

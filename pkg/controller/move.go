@@ -199,8 +199,12 @@ func (c *Controller) wakeForMove(ctx context.Context, es *elastiv1alpha1.ElastiS
 		return state.Replicas, nil
 	}
 	replicas := directory.EntryFor(es).MinTargetReplicas
-	if err := c.scaler.Scale(ctx, ref, replicas); err != nil {
+	err = scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
+	if !scaletarget.Woken(err) {
 		return 0, err
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Woke the target for a move; KEDA stays paused", "target", ref.String())
 	}
 	klog.FromContext(ctx).V(2).Info("Woke the target for a move", "target", ref.String(), "replicas", replicas, "oldServices", fronted)
 	c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonWokenForMove,

@@ -60,9 +60,8 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 		c.drains.forget(key)
 		c.directory.ReleaseAll(gone)
 		c.releasePorts(ctx, gone)
-		if c.Observer.Gone != nil {
-			c.Observer.Gone(gone)
-		}
+		c.observer.ForgetElastiService(gone)
+		c.replicas.Forget(gone)
 		return nil
 	}
 	if err != nil {
@@ -212,9 +211,7 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// the delay only guards against missing that. Either way the key
 		// waits its turn, so under a large backlog the status can say
 		// serve for minutes after traffic went to the resolver.
-		if c.Observer.Mode != nil {
-			c.Observer.Mode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, elastiv1alpha1.ModeProxy)
-		}
+		c.observer.ObserveMode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, elastiv1alpha1.ModeProxy)
 		return workloop.RequeueAfter(statusFollowUp)
 	}
 	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
@@ -311,8 +308,8 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		next.Mode = mode
 	}
 	next.ObservedGeneration = es.Generation
-	if c.Observer.Mode != nil && es.DeletionTimestamp == nil {
-		c.Observer.Mode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, next.Mode)
+	if es.DeletionTimestamp == nil {
+		c.observer.ObserveMode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, next.Mode)
 	}
 	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
 		LastTransitionTime: metav1.NewTime(c.clock.Now()),
@@ -353,9 +350,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 
 func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
 	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
-	if c.Observer.Switched != nil {
-		c.Observer.Switched(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, mode, c.clock.Now())
-	}
+	c.observer.ModeSwitched(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, mode, c.clock.Now())
 	if es.Status.Mode == "" {
 		// A first mode is an adoption, not a switch: no event, so starting
 		// on a large fleet does not write one event per ElastiService.
@@ -446,8 +441,13 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	// say), the finalizer must still go eventually.
 	if targetPresent && state.Replicas == 0 && withinGrace {
 		replicas := directory.EntryFor(es).MinTargetReplicas
-		if err := c.scaler.Scale(ctx, ref, replicas); err != nil {
+		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
+		if !scaletarget.Woken(err) {
 			return err
+		}
+		if err != nil {
+			// Retried below, on the pass the target's update event brings.
+			logger.Error(err, "Restored target before deletion; KEDA stays paused", "target", ref.String())
 		}
 		logger.V(2).Info("Restored target before deletion", "target", ref.String(), "replicas", replicas)
 		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
@@ -458,7 +458,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 	// The idle poller may have paused KEDA at zero; an ElastiService that
 	// goes away must hand the target back to it.
-	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil && !apierrors.IsNotFound(err) {
+	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
 		return err
 	}
 
@@ -578,4 +578,15 @@ func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
 	// slice's owner is the one in charge.
 	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
 	return err != nil || len(slice.OwnerReferences) == 0 || hasOwnerRef(slice.OwnerReferences, es)
+}
+
+// Manages reports whether the controller drives es's Service now: es holds
+// it in the directory and is Ready at its current generation. Only then is
+// there a resolver to put in front of the Service and a wake path back, so
+// the idle poller scales no other ElastiService's target.
+func (c *Controller) Manages(es *elastiv1alpha1.ElastiService) bool {
+	entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
+	ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
+	return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
+		ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
 }

@@ -40,7 +40,7 @@ func TriggersCondition(es *elastiv1alpha1.ElastiService, err error) metav1.Condi
 }
 
 // ConditionWriter records evaluations as the TriggersEvaluated condition
-// (use its Report as Poller.Evaluated). It writes only when the condition's
+// (the operator's EvaluationReporter). It writes only when the condition's
 // status, reason or generation changes, and a clean evaluation only clears
 // a failure: a fleet whose triggers always work costs no status write per
 // poll, and has no such condition at all.

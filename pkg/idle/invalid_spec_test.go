@@ -19,11 +19,11 @@ import (
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
-// Even with no Manages hook, as right after an upgrade that tightened the
-// limits, when a spec that an older operator marked Ready reaches the
-// poller before the controller has looked at it again: triggers the
-// operator cannot serve never send a request to Prometheus, scale
-// nothing, and their event stays short.
+// Even when the controller still says it manages the ElastiService, as
+// right after an upgrade that tightened the limits, when a spec that an
+// older operator marked Ready reaches the poller before the controller has
+// looked at it again: triggers the operator cannot serve never send a
+// request to Prometheus, scale nothing, and their event stays short.
 func TestInvalidTriggersNeverReachPrometheus(t *testing.T) {
 	var requests atomic.Int32
 	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +45,7 @@ func TestInvalidTriggersNeverReachPrometheus(t *testing.T) {
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			_ = indexer.Add(es)
 			recorder := record.NewFakeRecorder(10)
-			p := New(elastilisters.NewElastiServiceLister(indexer), scaler, recorder, Config{
+			p := New(elastilisters.NewElastiServiceLister(indexer), scaler, fakeRouter{}, wakeLog(nil), recorder, observer{}, noEvaluations{}, Config{
 				Interval: time.Second, Parallelism: 1, QueryTimeout: time.Second,
 				Defaults: triggers.Defaults{ServerAddress: prom.URL},
 			})

@@ -7,7 +7,6 @@ package idle
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -66,49 +65,75 @@ type Config struct {
 	QueryTimeout time.Duration
 }
 
+// Router is what the poller needs of the controller that routes each
+// ElastiService's Service (controller.Controller is one).
+type Router interface {
+	// Manages says whether the controller currently drives es's Service
+	// and has it Ready; the poller leaves every other one alone, so it
+	// never scales a target nothing could wake.
+	Manages(es *elastiv1alpha1.ElastiService) bool
+	// Moving says whether a change of es's spec.service is still under
+	// way. The move wakes the target and keeps the old Service fronted
+	// until a pod serves it; scaling the target down meanwhile would only
+	// have the move wake it again, so the poller waits.
+	Moving(es *elastiv1alpha1.ElastiService) bool
+	// FrontForScaleDown puts the resolver in front of es's Service before
+	// its target is scaled to zero, and is told the scale's outcome
+	// through done: make before break, so the Service never goes without
+	// endpoints even if the operator dies right after the scale write.
+	FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
+}
+
+// WakeLog is where cooldowns start (Wakes is one).
+type WakeLog interface {
+	// LastWake reports a scale-up from zero that status.lastScaledUpTime
+	// may not show yet, so a poll right after one never undoes it.
+	LastWake(es types.NamespacedName) (time.Time, bool)
+	// ObserveReplicas is told the replicas each evaluation reads, so a
+	// poll that reads a target someone scaled up from zero before the
+	// controller has reported it still starts its cooldown.
+	ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32)
+}
+
+// EvaluationReporter is told the outcome of every evaluation of es's
+// triggers: nil when they ran clean, or why they could not (see
+// TriggersCondition; ConditionWriter is one).
+type EvaluationReporter interface {
+	Report(ctx context.Context, es *elastiv1alpha1.ElastiService, err error)
+}
+
+// Observer receives each evaluation's outcome with the trigger failure
+// reason (empty unless the outcome is trigger_error), and each poll's start
+// and duration (metrics.Operator is one).
+type Observer interface {
+	ObserveIdleEvaluation(outcome string, reason triggers.Reason)
+	ObservePoll(start time.Time, d time.Duration)
+}
+
 // Poller evaluates triggers and scales idle targets to zero.
 type Poller struct {
 	lister   elastilisters.ElastiServiceLister
 	scaler   scaletarget.Interface
-	client   *triggers.Client
-	recorder record.EventRecorder
-	cfg      Config
-	clock    clock.PassiveClock
-	// Observe, when set, receives each evaluation's outcome and the trigger
-	// failure reason (empty unless the outcome is trigger_error).
-	Observe func(outcome string, reason triggers.Reason)
-	// ObserveRun, when set, receives each poll's start and duration.
-	ObserveRun func(start time.Time, d time.Duration)
-	// RecentWake, when set, reports a wake that status.lastScaledUpTime may
-	// not show yet, so a poll right after a wake never undoes it.
-	RecentWake func(es types.NamespacedName) (time.Time, bool)
-	// Manages, when set, says whether the controller currently drives es's
-	// Service and has it Ready; the poller leaves every other one alone, so
-	// it never scales a target nothing could wake.
-	Manages func(es *elastiv1alpha1.ElastiService) bool
-	// Moving, when set, says whether a change of es's spec.service is
-	// still under way. The move wakes the target and keeps the old Service
-	// fronted until a pod serves it; scaling the target down meanwhile
-	// would only have the move wake it again, so the poller waits.
-	Moving func(es *elastiv1alpha1.ElastiService) bool
-	// Front, when set, puts the resolver in front of es's Service before
-	// its target is scaled to zero, and is told the scale's outcome through
-	// done: make before break, so the Service never goes without endpoints
-	// even if the operator dies right after the scale write.
-	Front func(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error)
-	// Evaluated, when set, is told the outcome of every evaluation of es's
-	// triggers: nil when they ran clean, or why they could not (see
-	// TriggersCondition).
-	Evaluated func(ctx context.Context, es *elastiv1alpha1.ElastiService, err error)
+	router   Router
+	wakes    WakeLog
+	observer Observer
+	// evaluations records whether each evaluation ran clean.
+	evaluations EvaluationReporter
+	client      *triggers.Client
+	recorder    record.EventRecorder
+	cfg         Config
+	clock       clock.PassiveClock
 }
 
-// New returns a poller.
-func New(lister elastilisters.ElastiServiceLister, scaler scaletarget.Interface, recorder record.EventRecorder, cfg Config) *Poller {
+// New returns a poller. Every collaborator is required.
+func New(lister elastilisters.ElastiServiceLister, scaler scaletarget.Interface, router Router, wakes WakeLog,
+	recorder record.EventRecorder, observer Observer, evaluations EvaluationReporter, cfg Config) *Poller {
 	if cfg.Parallelism < 1 {
 		cfg.Parallelism = 1
 	}
 	return &Poller{
-		lister: lister, scaler: scaler, recorder: recorder, cfg: cfg, clock: clock.RealClock{},
+		lister: lister, scaler: scaler, router: router, wakes: wakes, observer: observer,
+		evaluations: evaluations, recorder: recorder, cfg: cfg, clock: clock.RealClock{},
 		client: &triggers.Client{Timeout: cfg.QueryTimeout},
 	}
 }
@@ -147,10 +172,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	for range min(p.cfg.Parallelism, max(len(all), 1)) {
 		wg.Go(func() {
 			for es := range work {
-				outcome, reason := p.evaluateWith(ctx, es, &client)
-				if p.Observe != nil {
-					p.Observe(outcome, reason)
-				}
+				p.observer.ObserveIdleEvaluation(p.evaluateWith(ctx, es, &client))
 			}
 		})
 	}
@@ -162,9 +184,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	}
 	close(work)
 	wg.Wait()
-	if p.ObserveRun != nil {
-		p.ObserveRun(start, p.clock.Since(start))
-	}
+	p.observer.ObservePoll(start, p.clock.Since(start))
 	klog.FromContext(ctx).V(4).Info("Poll finished", "elastiServices", len(all), "duration", p.clock.Since(start))
 }
 
@@ -180,10 +200,10 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if es.DeletionTimestamp != nil {
 		return OutcomeDeleting, ""
 	}
-	if p.Manages != nil && !p.Manages(es) {
+	if !p.router.Manages(es) {
 		return OutcomeNotManaged, ""
 	}
-	if p.Moving != nil && p.Moving(es) {
+	if p.router.Moving(es) {
 		return OutcomeMoving, ""
 	}
 	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
@@ -196,13 +216,14 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if err != nil {
 		return OutcomeTargetMissing, ""
 	}
+	p.wakes.ObserveReplicas(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, state.Replicas)
 	entry := directory.EntryFor(es)
 	now := p.clock.Now()
 
 	if !window.Active(now) {
 		// Outside the window the service must be available.
 		if state.Replicas == 0 {
-			if err := p.scaleUp(ctx, es, ref, entry); err != nil {
+			if !p.scaleUp(ctx, es, ref, entry) {
 				return OutcomeScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
@@ -227,16 +248,12 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return OutcomeTriggerError, reason
 		}
-		if p.Evaluated != nil {
-			p.Evaluated(ctx, es, err)
-		}
+		p.evaluations.Report(ctx, es, err)
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonTriggerError, "Not scaling to zero: %v", err)
 		return OutcomeTriggerError, reason
 	}
-	if p.Evaluated != nil {
-		p.Evaluated(ctx, es, nil)
-	}
+	p.evaluations.Report(ctx, es, nil)
 	if !verdict.Idle {
 		logger.V(4).Info("Not idle", "reason", verdict.Reason, "detail", verdict.Detail)
 		return OutcomeBusy, ""
@@ -253,16 +270,12 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 // scaleToZero puts the resolver in front, then scales the target to zero.
 // A wake that lands in between (after decided) calls the scale-down off.
 func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) string {
-	done := func(bool) {}
-	if p.Front != nil {
-		frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
-		d, err := p.Front(frontCtx, es)
-		cancel()
-		if err != nil {
-			p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
-			return OutcomeNotFronted
-		}
-		done = d
+	frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
+	done, err := p.router.FrontForScaleDown(frontCtx, es)
+	cancel()
+	if err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
+		return OutcomeNotFronted
 	}
 	if p.lastWake(es).After(decided) {
 		done(false)
@@ -283,29 +296,29 @@ func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	return OutcomeScaledToZero
 }
 
-// lastWake is the later of status.lastScaledUpTime and a wake this replica
-// made that the status does not show yet.
+// lastWake is the later of status.lastScaledUpTime and a scale-up from
+// zero this replica recorded that the status does not show yet.
 func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	var last time.Time
 	if es.Status.LastScaledUpTime != nil {
 		last = es.Status.LastScaledUpTime.Time
 	}
-	if p.RecentWake != nil {
-		if t, ok := p.RecentWake(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}); ok && t.After(last) {
-			last = t
-		}
+	if t, ok := p.wakes.LastWake(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}); ok && t.After(last) {
+		last = t
 	}
 	return last
 }
 
-func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) error {
-	if err := p.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
+// scaleUp wakes the target outside the enabled period and reports whether
+// it is up (see scaletarget.Wake for the error policy).
+func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
+	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
+	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)
-		return err
+		return false
 	}
-	if err := scaletarget.ResumeKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
-		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Resuming KEDA failed: %v", err)
-		return fmt.Errorf("resume KEDA: %w", err)
+	if err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaled up outside the enabled period, but resuming KEDA failed: %v", err)
 	}
-	return nil
+	return true
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -53,6 +54,57 @@ func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) 
 	defer f.mu.Unlock()
 	f.keda = append(f.keda, paused)
 	return nil
+}
+
+// fakeRouter manages every ElastiService, moves none and fronts at once,
+// unless a test says otherwise.
+type fakeRouter struct {
+	manages func(*elastiv1alpha1.ElastiService) bool
+	moving  func(*elastiv1alpha1.ElastiService) bool
+	front   func(context.Context, *elastiv1alpha1.ElastiService) (func(bool), error)
+}
+
+func (r fakeRouter) Manages(es *elastiv1alpha1.ElastiService) bool {
+	return r.manages == nil || r.manages(es)
+}
+func (r fakeRouter) Moving(es *elastiv1alpha1.ElastiService) bool {
+	return r.moving != nil && r.moving(es)
+}
+func (r fakeRouter) FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.ElastiService) (func(bool), error) {
+	if r.front == nil {
+		return func(bool) {}, nil
+	}
+	return r.front(ctx, es)
+}
+
+// wakeLog is a WakeLog; nil knows of no wake.
+type wakeLog func(types.NamespacedName) (time.Time, bool)
+
+func (w wakeLog) LastWake(es types.NamespacedName) (time.Time, bool) {
+	if w == nil {
+		return time.Time{}, false
+	}
+	return w(es)
+}
+
+func (w wakeLog) ObserveReplicas(context.Context, types.NamespacedName, int32) {}
+
+// observer is an Observer; nil fields ignore what they are told.
+type observer struct {
+	evaluation func(string, triggers.Reason)
+	poll       func(time.Time, time.Duration)
+}
+
+func (o observer) ObserveIdleEvaluation(outcome string, reason triggers.Reason) {
+	if o.evaluation != nil {
+		o.evaluation(outcome, reason)
+	}
+}
+
+func (o observer) ObservePoll(start time.Time, d time.Duration) {
+	if o.poll != nil {
+		o.poll(start, d)
+	}
 }
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) // a Saturday
@@ -156,16 +208,19 @@ func TestEvaluate(t *testing.T) {
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			_ = indexer.Add(c.es)
 			recorder := record.NewFakeRecorder(10)
-			p := New(elastilisters.NewElastiServiceLister(indexer), scaler, recorder, Config{
+			router := fakeRouter{
+				manages: func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["unmanaged"] == "" },
+				moving:  func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["moving"] != "" },
+			}
+			var wakes wakeLog
+			if c.recentWake > 0 {
+				wakes = func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true }
+			}
+			p := New(elastilisters.NewElastiServiceLister(indexer), scaler, router, wakes, recorder, observer{}, noEvaluations{}, Config{
 				Interval: time.Second, Parallelism: 2, QueryTimeout: time.Second,
 				Defaults: triggers.Defaults{ServerAddress: c.prom(t)},
 			})
 			p.clock = clocktesting.NewFakePassiveClock(now)
-			p.Manages = func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["unmanaged"] == "" }
-			p.Moving = func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["moving"] != "" }
-			if c.recentWake > 0 {
-				p.RecentWake = func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true }
-			}
 			got, _ := p.Evaluate(context.Background(), c.es)
 			if got != c.want {
 				t.Errorf("outcome %q, want %q", got, c.want)
@@ -184,16 +239,18 @@ func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T)
 		_ = indexer.Add(elastiService(func(es *elastiv1alpha1.ElastiService) { es.Name = fmt.Sprintf("web-%d", i) }))
 	}
 	server, uptimeQueries := countingPrometheus(t, "5")
-	p := New(elastilisters.NewElastiServiceLister(indexer), scaler, record.NewFakeRecorder(100), Config{
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	ran := false
+	obs := observer{
+		evaluation: func(o string, _ triggers.Reason) { mu.Lock(); outcomes[o]++; mu.Unlock() },
+		poll:       func(time.Time, time.Duration) { ran = true },
+	}
+	p := New(elastilisters.NewElastiServiceLister(indexer), scaler, fakeRouter{}, wakeLog(nil), record.NewFakeRecorder(100), obs, noEvaluations{}, Config{
 		Interval: time.Second, Parallelism: 4, QueryTimeout: time.Second,
 		Defaults: triggers.Defaults{ServerAddress: server},
 	})
 	p.clock = clocktesting.NewFakePassiveClock(now)
-	var mu sync.Mutex
-	outcomes := map[string]int{}
-	p.Observe = func(o string, _ triggers.Reason) { mu.Lock(); outcomes[o]++; mu.Unlock() }
-	ran := false
-	p.ObserveRun = func(time.Time, time.Duration) { ran = true }
 	p.PollOnce(context.Background())
 	if outcomes[OutcomeBusy] != 40 || !ran {
 		t.Errorf("outcomes %v, run observed %v; want 40 busy verdicts", outcomes, ran)
@@ -230,12 +287,10 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 			scaler := &fakeScaler{replicas: 2}
 			es := elastiService(nil)
 			recorder := record.NewFakeRecorder(10)
-			p := New(nil, scaler, recorder, Config{QueryTimeout: time.Second, Defaults: triggers.Defaults{ServerAddress: prometheus(t, "0")}})
-			p.clock = clocktesting.NewFakePassiveClock(now)
 			var woke time.Time
-			p.RecentWake = func(types.NamespacedName) (time.Time, bool) { return woke, !woke.IsZero() }
+			wakes := wakeLog(func(types.NamespacedName) (time.Time, bool) { return woke, !woke.IsZero() })
 			var done []bool
-			p.Front = func(ctx context.Context, got *elastiv1alpha1.ElastiService) (func(bool), error) {
+			front := func(ctx context.Context, got *elastiv1alpha1.ElastiService) (func(bool), error) {
 				if _, ok := ctx.Deadline(); !ok {
 					t.Error("Front was called without a deadline")
 				}
@@ -250,6 +305,9 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 				}
 				return func(scaled bool) { done = append(done, scaled) }, nil
 			}
+			p := New(nil, scaler, fakeRouter{front: front}, wakes, recorder, observer{}, noEvaluations{},
+				Config{QueryTimeout: time.Second, Defaults: triggers.Defaults{ServerAddress: prometheus(t, "0")}})
+			p.clock = clocktesting.NewFakePassiveClock(now)
 			got, _ := p.Evaluate(context.Background(), es)
 			if got != c.want {
 				t.Errorf("outcome %q, want %q", got, c.want)
@@ -260,3 +318,42 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 		})
 	}
 }
+
+// A target someone scaled up from zero by hand gets the cooldown a wake
+// gets, even when the poll reads it before the controller reports it: the
+// triggers are idle, but it stays up until the cooldown has passed.
+func TestScaleUpFromZeroByHandIsNotUndoneWithinTheCooldown(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	scaler := &fakeScaler{replicas: 0}
+	es := elastiService(nil)
+	status := &statusWrites{}
+	wakes := NewWakes(ctx, status, time.Second)
+	clock := clocktesting.NewFakePassiveClock(now)
+	wakes.clock = clock
+	p := New(nil, scaler, fakeRouter{}, wakes, record.NewFakeRecorder(10), observer{}, noEvaluations{},
+		Config{QueryTimeout: time.Second, Defaults: triggers.Defaults{ServerAddress: prometheus(t, "0")}})
+	p.clock = clock
+
+	if got, _ := p.Evaluate(ctx, es); got != OutcomeAlreadyZero {
+		t.Fatalf("at zero: outcome %q, want %q", got, OutcomeAlreadyZero)
+	}
+	clock.SetTime(now.Add(time.Second))
+	scaler.replicas = 1 // kubectl scale --replicas=1
+	if got, _ := p.Evaluate(ctx, es); got != OutcomeCooldown {
+		t.Errorf("scaled up by hand: outcome %q, want %q", got, OutcomeCooldown)
+	}
+	clock.SetTime(now.Add(time.Second + time.Duration(es.Spec.CooldownPeriod)*time.Second))
+	if got, _ := p.Evaluate(ctx, es); got != OutcomeScaledToZero {
+		t.Errorf("after the cooldown: outcome %q, want %q", got, OutcomeScaledToZero)
+	}
+	wakes.Wait()
+	if got := fmt.Sprint(status.writes); got != "[shop/web@1s]" {
+		t.Errorf("status writes %s, want the scale-up's", got)
+	}
+}
+
+// noEvaluations discards evaluation reports; condition_test.go tests the
+// real reporter.
+type noEvaluations struct{}
+
+func (noEvaluations) Report(context.Context, *elastiv1alpha1.ElastiService, error) {}

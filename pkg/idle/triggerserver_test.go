@@ -64,7 +64,7 @@ func TestTriggerServerFailuresAreReportedWithoutItsText(t *testing.T) {
 			})
 			scaler := &fakeScaler{replicas: 2}
 			recorder := record.NewFakeRecorder(10)
-			p := New(nil, scaler, recorder, Config{QueryTimeout: time.Second, Defaults: d})
+			p := New(nil, scaler, fakeRouter{}, wakeLog(nil), recorder, observer{}, noEvaluations{}, Config{QueryTimeout: time.Second, Defaults: d})
 			p.clock = clocktesting.NewFakePassiveClock(now)
 			outcome, reason := p.Evaluate(context.Background(), es)
 			if outcome != OutcomeTriggerError || reason != c.reason {

@@ -15,11 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -165,6 +163,8 @@ type Operator struct {
 	ScaleServer *scaleserver.Server
 	// Poller scales idle targets to zero; it runs only on the leader.
 	Poller *idle.Poller
+	// Wakes records every scale-up from zero, where each cooldown starts.
+	Wakes *idle.Wakes
 	// Metrics is the operator's own registry, served on /metrics.
 	Metrics *metrics.Operator
 
@@ -202,23 +202,25 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 
 	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
+	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.ScaleTimeout)
 	o.newInformerFactories(opts)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
 		return nil, err
 	}
-	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, scaleserver.StatusPatcher{Client: elasti}, o.Ready,
+	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
 		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow, Tokens: opts.WakeTokens})
-	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller.Recorder(), idle.Config{
-		Interval:     opts.PollingInterval,
-		Parallelism:  opts.PollParallelism,
-		QueryTimeout: opts.QueryTimeout,
-		Defaults: triggers.Defaults{
-			ServerAddress:       opts.PrometheusServerAddress,
-			AuthorizationHeader: opts.PrometheusAuthorizationHeader,
-			AllowedServers:      opts.PrometheusAllowedServers,
-		},
-	})
-	o.connect()
+	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.Wakes,
+		o.Controller.Recorder(), o.Metrics, idle.ConditionWriter{Client: elasti, FieldManager: controller.AgentName}, idle.Config{
+			Interval:     opts.PollingInterval,
+			Parallelism:  opts.PollParallelism,
+			QueryTimeout: opts.QueryTimeout,
+			Defaults: triggers.Defaults{
+				ServerAddress:       opts.PrometheusServerAddress,
+				AuthorizationHeader: opts.PrometheusAuthorizationHeader,
+				AllowedServers:      opts.PrometheusAllowedServers,
+			},
+		})
+	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
 	return o, nil
 }
 
@@ -269,7 +271,7 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
 		DeletionGrace:        opts.DeletionGrace,
-	}, o.Metrics.Queues)
+	}, o.Metrics, o.Wakes, o.Metrics.Queues)
 	if err != nil {
 		return err
 	}
@@ -278,31 +280,6 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 	eventsCfg.QPS, eventsCfg.Burst = 50, 100
 	ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg)
 	return err
-}
-
-// connect wires the parts to each other and to the metrics.
-func (o *Operator) connect() {
-	o.Controller.Observer = controller.Observer{
-		Sync:     o.Metrics.ObserveSync,
-		Mode:     o.Metrics.ObserveMode,
-		Switched: o.Metrics.ModeSwitched,
-		Gone:     o.Metrics.ForgetElastiService,
-	}
-	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
-	o.ScaleServer.Woke = o.Metrics.WakeStarted
-	o.ScaleServer.Observe = o.Metrics.ObserveScaleRequest
-	o.Poller.Observe = o.Metrics.ObserveIdleEvaluation
-	o.Poller.ObserveRun = o.Metrics.ObservePoll
-	o.Poller.RecentWake = o.ScaleServer.LastWake
-	o.Poller.Front = o.Controller.FrontForScaleDown
-	o.Poller.Moving = o.Controller.Moving
-	o.Poller.Evaluated = idle.ConditionWriter{Client: o.Elasti, FieldManager: controller.AgentName}.Report
-	o.Poller.Manages = func(es *elastiv1alpha1.ElastiService) bool {
-		entry, ok := o.Directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
-		ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
-		return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
-			ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
-	}
 }
 
 // Synced reports whether every informer cache has synced.
@@ -344,7 +321,7 @@ func (o *Operator) runLeader(ctx context.Context) error {
 	pollerDone.Go(func() { o.Poller.Run(ctx) })
 	err := o.Controller.Run(ctx)
 	pollerDone.Wait()
-	o.ScaleServer.Wait()
+	o.Wakes.Wait()
 	return err
 }
 

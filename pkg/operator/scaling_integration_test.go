@@ -107,6 +107,38 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
 }
 
+// A target scaled up from zero by hand, as a person or a CI job pre-warms a
+// service, gets the cooldown a wake gets: its triggers stay idle, yet it
+// stays up until the cooldown has passed, and only then goes back to zero.
+func TestScaleUpFromZeroByHandStartsTheCooldown(t *testing.T) {
+	t.Parallel()
+	const cooldownSeconds = 4
+	const cooldown = cooldownSeconds * time.Second
+	e := testenv.New(t)
+	prom := testenv.NewFakePrometheus(t)
+	startScaling(e, prom)
+	e.Resolver(1)
+	e.App("web", 2)
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = cooldownSeconds
+		es.Spec.Triggers = testenv.IdleTrigger("0.5")
+	})
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
+
+	// kubectl scale --replicas=1, with the triggers still idle.
+	scaledAt := time.Now()
+	e.Scale(elastiv1alpha1.KindDeployment, "web", 1)
+	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 1, time.Until(scaledAt.Add(cooldown-500*time.Millisecond)))
+	// The cooldown's start is in status, for the next leader, as a wake's is.
+	es := e.Get("web")
+	if last := es.Status.LastScaledUpTime; last == nil || last.Time.Before(scaledAt.Truncate(time.Second)) {
+		t.Errorf("lastScaledUpTime = %v, want the scale-up at %s", last, scaledAt.Format(time.RFC3339))
+	}
+	// After the cooldown, still idle: back to zero.
+	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
+}
+
 func TestConcurrentRequestsCoalesceIntoOneScaleWrite(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)

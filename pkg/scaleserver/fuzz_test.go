@@ -26,7 +26,7 @@ func (fuzzTokens) Verify(_ context.Context, token string) bool { return token ==
 
 // newDirectServer is setup without a listener: the handler alone, for
 // shop/web, with the target at zero, and with a wake token if requireToken.
-func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeStatus) {
+func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeWakes) {
 	dir := directory.New()
 	es := &elastiv1alpha1.ElastiService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
@@ -41,8 +41,8 @@ func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeStatus) {
 	if requireToken {
 		cfg.Tokens = fuzzTokens{}
 	}
-	scaler, status := &fakeScaler{}, &fakeStatus{}
-	return New(context.Background(), dir, scaler, status, func() bool { return true }, cfg), scaler, status
+	scaler, status := &fakeScaler{}, &fakeWakes{}
+	return New(context.Background(), dir, scaler, status, func() bool { return true }, &outcomes{}, cfg), scaler, status
 }
 
 // FuzzHandler sends arbitrary methods, Authorization headers and bodies to
@@ -77,7 +77,6 @@ func FuzzHandler(f *testing.F) {
 		s, scaler, _ := newDirectServer(requireToken)
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)
-		s.Wait()
 
 		var resp response
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Outcome == "" || resp.Message == "" {

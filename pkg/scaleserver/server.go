@@ -22,9 +22,10 @@ import (
 // Path is the route the server answers, the one resolvers call.
 const Path = wakeapi.Path
 
-// StatusRecorder stores status.lastScaledUpTime.
-type StatusRecorder interface {
-	RecordScaledUp(ctx context.Context, es types.NamespacedName, at time.Time) error
+// WakeRecorder starts an ElastiService's cooldown at a wake (idle.Wakes
+// is one).
+type WakeRecorder interface {
+	Record(ctx context.Context, es types.NamespacedName, at time.Time)
 }
 
 // Outcomes of a wake, also the values of the scale metric's label.
@@ -39,9 +40,6 @@ const (
 	// is configured.
 	OutcomeUnauthorized = "unauthorized"
 )
-
-// wakeMemory is how long LastWake remembers a wake.
-const wakeMemory = 10 * time.Minute
 
 // Config tunes the server.
 type Config struct {
@@ -67,33 +65,29 @@ func DefaultConfig() Config {
 	return Config{ScaleTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
 }
 
+// Observer receives every request's outcome and duration, and every
+// scale-up a request caused (metrics.Operator is one).
+type Observer interface {
+	ObserveScaleRequest(outcome string, d time.Duration)
+	WakeStarted(es types.NamespacedName, at time.Time)
+}
+
 // Server handles POST /informer/incoming-request.
 type Server struct {
 	dir    *directory.Directory
 	scaler scaletarget.Interface
-	status StatusRecorder
+	wakes  WakeRecorder
 	// ready reports whether this replica may act: leader with synced caches.
-	ready   func() bool
-	cfg     Config
-	clock   clock.PassiveClock
-	baseCtx context.Context
-	// Observe, when set, receives every request's outcome and duration.
-	Observe func(outcome string, d time.Duration)
-	// Woke, when set, is told of every scale-up a request caused.
-	Woke func(es types.NamespacedName, at time.Time)
+	ready    func() bool
+	cfg      Config
+	clock    clock.PassiveClock
+	baseCtx  context.Context
+	observer Observer
 
 	// calls coalesces concurrent wakes of one service.
 	calls   singleflight.Group
 	mu      sync.Mutex
 	settled map[types.NamespacedName]settledWake
-	// woken holds each ElastiService's last wake by this replica, which the
-	// idle poller reads: status.lastScaledUpTime is written asynchronously
-	// and may reach the cache after the next poll.
-	woken map[types.NamespacedName]time.Time
-	// statusWrites tracks the asynchronous status writes; stopping (under
-	// mu) refuses new ones once Wait has begun.
-	statusWrites sync.WaitGroup
-	stopping     bool
 }
 
 // settledWake is a recent wake: when, and the target's generation in the
@@ -105,21 +99,13 @@ type settledWake struct {
 
 // New returns a server. baseCtx outlives requests: a scale started for one
 // client finishes even if that client hangs up, because others may wait on it.
-func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, status StatusRecorder, ready func() bool, cfg Config) *Server {
+func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, wakes WakeRecorder, ready func() bool,
+	observer Observer, cfg Config) *Server {
 	return &Server{
-		dir: dir, scaler: scaler, status: status, ready: ready, cfg: cfg,
+		dir: dir, scaler: scaler, wakes: wakes, ready: ready, observer: observer, cfg: cfg,
 		clock: clock.RealClock{}, baseCtx: baseCtx,
 		settled: map[types.NamespacedName]settledWake{},
-		woken:   map[types.NamespacedName]time.Time{},
 	}
-}
-
-// LastWake returns when this replica last scaled es up from a request.
-func (s *Server) LastWake(es types.NamespacedName) (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.woken[es]
-	return t, ok
 }
 
 // Handler serves the scale route and nothing else.
@@ -137,9 +123,7 @@ type response struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
 	outcome, code, msg := s.handle(r)
-	if s.Observe != nil {
-		s.Observe(outcome, s.clock.Since(start))
-	}
+	s.observer.ObserveScaleRequest(outcome, s.clock.Since(start))
 	switch code {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
@@ -265,50 +249,16 @@ func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 	if state.Replicas >= entry.MinTargetReplicas {
 		return OutcomeAlreadyUp, state.Generation, nil
 	}
-	if err := s.scaler.Scale(ctx, ref, entry.MinTargetReplicas); err != nil {
+	err = scaletarget.Wake(ctx, s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
+	if !scaletarget.Woken(err) {
 		return OutcomeFailed, 0, err
 	}
+	if err != nil {
+		logger.Error(err, "Woke the target; KEDA stays paused")
+	}
 	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
-	if err := scaletarget.ResumeKEDA(ctx, s.scaler, ref.Namespace, entry.Autoscaler); err != nil {
-		// The target is up; KEDA staying paused only delays scaling beyond
-		// the minimum, so report it without failing the wake.
-		logger.Error(err, "Could not resume KEDA after scale-up")
-	}
-	// The status write must never delay the answer to the resolver.
 	now := s.clock.Now()
-	if s.Woke != nil {
-		s.Woke(entry.ElastiService, now)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.woken[entry.ElastiService] = now
-	for k, at := range s.woken {
-		// By then the status write has landed or failed for good.
-		if now.Sub(at) > wakeMemory {
-			delete(s.woken, k)
-		}
-	}
-	if s.stopping {
-		logger.Info("Shutting down: lastScaledUpTime not recorded; the next leader sees the scaled-up target")
-		return OutcomeScaled, state.Generation, nil
-	}
-	s.statusWrites.Go(func() {
-		// The wake happened: record it even if shutdown has begun, so the
-		// next leader's cooldown counts from it.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.baseCtx), s.cfg.ScaleTimeout)
-		defer cancel()
-		if err := s.status.RecordScaledUp(ctx, entry.ElastiService, now); err != nil {
-			logger.Error(err, "Could not record lastScaledUpTime")
-		}
-	})
+	s.observer.WakeStarted(entry.ElastiService, now)
+	s.wakes.Record(ctx, entry.ElastiService, now)
 	return OutcomeScaled, state.Generation, nil
-}
-
-// Wait refuses further status writes and blocks until pending ones finish
-// (shutdown and tests).
-func (s *Server) Wait() {
-	s.mu.Lock()
-	s.stopping = true
-	s.mu.Unlock()
-	s.statusWrites.Wait()
 }

@@ -68,19 +68,17 @@ func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) 
 	return nil
 }
 
-type fakeStatus struct{ writes atomic.Int32 }
+// fakeWakes counts the wakes recorded.
+type fakeWakes struct{ writes atomic.Int32 }
 
-func (f *fakeStatus) RecordScaledUp(context.Context, types.NamespacedName, time.Time) error {
-	f.writes.Add(1)
-	return nil
-}
+func (f *fakeWakes) Record(context.Context, types.NamespacedName, time.Time) { f.writes.Add(1) }
 
-func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeStatus, string) {
+func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeWakes, string) {
 	t.Helper()
 	return setupWith(t, ready, scaler, DefaultConfig())
 }
 
-func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Server, *fakeStatus, string) {
+func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Server, *fakeWakes, string) {
 	t.Helper()
 	dir := directory.New()
 	es := &elastiv1alpha1.ElastiService{
@@ -93,8 +91,8 @@ func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Serve
 		},
 	}
 	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
-	status := &fakeStatus{}
-	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, cfg)
+	status := &fakeWakes{}
+	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, &outcomes{}, cfg)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return s, status, srv.URL + Path
@@ -102,9 +100,9 @@ func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Serve
 
 const body = `{"count":1,"svc":"web","namespace":"shop"}`
 
-func TestWakeScalesResumesKEDAAndRecordsStatus(t *testing.T) {
+func TestWakeScalesResumesKEDAAndRecordsTheWake(t *testing.T) {
 	scaler := &fakeScaler{}
-	s, status, url := setup(t, true, scaler)
+	_, wakes, url := setup(t, true, scaler)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +111,8 @@ func TestWakeScalesResumesKEDAAndRecordsStatus(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || scaler.replicas != 3 {
 		t.Fatalf("status %d, replicas %d; want 200 and 3", resp.StatusCode, scaler.replicas)
 	}
-	s.Wait()
-	if status.writes.Load() != 1 || len(scaler.keda) != 1 || scaler.keda[0] {
-		t.Errorf("status writes %d, KEDA calls %v; want one write and one resume", status.writes.Load(), scaler.keda)
+	if wakes.writes.Load() != 1 || len(scaler.keda) != 1 || scaler.keda[0] {
+		t.Errorf("wakes recorded %d, KEDA calls %v; want one wake and one resume", wakes.writes.Load(), scaler.keda)
 	}
 }
 

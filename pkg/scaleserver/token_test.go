@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
@@ -45,17 +47,20 @@ func tokenFile(t *testing.T, content string) (string, *waketoken.File) {
 	return path, f
 }
 
-// outcomes records what the server reports to its metrics hook.
+// outcomes is the Observer of the tests' servers: it records the
+// outcome of every request.
 type outcomes struct {
 	mu  sync.Mutex
 	got []string
 }
 
-func (o *outcomes) observe(outcome string, _ time.Duration) {
+func (o *outcomes) ObserveScaleRequest(outcome string, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.got = append(o.got, outcome)
 }
+
+func (o *outcomes) WakeStarted(types.NamespacedName, time.Time) {}
 
 func TestWithATokenConfiguredOnlyTheTokenWakes(t *testing.T) {
 	_, tokens := tokenFile(t, "right-token\n")
@@ -63,8 +68,7 @@ func TestWithATokenConfiguredOnlyTheTokenWakes(t *testing.T) {
 	cfg.Tokens = tokens
 	scaler := &fakeScaler{}
 	s, _, url := setupWith(t, true, scaler, cfg)
-	var seen outcomes
-	s.Observe = seen.observe
+	seen := s.observer.(*outcomes)
 
 	const (
 		askForToken = `Bearer realm="elasti-operator"`

@@ -48,10 +48,11 @@ func PauseKEDA(ctx context.Context, p KEDAPauser, namespace string, autoscaler *
 }
 
 // ResumeKEDA hands the target back to the KEDA ScaledObject an ElastiService
-// in namespace names as its autoscaler, after a wake or when the
-// ElastiService goes away. Without a KEDA autoscaler it does nothing.
+// in namespace names as its autoscaler, after a wake (see Wake) or when the
+// ElastiService goes away. Without a KEDA autoscaler, or when the
+// ScaledObject does not exist, it does nothing.
 func ResumeKEDA(ctx context.Context, p KEDAPauser, namespace string, autoscaler *elastiv1alpha1.AutoscalerSpec) error {
-	return setKEDAPaused(ctx, p, namespace, autoscaler, false)
+	return ignoreMissingScaledObject(setKEDAPaused(ctx, p, namespace, autoscaler, false))
 }
 
 func setKEDAPaused(ctx context.Context, p KEDAPauser, namespace string, autoscaler *elastiv1alpha1.AutoscalerSpec, paused bool) error {

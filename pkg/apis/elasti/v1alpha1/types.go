@@ -261,8 +261,8 @@ type ProbeCannedAnswer struct {
 type ElastiServiceStatus struct {
 	// LastReconciledTime is when the operator last wrote this status.
 	LastReconciledTime *metav1.Time `json:"lastReconciledTime,omitempty"`
-	// LastScaledUpTime is when a request last woke the target; scale-to-zero
-	// waits cooldownPeriod after it.
+	// LastScaledUpTime is when the target was last scaled up from zero, by a
+	// request or anyone else; scale-to-zero waits cooldownPeriod after it.
 	LastScaledUpTime *metav1.Time `json:"lastScaledUpTime,omitempty"`
 	// Mode is "proxy" while traffic goes to the resolver and "serve" while it
 	// goes to the target's pods.

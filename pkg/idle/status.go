@@ -1,4 +1,4 @@
-package scaleserver
+package idle
 
 import (
 	"context"

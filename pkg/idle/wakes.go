@@ -1,0 +1,138 @@
+package idle
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// StatusRecorder stores status.lastScaledUpTime.
+type StatusRecorder interface {
+	RecordScaledUp(ctx context.Context, es types.NamespacedName, at time.Time) error
+}
+
+// wakeMemory is how long Wakes remembers a wake in memory; by then its
+// status write has landed or failed for good.
+const wakeMemory = 10 * time.Minute
+
+// Wakes records each ElastiService's last scale-up from zero, where its
+// cooldown starts: in memory at once, for the poller's next evaluation
+// (LastWake), and in status.lastScaledUpTime asynchronously, for the next
+// leader. A scale-up counts whoever made it: a wake through the scale
+// endpoint (Record) or anyone else, a person's `kubectl scale` included,
+// seen in the target's informer (ObserveReplicas).
+type Wakes struct {
+	status StatusRecorder
+	// writeTimeout bounds one status write.
+	writeTimeout time.Duration
+	baseCtx      context.Context
+	clock        clock.PassiveClock
+
+	mu    sync.Mutex
+	woken map[types.NamespacedName]time.Time
+	// atZero holds when each ElastiService's target was first seen at
+	// zero since its last scale-up was seen.
+	atZero map[types.NamespacedName]time.Time
+	// writes tracks the asynchronous status writes; stopping (under mu)
+	// refuses new ones once Wait has begun.
+	writes   sync.WaitGroup
+	stopping bool
+}
+
+// NewWakes returns an empty record. Status writes run under baseCtx's
+// values, not its cancellation: a wake that happened is recorded even
+// during shutdown, so the next leader's cooldown counts from it.
+func NewWakes(baseCtx context.Context, status StatusRecorder, writeTimeout time.Duration) *Wakes {
+	return &Wakes{
+		status: status, writeTimeout: writeTimeout, baseCtx: context.WithoutCancel(baseCtx), clock: clock.RealClock{},
+		woken:  map[types.NamespacedName]time.Time{},
+		atZero: map[types.NamespacedName]time.Time{},
+	}
+}
+
+// LastWake returns the last scale-up from zero of es this replica
+// recorded; status.lastScaledUpTime may not show it yet.
+func (w *Wakes) LastWake(es types.NamespacedName) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.woken[es]
+	return t, ok
+}
+
+// Record starts es's cooldown at at, the time of a scale-up from zero.
+// The status write never delays the caller.
+func (w *Wakes) Record(ctx context.Context, es types.NamespacedName, at time.Time) {
+	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(es.Namespace, es.Name))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at.After(w.woken[es]) {
+		w.woken[es] = at
+	}
+	for k, t := range w.woken {
+		if at.Sub(t) > wakeMemory {
+			delete(w.woken, k)
+		}
+	}
+	if w.stopping {
+		logger.Info("Shutting down: lastScaledUpTime not recorded; the next leader sees the scaled-up target")
+		return
+	}
+	w.writes.Go(func() {
+		ctx, cancel := context.WithTimeout(w.baseCtx, w.writeTimeout)
+		defer cancel()
+		if err := w.status.RecordScaledUp(ctx, es, at); err != nil {
+			logger.Error(err, "Could not record lastScaledUpTime")
+		}
+	})
+}
+
+// ObserveReplicas is told the replicas of es's target each time its
+// informer shows a change. A target seen at zero and then above it was
+// scaled up from zero; unless a wake recorded since it was seen at zero
+// explains that, someone else scaled it, and the cooldown starts now, as
+// it does for a wake. Without it, a target scaled up by hand while its
+// triggers are idle would be scaled straight back to zero. A wake whose
+// informer event overtakes its Record is recorded twice, a moment apart,
+// which only moves the cooldown's start by that moment.
+func (w *Wakes) ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32) {
+	now := w.clock.Now()
+	w.mu.Lock()
+	if replicas == 0 {
+		if _, ok := w.atZero[es]; !ok {
+			w.atZero[es] = now
+		}
+		w.mu.Unlock()
+		return
+	}
+	since, wasZero := w.atZero[es]
+	delete(w.atZero, es)
+	explained := !w.woken[es].Before(since)
+	w.mu.Unlock()
+	if !wasZero || explained {
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Target scaled up from zero by someone else: the cooldown starts now",
+		"elastiService", klog.KRef(es.Namespace, es.Name), "replicas", replicas)
+	w.Record(ctx, es, now)
+}
+
+// Forget drops what is known of an ElastiService that no longer exists.
+func (w *Wakes) Forget(es types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.atZero, es)
+	delete(w.woken, es)
+}
+
+// Wait refuses further status writes and blocks until pending ones finish
+// (shutdown and tests).
+func (w *Wakes) Wait() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	w.writes.Wait()
+}

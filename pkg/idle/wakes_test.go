@@ -1,0 +1,96 @@
+package idle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// statusWrites records the lastScaledUpTime writes, by seconds after now.
+type statusWrites struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (s *statusWrites) RecordScaledUp(_ context.Context, es types.NamespacedName, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes = append(s.writes, fmt.Sprintf("%s@%s", es, at.Sub(now)))
+	return nil
+}
+
+// A target seen at zero, then above it, was scaled up from zero: unless a
+// wake recorded since explains it, the cooldown starts when it is seen, in
+// memory and in status, as for a wake.
+func TestScaleUpFromZeroByAnyoneStartsTheCooldown(t *testing.T) {
+	web := types.NamespacedName{Namespace: "shop", Name: "web"}
+	for _, tc := range []struct {
+		name string
+		// steps: "0" or "2" are replicas seen, "wake" a wake recorded, each
+		// a second after the one before.
+		steps []string
+		want  string // status writes, by seconds after now
+	}{
+		{"scaled up by hand", []string{"0", "0", "2"}, "[shop/web@3s]"},
+		{"woken through the scale endpoint", []string{"0", "wake", "2"}, "[shop/web@2s]"},
+		{"the wake's event overtakes its record", []string{"0", "2", "wake"}, "[shop/web@2s shop/web@3s]"},
+		{"a wake before the target went to zero explains nothing", []string{"wake", "0", "2"}, "[shop/web@1s shop/web@3s]"},
+		{"up all along", []string{"2", "2"}, "[]"},
+		{"never seen at zero before, as after a restart", []string{"2"}, "[]"},
+		{"seen up twice after zero counts once", []string{"0", "2", "2"}, "[shop/web@2s]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			status := &statusWrites{}
+			w := NewWakes(ctx, status, time.Second)
+			clock := clocktesting.NewFakePassiveClock(now)
+			w.clock = clock
+			for _, step := range tc.steps {
+				clock.SetTime(clock.Now().Add(time.Second))
+				switch step {
+				case "wake":
+					w.Record(ctx, web, clock.Now())
+				case "0":
+					w.ObserveReplicas(ctx, web, 0)
+				default:
+					w.ObserveReplicas(ctx, web, 2)
+				}
+			}
+			w.Wait()
+			// The writes run concurrently: compare them in time order.
+			slices.Sort(status.writes)
+			if got := fmt.Sprint(status.writes); got != tc.want {
+				t.Errorf("status writes %s, want %s", got, tc.want)
+			}
+			last, ok := w.LastWake(web)
+			if tc.want != "[]" && (!ok || last.IsZero()) {
+				t.Errorf("LastWake = %v, %v; want the scale-up", last, ok)
+			}
+		})
+	}
+}
+
+// The poller's cooldown reads the in-memory record at once: status may
+// reach the cache only after the next poll.
+func TestLastWakeIsTheLatestScaleUp(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	w := NewWakes(ctx, &statusWrites{}, time.Second)
+	web := types.NamespacedName{Namespace: "shop", Name: "web"}
+	w.Record(ctx, web, now.Add(2*time.Second))
+	w.Record(ctx, web, now.Add(time.Second)) // a record that arrives late
+	if last, ok := w.LastWake(web); !ok || !last.Equal(now.Add(2*time.Second)) {
+		t.Errorf("LastWake = %v, %v; want the later wake", last, ok)
+	}
+	w.Forget(web)
+	if _, ok := w.LastWake(web); ok {
+		t.Error("LastWake remembers a forgotten ElastiService")
+	}
+	w.Wait()
+}
