@@ -34,7 +34,11 @@ const (
 	resolverService = "elasti-resolver-service"
 
 	tcpEchoPort = 7000 // raw TCP: answers "<pod IP> " and echoes
-	tlsPort     = 8443 // HTTPS with the bed's own certificate
+	// tcpEchoLimit is how long the TCP echo keeps a connection: longer
+	// than any client waits, so a connection closed within a client's
+	// timeout was not closed by the echo.
+	tcpEchoLimit = 3 * time.Minute
+	tlsPort      = 8443 // HTTPS with the bed's own certificate
 )
 
 // protocolPorts are the Service ports the per-port tests add to web. TLS
@@ -98,7 +102,7 @@ func serveTCPEcho(ln net.Listener) {
 		}
 		go func() {
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(time.Minute))
+			_ = c.SetDeadline(time.Now().Add(tcpEchoLimit))
 			_, _ = io.WriteString(c, localIP(c)+" ")
 			_, _ = io.Copy(c, c)
 		}()

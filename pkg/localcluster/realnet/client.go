@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
@@ -56,6 +58,16 @@ type Request struct {
 	// ProtocolTCP for a raw connection to the URL's host:port that sends
 	// Body, half-closes and reads the answer to EOF.
 	Protocol string `json:"protocol,omitempty"`
+	// KeepOpen, with ProtocolTCP, does not half-close after Body (which
+	// may be empty): the client goes silent and reads until the peer
+	// closes the connection or Timeout ends. Response.Closed says when the
+	// peer closed it; a timeout is not an error then. It is a client that
+	// trickles or stalls, for the servers' idle bounds.
+	KeepOpen bool `json:"keepOpen,omitempty"`
+	// ResetAfter, with KeepOpen, ends the wait this long after Body was
+	// sent by closing the connection with a reset (RST), as a client that
+	// gives up does; the peer closing first ends it too.
+	ResetAfter time.Duration `json:"resetAfter,omitempty"`
 }
 
 // Phases are the times, from a request's start, at which its steps ended;
@@ -98,6 +110,9 @@ type Response struct {
 	// PeerCertificate is the SHA-256 of the certificate the server showed
 	// over TLS, in hex.
 	PeerCertificate string `json:"peerCertificate,omitempty"`
+	// Closed is when, from the start, the peer closed a KeepOpen
+	// connection (an EOF or a reset); zero if it did not.
+	Closed time.Duration `json:"closed,omitempty"`
 }
 
 func (r Response) String() string {
@@ -109,6 +124,14 @@ func (r Response) String() string {
 	body := r.Body
 	if len(body) > 300 {
 		body = body[:300] + "…"
+	}
+	if r.Status == 0 {
+		// A raw TCP connection: no status, and maybe closed by the peer.
+		closed := "not closed by the peer"
+		if r.Closed > 0 {
+			closed = "closed by the peer after " + r.Closed.Round(time.Millisecond).String()
+		}
+		return fmt.Sprintf("TCP to %s, %s, %s (%s): %q", r.RemoteAddr, closed, r.Duration.Round(time.Millisecond), r.Phases, strings.TrimSpace(body))
 	}
 	return fmt.Sprintf("%d from %s after %s (%s): %q", r.Status, r.RemoteAddr, r.Duration.Round(time.Millisecond), r.Phases, strings.TrimSpace(body))
 }
@@ -281,7 +304,7 @@ func send(client *http.Client, req Request) Response {
 		return resp
 	}
 	if req.Protocol == ProtocolTCP {
-		return finish(sendTCP(ctx, req, &resp))
+		return finish(sendTCP(ctx, start, req, &resp))
 	}
 	method := req.Method
 	if method == "" {
@@ -322,8 +345,9 @@ func send(client *http.Client, req Request) Response {
 }
 
 // sendTCP connects to req.URL's host:port, sends req.Body, half-closes
-// and reads the answer to EOF into resp.Body.
-func sendTCP(ctx context.Context, req Request, resp *Response) error {
+// and reads the answer to EOF into resp.Body; with req.KeepOpen it does
+// not half-close (see waitPeerClose). start is the request's.
+func sendTCP(ctx context.Context, start time.Time, req Request, resp *Response) error {
 	u, err := url.Parse(req.URL)
 	if err != nil {
 		return err
@@ -335,16 +359,45 @@ func sendTCP(ctx context.Context, req Request, resp *Response) error {
 	}
 	defer c.Close()
 	resp.RemoteAddr = c.RemoteAddr().String()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(deadline)
-	}
+	deadline, _ := ctx.Deadline() // send always sets one
+	_ = c.SetDeadline(deadline)
 	if _, err := io.WriteString(c, req.Body); err != nil {
 		return err
+	}
+	if req.KeepOpen {
+		return waitPeerClose(c.(*net.TCPConn), start, deadline, req.ResetAfter, resp)
 	}
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		return err
 	}
 	b, err := io.ReadAll(io.LimitReader(c, maxBody))
 	resp.Body = string(b)
+	return err
+}
+
+// waitPeerClose reads from c, its write side open, into resp.Body until
+// the peer closes c (then resp.Closed is set) or deadline, c's own,
+// passes; a timeout is no error, it is what a client that stalls sees.
+// With resetAfter, it stops waiting that long from now, if that comes
+// first, and closes c with a reset. start is the request's.
+func waitPeerClose(c *net.TCPConn, start, deadline time.Time, resetAfter time.Duration, resp *Response) error {
+	reset := false
+	if at := time.Now().Add(resetAfter); resetAfter > 0 && at.Before(deadline) {
+		_ = c.SetReadDeadline(at)
+		reset = true
+	}
+	b, err := io.ReadAll(io.LimitReader(c, maxBody))
+	resp.Body = string(b)
+	var ne net.Error
+	switch {
+	case err == nil || errors.Is(err, syscall.ECONNRESET):
+		resp.Closed = time.Since(start)
+		return nil
+	case errors.As(err, &ne) && ne.Timeout():
+		if reset {
+			_ = c.SetLinger(0) // the deferred Close sends a reset
+		}
+		return nil
+	}
 	return err
 }
