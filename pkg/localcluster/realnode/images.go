@@ -88,3 +88,19 @@ func WriteImage(bin, cmd, ref, out string, meta oci.Meta) (string, error) {
 	}
 	return out, nil
 }
+
+// SampleAppImage is the reference of the sample app's image
+// (hack/sampleapp), which BuildSampleApp writes.
+const SampleAppImage = "elasti.local/sampleapp:v1"
+
+// BuildSampleApp builds hack/sampleapp from the repository at root as
+// elasti's images are built and writes its image, tagged SampleAppImage,
+// as a docker-archive tarball in dir; it returns the tarball.
+func BuildSampleApp(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "sampleapp")
+	if err := GoBuild(ctx, root, bin, "./hack/sampleapp"); err != nil {
+		return "", err
+	}
+	meta := oci.Meta{Version: "v1", Revision: "realnode", Created: time.Unix(0, 0)}
+	return WriteImage(bin, "sampleapp", SampleAppImage, filepath.Join(dir, "sampleapp.tar"), meta)
+}
