@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/procnode"
@@ -114,12 +113,8 @@ func (n *Node) startKubelet(ctx context.Context, t tools) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(n.opts.Cluster.RESTConfig())
-	if err != nil {
-		return err
-	}
 	return localcluster.WaitFor(ctx, p, func(ctx context.Context) error {
-		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		node, err := n.kube.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -142,6 +142,9 @@ type Node struct {
 	ctr    string
 	// netns is the node network namespace's name (ip netns).
 	netns string
+	// kube is made at Start: Stop may run after the cluster's files are
+	// gone (a package's bed stops after its control plane).
+	kube kubernetes.Interface
 }
 
 // Start brings the node up and returns once it is Ready. On error it has
@@ -163,6 +166,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	node := &Node{opts: opts, netns: opts.Net.Network.Name(), logf: func(format string, args ...any) {
 		fmt.Fprintf(progress, "[realnode %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}}
+	if node.kube, err = kubernetes.NewForConfig(opts.Cluster.RESTConfig()); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 
@@ -219,12 +225,11 @@ func (n *Node) Stop() {
 	if err := cleanup(n.logf); err != nil {
 		n.logf("cleanup: %v", err)
 	}
-	if n.opts.Cluster != nil {
-		if cs, err := kubernetes.NewForConfig(n.opts.Cluster.RESTConfig()); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = cs.CoreV1().Nodes().Delete(ctx, NodeName, metav1.DeleteOptions{})
-			cancel()
-		}
+	// Best effort: the control plane may already be gone.
+	if n.kube != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = n.kube.CoreV1().Nodes().Delete(ctx, NodeName, metav1.DeleteOptions{})
+		cancel()
 	}
 	if n.unlock != nil {
 		n.unlock()

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +22,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
-	"github.com/elasti-dev/elasti/hack/images/oci"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
@@ -32,45 +30,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
-
-// resolverImage builds elasti-resolver as `make images` does (static,
-// VERSION linked in, hack/images/oci's assembly) for this machine's
-// platform only, and returns the tarball, the reference, the version and
-// the image's ID (its config digest).
-func resolverImage(t *testing.T, root string) (tar, ref, version, id string) {
-	t.Helper()
-	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^VERSION := (\S+)$`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("no VERSION := line in the Makefile")
-	}
-	version = string(m[1])
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "elasti-resolver")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := realnode.GoBuild(ctx, root, bin, "./cmd/elasti-resolver", "-X github.com/elasti-dev/elasti/pkg/command.version="+version); err != nil {
-		t.Fatal(err)
-	}
-	ref = oci.Reference(oci.Repository, "elasti-resolver", version)
-	tar, err = realnode.WriteImage(bin, "elasti-resolver", ref, filepath.Join(dir, "elasti-resolver.tar"),
-		oci.Meta{Version: version, Revision: "realnode-test", Created: time.Unix(0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.ImageFromPath(tar, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tar, ref, version, cfg.String()
-}
 
 // manifestResolver is the resolver Deployment of manifests/30-resolver.yaml.
 func manifestResolver(t *testing.T, root string) *appsv1.Deployment {
@@ -162,7 +121,11 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	tar, ref, version, imageID := resolverImage(t, root)
+	resolverImg, err := realnode.BuildElastiImage(ctx, root, "elasti-resolver", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, version, imageID := resolverImg.Ref, resolverImg.Version, resolverImg.ID
 	// A killed earlier run's leftovers are not this run's to answer for.
 	if err := realnode.Cleanup(ctx, os.Stderr); err != nil {
 		t.Fatalf("cleaning up after an earlier run: %v", err)
@@ -179,12 +142,12 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	t.Cleanup(rnet.Close)
 	before := hostSnapshot(t)
 
-	sampleTar, err := realnode.BuildSampleApp(ctx, root, t.TempDir())
+	sample, err := realnode.BuildSampleApp(ctx, root, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	node, err := realnode.Start(ctx, realnode.Options{Cluster: c, Net: rnet, Images: []string{tar, sampleTar}, Progress: os.Stderr})
+	node, err := realnode.Start(ctx, realnode.Options{Cluster: c, Net: rnet, Images: []string{resolverImg.Tarball, sample.Tarball}, Progress: os.Stderr})
 	if err != nil {
 		t.Fatalf("the real node did not start: %v", err)
 	}
