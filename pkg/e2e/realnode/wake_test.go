@@ -41,7 +41,7 @@ func restricted() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
 
 // sampleApp creates the sample app's Deployment (one real container on
 // the real node, Ready by an HTTP probe) and its public Service.
-func (b *bed) sampleApp(t *testing.T, e *testenv.Env, name string, replicas int32) {
+func (b *bed) sampleApp(t *testing.T, e *testenv.Env, name string, replicas int32, mutate func(*corev1.Container)) {
 	t.Helper()
 	podSC, sc := restricted()
 	e.Deployment(name, replicas, func(d *appsv1.Deployment) {
@@ -58,11 +58,40 @@ func (b *bed) sampleApp(t *testing.T, e *testenv.Env, name string, replicas int3
 				PeriodSeconds: 1,
 			},
 		}}
+		if mutate != nil {
+			mutate(&spec.Containers[0])
+		}
 		if err := b.node.PreparePod(t.Context(), b.kube, e.NS, spec); err != nil {
 			t.Fatal(err)
 		}
 	})
 	e.Service(name, name)
+}
+
+// sleepingApp runs the sample app web (mutate, when set, edits its
+// container first) under an ElastiService, then scales it to zero by hand
+// and waits until the resolver is in front: proxy mode, no pod left, and
+// kube-proxy following the resolver slice.
+func (b *bed) sleepingApp(t *testing.T, e *testenv.Env, mutate func(*corev1.Container)) {
+	t.Helper()
+	b.sampleApp(t, e, app, 1, mutate)
+	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.MinTargetReplicas = 1
+	})
+	e.WaitMode(app, elastiv1alpha1.ModeServe)
+	e.Eventually("web's pod to be Ready", func() (bool, string) {
+		names := readyPodNames(e, app)
+		return len(names) == 1, fmt.Sprint(names)
+	})
+	e.Scale(elastiv1alpha1.KindDeployment, app, 0)
+	e.WaitMode(app, elastiv1alpha1.ModeProxy)
+	e.Eventually("web's pods to be gone", func() (bool, string) {
+		pods, err := e.Kube.CoreV1().Pods(e.NS).List(e.Ctx(), metav1.ListOptions{LabelSelector: "app=" + app})
+		return err == nil && len(pods.Items) == 0, fmt.Sprint(err)
+	})
+	if err := b.net.WaitKubeProxyFollows(t.Context(), e.NS, app, testenv.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // clientGet runs a client pod on the real node that GETs url (the sample
@@ -192,25 +221,7 @@ func (b *bed) checkElastiPods(t *testing.T) {
 func TestShortNameWakesAnAppOnTheRealNode(t *testing.T) {
 	b := testBed(t)
 	e := testenv.New(t)
-	b.sampleApp(t, e, app, 1)
-	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
-		es.Spec.MinTargetReplicas = 1
-	})
-	e.WaitMode(app, elastiv1alpha1.ModeServe)
-	e.Eventually("web's pod to be Ready", func() (bool, string) {
-		names := readyPodNames(e, app)
-		return len(names) == 1, fmt.Sprint(names)
-	})
-
-	e.Scale(elastiv1alpha1.KindDeployment, app, 0)
-	e.WaitMode(app, elastiv1alpha1.ModeProxy)
-	e.Eventually("web's pods to be gone", func() (bool, string) {
-		pods, err := e.Kube.CoreV1().Pods(e.NS).List(e.Ctx(), metav1.ListOptions{LabelSelector: "app=" + app})
-		return err == nil && len(pods.Items) == 0, fmt.Sprint(err)
-	})
-	if err := b.net.WaitKubeProxyFollows(t.Context(), e.NS, app, testenv.WaitTimeout); err != nil {
-		t.Fatal(err)
-	}
+	b.sleepingApp(t, e, nil)
 
 	out := b.clientGet(t, e.NS, "client", "http://"+app+"/")
 	t.Logf("client pod: %s", out)
