@@ -226,7 +226,7 @@ func TestKubeletSIGTERMDrainsHeldRequests(t *testing.T) {
 				p.Name, exit.ExitCode, exit.Reason)
 		}
 	}
-	t.Logf("%d requests held (%v); all answered 503 with Retry-After %s after the deletion", n, held, answered.Round(time.Millisecond))
+	t.Logf("%d requests held (%v); the last answered %s after the deletion", n, held, answered.Round(time.Millisecond))
 	setTargetSchedulable(t, e, true)
 }
 
