@@ -326,6 +326,11 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPod(ctx, t, cs, ns, web.Name, diagnose, podReady)
+	// kube-proxy applies a new endpoint after its sync period; until then
+	// the ClusterIP refuses.
+	if err := rnet.WaitKubeProxyFollows(ctx, ns, "web", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	client := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: ns},
 		Spec: corev1.PodSpec{
