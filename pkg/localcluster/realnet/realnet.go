@@ -201,6 +201,16 @@ func (n *Net) forwardAPIServer(c *localcluster.Cluster) error {
 	return localcluster.WriteKubeconfig(n.nodeKube, "https://"+n.forwarder.Addr(), c.CAFile, "admin", token)
 }
 
+// APIServer is host:port of the apiserver as processes in the node and
+// pod namespaces reach it: the forwarder on the host end of the node's
+// veth, an address the apiserver's certificate names.
+func (n *Net) APIServer() string { return n.forwarder.Addr() }
+
+// NodeKubeconfig is the admin kubeconfig whose server is APIServer, for
+// components that run in the node namespace (kube-proxy, a real node's
+// kubelet).
+func (n *Net) NodeKubeconfig() string { return n.nodeKube }
+
 // waitAddons waits until CoreDNS, the ingress controller and Prometheus
 // are ready; if the process node stopped meanwhile, the error says why.
 func (n *Net) waitAddons(ctx context.Context, nodeErr <-chan error) error {

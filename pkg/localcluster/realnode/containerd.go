@@ -74,11 +74,11 @@ state = %[2]q
       max_conf_num = 1
 `
 
-// cniConfig returns the pods' network: a bridge (made by prepareHost, with
-// GatewayIP) and host-local addresses from PodCIDR, kept under Dir. No
-// gateway route, no masquerade and no port maps, so the plugins add no
-// iptables rules and do not turn on IP forwarding: a pod reaches its bridge
-// subnet and nothing else.
+// cniConfig returns the pods' network: a bridge in the node namespace
+// (made by prepareHost, with GatewayIP) and host-local addresses from
+// PodCIDR, kept under Dir. The one route is 10.0.0.0/8 via GatewayIP
+// (ClusterIPs, the other pods, the forwarders); no default route, no
+// masquerade and no port maps, so the plugins add no iptables rules.
 func cniConfig() ([]byte, error) {
 	return json.MarshalIndent(map[string]any{
 		"cniVersion": "0.4.0",
@@ -93,6 +93,7 @@ func cniConfig() ([]byte, error) {
 				"type":    "host-local",
 				"dataDir": cniIPAMDir,
 				"ranges":  [][]map[string]string{{{"subnet": PodCIDR, "gateway": GatewayIP}}},
+				"routes":  []map[string]string{{"dst": "10.0.0.0/8", "gw": GatewayIP}},
 			},
 		}},
 	}, "", "  ")
@@ -120,7 +121,7 @@ func (n *Node) startContainerd(ctx context.Context, t tools) error {
 		return err
 	}
 	n.logf("starting containerd (socket %s)", containerdSocket)
-	p, err := n.startProcess("containerd", t.containerd, "--config", config, "--log-level", "info")
+	p, err := n.startProcess(t, "containerd", t.containerd, "--config", config, "--log-level", "info")
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
 )
 
 const (
@@ -59,15 +61,19 @@ type hostState struct {
 	// Created lists fixed host directories that did not exist before, so
 	// cleanup removes them once they are empty.
 	Created []string `json:"created"`
+	// Netns is the node network namespace (realnet's) holding the bridge
+	// and the nft table; it may be gone by the time a killed run's
+	// leftovers are cleaned up, and with it both.
+	Netns string `json:"netns"`
 }
 
 // prepareHost records the host's state, then makes the node's directory,
-// bridge and cgroup root.
+// its bridge and nft table in the node namespace, and its cgroup root.
 func (n *Node) prepareHost(ctx context.Context) error {
 	if err := os.MkdirAll(Dir, 0o755); err != nil {
 		return err
 	}
-	st := hostState{Sysctls: map[string]string{}}
+	st := hostState{Sysctls: map[string]string{}, Netns: n.netns}
 	for _, k := range kernelSettings {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", k))
 		if err != nil {
@@ -94,18 +100,36 @@ func (n *Node) prepareHost(ctx context.Context) error {
 		return errors.New("realnode: iproute2 (ip) is missing")
 	}
 	// "root" lists the routes inside the prefix: none may exist yet.
-	if out, err := run(ctx, ip, "-4", "route", "show", "root", "10.248.0.0/16"); err != nil || strings.TrimSpace(out) != "" {
-		return fmt.Errorf("realnode: 10.248.0.0/16 must be unused on this host, but it is routed (%s%v)", strings.TrimSpace(out), err)
+	if out, err := run(ctx, ip, "-n", n.netns, "-4", "route", "show", "root", "10.248.0.0/16"); err != nil || strings.TrimSpace(out) != "" {
+		return fmt.Errorf("realnode: 10.248.0.0/16 must be unused in %s, but it is routed (%s%v)", n.netns, strings.TrimSpace(out), err)
 	}
-	n.logf("creating bridge %s with %s on %s", Bridge, GatewayIP, PodCIDR)
+	n.logf("creating bridge %s with %s on %s in %s", Bridge, GatewayIP, PodCIDR, n.netns)
 	for _, args := range [][]string{
-		{"link", "add", Bridge, "type", "bridge"},
-		{"addr", "add", GatewayIP + "/24", "dev", Bridge},
-		{"link", "set", Bridge, "up"},
+		{"-n", n.netns, "link", "add", Bridge, "type", "bridge"},
+		{"-n", n.netns, "addr", "add", GatewayIP + "/24", "dev", Bridge},
+		{"-n", n.netns, "link", "set", Bridge, "up"},
 	} {
 		if _, err := run(ctx, ip, args...); err != nil {
 			return fmt.Errorf("realnode: %w", err)
 		}
+	}
+	// The host routes 10.244.0.0/16 into the node namespace (podnet), but
+	// not PodCIDR: a pod's packet to the forwarders on the veth's host end
+	// leaves as NodeIP, and the reply comes back to the node, whose
+	// conntrack hands it to the pod.
+	nft := fmt.Sprintf(`table ip %[1]s {
+	chain postrouting {
+		type nat hook postrouting priority srcnat; policy accept;
+		ip saddr %[2]s ip daddr %[3]s masquerade
+	}
+}
+`, nftTable, PodCIDR, podnet.HostIP)
+	rules := filepath.Join(Dir, "masquerade.nft")
+	if err := os.WriteFile(rules, []byte(nft), 0o644); err != nil {
+		return err
+	}
+	if _, err := run(ctx, ip, "netns", "exec", n.netns, "nft", "-f", rules); err != nil {
+		return fmt.Errorf("realnode: %w", err)
 	}
 
 	hierarchies, err := cgroupHierarchies()
@@ -223,27 +247,12 @@ func cleanup(logf func(string, ...any)) error {
 		errs = append(errs, err)
 	}
 
-	if ip := lookPath("ip"); ip != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if out, err := run(ctx, ip, "-o", "link", "show", "master", Bridge); err == nil {
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				// A veth also goes by itself once its pod's namespace is
-				// freed, perhaps between the listing and the delete.
-				if name := linkName(line); name != "" {
-					if _, err := run(ctx, ip, "link", "del", name); err != nil {
-						if _, gone := run(ctx, ip, "link", "show", name); gone == nil {
-							errs = append(errs, err)
-						}
-					}
-				}
-			}
+	// The bridge, its veths and the nft table live in the node namespace;
+	// if that is gone (a killed run's bed was removed), so are they.
+	if ip := lookPath("ip"); ip != "" && st.Netns != "" {
+		if _, err := os.Stat(filepath.Join("/run/netns", st.Netns)); err == nil {
+			errs = append(errs, cleanupNetns(ip, st.Netns)...)
 		}
-		if _, err := run(ctx, ip, "link", "show", Bridge); err == nil {
-			if _, err := run(ctx, ip, "link", "del", Bridge); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		cancel()
 	}
 
 	for _, h := range hierarchies {
@@ -294,6 +303,38 @@ func cleanup(logf func(string, ...any)) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// cleanupNetns deletes the node's bridge, its pods' veths and its nft
+// table from the node namespace netns.
+func cleanupNetns(ip, netns string) []error {
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := run(ctx, ip, "-n", netns, "-o", "link", "show", "master", Bridge); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			// A veth also goes by itself once its pod's namespace is
+			// freed, perhaps between the listing and the delete.
+			if name := linkName(line); name != "" {
+				if _, err := run(ctx, ip, "-n", netns, "link", "del", name); err != nil {
+					if _, gone := run(ctx, ip, "-n", netns, "link", "show", name); gone == nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
+	}
+	if _, err := run(ctx, ip, "-n", netns, "link", "show", Bridge); err == nil {
+		if _, err := run(ctx, ip, "-n", netns, "link", "del", Bridge); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := run(ctx, ip, "netns", "exec", netns, "nft", "list", "table", "ip", nftTable); err == nil {
+		if _, err := run(ctx, ip, "netns", "exec", netns, "nft", "delete", "table", "ip", nftTable); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // daemonNames are the executables the node runs outside containers.

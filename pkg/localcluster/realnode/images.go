@@ -2,15 +2,18 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/elasti-dev/elasti/hack/images/oci"
 )
@@ -87,4 +90,67 @@ func WriteImage(bin, cmd, ref, out string, meta oci.Meta) (string, error) {
 		return "", fmt.Errorf("realnode: write %s: %w", out, err)
 	}
 	return out, nil
+}
+
+// Image is an image built from this tree, written as a docker-archive
+// tarball for ImportImage.
+type Image struct {
+	// Tarball is the docker-archive file; Ref its tag.
+	Tarball, Ref string
+	// Version is the version linked in and labelled.
+	Version string
+	// ID is the image's config digest ("sha256:…"), which the CRI reports
+	// as a container's imageID for an imported image.
+	ID string
+}
+
+// SampleAppImage is the reference of the sample app's image
+// (hack/sampleapp), which BuildSampleApp writes.
+const SampleAppImage = "elasti.local/sampleapp:v1"
+
+// BuildSampleApp builds hack/sampleapp from the repository at root as
+// elasti's images are built and writes its image, tagged SampleAppImage,
+// in dir.
+func BuildSampleApp(ctx context.Context, root, dir string) (Image, error) {
+	return buildImage(ctx, root, dir, "./hack/sampleapp", "sampleapp", SampleAppImage,
+		oci.Meta{Version: "v1", Revision: "realnode", Created: time.Unix(0, 0)})
+}
+
+// BuildElastiImage builds command cmd ("elasti-operator" or
+// "elasti-resolver") from the repository at root as `make images` does
+// (static, the Makefile's VERSION linked in, hack/images/oci's assembly)
+// for this machine's platform only, tagged as manifests/ name it, in dir.
+func BuildElastiImage(ctx context.Context, root, cmd, dir string) (Image, error) {
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		return Image{}, err
+	}
+	m := regexp.MustCompile(`(?m)^VERSION := (\S+)$`).FindSubmatch(mk)
+	if m == nil {
+		return Image{}, errors.New("realnode: no VERSION := line in the Makefile")
+	}
+	version := string(m[1])
+	return buildImage(ctx, root, dir, "./cmd/"+cmd, cmd, oci.Reference(oci.Repository, cmd, version),
+		oci.Meta{Version: version, Revision: "realnode-test", Created: time.Unix(0, 0)},
+		"-X github.com/elasti-dev/elasti/pkg/command.version="+version)
+}
+
+func buildImage(ctx context.Context, root, dir, pkg, cmd, ref string, meta oci.Meta, ldflags ...string) (Image, error) {
+	bin := filepath.Join(dir, cmd)
+	if err := GoBuild(ctx, root, bin, pkg, ldflags...); err != nil {
+		return Image{}, err
+	}
+	tar, err := WriteImage(bin, cmd, ref, filepath.Join(dir, cmd+".tar"), meta)
+	if err != nil {
+		return Image{}, err
+	}
+	img, err := tarball.ImageFromPath(tar, nil)
+	if err != nil {
+		return Image{}, err
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		return Image{}, err
+	}
+	return Image{Tarball: tar, Ref: ref, Version: meta.Version, ID: id.String()}, nil
 }

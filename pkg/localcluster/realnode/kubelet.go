@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster"
+	"github.com/elasti-dev/elasti/pkg/localcluster/procnode"
 )
 
 // Paths under Dir that the kubelet uses.
@@ -27,14 +25,16 @@ var (
 //   - cgroups are v1 (hybrid layout): cgroupfs driver, failCgroupV1: false;
 //   - swap may be on: failSwapOn: false;
 //   - cgroupRoot keeps kubepods under a cgroup of the node's own;
-//   - the server listens on GatewayIP only, for the apiserver's log and
+//   - the server listens on NodeIP only, for the apiserver's log and
 //     exec requests. The apiserver presents no client certificate, so the
 //     server allows anonymous requests; it is reachable from this host and
 //     from the node's own pods only;
+//   - clusterDNS is the bed's kube-dns Service, so pods resolve Service
+//     names with the usual search path;
 //   - makeIPTablesUtilChains: false, so the kubelet adds no iptables chains;
 //   - oomScoreAdj: 0, since root here may not lower it (see containerd.go);
-//   - resolvConf: "": no cluster DNS on this node yet, and pods must not
-//     use the host's resolvers;
+//   - resolvConf: "": pods must not use the host's resolvers (nor its
+//     search path), only the cluster DNS;
 //   - eviction and image GC thresholds at the extremes, so a busy shared
 //     disk evicts no test pod and collects no imported image (they cannot
 //     be pulled back).
@@ -68,6 +68,9 @@ registerWithTaints:
 makeIPTablesUtilChains: false
 oomScoreAdj: 0
 resolvConf: ""
+clusterDNS:
+- %[9]s
+clusterDomain: cluster.local
 maxPods: 16
 evictionHard:
   memory.available: "1Mi"
@@ -82,40 +85,36 @@ serializeImagePulls: false
 // startKubelet writes the kubelet's configuration, starts it and waits until
 // its node is Ready.
 func (n *Node) startKubelet(ctx context.Context, t tools) error {
-	port, err := freePort(GatewayIP)
-	if err != nil {
-		return err
-	}
+	port := kubeletPort
 	for _, d := range []string{kubeletRoot, podLogsDir, volumePluginDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
 	config := filepath.Join(Dir, "kubelet.yaml")
-	body := fmt.Sprintf(kubeletConfig, GatewayIP, port, cgroupRoot, containerdSocket, podLogsDir, volumePluginDir, TaintKey, TaintValue)
+	body := fmt.Sprintf(kubeletConfig, NodeIP, port, cgroupRoot, containerdSocket, podLogsDir, volumePluginDir, TaintKey, TaintValue,
+		procnode.DefaultDNSServer)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		return err
 	}
-	n.logf("starting kubelet as node %s (server %s:%d)", NodeName, GatewayIP, port)
-	p, err := n.startProcess("kubelet", t.kubelet,
+	n.logf("starting kubelet as node %s (server %s:%d)", NodeName, NodeIP, port)
+	p, err := n.startProcess(t, "kubelet", t.kubelet,
 		"--config="+config,
-		"--kubeconfig="+n.opts.Cluster.Kubeconfig,
+		// The apiserver listens on the host's loopback; the node namespace
+		// reaches it through realnet's forwarder.
+		"--kubeconfig="+n.opts.Net.NodeKubeconfig(),
 		"--root-dir="+kubeletRoot,
 		// Not under --root-dir by default: /var/lib/kubelet/pki.
 		"--cert-dir="+filepath.Join(kubeletRoot, "pki"),
 		"--hostname-override="+NodeName,
-		"--node-ip="+GatewayIP,
+		"--node-ip="+NodeIP,
 		"--v=2",
 	)
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(n.opts.Cluster.RESTConfig())
-	if err != nil {
-		return err
-	}
 	return localcluster.WaitFor(ctx, p, func(ctx context.Context) error {
-		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		node, err := n.kube.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -129,15 +128,4 @@ func (n *Node) startKubelet(ctx context.Context, t tools) error {
 		}
 		return errors.New("node has no Ready condition yet")
 	})
-}
-
-// freePort picks a free TCP port on ip.
-func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("realnode: no free port on %s: %w", ip, err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return strconv.Atoi(port)
 }

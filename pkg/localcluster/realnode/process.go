@@ -14,7 +14,7 @@ import (
 
 // tools are the executables the node runs.
 type tools struct {
-	kubelet, containerd, ctr, runc, ip string
+	kubelet, containerd, ctr, runc, ip, nsenter string
 }
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins
@@ -32,7 +32,7 @@ func findTools(binDir string) (tools, error) {
 	for _, f := range []struct {
 		name string
 		dst  *string
-	}{{"containerd", &t.containerd}, {"ctr", &t.ctr}, {"runc", &t.runc}, {"ip", &t.ip}} {
+	}{{"containerd", &t.containerd}, {"ctr", &t.ctr}, {"runc", &t.runc}, {"ip", &t.ip}, {"nsenter", &t.nsenter}} {
 		if p := lookPath(f.name); p != "" {
 			*f.dst = p
 		} else {
@@ -78,12 +78,17 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// startProcess starts bin in Dir as a process of the node, logging to
-// Dir/<name>.log, in a process group of its own that the kernel kills when
-// the test binary dies. containerd's shims leave that group on purpose;
-// cleanup finds them by their socket.
-func (n *Node) startProcess(name, bin string, args ...string) (*localcluster.Process, error) {
-	p, err := localcluster.StartProcess(Dir, name, bin, args...)
+// startProcess starts bin in Dir as a process of the node, inside the node
+// network namespace, logging to Dir/<name>.log, in a process group of its
+// own that the kernel kills when the test binary dies. nsenter enters the
+// network namespace only and then execs bin (not `ip netns exec`, which
+// also makes a mount namespace with a fresh /sys: the cgroup hierarchies
+// and containerd's netns mounts would vanish from the host's view).
+// containerd's shims leave that group on purpose; cleanup finds them by
+// their command line.
+func (n *Node) startProcess(t tools, name, bin string, args ...string) (*localcluster.Process, error) {
+	args = append([]string{"--net=" + filepath.Join("/run/netns", n.netns), "--", bin}, args...)
+	p, err := localcluster.StartProcess(Dir, name, t.nsenter, args...)
 	if err != nil {
 		return nil, fmt.Errorf("realnode: %w", err)
 	}

@@ -4,19 +4,48 @@
 // the image's user, a read-only root, dropped capabilities, seccomp and
 // memory limits enforced by the kernel.
 //
+// The node lives in the node network namespace of a realnet bed
+// (Options.Net), the namespace that bed's nftables kube-proxy programs.
+// containerd and the kubelet are started with nsenter --net only (their
+// mount namespace stays the host's, so cgroups, containerd's netns mounts
+// and its state stay visible to the kubelet and to cleanup), and so the
+// CNI bridge plugin builds the pods' bridge and veths there too:
+//
+//	host 127.0.0.1:<api> ◀── realnet's forwarder on 10.245.0.1:<fwd>
+//	node namespace       kube-proxy (realnet); kubelet on NodeIP:10250, its
+//	                     node's InternalIP, which the apiserver reaches over
+//	                     the veth; containerd; bridge Bridge with GatewayIP;
+//	                     nft table ip elasti-realnode: pods' packets to the
+//	                     host end of the veth leave masqueraded as NodeIP,
+//	                     so the host needs no route to PodCIDR
+//	pod namespaces       eth0 on PodCIDR; route 10.0.0.0/8 via GatewayIP
+//	                     and nothing else
+//
+// So a real-node pod reaches ClusterIPs exactly as on a cluster node: the
+// packet enters the node namespace, kube-proxy's prerouting DNATs it, and
+// the node routes it to a real-node pod (the bridge), a process pod (its
+// sandbox veth) or a kwok pod (the node's lo). kube-proxy's --cluster-cidr
+// is the process and kwok pods' range, so it masquerades real-node pods'
+// service traffic as from outside the cluster CIDR: a reply from a pod on
+// the same bridge then comes back through the node, where conntrack undoes
+// the DNAT. The kubelet's clusterDNS is realnet's kube-dns Service (CoreDNS
+// on the process node), with the usual search path. Pods reach the
+// apiserver through realnet's forwarder (PreparePod): it listens on
+// loopback only.
+//
+// Nothing is programmed in the host's own network namespace: no link,
+// address, route or firewall rule. Stop removes the bridge and the nft
+// table from the node namespace, which outlives the node.
+//
 // It needs root, and leaves nothing on the host when stopped: every file
 // lives under one working directory (containerd's root and state, runc's
-// state, kubelet's root, pod logs, network namespace mounts, IPAM), the pods
-// hang off a bridge of its own on PodCIDR, and their cgroups sit under a
-// cgroup root of its own. Stop (also run at Start, for what a killed run
-// left) kills the processes, unmounts, deletes the bridge and its veths,
-// removes the cgroups and the few files that containerd and kubelet insist
-// on writing to fixed paths, and restores the kernel settings kubelet
-// changes.
+// state, kubelet's root, pod logs, network namespace mounts, IPAM), and
+// the pods' cgroups sit under a cgroup root of its own. Stop (also run at
+// Start, for what a killed run left) kills the processes, unmounts, deletes
+// the bridge and its veths, removes the cgroups and the few files that
+// containerd and kubelet insist on writing to fixed paths, and restores
+// the kernel settings kubelet changes.
 //
-// What this node does not do yet: cluster DNS (pods get an empty
-// resolv.conf) and kube-proxy, so pods reach no ClusterIP; GatewayIP:port
-// forwarders (see Node.Forward) are the way to the host's loopback services.
 // Images cannot be pulled (no registry is reachable): everything a pod runs
 // is imported first (Options.Images, Node.ImportImage), and pods say
 // imagePullPolicy: Never.
@@ -38,6 +67,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster"
+	"github.com/elasti-dev/elasti/pkg/localcluster/podnet"
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
 )
 
 const (
@@ -53,12 +84,15 @@ const (
 	// 10.248.0.0/16 (services 10.0.0.0/16, kwok and process pods
 	// 10.244.0.0/16, transfer nets 10.245.0.0/30 and 10.247.0.0/30).
 	PodCIDR = "10.248.0.0/24"
-	// GatewayIP is the bridge's address: the node's InternalIP (where the
-	// apiserver reaches the kubelet for logs) and the address pods reach
-	// the host on. Pods have no default route: GatewayIP's subnet is all
-	// they can reach.
+	// GatewayIP is the bridge's address in the node namespace, the pods'
+	// gateway to 10.0.0.0/8 (ClusterIPs, other pods, the forwarders on
+	// the veth's host end). Pods have no default route.
 	GatewayIP = "10.248.0.1"
-	// Bridge is the host bridge the pods' veths hang off.
+	// NodeIP is the node's InternalIP, where the kubelet serves the
+	// apiserver's log and exec requests: the node namespace's end of its
+	// veth, which the host reaches directly.
+	NodeIP = podnet.NamespaceIP
+	// Bridge is the bridge in the node namespace the pods' veths hang off.
 	Bridge = "elasti-rn0"
 	// Dir is the node's working directory. It is fixed, not a temporary
 	// name, so a run that was killed is cleaned up by the next one.
@@ -73,6 +107,13 @@ const (
 	// kubelet makes kubepods, so removing it removes every pod cgroup.
 	cgroupRoot = "/elasti-realnode"
 
+	// kubeletPort is the kubelet's server port on NodeIP; the node
+	// namespace is the run's own, so the well-known port is free there.
+	kubeletPort = 10250
+	// nftTable is the node namespace's table that masquerades the pods'
+	// packets to the host (host.go).
+	nftTable = "elasti-realnode"
+
 	startLimit = 2 * time.Minute
 	stopGrace  = 10 * time.Second
 )
@@ -81,6 +122,9 @@ const (
 type Options struct {
 	// Cluster is the control plane the kubelet joins.
 	Cluster *localcluster.Cluster
+	// Net is the bed whose node network namespace the node runs in, with
+	// its kube-proxy, cluster DNS and apiserver forwarder.
+	Net *realnet.Net
 	// Images are docker-archive tarballs (what `make images` and
 	// go-containerregistry's tarball.WriteToFile write) imported into
 	// containerd before the kubelet starts.
@@ -96,6 +140,11 @@ type Node struct {
 	procs  []*localcluster.Process
 	unlock func()
 	ctr    string
+	// netns is the node network namespace's name (ip netns).
+	netns string
+	// kube is made at Start: Stop may run after the cluster's files are
+	// gone (a package's bed stops after its control plane).
+	kube kubernetes.Interface
 }
 
 // Start brings the node up and returns once it is Ready. On error it has
@@ -107,16 +156,19 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("realnode: a real node needs Linux, not %s", runtime.GOOS)
 	}
-	if opts.Cluster == nil {
-		return nil, errors.New("realnode: Options.Cluster is required")
+	if opts.Cluster == nil || opts.Net == nil {
+		return nil, errors.New("realnode: Options.Cluster and Options.Net are required")
 	}
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
 	}
-	node := &Node{opts: opts, logf: func(format string, args ...any) {
+	node := &Node{opts: opts, netns: opts.Net.Network.Name(), logf: func(format string, args ...any) {
 		fmt.Fprintf(progress, "[realnode %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}}
+	if node.kube, err = kubernetes.NewForConfig(opts.Cluster.RESTConfig()); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 
@@ -173,12 +225,11 @@ func (n *Node) Stop() {
 	if err := cleanup(n.logf); err != nil {
 		n.logf("cleanup: %v", err)
 	}
-	if n.opts.Cluster != nil {
-		if cs, err := kubernetes.NewForConfig(n.opts.Cluster.RESTConfig()); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = cs.CoreV1().Nodes().Delete(ctx, NodeName, metav1.DeleteOptions{})
-			cancel()
-		}
+	// Best effort: the control plane may already be gone.
+	if n.kube != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = n.kube.CoreV1().Nodes().Delete(ctx, NodeName, metav1.DeleteOptions{})
+		cancel()
 	}
 	if n.unlock != nil {
 		n.unlock()

@@ -3,8 +3,6 @@ package realnode_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,17 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
-	"github.com/elasti-dev/elasti/hack/images/oci"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
@@ -33,45 +30,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
-
-// resolverImage builds elasti-resolver as `make images` does (static,
-// VERSION linked in, hack/images/oci's assembly) for this machine's
-// platform only, and returns the tarball, the reference, the version and
-// the image's ID (its config digest).
-func resolverImage(t *testing.T, root string) (tar, ref, version, id string) {
-	t.Helper()
-	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^VERSION := (\S+)$`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("no VERSION := line in the Makefile")
-	}
-	version = string(m[1])
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "elasti-resolver")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := realnode.GoBuild(ctx, root, bin, "./cmd/elasti-resolver", "-X github.com/elasti-dev/elasti/pkg/command.version="+version); err != nil {
-		t.Fatal(err)
-	}
-	ref = oci.Reference(oci.Repository, "elasti-resolver", version)
-	tar, err = realnode.WriteImage(bin, "elasti-resolver", ref, filepath.Join(dir, "elasti-resolver.tar"),
-		oci.Meta{Version: version, Revision: "realnode-test", Created: time.Unix(0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.ImageFromPath(tar, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tar, ref, version, cfg.String()
-}
 
 // manifestResolver is the resolver Deployment of manifests/30-resolver.yaml.
 func manifestResolver(t *testing.T, root string) *appsv1.Deployment {
@@ -160,18 +118,36 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	c := clustertest.Get(t)
 	cs := clustertest.Clientset(t)
 	ns := clustertest.Namespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	tar, ref, version, imageID := resolverImage(t, root)
+	resolverImg, err := realnode.BuildElastiImage(ctx, root, "elasti-resolver", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, version, imageID := resolverImg.Ref, resolverImg.Version, resolverImg.ID
 	// A killed earlier run's leftovers are not this run's to answer for.
 	if err := realnode.Cleanup(ctx, os.Stderr); err != nil {
 		t.Fatalf("cleaning up after an earlier run: %v", err)
 	}
+	// The node runs in the node network namespace of a realnet bed, whose
+	// kube-proxy and CoreDNS its pods use. The bed's own host changes (its
+	// veth and route) are its package's to check; this test compares the
+	// host with the bed up, before and after the node.
+	rnet, err := realnet.Start(ctx, realnet.Options{Cluster: c, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("the real-traffic bed did not start: %v", err)
+	}
+	clustertest.OnInterrupt(rnet.Close)
+	t.Cleanup(rnet.Close)
 	before := hostSnapshot(t)
 
+	sample, err := realnode.BuildSampleApp(ctx, root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	node, err := realnode.Start(ctx, realnode.Options{Cluster: c, Images: []string{tar}, Progress: os.Stderr})
+	node, err := realnode.Start(ctx, realnode.Options{Cluster: c, Net: rnet, Images: []string{resolverImg.Tarball, sample.Tarball}, Progress: os.Stderr})
 	if err != nil {
 		t.Fatalf("the real node did not start: %v", err)
 	}
@@ -255,20 +231,11 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	}
 
 	// 2. The resolver itself, with the manifest's env, probes and ports:
-	// it reaches the apiserver through a forwarder on the bridge and
-	// becomes Ready by its own /readyz, once its informers (ElastiServices
-	// among them) have synced.
+	// it reaches the apiserver through the bed's forwarder and becomes
+	// Ready by its own /readyz, once its informers (ElastiServices among
+	// them) have synced.
 	testenv.InstallCRD(t)
-	api, err := url.Parse(c.APIServerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := realnet.Forward(net.JoinHostPort(realnode.GatewayIP, "0"), api.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fwd.Close()
-	kubeconfig := podKubeconfig(t, c, "https://"+fwd.Addr())
+	kubeconfig := podKubeconfig(t, c, "https://"+rnet.APIServer())
 	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "resolver-kubeconfig"},
 		Data:       map[string][]byte{"kubeconfig": kubeconfig},
@@ -284,14 +251,7 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, resolverPod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p = waitPod(ctx, t, cs, ns, resolverPod.Name, diagnose, func(p *corev1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	})
+	p = waitPod(ctx, t, cs, ns, resolverPod.Name, diagnose, podReady)
 	if !strings.HasPrefix(p.Status.PodIP, "10.248.0.") {
 		t.Errorf("pod IP %q is not in %s", p.Status.PodIP, realnode.PodCIDR)
 	}
@@ -335,9 +295,77 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 		t.Errorf("container root is mounted %q, want read-only", root)
 	}
 
-	// 3. Stop leaves the host as it was. The pods go first, at once, so
+	// 3. A real-node pod reaches a Service by its short name, through the
+	// cluster DNS (CoreDNS on the process node, behind the kube-dns
+	// ClusterIP) and kube-proxy's rules in the node namespace, to a pod on
+	// the same bridge; and the host's network is untouched meanwhile.
+	web := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			SecurityContext:               template.SecurityContext.DeepCopy(),
+			TerminationGracePeriodSeconds: ptr.To[int64](2),
+			AutomountServiceAccountToken:  ptr.To(false),
+			Containers: []corev1.Container{{Name: "web", Image: realnode.SampleAppImage,
+				SecurityContext: mc.SecurityContext.DeepCopy(),
+				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/", Port: intstr.FromString("http")}}, PeriodSeconds: 1}}},
+		},
+	}
+	if err := node.PreparePod(ctx, cs, ns, &web.Spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(ctx, t, cs, ns, web.Name, diagnose, podReady)
+	// kube-proxy applies a new endpoint after its sync period; until then
+	// the ClusterIP refuses.
+	if err := rnet.WaitKubeProxyFollows(ctx, ns, "web", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			SecurityContext:              template.SecurityContext.DeepCopy(),
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "client", Image: realnode.SampleAppImage, Args: []string{"get", "http://web/"},
+				SecurityContext: mc.SecurityContext.DeepCopy()}},
+		},
+	}
+	if err := node.PreparePod(ctx, cs, ns, &client.Spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPod(ctx, t, cs, ns, client.Name, diagnose, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	logs, err = cs.CoreV1().Pods(ns).GetLogs(client.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("client pod %s: %s", p.Status.PodIP, logs)
+	if !strings.Contains(string(logs), `"servedBy":"web"`) {
+		t.Errorf("client pod's GET http://web/ printed %q, want web's answer", logs)
+	}
+	during := hostSnapshot(t)
+	for _, k := range []string{"links", "addrs", "routes", "nft", "iptables"} {
+		if during[k] != before[k] {
+			t.Errorf("with pods running, the host's %s changed (the node must program only its own namespaces):\nbefore:\n%s\nnow:\n%s", k, before[k], during[k])
+		}
+	}
+
+	// 4. Stop leaves the host as it was. The pods go first, at once, so
 	// none is left Terminating on a node that is gone.
-	for _, name := range []string{versionPod.Name, resolverPod.Name} {
+	for _, name := range []string{versionPod.Name, resolverPod.Name, web.Name, client.Name} {
 		if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
@@ -351,6 +379,15 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 			t.Errorf("host %s changed:\nbefore:\n%s\nafter:\n%s", k, v, after[k])
 		}
 	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // waitPod waits until done(pod) holds, failing with the pod's state and the
