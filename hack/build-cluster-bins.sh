@@ -2,7 +2,8 @@
 # Builds (or reuses) the local cluster binaries from the Go module proxy:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 #   kube-proxy and kubelet (one Kubernetes version), etcd, kwok (plus its
-#   stages), CoreDNS (with its kubernetes plugin) and Traefik,
+#   stages), CoreDNS (with its kubernetes plugin) and Traefik, plus the
+#   standard Gateway API CRDs of the version Traefik's go.mod pins,
 # after making sure the host has nft (>= 1.0.1), conntrack and ip, which
 # kube-proxy's nftables mode and the network namespaces need, and containerd,
 # runc and the CNI plugins, which the real kubelet node
@@ -445,6 +446,25 @@ build_traefik() {
   log "traefik $TRAEFIK_VERSION: built in $(minutes $((SECONDS - start)))"
 }
 
+# --- Gateway API CRDs -----------------------------------------------------
+
+# gateway_api_crds prints the directory of the standard Gateway API CRDs
+# (config/crd/standard in the sigs.k8s.io/gateway-api module), at the version
+# Traefik's go.mod requires: its Gateway API provider was built against those
+# types, so the bed serves exactly them. Only the module zip is downloaded; the
+# YAML is read in place from the module cache, nothing is copied.
+gateway_api_crds() {
+  local modfile version dir
+  modfile=$(mod_download gateway-api "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" GoMod)
+  version=$(awk '$1 == "sigs.k8s.io/gateway-api" {print $2; exit}' "$modfile")
+  [[ -n $version ]] || fail_with_log gateway-api "no sigs.k8s.io/gateway-api requirement in $modfile"
+  dir=$(mod_download gateway-api "sigs.k8s.io/gateway-api@$version" Dir)
+  ls "$dir"/config/crd/standard/*.yaml >/dev/null 2>&1 ||
+    fail_with_log gateway-api "no CRDs in $dir/config/crd/standard"
+  log "gateway-api $version (Traefik $TRAEFIK_VERSION's): CRDs in $dir/config/crd/standard"
+  printf '%s\n' "$dir/config/crd/standard"
+}
+
 # --- main -----------------------------------------------------------------
 
 ensure_host_packages
@@ -461,6 +481,7 @@ build_kwok
 build_kube
 build_coredns
 build_traefik
+gateway_crds=$(gateway_api_crds)
 
 # One directory with every binary, so callers need a single path.
 mkdir -p "$out_dir"
@@ -468,5 +489,6 @@ for f in "${KUBE_BINS[@]/#/$kube_dir/}" "$etcd_dir/etcd" "$kwok_dir/kwok" "$kwok
   "$coredns_dir/coredns" "$traefik_dir/traefik"; do
   ln -sfn "$f" "$out_dir/$(basename "$f")"
 done
+ln -sfn "$gateway_crds" "$out_dir/gateway-api-crds"
 log "binaries ready in $out_dir"
 echo "$out_dir"

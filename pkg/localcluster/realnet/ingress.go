@@ -127,7 +127,8 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 	}
 	var out []string
 	for _, svc := range services {
-		// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes.
+		// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes
+		// and an HTTPRoute's <namespace>-<service>-http-<port>@kubernetesgateway.
 		if !strings.HasPrefix(svc.Name, namespace+"-"+service+"-") {
 			continue
 		}

@@ -163,7 +163,10 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 	if err := n.StartKubeProxy(ctx); err != nil {
 		return nil, err
 	}
-	logf("installing CoreDNS and the Traefik ingress controller on node %s", n.Node.NodeName())
+	logf("installing CoreDNS and the Traefik ingress controller (Ingress and Gateway API) on node %s", n.Node.NodeName())
+	if err := n.installGatewayAPI(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.applyAddons(ctx); err != nil {
 		return nil, err
 	}
