@@ -5,7 +5,8 @@
 #   stages), CoreDNS (with its kubernetes plugin) and Traefik, plus the
 #   standard Gateway API CRDs of the version Traefik's go.mod pins,
 # after making sure the host has nft (>= 1.0.1), conntrack and ip, which
-# kube-proxy's nftables mode and the network namespaces need, and containerd,
+# kube-proxy's nftables mode and the network namespaces need, iptables
+# (iptables-save and -restore) for its iptables mode, and containerd,
 # runc and the CNI plugins, which the real kubelet node
 # (pkg/localcluster/realnode) runs containers with. Installing containerd
 # starts no daemon (Debian's package leaves that to an init system); the
@@ -145,12 +146,13 @@ missing_packages() {
   command -v nft >/dev/null && version_ge "$(nft_version)" 1.0.1 || echo nftables
   command -v conntrack >/dev/null || echo conntrack
   command -v ip >/dev/null || echo iproute2
+  command -v iptables-restore >/dev/null && command -v iptables-save >/dev/null || echo iptables
   command -v containerd >/dev/null && command -v ctr >/dev/null || echo containerd
   command -v runc >/dev/null || echo runc
   [[ -x $CNI_BIN_DIR/bridge && -x $CNI_BIN_DIR/host-local && -x $CNI_BIN_DIR/loopback ]] || echo containernetworking-plugins
 }
 
-host_summary() { echo "nft $(nft_version), conntrack, ip, containerd, runc and the CNI plugins present"; }
+host_summary() { echo "nft $(nft_version), conntrack, ip, iptables, containerd, runc and the CNI plugins present"; }
 
 apt_install() {
   try_step host-packages "apt-get install -y $*" \
@@ -169,13 +171,13 @@ ensure_host_packages() {
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
       sudo=(sudo -n)
     else
-      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip; the real node containerd, runc and the CNI plugins)"
+      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins)"
       log "ERROR: install them as root: apt-get install -y ${missing[*]}"
       exit 1
     fi
   fi
   if ! command -v apt-get >/dev/null; then
-    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), containerd, runc and the CNI plugins ($CNI_BIN_DIR) by hand"
+    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), iptables, containerd, runc and the CNI plugins ($CNI_BIN_DIR) by hand"
     exit 1
   fi
   # Parallel runs install once; apt-get would trip over its own lock.
@@ -184,7 +186,7 @@ ensure_host_packages() {
   mapfile -t missing < <(missing_packages)
   if ((${#missing[@]} > 0)); then
     : >"$logs_dir/host-packages.log"
-    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip; the real node containerd, runc and the CNI plugins)"
+    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins)"
     if ! apt_install "${missing[@]}"; then
       log "host: plain apt-get install failed; running apt-get update first"
       try_step host-packages "apt-get update" "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=300 ||

@@ -143,16 +143,6 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 	return out, nil
 }
 
-// kubeProxyBackends lists the "ip:port" backends kube-proxy's rules DNAT
-// service to.
-func (n *Net) kubeProxyBackends(ctx context.Context, namespace, service string) ([]string, error) {
-	rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
-	if err != nil {
-		return nil, err
-	}
-	return dnatBackends(rules, namespace, service), nil
-}
-
 // dnatBackends reads the "ip:port" backends of service from kube-proxy's
 // nftables rules. Its nftables mode names a Service's chains
 // service-<hash>-<namespace>/<service>/<protocol>/<port> (and, with
