@@ -13,10 +13,9 @@ const (
 	// the ingress controller (Traefik's Gateway API provider) on its web
 	// entrypoint; HTTPRoutes in any namespace may attach to it. Clients
 	// reach it through the ingress controller's Service, as an Ingress.
+	// addons/traefik.yaml declares it.
 	GatewayNamespace = IngressNamespace
 	GatewayName      = "web"
-	// GatewayClass is the GatewayClass its controller serves.
-	GatewayClass = "traefik"
 )
 
 // installGatewayAPI creates the standard Gateway API CRDs, read in place
