@@ -3,9 +3,11 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 #   kube-proxy and kubelet (one Kubernetes version), etcd, kwok (plus its
 #   stages), CoreDNS (with its kubernetes plugin), Traefik, Prometheus and
-#   helm,
+#   helm, plus the standard Gateway API CRDs of the version Traefik's go.mod
+#   pins,
 # after making sure the host has nft (>= 1.0.1), conntrack and ip, which
-# kube-proxy's nftables mode and the network namespaces need, and containerd,
+# kube-proxy's nftables mode and the network namespaces need, iptables
+# (iptables-save and -restore) for its iptables mode, and containerd,
 # runc and the CNI plugins, which the real kubelet node
 # (pkg/localcluster/realnode) runs containers with. Installing containerd
 # starts no daemon (Debian's package leaves that to an init system); the
@@ -169,12 +171,13 @@ missing_packages() {
   command -v nft >/dev/null && version_ge "$(nft_version)" 1.0.1 || echo nftables
   command -v conntrack >/dev/null || echo conntrack
   command -v ip >/dev/null || echo iproute2
+  command -v iptables-restore >/dev/null && command -v iptables-save >/dev/null || echo iptables
   command -v containerd >/dev/null && command -v ctr >/dev/null || echo containerd
   command -v runc >/dev/null || echo runc
   [[ -x $CNI_BIN_DIR/bridge && -x $CNI_BIN_DIR/host-local && -x $CNI_BIN_DIR/loopback ]] || echo containernetworking-plugins
 }
 
-host_summary() { echo "nft $(nft_version), conntrack, ip, containerd, runc and the CNI plugins present"; }
+host_summary() { echo "nft $(nft_version), conntrack, ip, iptables, containerd, runc and the CNI plugins present"; }
 
 apt_install() {
   try_step host-packages "apt-get install -y $*" \
@@ -193,13 +196,13 @@ ensure_host_packages() {
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
       sudo=(sudo -n)
     else
-      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip; the real node containerd, runc and the CNI plugins)"
+      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins)"
       log "ERROR: install them as root: apt-get install -y ${missing[*]}"
       exit 1
     fi
   fi
   if ! command -v apt-get >/dev/null; then
-    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), containerd, runc and the CNI plugins ($CNI_BIN_DIR) by hand"
+    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), iptables, containerd, runc and the CNI plugins ($CNI_BIN_DIR) by hand"
     exit 1
   fi
   # Parallel runs install once; apt-get would trip over its own lock.
@@ -208,7 +211,7 @@ ensure_host_packages() {
   mapfile -t missing < <(missing_packages)
   if ((${#missing[@]} > 0)); then
     : >"$logs_dir/host-packages.log"
-    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip; the real node containerd, runc and the CNI plugins)"
+    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins)"
     if ! apt_install "${missing[@]}"; then
       log "host: plain apt-get install failed; running apt-get update first"
       try_step host-packages "apt-get update" "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=300 ||
@@ -534,6 +537,25 @@ build_helm() {
   log "helm $HELM_VERSION: built in $(minutes $((SECONDS - start)))"
 }
 
+# --- Gateway API CRDs -----------------------------------------------------
+
+# gateway_api_crds prints the directory of the standard Gateway API CRDs
+# (config/crd/standard in the sigs.k8s.io/gateway-api module), at the version
+# Traefik's go.mod requires: its Gateway API provider was built against those
+# types, so the bed serves exactly them. Only the module zip is downloaded; the
+# YAML is read in place from the module cache, nothing is copied.
+gateway_api_crds() {
+  local modfile version dir
+  modfile=$(mod_download gateway-api "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" GoMod)
+  version=$(awk '$1 == "sigs.k8s.io/gateway-api" {print $2; exit}' "$modfile")
+  [[ -n $version ]] || fail_with_log gateway-api "no sigs.k8s.io/gateway-api requirement in $modfile"
+  dir=$(mod_download gateway-api "sigs.k8s.io/gateway-api@$version" Dir)
+  ls "$dir"/config/crd/standard/*.yaml >/dev/null 2>&1 ||
+    fail_with_log gateway-api "no CRDs in $dir/config/crd/standard"
+  log "gateway-api $version (Traefik $TRAEFIK_VERSION's): CRDs in $dir/config/crd/standard"
+  printf '%s\n' "$dir/config/crd/standard"
+}
+
 # --- main -----------------------------------------------------------------
 
 if [[ $only == helm ]]; then
@@ -564,6 +586,7 @@ build_coredns
 build_traefik
 build_prometheus
 build_helm
+gateway_crds=$(gateway_api_crds)
 
 # One directory with every binary, so callers need a single path.
 mkdir -p "$out_dir"
@@ -571,5 +594,6 @@ for f in "${KUBE_BINS[@]/#/$kube_dir/}" "$etcd_dir/etcd" "$kwok_dir/kwok" "$kwok
   "$coredns_dir/coredns" "$traefik_dir/traefik" "$prometheus_dir/prometheus" "$helm_dir/helm"; do
   ln -sfn "$f" "$out_dir/$(basename "$f")"
 done
+ln -sfn "$gateway_crds" "$out_dir/gateway-api-crds"
 log "binaries ready in $out_dir"
 echo "$out_dir"

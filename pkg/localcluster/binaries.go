@@ -34,6 +34,10 @@ const (
 	// KwokStagesFile is kwok's stages (node and pod lifecycle) in one
 	// multi-document file, for kwok's --config.
 	KwokStagesFile = "stages.yaml"
+	// GatewayAPICRDDir is the standard Gateway API CRDs (one YAML file a
+	// kind), at the version Traefik's go.mod pins: a link into the Go
+	// module cache's sigs.k8s.io/gateway-api config/crd/standard.
+	GatewayAPICRDDir = "gateway-api-crds"
 )
 
 // Binaries lists every executable EnsureBinaries guarantees.
@@ -55,8 +59,9 @@ var Binaries = []string{
 // EnsureBinaries returns the directory holding etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubectl, kube-proxy, kubelet (one
 // Kubernetes version), kwok and kwok's stages, CoreDNS (with its kubernetes
-// plugin), Traefik, Prometheus and helm, building them through
-// hack/build-cluster-bins.sh on a cold machine. The script also installs the host packages kube-proxy needs
+// plugin), Traefik, Prometheus and helm, and the standard Gateway API CRDs
+// (GatewayAPICRDDir), building them through hack/build-cluster-bins.sh on a
+// cold machine. The script also installs the host packages kube-proxy needs
 // (nft, conntrack, ip) and those the real node needs (containerd, runc, the
 // CNI plugins) when they are missing. Its progress lines are copied
 // to progress. With BinDirEnv set, that directory is used instead of the
@@ -118,7 +123,8 @@ func EnsureHelm(ctx context.Context, progress io.Writer) (string, error) {
 }
 
 // checkBinaries reports every file of Binaries that dir lacks or that is not
-// an executable file, and a missing KwokStagesFile.
+// an executable file, a missing KwokStagesFile, and a GatewayAPICRDDir
+// without CRDs.
 func checkBinaries(dir string) error {
 	var problems []string
 	for _, name := range Binaries {
@@ -132,6 +138,9 @@ func checkBinaries(dir string) error {
 	}
 	if info, err := os.Stat(filepath.Join(dir, KwokStagesFile)); err != nil || !info.Mode().IsRegular() {
 		problems = append(problems, KwokStagesFile+" is missing")
+	}
+	if crds, _ := filepath.Glob(filepath.Join(dir, GatewayAPICRDDir, "*.yaml")); len(crds) == 0 {
+		problems = append(problems, GatewayAPICRDDir+" holds no CRDs")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("binary directory %s is incomplete: %s", dir, strings.Join(problems, "; "))

@@ -127,7 +127,8 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 	}
 	var out []string
 	for _, svc := range services {
-		// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes.
+		// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes
+		// and an HTTPRoute's <namespace>-<service>-http-<port>@kubernetesgateway.
 		if !strings.HasPrefix(svc.Name, namespace+"-"+service+"-") {
 			continue
 		}
@@ -140,16 +141,6 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 		}
 	}
 	return out, nil
-}
-
-// kubeProxyBackends lists the "ip:port" backends kube-proxy's rules DNAT
-// service to.
-func (n *Net) kubeProxyBackends(ctx context.Context, namespace, service string) ([]string, error) {
-	rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
-	if err != nil {
-		return nil, err
-	}
-	return dnatBackends(rules, namespace, service), nil
 }
 
 // dnatBackends reads the "ip:port" backends of service from kube-proxy's

@@ -103,6 +103,7 @@ type Net struct {
 	mu        sync.Mutex
 	kubeProxy *exec.Cmd
 	proxyDone chan struct{}
+	proxyMode ProxyMode // the mode StartKubeProxy runs it in; empty is nftables
 
 	cancel   context.CancelFunc
 	nodeDone chan struct{}
@@ -168,11 +169,14 @@ func Start(ctx context.Context, opts Options) (n *Net, err error) {
 		nodeErr <- n.Node.Run(nodeCtx)
 	}()
 
-	logf("starting kube-proxy (nftables) in %s", n.Network.Name())
+	logf("starting kube-proxy (%s) in %s", n.kubeProxyMode(), n.Network.Name())
 	if err := n.StartKubeProxy(ctx); err != nil {
 		return nil, err
 	}
-	logf("installing CoreDNS, the Traefik ingress controller and Prometheus on node %s", n.Node.NodeName())
+	logf("installing CoreDNS, the Traefik ingress controller (Ingress and Gateway API) and Prometheus on node %s", n.Node.NodeName())
+	if err := n.installGatewayAPI(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.applyAddons(ctx); err != nil {
 		return nil, err
 	}
@@ -240,14 +244,16 @@ func adminToken(kubeconfig string) (string, error) {
 	return "", fmt.Errorf("realnet: no token in %s", kubeconfig)
 }
 
-// StartKubeProxy runs kube-proxy in the node namespace and waits until its
-// nftables table exists. The guard test stops and restarts it.
+// StartKubeProxy runs kube-proxy in the node namespace, in the mode
+// SwitchKubeProxy last set (nftables at first), and waits until its
+// rules exist. The guard test stops and restarts it.
 func (n *Net) StartKubeProxy(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.kubeProxy != nil {
 		return errors.New("realnet: kube-proxy already runs")
 	}
+	mode := n.proxyMode.orDefault()
 	logPath := filepath.Join(n.stateDir, "kube-proxy.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -257,7 +263,7 @@ func (n *Net) StartKubeProxy(ctx context.Context) error {
 	cmd := exec.Command("ip", "netns", "exec", n.Network.Name(),
 		filepath.Join(n.cluster.BinDir, localcluster.KubeProxyBinary),
 		"--kubeconfig="+n.nodeKube,
-		"--proxy-mode=nftables",
+		"--proxy-mode="+string(mode),
 		"--hostname-override="+n.Node.NodeName(),
 		"--cluster-cidr="+localcluster.PodCIDR,
 		"--conntrack-max-per-core=0",
@@ -277,7 +283,7 @@ func (n *Net) StartKubeProxy(ctx context.Context) error {
 
 	deadline := time.Now().Add(kubeProxyTimeout)
 	for {
-		if _, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy"); err == nil {
+		if n.kubeProxyRulesExist(ctx, mode) {
 			return nil
 		}
 		select {
@@ -288,13 +294,13 @@ func (n *Net) StartKubeProxy(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("realnet: kube-proxy made no nftables table within %s:\n%s", kubeProxyTimeout, procnode.TailFile(logPath, 30))
+			return fmt.Errorf("realnet: kube-proxy made no %s rules within %s:\n%s", mode, kubeProxyTimeout, procnode.TailFile(logPath, 30))
 		}
 	}
 }
 
-// StopKubeProxy stops kube-proxy and removes its nftables table, as on a
-// node whose proxy is gone.
+// StopKubeProxy stops kube-proxy and removes its rules, as on a node whose
+// proxy is gone.
 func (n *Net) StopKubeProxy(ctx context.Context) error {
 	n.mu.Lock()
 	cmd, done := n.kubeProxy, n.proxyDone
@@ -310,10 +316,7 @@ func (n *Net) StopKubeProxy(ctx context.Context) error {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-	if out, err := n.NodeExec(ctx, "nft", "delete", "table", "ip", "kube-proxy"); err != nil && !strings.Contains(out+err.Error(), "No such file") {
-		return err
-	}
-	return nil
+	return n.removeKubeProxyRules(ctx)
 }
 
 // KubeProxyLog is the last lines of kube-proxy's log.
