@@ -147,3 +147,16 @@ func (c *Controller) readOutcome(ctx context.Context, err error, kind, namespace
 		return false, true, fmt.Errorf("read %s %s/%s: %w", kind, namespace, name, err)
 	}
 }
+
+// hasReadyEndpoints reports whether the public Service has a ready endpoint
+// of its own, i.e. one that is not our resolver slice, and that f does not
+// fence. Judging from the Service's slices rather than the target's replica
+// count means serve mode starts only once traffic can really reach a ready
+// pod.
+func (c *Controller) hasReadyEndpoints(namespace, service string, f fence) bool {
+	found := false
+	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+		found = found || !f.has(endpointKey(ep))
+	})
+	return found
+}
