@@ -25,7 +25,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -522,49 +521,5 @@ func (c *Controller) enqueueOwner(obj metav1.Object) {
 		if elastiv1alpha1.IsElastiServiceRef(ref) {
 			c.enqueue(cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
 		}
-	}
-}
-
-func sliceHandler(q *workloop.Loop[types.NamespacedName]) cache.ResourceEventHandler {
-	add := func(obj any) {
-		slice, ok := tombstone.Object[*discoveryv1.EndpointSlice](obj)
-		if !ok {
-			return
-		}
-		if svc := slice.Labels[discoveryv1.LabelServiceName]; svc != "" {
-			q.Add(types.NamespacedName{Namespace: slice.Namespace, Name: svc})
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: add,
-		UpdateFunc: func(old, cur any) {
-			if old.(*discoveryv1.EndpointSlice).ResourceVersion != cur.(*discoveryv1.EndpointSlice).ResourceVersion {
-				add(cur)
-			}
-		},
-		DeleteFunc: add,
-	}
-}
-
-type objectWithMeta interface {
-	GetNamespace() string
-	GetName() string
-	GetResourceVersion() string
-}
-
-func targetHandler(q *workloop.Loop[scaletarget.Ref], kind string) cache.ResourceEventHandler {
-	add := func(obj any) {
-		if o, ok := tombstone.Object[objectWithMeta](obj); ok {
-			q.Add(scaletarget.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: add,
-		UpdateFunc: func(old, cur any) {
-			if old.(objectWithMeta).GetResourceVersion() != cur.(objectWithMeta).GetResourceVersion() {
-				add(cur)
-			}
-		},
-		DeleteFunc: add,
 	}
 }

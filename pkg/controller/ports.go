@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -201,9 +200,4 @@ func (c *Controller) SeedResolverPorts(ctx context.Context) {
 // range has, for metrics.
 func (c *Controller) ResolverPorts() (inUse, size int) {
 	return c.ports.InUse(), c.ports.Range().Size()
-}
-
-func hasCondition(es *elastiv1alpha1.ElastiService, condType string, status metav1.ConditionStatus, reason string) bool {
-	cond := meta.FindStatusCondition(es.Status.Conditions, condType)
-	return cond != nil && cond.Status == status && cond.Reason == reason
 }
