@@ -389,7 +389,7 @@ type DropHandler func(ctx context.Context, queue string, object DroppedObject, e
 func (c *Controller) OnDrop(h DropHandler) {
 	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
 		if !IsWaiting(err) {
-			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{"ElastiService", k.Namespace, k.Name}, err)
+			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 		}
 	}
 	c.targetQueue.OnDrop = func(ctx context.Context, r scaletarget.Ref, err error) {
@@ -399,7 +399,7 @@ func (c *Controller) OnDrop(h DropHandler) {
 		h(ctx, c.sliceQueue.Name(), DroppedObject{"Service", k.Namespace, k.Name}, err)
 	}
 	c.privateServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
-		h(ctx, c.privateServiceQueue.Name(), DroppedObject{"ElastiService", k.Namespace, k.Name}, err)
+		h(ctx, c.privateServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 	}
 }
 
@@ -517,9 +517,7 @@ func (c *Controller) enqueueByService(namespace, service string) {
 // enqueueOwner re-syncs the ElastiService that owns a generated object, so a
 // hand-edited or deleted private Service is put back.
 func (c *Controller) enqueueOwner(obj metav1.Object) {
-	for _, ref := range obj.GetOwnerReferences() {
-		if elastiv1alpha1.IsElastiServiceRef(ref) {
-			c.enqueue(cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
-		}
+	for _, key := range ownerElastiServices(obj) {
+		c.enqueue(key)
 	}
 }

@@ -45,10 +45,8 @@ func indexByOwnerElastiService(obj any) ([]string, error) {
 		return nil, nil
 	}
 	var keys []string
-	for _, ref := range m.GetOwnerReferences() {
-		if elastiv1alpha1.IsElastiServiceRef(ref) {
-			keys = append(keys, m.GetNamespace()+"/"+ref.Name)
-		}
+	for _, key := range ownerElastiServices(m) {
+		keys = append(keys, key.Namespace+"/"+key.Name)
 	}
 	return keys, nil
 }

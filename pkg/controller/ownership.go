@@ -20,7 +20,7 @@ import (
 func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {
 	return metav1.OwnerReference{
 		APIVersion: elastiv1alpha1.SchemeGroupVersion.String(),
-		Kind:       "ElastiService",
+		Kind:       elastiv1alpha1.KindElastiService,
 		Name:       es.Name,
 		UID:        es.UID,
 		Controller: ptr.To(true),
@@ -73,4 +73,16 @@ func deleteOwnedIn(ctx context.Context, indexer cache.Indexer, es *elastiv1alpha
 		klog.FromContext(ctx).V(2).Info("Deleted generated object", "kind", kind, "object", klog.KObj(m))
 	}
 	return nil
+}
+
+// ownerElastiServices names the ElastiServices that own obj through an owner
+// reference, the mark ownerRef puts on every object the operator generates.
+func ownerElastiServices(obj metav1.Object) []cache.ObjectName {
+	var keys []cache.ObjectName
+	for _, ref := range obj.GetOwnerReferences() {
+		if elastiv1alpha1.IsElastiServiceRef(ref) {
+			keys = append(keys, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+		}
+	}
+	return keys
 }

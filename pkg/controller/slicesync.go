@@ -50,9 +50,8 @@ func (c *Controller) enqueueHandoffOwner(private types.NamespacedName) {
 	if err != nil {
 		return
 	}
-	for _, ref := range svc.OwnerReferences {
-		key := cache.ObjectName{Namespace: svc.Namespace, Name: ref.Name}
-		if ref.Kind == "ElastiService" && c.handoffs.underway(key) {
+	for _, key := range ownerElastiServices(svc) {
+		if c.handoffs.underway(key) {
 			c.enqueue(key)
 		}
 	}
