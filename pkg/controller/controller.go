@@ -286,7 +286,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	dir *directory.Directory, inf Informers, cfg Config, observer Observer, replicas Replicas,
 	metrics workqueue.MetricsProvider) (*Controller, error) {
 	logger := klog.FromContext(ctx)
-	if r := cfg.ResolverPortRange; r.First < 1 || r.Last > 65535 || r.First > r.Last {
+	if r := cfg.ResolverPortRange; !r.Valid() {
 		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))

@@ -217,7 +217,7 @@ func (c Config) complete() (Config, error) {
 	c.MaxConnections = cmp.Or(c.MaxConnections, d.MaxConnections)
 
 	switch {
-	case c.ProxyPort < 1 || c.ProxyPort > 65535:
+	case !portalloc.IsPort(c.ProxyPort):
 		return c, fmt.Errorf("proxy port %d is not in 1-65535", c.ProxyPort)
 	case c.RequestTimeout < 0:
 		return c, fmt.Errorf("request timeout %v is negative", c.RequestTimeout)
