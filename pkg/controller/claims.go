@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -35,7 +34,7 @@ func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (holder types.Names
 		// holder's new claim stands.
 	case err == nil && c.shouldHold(es, other):
 		// Tell the displaced holder, so it reports the conflict.
-		c.enqueue(cache.ObjectName{Namespace: holder.Namespace, Name: holder.Name})
+		c.enqueue(holder)
 	default:
 		return holder, false
 	}
@@ -86,7 +85,7 @@ func (c *Controller) PrimeDirectory(ctx context.Context) {
 // ElastiService that lost a ServiceConflict never did, so its deletion must
 // not wake the holder's target or remove the holder's resolver slice.
 func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
-	me := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	me := es.Key()
 	if entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}); ok {
 		return entry.ElastiService == me
 	}
@@ -103,6 +102,6 @@ func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
 func (c *Controller) Manages(es *elastiv1alpha1.ElastiService) bool {
 	entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
 	ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
-	return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
+	return ok && entry.ElastiService == es.Key() &&
 		ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
 }

@@ -191,10 +191,10 @@ type Controller struct {
 	resolverSlices       discoverylisters.EndpointSliceLister
 	cacheSynced          []cache.InformerSynced
 
-	elastiServiceQueue  *workloop.Loop[cache.ObjectName]
+	elastiServiceQueue  *workloop.Loop[types.NamespacedName]
 	targetQueue         *workloop.Loop[scaletarget.Ref]
 	sliceQueue          *workloop.Loop[types.NamespacedName]
-	privateServiceQueue *workloop.Loop[cache.ObjectName]
+	privateServiceQueue *workloop.Loop[types.NamespacedName]
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -221,17 +221,17 @@ type Controller struct {
 	readForbidden sync.Once
 
 	// syncHandler is a field so tests can observe or replace it.
-	syncHandler func(ctx context.Context, key cache.ObjectName) error
+	syncHandler func(ctx context.Context, key types.NamespacedName) error
 	// enqueue is a field so tests can capture keys.
-	enqueue func(key cache.ObjectName)
+	enqueue func(key types.NamespacedName)
 	// enqueueUrgent queues a key ahead of the others (see enqueueForTarget).
-	enqueueUrgent func(key cache.ObjectName)
+	enqueueUrgent func(key types.NamespacedName)
 	// backlog is how many ElastiService keys wait for a worker; a field so
 	// tests can make one.
 	backlog func() int
 	// wantPrivateService asks for an ElastiService's private Service; a
 	// field so tests can create it in line.
-	wantPrivateService func(key cache.ObjectName)
+	wantPrivateService func(key types.NamespacedName)
 }
 
 // privateServiceWorkers create private Services. A handful keeps a
@@ -246,15 +246,15 @@ func init() {
 // supersededVersions is safe for concurrent use.
 type supersededVersions struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName][]string
+	m  map[types.NamespacedName][]string
 }
 
 // add records that our write replaced resourceVersion rv of key.
-func (s *supersededVersions) add(key cache.ObjectName, rv string) {
+func (s *supersededVersions) add(key types.NamespacedName, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[cache.ObjectName][]string{}
+		s.m = map[types.NamespacedName][]string{}
 	}
 	// A handful is plenty: the cache is never more than a few writes behind.
 	s.m[key] = append(s.m[key][max(0, len(s.m[key])-3):], rv)
@@ -262,7 +262,7 @@ func (s *supersededVersions) add(key cache.ObjectName, rv string) {
 
 // stale reports whether rv is one our writes replaced; when it is not, the
 // cache has caught up and the record is dropped.
-func (s *supersededVersions) stale(key cache.ObjectName, rv string) bool {
+func (s *supersededVersions) stale(key types.NamespacedName, rv string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.Contains(s.m[key], rv) {
@@ -272,7 +272,7 @@ func (s *supersededVersions) stale(key cache.ObjectName, rv string) bool {
 	return false
 }
 
-func (s *supersededVersions) forget(key cache.ObjectName) {
+func (s *supersededVersions) forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key)
@@ -358,7 +358,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 // newQueues makes the four queues; their names label the queue metrics.
 func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
 	c.syncHandler = c.syncElastiService
-	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
+	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key types.NamespacedName) error {
 		start := c.clock.Now()
 		err := c.syncHandler(ctx, key)
 		c.observer.ObserveSync(c.clock.Since(start), err)
@@ -387,7 +387,7 @@ type DropHandler func(ctx context.Context, queue string, object DroppedObject, e
 // OnDrop reports keys every queue drops; set it before Run. ElastiServices
 // that were only waiting (see IsWaiting) are not reported.
 func (c *Controller) OnDrop(h DropHandler) {
-	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
+	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
 		if !IsWaiting(err) {
 			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 		}
@@ -398,7 +398,7 @@ func (c *Controller) OnDrop(h DropHandler) {
 	c.sliceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
 		h(ctx, c.sliceQueue.Name(), DroppedObject{"Service", k.Namespace, k.Name}, err)
 	}
-	c.privateServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
+	c.privateServiceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
 		h(ctx, c.privateServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 	}
 }
@@ -453,13 +453,13 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Enqueue asks for a sync of an ElastiService (the scale server uses it to
 // hasten the switch back to serve).
-func (c *Controller) Enqueue(key cache.ObjectName) { c.enqueue(key) }
+func (c *Controller) Enqueue(key types.NamespacedName) { c.enqueue(key) }
 
 // ---- event handlers: no API calls, only index lookups and queue adds ----
 
 func (c *Controller) onElastiService(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
-		c.enqueue(cache.MetaObjectToName(es))
+		c.enqueue(es.Key())
 	}
 }
 
@@ -469,7 +469,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(n))
+	c.enqueue(n.Key())
 	// A changed spec.service frees the old Service for another claimant.
 	if o.Spec.Service != n.Spec.Service {
 		c.enqueueByService(o.Namespace, o.Spec.Service)
@@ -481,7 +481,7 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(es))
+	c.enqueue(es.Key())
 	// Another ElastiService may have been waiting for this one's Service.
 	c.enqueueByService(es.Namespace, es.Spec.Service)
 }
@@ -510,7 +510,7 @@ func (c *Controller) enqueueByService(namespace, service string) {
 		return
 	}
 	for _, obj := range objs {
-		c.enqueue(cache.MetaObjectToName(obj.(*elastiv1alpha1.ElastiService)))
+		c.enqueue(obj.(*elastiv1alpha1.ElastiService).Key())
 	}
 }
 

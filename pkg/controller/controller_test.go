@@ -215,7 +215,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	})
 	// Private Services are created in line, where the sync asks for them,
 	// so a test sees every write of one sync in order.
-	c.wantPrivateService = func(key cache.ObjectName) {
+	c.wantPrivateService = func(key types.NamespacedName) {
 		if err := c.syncPrivateService(ctx, key); err != nil {
 			f.t.Errorf("create the private service of %v: %v", key, err)
 		}
@@ -256,7 +256,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 }
 
 // run builds a controller, syncs key once and checks actions and events.
-func (f *fixture) run(key cache.ObjectName) error {
+func (f *fixture) run(key types.NamespacedName) error {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
@@ -657,7 +657,7 @@ func expectScalePatch(gvr schema.GroupVersionResource, name string, replicas int
 		fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas), "scale")
 }
 
-func keyOf(es *elastiv1alpha1.ElastiService) cache.ObjectName { return cache.MetaObjectToName(es) }
+func keyOf(es *elastiv1alpha1.ElastiService) types.NamespacedName { return es.Key() }
 
 // lastStatusUpdate returns the ElastiService sent by the last status update
 // before the last verify.
@@ -683,7 +683,7 @@ func readyMessage(es *elastiv1alpha1.ElastiService) string {
 // converged syncs key over f's objects and returns a new fixture seeded with
 // what the fake API server holds afterwards, its clock a minute later and its
 // directory empty: what a restarted operator sees once its caches catch up.
-func (f *fixture) converged(key cache.ObjectName) *fixture {
+func (f *fixture) converged(key types.NamespacedName) *fixture {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -93,8 +92,8 @@ func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 	// Release the Service before the object can vanish, so a waiting
 	// ElastiService for the same Service can claim it as soon as it hears of
 	// the deletion. If the patch fails, the queue retries the finalizer.
-	c.directory.ReleaseAll(types.NamespacedName{Namespace: es.Namespace, Name: es.Name})
-	c.releasePorts(ctx, owner(es))
+	c.directory.ReleaseAll(es.Key())
+	c.releasePorts(ctx, es.Key())
 	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
 	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -123,6 +122,6 @@ func (c *Controller) patchFinalizers(ctx context.Context, es *elastiv1alpha1.Ela
 	if err != nil {
 		return nil, fmt.Errorf("patch finalizers: %w", err)
 	}
-	c.superseded.add(cache.MetaObjectToName(es), es.ResourceVersion)
+	c.superseded.add(es.Key(), es.ResourceVersion)
 	return updated, nil
 }

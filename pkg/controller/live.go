@@ -10,7 +10,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -43,7 +42,7 @@ func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 	ok, err := c.liveEndpoint(ctx, es.Namespace, service, f)
 	if err == nil && !ok {
-		c.elastiServiceQueue.AddAfter(cache.MetaObjectToName(es), liveRecheck)
+		c.elastiServiceQueue.AddAfter(es.Key(), liveRecheck)
 	}
 	return ok, err
 }

@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -77,11 +78,11 @@ func deleteOwnedIn(ctx context.Context, indexer cache.Indexer, es *elastiv1alpha
 
 // ownerElastiServices names the ElastiServices that own obj through an owner
 // reference, the mark ownerRef puts on every object the operator generates.
-func ownerElastiServices(obj metav1.Object) []cache.ObjectName {
-	var keys []cache.ObjectName
+func ownerElastiServices(obj metav1.Object) []types.NamespacedName {
+	var keys []types.NamespacedName
 	for _, ref := range obj.GetOwnerReferences() {
 		if elastiv1alpha1.IsElastiServiceRef(ref) {
-			keys = append(keys, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+			keys = append(keys, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name})
 		}
 	}
 	return keys

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -63,7 +63,7 @@ func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha
 func (c *Controller) requestPrivateService(es *elastiv1alpha1.ElastiService) bool {
 	_, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service))
 	if apierrors.IsNotFound(err) {
-		c.wantPrivateService(cache.MetaObjectToName(es))
+		c.wantPrivateService(es.Key())
 		return false
 	}
 	return err == nil
@@ -72,7 +72,7 @@ func (c *Controller) requestPrivateService(es *elastiv1alpha1.ElastiService) boo
 // syncPrivateService creates the private Service of the ElastiService key,
 // if it still fronts a Service; the private Service's add event brings the
 // ElastiService back to its own sync.
-func (c *Controller) syncPrivateService(ctx context.Context, key cache.ObjectName) error {
+func (c *Controller) syncPrivateService(ctx context.Context, key types.NamespacedName) error {
 	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil

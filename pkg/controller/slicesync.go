@@ -28,7 +28,7 @@ func (c *Controller) enqueueForSliceService(ctx context.Context, svc types.Names
 		n := 0
 		for _, es := range all {
 			if es.Status.Mode != elastiv1alpha1.ModeServe {
-				c.enqueue(cache.MetaObjectToName(es))
+				c.enqueue(es.Key())
 				n++
 			}
 		}

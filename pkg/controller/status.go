@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -63,7 +61,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	}
 	next.ObservedGeneration = es.Generation
 	if es.DeletionTimestamp == nil {
-		c.observer.ObserveMode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, next.Mode)
+		c.observer.ObserveMode(es.Key(), next.Mode)
 	}
 	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
 		LastTransitionTime: metav1.NewTime(c.clock.Now()),
@@ -95,7 +93,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	if _, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
-	c.superseded.add(cache.MetaObjectToName(es), es.ResourceVersion)
+	c.superseded.add(es.Key(), es.ResourceVersion)
 	if mode != "" && es.Status.Mode != mode {
 		c.recordModeSwitch(ctx, es, mode)
 	}
@@ -104,7 +102,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 
 func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
 	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
-	c.observer.ModeSwitched(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, mode, c.clock.Now())
+	c.observer.ModeSwitched(es.Key(), mode, c.clock.Now())
 	if es.Status.Mode == "" {
 		// A first mode is an adoption, not a switch: no event, so starting
 		// on a large fleet does not write one event per ElastiService.

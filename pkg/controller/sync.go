@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -40,7 +39,7 @@ func IsWaiting(err error) bool {
 // syncElastiService converges one ElastiService. It is idempotent and keeps
 // no state between calls beyond the directory, which it rebuilds, so an
 // operator killed mid-sync converges on restart.
-func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName) error {
+func (c *Controller) syncElastiService(ctx context.Context, key types.NamespacedName) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
 	start := c.clock.Now()
@@ -48,14 +47,13 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 
 	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 		c.superseded.forget(key)
 		c.handoffs.end(key, nil)
 		c.drains.forget(key)
-		c.directory.ReleaseAll(gone)
-		c.releasePorts(ctx, gone)
-		c.observer.ForgetElastiService(gone)
-		c.replicas.Forget(gone)
+		c.directory.ReleaseAll(key)
+		c.releasePorts(ctx, key)
+		c.observer.ForgetElastiService(key)
+		c.replicas.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -89,10 +87,10 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	// Service or target is fixed; their events bring the key back.
 	if reason, msg := c.refuseSelector(es); reason != "" {
 		// A poller waiting to scale the target down must not.
-		c.handoffs.settle(cache.MetaObjectToName(es), errors.New(msg))
+		c.handoffs.settle(es.Key(), errors.New(msg))
 		return c.setNotReady(ctx, es, nil, "", reason, msg, awaitChange)
 	}
-	esKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	esKey := es.Key()
 	old := c.leavingServices(es)
 	holder, ok := c.claimServices(es, old)
 	if !ok {
@@ -187,9 +185,9 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 	c.requestPrivateService(es)
 	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
-		c.handoffs.end(cache.MetaObjectToName(es), nil)
+		c.handoffs.end(es.Key(), nil)
 	} else if len(endpoints) > 0 {
-		c.handoffs.settle(cache.MetaObjectToName(es), nil)
+		c.handoffs.settle(es.Key(), nil)
 	}
 	if len(endpoints) == 0 {
 		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
@@ -205,7 +203,7 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// the delay only guards against missing that. Either way the key
 		// waits its turn, so under a large backlog the status can say
 		// serve for minutes after traffic went to the resolver.
-		c.observer.ObserveMode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, elastiv1alpha1.ModeProxy)
+		c.observer.ObserveMode(es.Key(), elastiv1alpha1.ModeProxy)
 		return workloop.RequeueAfter(statusFollowUp)
 	}
 	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,

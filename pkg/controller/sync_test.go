@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -505,7 +504,7 @@ func TestSyncDeletedElastiServiceReleasesDirectory(t *testing.T) {
 	f := newFixture(t)
 	f.directory.Claim(webKey, directory.EntryFor(newElastiService("web", "web", "web")))
 
-	wantNoError(t, f.run(cache.ObjectName{Namespace: testNamespace, Name: "web"}))
+	wantNoError(t, f.run(types.NamespacedName{Namespace: testNamespace, Name: "web"}))
 	if f.directory.Len() != 0 {
 		t.Errorf("directory has %d entries, want the gone ElastiService's claim released", f.directory.Len())
 	}

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -31,14 +30,14 @@ func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) 
 	for _, obj := range objs {
 		es := obj.(*elastiv1alpha1.ElastiService)
 		if err == nil && es.DeletionTimestamp == nil {
-			c.replicas.ObserveReplicas(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, state.Replicas)
+			c.replicas.ObserveReplicas(ctx, es.Key(), state.Replicas)
 		}
 		urgent := atZero && !c.resolverSliceExists(es.Namespace, es.Spec.Service)
 		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es), "urgent", urgent)
 		if urgent {
-			c.enqueueUrgent(cache.MetaObjectToName(es))
+			c.enqueueUrgent(es.Key())
 		} else {
-			c.enqueue(cache.MetaObjectToName(es))
+			c.enqueue(es.Key())
 		}
 	}
 	return nil

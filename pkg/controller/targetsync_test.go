@@ -7,7 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -18,8 +18,8 @@ import (
 // sorted, on each call of the returned function; urgent keys are marked so.
 func capture(c *Controller) func() []string {
 	var keys []string
-	c.enqueue = func(k cache.ObjectName) { keys = append(keys, k.String()) }
-	c.enqueueUrgent = func(k cache.ObjectName) { keys = append(keys, k.String()+" (urgent)") }
+	c.enqueue = func(k types.NamespacedName) { keys = append(keys, k.String()) }
+	c.enqueueUrgent = func(k types.NamespacedName) { keys = append(keys, k.String()+" (urgent)") }
 	return func() []string {
 		out := slices.Sorted(slices.Values(keys))
 		keys = nil
