@@ -15,6 +15,28 @@
 //
 // All watches are shared and cluster- (or --watch-namespace-) wide, so the
 // number of watches does not grow with the number of ElastiServices.
+//
+// Where each concern lives:
+//
+//   - controller.go: [Controller], [New], the queues and informer handlers.
+//   - index.go: the informer indexes.
+//   - sync.go: the ElastiService sync, choosing proxy or serve mode.
+//   - status.go: status writes, the Ready condition and mode-switch events.
+//   - claims.go: which ElastiService holds a Service two of them name, and
+//     the directory ([Controller.PrimeDirectory], [Controller.Manages]).
+//   - finalize.go: the finalizer, which restores the target before delete.
+//   - move.go: leaving the old Services after a spec.service change.
+//   - handoff.go: the scale-down handoff with the idle poller
+//     ([Controller.FrontForScaleDown]).
+//   - live.go, fence.go: whether ready endpoints may be trusted to serve.
+//   - selector.go: refusing a selector the target's pods do not match.
+//   - resolverslice.go: the resolver EndpointSlice in front of a Service.
+//   - privateservice.go: the private Service and its queue.
+//   - ports.go: resolver ports for per-port routing.
+//   - ownership.go: owner references on generated objects, and deleting
+//     those left behind.
+//   - targetsync.go, slicesync.go: the scale-target and EndpointSlice
+//     queues, mapping their events to ElastiServices.
 package controller
 
 import (
