@@ -100,7 +100,7 @@ func DefaultOptions() Options {
 	return Options{
 		ResolverNamespace:    "elasti",
 		ResolverService:      "elasti-resolver-service",
-		ResolverProxyPort:    8012,
+		ResolverProxyPort:    portalloc.DefaultProxyPort,
 		ResolverPortRange:    portalloc.DefaultRange,
 		ResolverPortQuota:    portalloc.DefaultQuota,
 		QPS:                  1000,

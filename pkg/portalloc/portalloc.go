@@ -65,11 +65,15 @@ func ParseRange(s string) (Range, error) {
 	return Range{First: int32(f), Last: int32(l)}, nil
 }
 
+// DefaultProxyPort is the resolver's shared proxy port, where Host-routed
+// traffic arrives, unless the operator and resolver are told another.
+const DefaultProxyPort = 8012
+
 // ResolverOwnPorts are the ports elasti's resolver listens on for itself:
-// Host-routed traffic (8012), health, metrics and the route table (8013),
-// and the port that declares per-port routing (8014). A resolver port must
-// never be one of them.
-var ResolverOwnPorts = []int32{8012, 8013, 8014}
+// Host-routed traffic (DefaultProxyPort), health, metrics and the route
+// table (8013), and the port that declares per-port routing (8014). A
+// resolver port must never be one of them.
+var ResolverOwnPorts = []int32{DefaultProxyPort, 8013, 8014}
 
 // ValidateForResolver reports why r cannot hold resolver ports beside a
 // resolver whose proxy port is proxyPort. The operator checks the range it

@@ -15,7 +15,7 @@ import (
 // interval and queue sizes are other values. Set them explicitly (flags or KubeElasti's
 // environment) to reproduce a KubeElasti deployment.
 const (
-	DefaultProxyPort            = 8012
+	DefaultProxyPort            = portalloc.DefaultProxyPort
 	DefaultRequestTimeout       = 120 * time.Second
 	DefaultPerServiceQueue      = 1000
 	DefaultGlobalQueue          = 2000
