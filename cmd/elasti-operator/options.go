@@ -108,7 +108,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 
 	finish := func() error {
 		op.ResolverProxyPort = int32(*proxyPort)
-		if *proxyPort < 1 || *proxyPort > 65535 {
+		if !portalloc.IsPort(*proxyPort) {
 			env.Errs = append(env.Errs, fmt.Errorf("--resolver-proxy-port=%d is not a TCP port (1-65535)", *proxyPort))
 		}
 		if r, err := portalloc.ParseRange(*portRange); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 // Env reads flag defaults from KubeElasti's environment variables and
@@ -29,7 +31,7 @@ func (e *Env) Port(name string, def int) int {
 		return def
 	}
 	p, err := strconv.Atoi(v)
-	if err != nil || p < 1 || p > 65535 {
+	if err != nil || !portalloc.IsPort(p) {
 		e.Errs = append(e.Errs, fmt.Errorf("%s=%q is not a TCP port (1-65535)", name, v))
 		return def
 	}

@@ -15,6 +15,28 @@
 //
 // All watches are shared and cluster- (or --watch-namespace-) wide, so the
 // number of watches does not grow with the number of ElastiServices.
+//
+// Where each concern lives:
+//
+//   - controller.go: [Controller], [New], the queues and informer handlers.
+//   - index.go: the informer indexes.
+//   - sync.go: the ElastiService sync, choosing proxy or serve mode.
+//   - status.go: status writes, the Ready condition and mode-switch events.
+//   - claims.go: which ElastiService holds a Service two of them name, and
+//     the directory ([Controller.PrimeDirectory], [Controller.Manages]).
+//   - finalize.go: the finalizer, which restores the target before delete.
+//   - move.go: leaving the old Services after a spec.service change.
+//   - handoff.go: the scale-down handoff with the idle poller
+//     ([Controller.FrontForScaleDown]).
+//   - live.go, fence.go: whether ready endpoints may be trusted to serve.
+//   - selector.go: refusing a selector the target's pods do not match.
+//   - resolverslice.go: the resolver EndpointSlice in front of a Service.
+//   - privateservice.go: the private Service and its queue.
+//   - ports.go: resolver ports for per-port routing.
+//   - ownership.go: owner references on generated objects, and deleting
+//     those left behind.
+//   - targetsync.go, slicesync.go: the scale-target and EndpointSlice
+//     queues, mapping their events to ElastiServices.
 package controller
 
 import (
@@ -25,7 +47,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -192,10 +213,10 @@ type Controller struct {
 	resolverSlices       discoverylisters.EndpointSliceLister
 	cacheSynced          []cache.InformerSynced
 
-	elastiServiceQueue  *workloop.Loop[cache.ObjectName]
+	elastiServiceQueue  *workloop.Loop[types.NamespacedName]
 	targetQueue         *workloop.Loop[scaletarget.Ref]
 	sliceQueue          *workloop.Loop[types.NamespacedName]
-	privateServiceQueue *workloop.Loop[cache.ObjectName]
+	privateServiceQueue *workloop.Loop[types.NamespacedName]
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -222,17 +243,17 @@ type Controller struct {
 	readForbidden sync.Once
 
 	// syncHandler is a field so tests can observe or replace it.
-	syncHandler func(ctx context.Context, key cache.ObjectName) error
+	syncHandler func(ctx context.Context, key types.NamespacedName) error
 	// enqueue is a field so tests can capture keys.
-	enqueue func(key cache.ObjectName)
+	enqueue func(key types.NamespacedName)
 	// enqueueUrgent queues a key ahead of the others (see enqueueForTarget).
-	enqueueUrgent func(key cache.ObjectName)
+	enqueueUrgent func(key types.NamespacedName)
 	// backlog is how many ElastiService keys wait for a worker; a field so
 	// tests can make one.
 	backlog func() int
 	// wantPrivateService asks for an ElastiService's private Service; a
 	// field so tests can create it in line.
-	wantPrivateService func(key cache.ObjectName)
+	wantPrivateService func(key types.NamespacedName)
 }
 
 // privateServiceWorkers create private Services. A handful keeps a
@@ -247,15 +268,15 @@ func init() {
 // supersededVersions is safe for concurrent use.
 type supersededVersions struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName][]string
+	m  map[types.NamespacedName][]string
 }
 
 // add records that our write replaced resourceVersion rv of key.
-func (s *supersededVersions) add(key cache.ObjectName, rv string) {
+func (s *supersededVersions) add(key types.NamespacedName, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[cache.ObjectName][]string{}
+		s.m = map[types.NamespacedName][]string{}
 	}
 	// A handful is plenty: the cache is never more than a few writes behind.
 	s.m[key] = append(s.m[key][max(0, len(s.m[key])-3):], rv)
@@ -263,7 +284,7 @@ func (s *supersededVersions) add(key cache.ObjectName, rv string) {
 
 // stale reports whether rv is one our writes replaced; when it is not, the
 // cache has caught up and the record is dropped.
-func (s *supersededVersions) stale(key cache.ObjectName, rv string) bool {
+func (s *supersededVersions) stale(key types.NamespacedName, rv string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.Contains(s.m[key], rv) {
@@ -273,7 +294,7 @@ func (s *supersededVersions) stale(key cache.ObjectName, rv string) bool {
 	return false
 }
 
-func (s *supersededVersions) forget(key cache.ObjectName) {
+func (s *supersededVersions) forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key)
@@ -287,7 +308,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	dir *directory.Directory, inf Informers, cfg Config, observer Observer, replicas Replicas,
 	metrics workqueue.MetricsProvider) (*Controller, error) {
 	logger := klog.FromContext(ctx)
-	if r := cfg.ResolverPortRange; r.First < 1 || r.Last > 65535 || r.First > r.Last {
+	if r := cfg.ResolverPortRange; !r.Valid() {
 		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -359,7 +380,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 // newQueues makes the four queues; their names label the queue metrics.
 func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
 	c.syncHandler = c.syncElastiService
-	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key cache.ObjectName) error {
+	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key types.NamespacedName) error {
 		start := c.clock.Now()
 		err := c.syncHandler(ctx, key)
 		c.observer.ObserveSync(c.clock.Since(start), err)
@@ -388,9 +409,9 @@ type DropHandler func(ctx context.Context, queue string, object DroppedObject, e
 // OnDrop reports keys every queue drops; set it before Run. ElastiServices
 // that were only waiting (see IsWaiting) are not reported.
 func (c *Controller) OnDrop(h DropHandler) {
-	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
+	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
 		if !IsWaiting(err) {
-			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{"ElastiService", k.Namespace, k.Name}, err)
+			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 		}
 	}
 	c.targetQueue.OnDrop = func(ctx context.Context, r scaletarget.Ref, err error) {
@@ -399,8 +420,8 @@ func (c *Controller) OnDrop(h DropHandler) {
 	c.sliceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
 		h(ctx, c.sliceQueue.Name(), DroppedObject{"Service", k.Namespace, k.Name}, err)
 	}
-	c.privateServiceQueue.OnDrop = func(ctx context.Context, k cache.ObjectName, err error) {
-		h(ctx, c.privateServiceQueue.Name(), DroppedObject{"ElastiService", k.Namespace, k.Name}, err)
+	c.privateServiceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
+		h(ctx, c.privateServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 	}
 }
 
@@ -454,13 +475,13 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Enqueue asks for a sync of an ElastiService (the scale server uses it to
 // hasten the switch back to serve).
-func (c *Controller) Enqueue(key cache.ObjectName) { c.enqueue(key) }
+func (c *Controller) Enqueue(key types.NamespacedName) { c.enqueue(key) }
 
 // ---- event handlers: no API calls, only index lookups and queue adds ----
 
 func (c *Controller) onElastiService(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
-		c.enqueue(cache.MetaObjectToName(es))
+		c.enqueue(es.Key())
 	}
 }
 
@@ -470,7 +491,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(n))
+	c.enqueue(n.Key())
 	// A changed spec.service frees the old Service for another claimant.
 	if o.Spec.Service != n.Spec.Service {
 		c.enqueueByService(o.Namespace, o.Spec.Service)
@@ -482,7 +503,7 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(es))
+	c.enqueue(es.Key())
 	// Another ElastiService may have been waiting for this one's Service.
 	c.enqueueByService(es.Namespace, es.Spec.Service)
 }
@@ -511,60 +532,14 @@ func (c *Controller) enqueueByService(namespace, service string) {
 		return
 	}
 	for _, obj := range objs {
-		c.enqueue(cache.MetaObjectToName(obj.(*elastiv1alpha1.ElastiService)))
+		c.enqueue(obj.(*elastiv1alpha1.ElastiService).Key())
 	}
 }
 
 // enqueueOwner re-syncs the ElastiService that owns a generated object, so a
 // hand-edited or deleted private Service is put back.
 func (c *Controller) enqueueOwner(obj metav1.Object) {
-	for _, ref := range obj.GetOwnerReferences() {
-		if elastiv1alpha1.IsElastiServiceRef(ref) {
-			c.enqueue(cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
-		}
-	}
-}
-
-func sliceHandler(q *workloop.Loop[types.NamespacedName]) cache.ResourceEventHandler {
-	add := func(obj any) {
-		slice, ok := tombstone.Object[*discoveryv1.EndpointSlice](obj)
-		if !ok {
-			return
-		}
-		if svc := slice.Labels[discoveryv1.LabelServiceName]; svc != "" {
-			q.Add(types.NamespacedName{Namespace: slice.Namespace, Name: svc})
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: add,
-		UpdateFunc: func(old, cur any) {
-			if old.(*discoveryv1.EndpointSlice).ResourceVersion != cur.(*discoveryv1.EndpointSlice).ResourceVersion {
-				add(cur)
-			}
-		},
-		DeleteFunc: add,
-	}
-}
-
-type objectWithMeta interface {
-	GetNamespace() string
-	GetName() string
-	GetResourceVersion() string
-}
-
-func targetHandler(q *workloop.Loop[scaletarget.Ref], kind string) cache.ResourceEventHandler {
-	add := func(obj any) {
-		if o, ok := tombstone.Object[objectWithMeta](obj); ok {
-			q.Add(scaletarget.Ref{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()})
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: add,
-		UpdateFunc: func(old, cur any) {
-			if old.(objectWithMeta).GetResourceVersion() != cur.(objectWithMeta).GetResourceVersion() {
-				add(cur)
-			}
-		},
-		DeleteFunc: add,
+	for _, key := range ownerElastiServices(obj) {
+		c.enqueue(key)
 	}
 }

@@ -215,7 +215,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	})
 	// Private Services are created in line, where the sync asks for them,
 	// so a test sees every write of one sync in order.
-	c.wantPrivateService = func(key cache.ObjectName) {
+	c.wantPrivateService = func(key types.NamespacedName) {
 		if err := c.syncPrivateService(ctx, key); err != nil {
 			f.t.Errorf("create the private service of %v: %v", key, err)
 		}
@@ -256,7 +256,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 }
 
 // run builds a controller, syncs key once and checks actions and events.
-func (f *fixture) run(key cache.ObjectName) error {
+func (f *fixture) run(key types.NamespacedName) error {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
@@ -657,7 +657,7 @@ func expectScalePatch(gvr schema.GroupVersionResource, name string, replicas int
 		fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas), "scale")
 }
 
-func keyOf(es *elastiv1alpha1.ElastiService) cache.ObjectName { return cache.MetaObjectToName(es) }
+func keyOf(es *elastiv1alpha1.ElastiService) types.NamespacedName { return es.Key() }
 
 // lastStatusUpdate returns the ElastiService sent by the last status update
 // before the last verify.
@@ -683,7 +683,7 @@ func readyMessage(es *elastiv1alpha1.ElastiService) string {
 // converged syncs key over f's objects and returns a new fixture seeded with
 // what the fake API server holds afterwards, its clock a minute later and its
 // directory empty: what a restarted operator sees once its caches catch up.
-func (f *fixture) converged(key cache.ObjectName) *fixture {
+func (f *fixture) converged(key types.NamespacedName) *fixture {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
@@ -763,4 +763,101 @@ func (f *fixture) service(name string) *corev1.Service {
 	}
 	f.t.Fatalf("no Service %q seeded", name)
 	return nil
+}
+
+func TestEventHandlersEnqueue(t *testing.T) {
+	f := newFixture(t)
+	moved := newElastiService("moved", "web-v2", "web")
+	waiting := newElastiService("waiting", "web", "web")
+	public := newPublicService("web")
+	f.elastiServices = append(f.elastiServices, moved, waiting)
+	f.services = append(f.services, public)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	keys := capture(c)
+
+	before := moved.DeepCopy()
+	before.Spec.Service = "web"
+	c.onElastiServiceUpdate(before, moved)
+	wantKeys(t, "spec.service change", keys(), "shop/moved", "shop/waiting")
+
+	c.onElastiServiceUpdate(moved, moved)
+	wantKeys(t, "resync", keys(), "shop/moved")
+
+	c.onElastiServiceDelete(cache.DeletedFinalStateUnknown{Key: "shop/gone", Obj: newElastiService("gone", "web", "web")})
+	wantKeys(t, "tombstone", keys(), "shop/gone", "shop/waiting")
+
+	c.onService(privateServiceFor(moved, newPublicService("web-v2")))
+	wantKeys(t, "private Service event", keys(), "shop/moved")
+
+	c.onServiceUpdate(public, public)
+	wantKeys(t, "Service update with the same resourceVersion", keys())
+
+	changed := public.DeepCopy()
+	changed.ResourceVersion = "4"
+	c.onServiceUpdate(public, changed)
+	wantKeys(t, "public Service update", keys(), "shop/waiting")
+}
+
+// The Scaler reads the fixture's seeded listers and writes through the scale
+// subresource; without a RolloutInformer, Rollouts are "not installed".
+func TestScalerThroughFixture(t *testing.T) {
+	f := newFixture(t)
+	defaulted := newDeployment("defaulted", 0)
+	defaulted.Spec.Replicas = nil
+	f.deployments = append(f.deployments, newDeployment("web", 0), defaulted)
+	f.statefulSets = append(f.statefulSets, newStatefulSet("db", 3))
+	_, ctx := ktesting.NewTestContext(t)
+	f.newController(ctx)
+	s := f.scaler
+	ref := func(kind, name string) scaletarget.Ref {
+		return scaletarget.Ref{Kind: kind, Namespace: testNamespace, Name: name}
+	}
+
+	for _, tc := range []struct {
+		ref  scaletarget.Ref
+		want int32
+	}{
+		{ref(elastiv1alpha1.KindDeployment, "web"), 0},
+		{ref(elastiv1alpha1.KindDeployment, "defaulted"), 1},
+		{ref(elastiv1alpha1.KindStatefulSet, "db"), 3},
+	} {
+		st, err := s.Get(tc.ref)
+		if err != nil || st.Replicas != tc.want {
+			t.Errorf("Get(%s) = %+v, %v; want %d replicas", tc.ref, st, err, tc.want)
+		}
+	}
+	if _, err := s.Get(ref(elastiv1alpha1.KindDeployment, "missing")); !scaletarget.IsNotFound(err) {
+		t.Errorf("Get(missing) error = %v, want NotFound", err)
+	}
+	_, err := s.Get(ref(elastiv1alpha1.KindRollout, "web"))
+	if !errors.Is(err, scaletarget.ErrRolloutsUnavailable) || !scaletarget.IsNotFound(err) ||
+		!strings.Contains(err.Error(), "Argo Rollouts CRD") || !strings.Contains(err.Error(), "not installed") {
+		t.Errorf("Get(Rollout) error = %v, want ErrRolloutsUnavailable, counted as NotFound", err)
+	}
+	if _, err := s.Get(ref("CronJob", "web")); !errors.Is(err, scaletarget.ErrUnsupportedKind) || scaletarget.IsNotFound(err) {
+		t.Errorf("Get(CronJob) error = %v, want ErrUnsupportedKind", err)
+	}
+
+	if err := s.Scale(ctx, ref(elastiv1alpha1.KindDeployment, "web"), 2); err != nil {
+		t.Errorf("Scale(Deployment): %v", err)
+	}
+	if err := s.Scale(ctx, ref(elastiv1alpha1.KindStatefulSet, "db"), 0); err != nil {
+		t.Errorf("Scale(StatefulSet): %v", err)
+	}
+	if err := s.Scale(ctx, ref(elastiv1alpha1.KindRollout, "web"), 1); !errors.Is(err, scaletarget.ErrRolloutsUnavailable) {
+		t.Errorf("Scale(Rollout) error = %v, want ErrRolloutsUnavailable", err)
+	}
+	if err := s.Scale(ctx, ref("CronJob", "web"), 1); !errors.Is(err, scaletarget.ErrUnsupportedKind) {
+		t.Errorf("Scale(CronJob) error = %v, want ErrUnsupportedKind", err)
+	}
+	f.expectKube(expectScalePatch(deploymentsResource, "web", 2))
+	f.expectKube(expectScalePatch(statefulSetsResource, "db", 0))
+	f.verify()
+
+	// The patch reached the object (the fake applies it to the parent).
+	d, err := f.kubeClient.AppsV1().Deployments(testNamespace).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("deployment after Scale = %v, %v; want 2 replicas", replicasOf(d), err)
+	}
 }

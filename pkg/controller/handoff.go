@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -36,7 +36,7 @@ var ErrNoResolver = errors.New("no ready resolver pod")
 // the slice), and neither leaves the Service without endpoints.
 type handoffs struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName]*handoff
+	m  map[types.NamespacedName]*handoff
 }
 
 type handoff struct {
@@ -48,11 +48,11 @@ type handoff struct {
 	closed  bool
 }
 
-func (h *handoffs) begin(key cache.ObjectName, now time.Time) *handoff {
+func (h *handoffs) begin(key types.NamespacedName, now time.Time) *handoff {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
-		h.m = map[cache.ObjectName]*handoff{}
+		h.m = map[types.NamespacedName]*handoff{}
 	}
 	ho := &handoff{began: now, fronted: make(chan struct{})}
 	if old := h.m[key]; old != nil {
@@ -63,7 +63,7 @@ func (h *handoffs) begin(key cache.ObjectName, now time.Time) *handoff {
 }
 
 // remaining reports how long key's handoff still holds, 0 if there is none.
-func (h *handoffs) remaining(key cache.ObjectName, now time.Time) time.Duration {
+func (h *handoffs) remaining(key types.NamespacedName, now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ho := h.m[key]
@@ -80,7 +80,7 @@ func (h *handoffs) remaining(key cache.ObjectName, now time.Time) time.Duration 
 }
 
 // underway reports whether key has a handoff that has not ended.
-func (h *handoffs) underway(key cache.ObjectName) bool {
+func (h *handoffs) underway(key types.NamespacedName) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m[key] != nil
@@ -88,7 +88,7 @@ func (h *handoffs) underway(key cache.ObjectName) bool {
 
 // settle tells key's waiting poller, if any, whether the resolver is in
 // front (err nil) or cannot be.
-func (h *handoffs) settle(key cache.ObjectName, err error) {
+func (h *handoffs) settle(key types.NamespacedName, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ho := h.m[key]; ho != nil {
@@ -98,7 +98,7 @@ func (h *handoffs) settle(key cache.ObjectName, err error) {
 
 // end forgets key's handoff, unless it is not the one given (a newer one
 // replaced it); nil ends whichever there is.
-func (h *handoffs) end(key cache.ObjectName, which *handoff) {
+func (h *handoffs) end(key types.NamespacedName, which *handoff) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ho := h.m[key]; ho != nil && (which == nil || ho == which) {
@@ -122,7 +122,7 @@ func (ho *handoff) close(err error) {
 // the target at zero, so a sync whose cache still shows the pods keeps the
 // resolver in front; without one, the resolver leaves at the next sync.
 func (c *Controller) FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.ElastiService) (done func(scaled bool), err error) {
-	key := cache.MetaObjectToName(es)
+	key := es.Key()
 	ho := c.handoffs.begin(key, c.clock.Now())
 	done = func(scaled bool) {
 		if !scaled {
@@ -171,7 +171,7 @@ const privateServiceRecheck = time.Second
 // It reports false when no handoff is under way, and otherwise asks for the
 // key again when the handoff times out.
 func (c *Controller) holdForHandoff(ctx context.Context, es *elastiv1alpha1.ElastiService, front func() (frontResult, error)) (bool, error) {
-	key := cache.MetaObjectToName(es)
+	key := es.Key()
 	left := c.handoffs.remaining(key, c.clock.Now())
 	if left == 0 {
 		return false, nil

@@ -10,7 +10,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -123,11 +122,11 @@ func servingSeed(f *fixture) *elastiv1alpha1.ElastiService {
 
 // frontAsync starts FrontForScaleDown and returns once its key is queued,
 // ahead of the others, with the channel of keys queued after it.
-func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (<-chan error, <-chan cache.ObjectName) {
-	queued := make(chan cache.ObjectName, 4)
-	urgent := make(chan cache.ObjectName, 1)
-	c.enqueue = func(key cache.ObjectName) { queued <- key }
-	c.enqueueUrgent = func(key cache.ObjectName) { urgent <- key }
+func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (<-chan error, <-chan types.NamespacedName) {
+	queued := make(chan types.NamespacedName, 4)
+	urgent := make(chan types.NamespacedName, 1)
+	c.enqueue = func(key types.NamespacedName) { queued <- key }
+	c.enqueueUrgent = func(key types.NamespacedName) { urgent <- key }
 	result := make(chan error, 1)
 	go func() {
 		done, err := c.FrontForScaleDown(context.Background(), es)

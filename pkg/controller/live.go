@@ -10,7 +10,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -43,7 +42,7 @@ func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 	ok, err := c.liveEndpoint(ctx, es.Namespace, service, f)
 	if err == nil && !ok {
-		c.elastiServiceQueue.AddAfter(cache.MetaObjectToName(es), liveRecheck)
+		c.elastiServiceQueue.AddAfter(es.Key(), liveRecheck)
 	}
 	return ok, err
 }
@@ -146,4 +145,17 @@ func (c *Controller) readOutcome(ctx context.Context, err error, kind, namespace
 	default:
 		return false, true, fmt.Errorf("read %s %s/%s: %w", kind, namespace, name, err)
 	}
+}
+
+// hasReadyEndpoints reports whether the public Service has a ready endpoint
+// of its own, i.e. one that is not our resolver slice, and that f does not
+// fence. Judging from the Service's slices rather than the target's replica
+// count means serve mode starts only once traffic can really reach a ready
+// pod.
+func (c *Controller) hasReadyEndpoints(namespace, service string, f fence) bool {
+	found := false
+	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+		found = found || !f.has(endpointKey(ep))
+	})
+	return found
 }

@@ -11,7 +11,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -105,7 +104,7 @@ func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []strin
 	for _, svc := range old {
 		keep = append(keep, types.NamespacedName{Namespace: es.Namespace, Name: svc})
 	}
-	c.directory.ReleaseAll(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, keep...)
+	c.directory.ReleaseAll(es.Key(), keep...)
 	if holder, ok = c.claim(es); !ok {
 		return holder, false
 	}
@@ -122,7 +121,7 @@ func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []strin
 // With none left it deletes every generated object of an earlier
 // spec.service.
 func (c *Controller) leaveOldServices(ctx context.Context, es *elastiv1alpha1.ElastiService, old []string) ([]leaving, error) {
-	key := cache.MetaObjectToName(es)
+	key := es.Key()
 	if len(old) == 0 {
 		c.drains.forget(key)
 		return nil, c.deleteStaleObjects(ctx, es)
@@ -146,7 +145,7 @@ func (c *Controller) leaveOldServices(ctx context.Context, es *elastiv1alpha1.El
 			return nil, err
 		}
 		if left {
-			c.directory.Release(types.NamespacedName{Namespace: es.Namespace, Name: name}, types.NamespacedName(key))
+			c.directory.Release(types.NamespacedName{Namespace: es.Namespace, Name: name}, key)
 			continue
 		}
 		out = append(out, l)
@@ -164,7 +163,7 @@ func (c *Controller) leaveOldServices(ctx context.Context, es *elastiv1alpha1.El
 // let go of.
 func (c *Controller) leaveStep(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service,
 	replicas int32, now time.Time) (l leaving, left bool, err error) {
-	key := cache.MetaObjectToName(es)
+	key := es.Key()
 	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(svc.Name))
 	if err == nil && hasOwnerRef(slice.OwnerReferences, es) {
 		serving, err := c.canServe(ctx, es, svc.Name, replicas, slice, fenceOf(slice, now))
@@ -238,7 +237,7 @@ func (c *Controller) frontOldServices(ctx context.Context, es *elastiv1alpha1.El
 // theirs, and their resolver slices stay current.
 func (c *Controller) portsWithoutService(ctx context.Context, es *elastiv1alpha1.ElastiService, old []leaving) (*portStatus, error) {
 	if len(old) == 0 {
-		c.releasePorts(ctx, owner(es))
+		c.releasePorts(ctx, es.Key())
 		return noPorts, nil
 	}
 	ports := c.assignPorts(ctx, es, nil, old)
@@ -256,14 +255,14 @@ func (c *Controller) deleteStaleObjects(ctx context.Context, es *elastiv1alpha1.
 // starts its drain again, which only makes it longer.
 type moveDrains struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName]map[string]time.Time
+	m  map[types.NamespacedName]map[string]time.Time
 }
 
-func (d *moveDrains) start(key cache.ObjectName, svc string, now time.Time) {
+func (d *moveDrains) start(key types.NamespacedName, svc string, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.m == nil {
-		d.m = map[cache.ObjectName]map[string]time.Time{}
+		d.m = map[types.NamespacedName]map[string]time.Time{}
 	}
 	if d.m[key] == nil {
 		d.m[key] = map[string]time.Time{}
@@ -272,7 +271,7 @@ func (d *moveDrains) start(key cache.ObjectName, svc string, now time.Time) {
 }
 
 // remaining is how long svc still drains; one never started starts now.
-func (d *moveDrains) remaining(key cache.ObjectName, svc string, now time.Time) time.Duration {
+func (d *moveDrains) remaining(key types.NamespacedName, svc string, now time.Time) time.Duration {
 	d.mu.Lock()
 	began, ok := d.m[key][svc]
 	d.mu.Unlock()
@@ -284,7 +283,7 @@ func (d *moveDrains) remaining(key cache.ObjectName, svc string, now time.Time) 
 }
 
 // forget drops what is remembered for key.
-func (d *moveDrains) forget(key cache.ObjectName) {
+func (d *moveDrains) forget(key types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.m, key)

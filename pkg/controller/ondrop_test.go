@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
@@ -23,8 +22,8 @@ func TestOnDropNamesTheQueueAndTheObject(t *testing.T) {
 	})
 	boom := errors.New("boom")
 	// Waiting for a missing object is no failure: not reported.
-	c.elastiServiceQueue.OnDrop(ctx, cache.ObjectName{Namespace: "shop", Name: "idle"}, &errWaiting{reason: ReasonTargetNotFound, message: "x"})
-	c.elastiServiceQueue.OnDrop(ctx, cache.ObjectName{Namespace: "shop", Name: "web"}, boom)
+	c.elastiServiceQueue.OnDrop(ctx, types.NamespacedName{Namespace: "shop", Name: "idle"}, &errWaiting{reason: ReasonTargetNotFound, message: "x"})
+	c.elastiServiceQueue.OnDrop(ctx, types.NamespacedName{Namespace: "shop", Name: "web"}, boom)
 	c.targetQueue.OnDrop(ctx, scaletarget.Ref{Kind: "StatefulSet", Namespace: "shop", Name: "db"}, boom)
 	c.sliceQueue.OnDrop(ctx, types.NamespacedName{Namespace: "shop", Name: "web"}, boom)
 	want := []string{

@@ -8,11 +8,9 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -32,10 +30,6 @@ type portStatus struct {
 // noPorts clears both: the ElastiService fronts no Service (it is missing,
 // or another ElastiService holds it), so there is nothing to assign.
 var noPorts = &portStatus{}
-
-func owner(es *elastiv1alpha1.ElastiService) portalloc.Owner {
-	return types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-}
 
 // assignPorts gives every TCP port of public a resolver port (see
 // pkg/portalloc), taking back what status recorded. It runs in serve mode
@@ -67,9 +61,9 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 		recorded = append(recorded, portalloc.Assignment{Service: rp.Service, Port: rp.Port, ResolverPort: rp.ResolverPort})
 	}
 
-	got, freed, err := c.ports.Assign(owner(es), want, recorded)
+	got, freed, err := c.ports.Assign(es.Key(), want, recorded)
 	if freed {
-		c.enqueuePortWaiters(ctx, owner(es))
+		c.enqueuePortWaiters(ctx, es.Key())
 	}
 	if err != nil {
 		// The messages name no free count, which moves with every other
@@ -128,7 +122,7 @@ func (c *Controller) enqueuePortWaiters(ctx context.Context, freedBy portalloc.O
 	for _, w := range c.ports.Waiting() {
 		if w != freedBy {
 			klog.FromContext(ctx).V(4).Info("Resolver port freed; retrying a waiting ElastiService", "waiting", klog.KRef(w.Namespace, w.Name))
-			c.enqueue(cache.ObjectName{Namespace: w.Namespace, Name: w.Name})
+			c.enqueue(w)
 		}
 	}
 }
@@ -188,7 +182,7 @@ func (c *Controller) SeedResolverPorts(ctx context.Context) {
 		for _, rp := range es.Status.ResolverPorts {
 			recorded = append(recorded, portalloc.Assignment{Service: rp.Service, Port: rp.Port, ResolverPort: rp.ResolverPort})
 		}
-		for _, l := range c.ports.Seed(owner(es), recorded) {
+		for _, l := range c.ports.Seed(es.Key(), recorded) {
 			logger.V(2).Info("Recorded resolver port not kept; it will be reassigned",
 				"elastiService", klog.KObj(es), "service", l.Service, "port", l.Port, "resolverPort", l.ResolverPort,
 				"range", c.ports.Range().String())
@@ -201,9 +195,4 @@ func (c *Controller) SeedResolverPorts(ctx context.Context) {
 // range has, for metrics.
 func (c *Controller) ResolverPorts() (inUse, size int) {
 	return c.ports.InUse(), c.ports.Range().Size()
-}
-
-func hasCondition(es *elastiv1alpha1.ElastiService, condType string, status metav1.ConditionStatus, reason string) bool {
-	cond := meta.FindStatusCondition(es.Status.Conditions, condType)
-	return cond != nil && cond.Status == status && cond.Reason == reason
 }

@@ -11,7 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -377,7 +377,7 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		for i := range testPortRange.Size() {
 			all = append(all, portalloc.Port{Service: "other", Port: int32(i + 1)})
 		}
-		if _, _, err := c.ports.Assign(owner(f.elastiService("waiting")), all, nil); err == nil {
+		if _, _, err := c.ports.Assign(f.elastiService("waiting").Key(), all, nil); err == nil {
 			t.Fatal("waiting got every port of the range although web holds one")
 		}
 		keys := capture(c)
@@ -391,10 +391,10 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		f := newFixture(t)
 		_, ctx := ktesting.NewTestContext(t)
 		c := f.newController(ctx)
-		if _, _, err := c.ports.Assign(owner(newElastiService("web", "web", "web")), []portalloc.Port{{Service: "web", Port: 80}}, nil); err != nil {
+		if _, _, err := c.ports.Assign(newElastiService("web", "web", "web").Key(), []portalloc.Port{{Service: "web", Port: 80}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		wantNoError(t, c.syncHandler(ctx, cache.ObjectName{Namespace: testNamespace, Name: "web"}))
+		wantNoError(t, c.syncHandler(ctx, types.NamespacedName{Namespace: testNamespace, Name: "web"}))
 		if c.ports.InUse() != 0 {
 			t.Errorf("%d ports held for a gone ElastiService", c.ports.InUse())
 		}

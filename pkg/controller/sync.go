@@ -2,26 +2,19 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/validation"
@@ -46,7 +39,7 @@ func IsWaiting(err error) bool {
 // syncElastiService converges one ElastiService. It is idempotent and keeps
 // no state between calls beyond the directory, which it rebuilds, so an
 // operator killed mid-sync converges on restart.
-func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName) error {
+func (c *Controller) syncElastiService(ctx context.Context, key types.NamespacedName) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
 	start := c.clock.Now()
@@ -54,14 +47,13 @@ func (c *Controller) syncElastiService(ctx context.Context, key cache.ObjectName
 
 	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		gone := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 		c.superseded.forget(key)
 		c.handoffs.end(key, nil)
 		c.drains.forget(key)
-		c.directory.ReleaseAll(gone)
-		c.releasePorts(ctx, gone)
-		c.observer.ForgetElastiService(gone)
-		c.replicas.Forget(gone)
+		c.directory.ReleaseAll(key)
+		c.releasePorts(ctx, key)
+		c.observer.ForgetElastiService(key)
+		c.replicas.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -95,10 +87,10 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	// Service or target is fixed; their events bring the key back.
 	if reason, msg := c.refuseSelector(es); reason != "" {
 		// A poller waiting to scale the target down must not.
-		c.handoffs.settle(cache.MetaObjectToName(es), errors.New(msg))
+		c.handoffs.settle(es.Key(), errors.New(msg))
 		return c.setNotReady(ctx, es, nil, "", reason, msg, awaitChange)
 	}
-	esKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	esKey := es.Key()
 	old := c.leavingServices(es)
 	holder, ok := c.claimServices(es, old)
 	if !ok {
@@ -193,9 +185,9 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 	c.requestPrivateService(es)
 	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
-		c.handoffs.end(cache.MetaObjectToName(es), nil)
+		c.handoffs.end(es.Key(), nil)
 	} else if len(endpoints) > 0 {
-		c.handoffs.settle(cache.MetaObjectToName(es), nil)
+		c.handoffs.settle(es.Key(), nil)
 	}
 	if len(endpoints) == 0 {
 		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
@@ -211,7 +203,7 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// the delay only guards against missing that. Either way the key
 		// waits its turn, so under a large backlog the status can say
 		// serve for minutes after traffic went to the resolver.
-		c.observer.ObserveMode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, elastiv1alpha1.ModeProxy)
+		c.observer.ObserveMode(es.Key(), elastiv1alpha1.ModeProxy)
 		return workloop.RequeueAfter(statusFollowUp)
 	}
 	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
@@ -261,135 +253,6 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 // queues its key again, at the latest.
 const statusFollowUp = time.Second
 
-// statusCanWait reports whether other ElastiServices wait in the queue and
-// es's status already holds the resolver ports it would be given: the
-// resolver maps a port to its Service by that status, so new ports are
-// never deferred.
-func (c *Controller) statusCanWait(es *elastiv1alpha1.ElastiService, ports *portStatus) bool {
-	if c.backlog() == 0 {
-		return false
-	}
-	return equality.Semantic.DeepEqual(ports.assigned, es.Status.ResolverPorts)
-}
-
-// notReadyFollowUp says what brings a not-Ready ElastiService back.
-type notReadyFollowUp bool
-
-const (
-	// retryWithBackoff requeues the key with backoff: the cause may pass
-	// without an event we watch.
-	retryWithBackoff notReadyFollowUp = true
-	// awaitChange waits for a change to the ElastiService or a watched
-	// object; retrying could not help.
-	awaitChange notReadyFollowUp = false
-)
-
-// setNotReady records why the ElastiService cannot be reconciled.
-func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode, reason, message string, then notReadyFollowUp) error {
-	if (mode != "" && es.Status.Mode != mode) || !conditionIs(es, metav1.ConditionFalse, reason) {
-		c.recorder.Event(es, corev1.EventTypeWarning, reason, message)
-	}
-	if err := c.writeStatus(ctx, es, ports, mode, metav1.ConditionFalse, reason, message); err != nil {
-		return err
-	}
-	if then == retryWithBackoff {
-		return &errWaiting{reason: reason, message: message}
-	}
-	return nil
-}
-
-// writeStatus updates status through the subresource, only when something
-// changed: mode, Ready, and with ports the resolver ports and their
-// condition, all in one write. An empty mode leaves the mode as it is, nil
-// ports leave the resolver ports as they are.
-func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode string, status metav1.ConditionStatus, reason, message string) error {
-	next := es.Status.DeepCopy()
-	if mode != "" {
-		next.Mode = mode
-	}
-	next.ObservedGeneration = es.Generation
-	if es.DeletionTimestamp == nil {
-		c.observer.ObserveMode(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, next.Mode)
-	}
-	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
-		LastTransitionTime: metav1.NewTime(c.clock.Now()),
-		Type:               elastiv1alpha1.ConditionReady,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: es.Generation,
-	})
-	if ports != nil {
-		next.ResolverPorts = ports.assigned
-		if ports.condition == nil {
-			meta.RemoveStatusCondition(&next.Conditions, elastiv1alpha1.ConditionResolverPortsAssigned)
-		} else {
-			cond := *ports.condition
-			cond.Type = elastiv1alpha1.ConditionResolverPortsAssigned
-			cond.ObservedGeneration = es.Generation
-			cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
-			meta.SetStatusCondition(&next.Conditions, cond)
-		}
-	}
-	if equality.Semantic.DeepEqual(&es.Status, next) {
-		return nil
-	}
-	now := metav1.NewTime(c.clock.Now())
-	next.LastReconciledTime = &now
-	updated := es.DeepCopy()
-	updated.Status = *next
-	if _, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
-		return fmt.Errorf("update status: %w", err)
-	}
-	c.superseded.add(cache.MetaObjectToName(es), es.ResourceVersion)
-	if mode != "" && es.Status.Mode != mode {
-		c.recordModeSwitch(ctx, es, mode)
-	}
-	return nil
-}
-
-func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
-	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
-	c.observer.ModeSwitched(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, mode, c.clock.Now())
-	if es.Status.Mode == "" {
-		// A first mode is an adoption, not a switch: no event, so starting
-		// on a large fleet does not write one event per ElastiService.
-		return
-	}
-	if mode == elastiv1alpha1.ModeProxy {
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToProxy,
-			"Target has no ready pod: Service %q now routes to the resolver", es.Spec.Service)
-	} else {
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToServe,
-			"Target has a ready pod: Service %q routes straight to it", es.Spec.Service)
-	}
-}
-
-func conditionIs(es *elastiv1alpha1.ElastiService, status metav1.ConditionStatus, reason string) bool {
-	return hasCondition(es, elastiv1alpha1.ConditionReady, status, reason)
-}
-
-// patchFinalizers writes the finalizer list with the object's
-// resourceVersion, so a concurrent change conflicts instead of being lost.
-// A merge patch never sends the spec back, so server-side defaults stay.
-func (c *Controller) patchFinalizers(ctx context.Context, es *elastiv1alpha1.ElastiService, finalizers []string) (*elastiv1alpha1.ElastiService, error) {
-	if finalizers == nil {
-		finalizers = []string{}
-	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": es.ResourceVersion},
-	})
-	if err != nil {
-		return nil, err
-	}
-	updated, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).Patch(ctx, es.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: AgentName})
-	if err != nil {
-		return nil, fmt.Errorf("patch finalizers: %w", err)
-	}
-	c.superseded.add(cache.MetaObjectToName(es), es.ResourceVersion)
-	return updated, nil
-}
-
 // frontedWithoutPods names the Services, es's own and the old ones of a
 // move, that only the resolver serves: each has a resolver slice and no
 // ready endpoint of its own. Removing the slice would leave it dark.
@@ -415,178 +278,4 @@ func quoted(names []string) []string {
 		out[i] = strconv.Quote(n)
 	}
 	return out
-}
-
-// finalize restores serving before letting the ElastiService go: a target at
-// zero is scaled back up, and the resolver slice stays until the target has a
-// ready pod (or DeletionGrace passes), so the public Service is never left
-// with no endpoints at all.
-func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
-		return nil
-	}
-	logger := klog.FromContext(ctx)
-	if !c.managesService(es) {
-		return c.removeFinalizer(ctx, es)
-	}
-	ref := scaletarget.RefFor(es)
-	state, err := c.scaler.Get(ref)
-	targetPresent := err == nil
-	if err != nil && !scaletarget.IsNotFound(err) && !errors.Is(err, scaletarget.ErrUnsupportedKind) {
-		return err
-	}
-	deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
-	withinGrace := c.clock.Now().Before(deadline)
-	// Within the grace only: if something keeps the target at zero (KEDA,
-	// say), the finalizer must still go eventually.
-	if targetPresent && state.Replicas == 0 && withinGrace {
-		replicas := directory.EntryFor(es).MinTargetReplicas
-		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
-		if !scaletarget.Woken(err) {
-			return err
-		}
-		if err != nil {
-			// Retried below, on the pass the target's update event brings.
-			logger.Error(err, "Restored target before deletion; KEDA stays paused", "target", ref.String())
-		}
-		logger.V(2).Info("Restored target before deletion", "target", ref.String(), "replicas", replicas)
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
-			"Scaled %s %q to %d replicas before removing the ElastiService", ref.Kind, ref.Name, replicas)
-		// The target's update event brings us back with a fresh cache.
-		return nil
-	}
-
-	// The idle poller may have paused KEDA at zero; an ElastiService that
-	// goes away must hand the target back to it.
-	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
-		return err
-	}
-
-	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && withinGrace {
-		logger.V(2).Info("Keeping the resolver slices until the target has a ready pod", "services", unserved, "deadline", deadline)
-		if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
-			msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %s",
-				c.cfg.DeletionGrace, strings.Join(quoted(unserved), ", "))
-			if err := c.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
-				return err
-			}
-			c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)
-		}
-		return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
-	}
-	if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
-		return err
-	}
-	if err := c.deleteOwned(ctx, es, "", names.ResolverSlice(es.Spec.Service)); err != nil { // the resolver slice was handled above
-		return err
-	}
-	return c.removeFinalizer(ctx, es)
-}
-
-func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	// Release the Service before the object can vanish, so a waiting
-	// ElastiService for the same Service can claim it as soon as it hears of
-	// the deletion. If the patch fails, the queue retries the finalizer.
-	c.directory.ReleaseAll(types.NamespacedName{Namespace: es.Namespace, Name: es.Name})
-	c.releasePorts(ctx, owner(es))
-	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
-	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	klog.FromContext(ctx).V(2).Info("Finalized")
-	return nil
-}
-
-// claim makes es hold its Service in the directory unless another live
-// ElastiService should. Which one holds a contested Service is decided the
-// same way on every replica and after every restart (see shouldHold), so a
-// failover never hands the Service to the other claimant.
-func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (holder types.NamespacedName, ok bool) {
-	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
-	entry := directory.EntryFor(es)
-	if holder, ok = c.directory.Claim(svcKey, entry); ok {
-		return holder, true
-	}
-	other, err := c.elastiServices.ElastiServices(holder.Namespace).Get(holder.Name)
-	switch {
-	case apierrors.IsNotFound(err) || (err == nil && other.Spec.Service != es.Spec.Service):
-		// The holder was deleted or now names another Service, and its own
-		// sync has not released this one yet: events for the two keys may be
-		// handled in any order. Only this Service is released, so the
-		// holder's new claim stands.
-	case err == nil && c.shouldHold(es, other):
-		// Tell the displaced holder, so it reports the conflict.
-		c.enqueue(cache.ObjectName{Namespace: holder.Namespace, Name: holder.Name})
-	default:
-		return holder, false
-	}
-	c.directory.Release(svcKey, holder)
-	return c.directory.Claim(svcKey, entry)
-}
-
-// shouldHold reports whether a rather than b should drive a Service both
-// name: the one controlling the objects already generated for it, else the
-// older, else the first by name.
-func (c *Controller) shouldHold(a, b *elastiv1alpha1.ElastiService) bool {
-	if ca, cb := c.controlsGenerated(a), c.controlsGenerated(b); ca != cb {
-		return ca
-	}
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
-}
-
-// controlsGenerated reports whether es is the controller of the private
-// Service or resolver slice generated for its Service.
-func (c *Controller) controlsGenerated(es *elastiv1alpha1.ElastiService) bool {
-	if svc, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service)); err == nil && metav1.IsControlledBy(svc, es) {
-		return true
-	}
-	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
-	return err == nil && metav1.IsControlledBy(slice, es)
-}
-
-// PrimeDirectory claims every ElastiService's Service from the cache, so a
-// new leader can answer scale requests before its workers reach each one.
-func (c *Controller) PrimeDirectory(ctx context.Context) {
-	all, err := c.elastiServices.List(labels.Everything())
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot list ElastiServices to prime the directory")
-		return
-	}
-	for _, es := range all {
-		if es.DeletionTimestamp == nil && es.Spec.Service != "" {
-			c.claim(es)
-		}
-	}
-	klog.FromContext(ctx).V(2).Info("Directory primed", "services", c.directory.Len())
-}
-
-// managesService reports whether es may change its Service's routing. An
-// ElastiService that lost a ServiceConflict never did, so its deletion must
-// not wake the holder's target or remove the holder's resolver slice.
-func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
-	me := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	if entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}); ok {
-		return entry.ElastiService == me
-	}
-	// Nobody holds it in memory (e.g. just after a restart): the resolver
-	// slice's owner is the one in charge.
-	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
-	return err != nil || len(slice.OwnerReferences) == 0 || hasOwnerRef(slice.OwnerReferences, es)
-}
-
-// Manages reports whether the controller drives es's Service now: es holds
-// it in the directory and is Ready at its current generation. Only then is
-// there a resolver to put in front of the Service and a wake path back, so
-// the idle poller scales no other ElastiService's target.
-func (c *Controller) Manages(es *elastiv1alpha1.ElastiService) bool {
-	entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service})
-	ready := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
-	return ok && entry.ElastiService == types.NamespacedName{Namespace: es.Namespace, Name: es.Name} &&
-		ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == es.Generation
 }

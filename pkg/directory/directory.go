@@ -43,7 +43,7 @@ func New() *Directory {
 // EntryFor builds the directory entry for an ElastiService.
 func EntryFor(es *elastiv1alpha1.ElastiService) Entry {
 	e := Entry{
-		ElastiService:     types.NamespacedName{Namespace: es.Namespace, Name: es.Name},
+		ElastiService:     es.Key(),
 		Target:            es.Spec.ScaleTargetRef.Canonical(),
 		MinTargetReplicas: es.Spec.MinTargetReplicas,
 	}

@@ -216,7 +216,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if err != nil {
 		return OutcomeTargetMissing, ""
 	}
-	p.wakes.ObserveReplicas(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, state.Replicas)
+	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
 	now := p.clock.Now()
 
@@ -303,7 +303,7 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	if es.Status.LastScaledUpTime != nil {
 		last = es.Status.LastScaledUpTime.Time
 	}
-	if t, ok := p.wakes.LastWake(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}); ok && t.After(last) {
+	if t, ok := p.wakes.LastWake(es.Key()); ok && t.After(last) {
 		last = t
 	}
 	return last

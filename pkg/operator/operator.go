@@ -100,7 +100,7 @@ func DefaultOptions() Options {
 	return Options{
 		ResolverNamespace:    "elasti",
 		ResolverService:      "elasti-resolver-service",
-		ResolverProxyPort:    8012,
+		ResolverProxyPort:    portalloc.DefaultProxyPort,
 		ResolverPortRange:    portalloc.DefaultRange,
 		ResolverPortQuota:    portalloc.DefaultQuota,
 		QPS:                  1000,
@@ -125,7 +125,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("resolver namespace must be set (--resolver-namespace or ELASTI_RESOLVER_NAMESPACE)")
 	case o.ResolverService == "":
 		return fmt.Errorf("resolver service must be set (--resolver-service or ELASTI_RESOLVER_SERVICE_NAME)")
-	case o.ResolverProxyPort < 1 || o.ResolverProxyPort > 65535:
+	case !portalloc.IsPort(o.ResolverProxyPort):
 		return fmt.Errorf("resolver proxy port %d is not a TCP port (1-65535)", o.ResolverProxyPort)
 	}
 	if err := o.ResolverPortRange.ValidateForResolver(o.ResolverProxyPort); err != nil {

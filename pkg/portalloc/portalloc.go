@@ -38,6 +38,14 @@ type Range struct {
 // Service port for a fleet of that size.
 var DefaultRange = Range{First: 20000, Last: 29999}
 
+// MaxPort is the highest TCP port; the lowest a listener or a Service can
+// use is 1.
+const MaxPort = 65535
+
+// IsPort reports whether p is a TCP port a listener or a Service can use,
+// 1-MaxPort. Every port check in elasti asks it.
+func IsPort[T ~int | ~int32 | ~int64](p T) bool { return p >= 1 && p <= MaxPort }
+
 // ParseRange parses "FIRST-LAST", both TCP ports, FIRST <= LAST.
 func ParseRange(s string) (Range, error) {
 	first, last, ok := strings.Cut(strings.TrimSpace(s), "-")
@@ -49,7 +57,7 @@ func ParseRange(s string) (Range, error) {
 	switch {
 	case err1 != nil || err2 != nil:
 		return Range{}, fmt.Errorf("port range %q is not of the form FIRST-LAST (e.g. %s)", s, DefaultRange)
-	case f < 1 || l > 65535:
+	case f < 1 || l > MaxPort:
 		return Range{}, fmt.Errorf("port range %q is not within 1-65535", s)
 	case f > l:
 		return Range{}, fmt.Errorf("port range %q ends before it starts", s)
@@ -57,18 +65,22 @@ func ParseRange(s string) (Range, error) {
 	return Range{First: int32(f), Last: int32(l)}, nil
 }
 
+// DefaultProxyPort is the resolver's shared proxy port, where Host-routed
+// traffic arrives, unless the operator and resolver are told another.
+const DefaultProxyPort = 8012
+
 // ResolverOwnPorts are the ports elasti's resolver listens on for itself:
-// Host-routed traffic (8012), health, metrics and the route table (8013),
-// and the port that declares per-port routing (8014). A resolver port must
-// never be one of them.
-var ResolverOwnPorts = []int32{8012, 8013, 8014}
+// Host-routed traffic (DefaultProxyPort), health, metrics and the route
+// table (8013), and the port that declares per-port routing (8014). A
+// resolver port must never be one of them.
+var ResolverOwnPorts = []int32{DefaultProxyPort, 8013, 8014}
 
 // ValidateForResolver reports why r cannot hold resolver ports beside a
 // resolver whose proxy port is proxyPort. The operator checks the range it
 // assigns from, and the resolver the range it listens in.
 func (r Range) ValidateForResolver(proxyPort int32) error {
 	switch {
-	case r.First < 1 || r.Last > 65535 || r.First > r.Last:
+	case !r.Valid():
 		return fmt.Errorf("resolver port range %s is not a range of TCP ports (1-65535)", r)
 	case r.Contains(proxyPort):
 		return fmt.Errorf("resolver port range %s contains the resolver proxy port %d; choose a range without it", r, proxyPort)
@@ -77,6 +89,9 @@ func (r Range) ValidateForResolver(proxyPort int32) error {
 	}
 	return nil
 }
+
+// Valid reports whether r is a range of TCP ports: both ends ports, in order.
+func (r Range) Valid() bool { return IsPort(r.First) && IsPort(r.Last) && r.First <= r.Last }
 
 // String formats r as ParseRange reads it.
 func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }

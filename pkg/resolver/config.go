@@ -15,7 +15,7 @@ import (
 // interval and queue sizes are other values. Set them explicitly (flags or KubeElasti's
 // environment) to reproduce a KubeElasti deployment.
 const (
-	DefaultProxyPort            = 8012
+	DefaultProxyPort            = portalloc.DefaultProxyPort
 	DefaultRequestTimeout       = 120 * time.Second
 	DefaultPerServiceQueue      = 1000
 	DefaultGlobalQueue          = 2000
@@ -217,7 +217,7 @@ func (c Config) complete() (Config, error) {
 	c.MaxConnections = cmp.Or(c.MaxConnections, d.MaxConnections)
 
 	switch {
-	case c.ProxyPort < 1 || c.ProxyPort > 65535:
+	case !portalloc.IsPort(c.ProxyPort):
 		return c, fmt.Errorf("proxy port %d is not in 1-65535", c.ProxyPort)
 	case c.RequestTimeout < 0:
 		return c, fmt.Errorf("request timeout %v is negative", c.RequestTimeout)

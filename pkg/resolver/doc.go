@@ -2,22 +2,34 @@
 // zero.
 //
 // While an ElastiService is in proxy mode the operator points the public
-// Service's EndpointSlice at resolver pods. A connection passes four
-// layers, each in its own file with one owner:
+// Service's EndpointSlice at resolver pods. This is the one map of the
+// layers a connection passes, and of the files that hold them:
 //
-//   - identify (identify.go, listeners.go): which Service and port. On a
-//     resolver port of its own (per-port routing, the ports the operator
-//     records in status.resolverPorts, see [RouteTable] and
-//     [PortListeners]) the local port alone names it; on the shared proxy
-//     port the Host does, as a Service DNS name or ClusterIP.
+//   - limit (connlimit.go): one bound on the client connections open on
+//     every listener together.
+//   - identify: which Service and port. On the shared proxy port the Host
+//     names it, as a Service DNS name or ClusterIP ([Resolver.ServeHTTP],
+//     identify.go, host.go). On a resolver port of its own (per-port
+//     routing, the ports the operator records in status.resolverPorts) the
+//     local port alone does ([PortListeners] in listeners.go, [RouteTable]
+//     in routes.go).
+//   - front (resolver.go, front.go, named.go): whether the resolver is in
+//     front of that Service; a request for one it is not in front of is
+//     answered 404, after a short grace when an ElastiService names it.
+//     A probe rule (probes.go) answers a health checker while no pod is
+//     Ready.
 //   - admit (admit.go, wakerate.go): per-Service and global bounds on
-//     what waits, and per client address a bound on the wakes it starts.
-//   - hold (hold.go): one waiter per Service that owns the loop asking the
-//     operator to wake it (coalesced, with capped exponential backoff),
-//     woken by the EndpointSource the moment the Service's own
-//     EndpointSlices list a Ready pod.
-//   - forward (proxy.go, splice.go, connect.go): HTTP reverse-proxied
-//     straight to a pod IP:port, or any other TCP spliced byte for byte.
+//     what waits and the bytes it holds, and per client address a bound
+//     on the wakes it starts.
+//   - hold: one waiter per Service (hold.go) owns the loop asking the
+//     operator to wake it (notify.go; coalesced, with capped exponential
+//     backoff), woken by the EndpointSource the moment the Service's own
+//     EndpointSlices list a Ready pod. The per-request step that admits,
+//     joins and waits is holdHTTP (resolver.go) for HTTP and holdConn
+//     (splice.go) for TCP.
+//   - forward: HTTP reverse-proxied straight to a pod IP:port (proxy.go),
+//     any other TCP spliced byte for byte (splice.go), both connecting
+//     through connect.go's attempts.
 //
 // There is no DNS and no ClusterIP on the way: endpoints come from
 // EndpointSlice and Service informers.

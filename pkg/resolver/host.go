@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 // hostForms is the accepted syntax, quoted in every parse error.
@@ -101,7 +103,7 @@ func stripSchemeAndPath(host string) string {
 // spelling.
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
-	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p
+	return err == nil && portalloc.IsPort(n) && strconv.Itoa(n) == p
 }
 
 // addrErrorText is why net.SplitHostPort failed, without the address,

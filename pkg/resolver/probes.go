@@ -103,7 +103,7 @@ func (p *ProbeIndex) onDelete(obj any) {
 // already compiled: a move changes only the Services they are indexed
 // under, through the status. es is only read.
 func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
-	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	key := es.Key()
 	own, svcs := ServiceRef{es.Namespace, es.Spec.Service}, namedServices(es)
 	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
 	if es.Generation == 0 {

@@ -47,12 +47,8 @@ type TokenSource interface {
 }
 
 // Resolver is the http.Handler for proxied traffic. Create it with New and
-// stop it with Close. A request passes four layers, each with one owner:
-// identify (identify.go, listeners.go) names the Service, admit
-// (admit.go, wakerate.go) bounds the waiting and the wakes each client
-// starts, hold (hold.go) waits for a Ready endpoint while the operator
-// wakes the Service, and forward (proxy.go, splice.go) sends the request
-// or connection to a pod.
+// stop it with Close. The layers a request passes are mapped in the
+// package doc (doc.go).
 type Resolver struct {
 	cfg     Config
 	eps     EndpointSource

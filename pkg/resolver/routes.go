@@ -108,7 +108,7 @@ func (t *RouteTable) Changed() <-chan struct{} { return t.changed }
 // ElastiServices, and must not make the resolver listen on, say, a port
 // another process of its pod uses.
 func (t *RouteTable) Upsert(es *elastiv1alpha1.ElastiService) {
-	owner := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+	owner := es.Key()
 	var claims []routeClaim
 	for _, p := range es.Status.ResolverPorts {
 		if !t.rng.Contains(p.ResolverPort) || p.Service == "" {

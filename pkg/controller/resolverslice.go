@@ -1,0 +1,234 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/endpointready"
+	"github.com/elasti-dev/elasti/pkg/names"
+)
+
+// resolverEndpoints lists the resolver's ready IPv4 endpoints, one per
+// address, in a stable order so unchanged input never rewrites a slice.
+//
+// perPort reports whether every one of them declares per-port routing:
+// is in a slice that lists the resolver Service's ResolverPerPortRoutingPort.
+// That Service port targets a named container port, and the EndpointSlice
+// controller lists a Service port for a pod only when the pod has the
+// container port it names; so a pod without it (KubeElasti's resolver,
+// which listens on the proxy port alone) lands in a slice without it. One
+// such pod is enough to keep every Service on Host routing: its share of
+// the traffic would otherwise reach ports it does not listen on.
+func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bool) {
+	list, err := c.resolverSlices.EndpointSlices(c.cfg.ResolverNamespace).List(
+		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: c.cfg.ResolverService}))
+	if err != nil {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	perPort = true
+	for _, slice := range list {
+		if slice.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		declares := slices.ContainsFunc(slice.Ports, func(p discoveryv1.EndpointPort) bool {
+			return ptr.Deref(p.Name, "") == ResolverPerPortRoutingPort
+		})
+		for _, ep := range slice.Endpoints {
+			if !endpointready.Serving(ep) {
+				continue
+			}
+			perPort = perPort && declares
+			for _, addr := range ep.Addresses {
+				if seen[addr] {
+					continue
+				}
+				seen[addr] = true
+				out = append(out, discoveryv1.Endpoint{
+					Addresses:  []string{addr},
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+					TargetRef:  ep.TargetRef,
+					NodeName:   ep.NodeName,
+					Zone:       ep.Zone,
+				})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addresses[0] < out[j].Addresses[0] })
+	return out, perPort && len(out) > 0
+}
+
+// ensureResolverSlice points the public Service at the resolver: one
+// endpoint per ready resolver pod, and one port per public Service TCP port,
+// named like it. A port in routes (Service port → resolver port) points at
+// its own resolver port, carrying the Service port's appProtocol, so the
+// resolver knows the Service from the port alone; any other port points at
+// the resolver's proxy port, where it routes by Host.
+func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
+	endpoints []discoveryv1.Endpoint, routes map[int32]int32, f *fence) error {
+	name := names.ResolverSlice(public.Name)
+	ports := c.resolverSlicePorts(public, routes)
+	if endpoints == nil {
+		endpoints = []discoveryv1.Endpoint{}
+	}
+	wantLabels := map[string]string{
+		discoveryv1.LabelServiceName: public.Name,
+		discoveryv1.LabelManagedBy:   ManagedByValue,
+	}
+	wantAnnotations := map[string]string{}
+	if f != nil {
+		f.annotate(wantAnnotations)
+	}
+
+	existing, err := c.slices.EndpointSlices(es.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return c.createResolverSlice(ctx, es, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            name,
+				Namespace:       es.Namespace,
+				Labels:          wantLabels,
+				Annotations:     wantAnnotations,
+				OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   endpoints,
+			Ports:       ports,
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if controlledByOther(existing, es) {
+		return fmt.Errorf("resolver slice %s is controlled by another object; not adopting it", name)
+	}
+	if len(endpoints) == 0 && hasServing(existing.Endpoints) {
+		// No resolver pod is known, but the slice still lists some: keep
+		// them rather than leave the Service with no endpoint at all. They
+		// may well answer: an operator that starts before the resolver
+		// Service's slices are published sees none, and during a switch
+		// from KubeElasti its resolver pods, orphaned, still serve the
+		// slices it wrote until ours replace them. The ready condition
+		// says the resolver is unavailable meanwhile.
+		endpoints = existing.Endpoints
+	}
+	labelsOK := true
+	for k, v := range wantLabels {
+		labelsOK = labelsOK && existing.Labels[k] == v
+	}
+	for _, k := range []string{AnnotationFencedEndpoints, AnnotationFencedAt} {
+		labelsOK = labelsOK && (f == nil || existing.Annotations[k] == wantAnnotations[k])
+	}
+	if labelsOK && hasOwnerRef(existing.OwnerReferences, es) && existing.AddressType == discoveryv1.AddressTypeIPv4 &&
+		sameEndpoints(existing.Endpoints, endpoints) && equality.Semantic.DeepEqual(existing.Ports, ports) {
+		return nil
+	}
+	if existing.AddressType != discoveryv1.AddressTypeIPv4 {
+		// addressType is immutable: replace the slice.
+		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+			return err
+		}
+		return fmt.Errorf("replaced resolver slice %s with a non-IPv4 address type", name)
+	}
+	updated := existing.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	maps.Copy(updated.Labels, wantLabels)
+	if f != nil {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		f.annotate(updated.Annotations)
+	}
+	if !hasOwnerRef(updated.OwnerReferences, es) {
+		updated.OwnerReferences = append(updated.OwnerReferences, ownerRef(es))
+	}
+	updated.Endpoints = endpoints
+	updated.Ports = ports
+	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+		return fmt.Errorf("update resolver slice %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
+	return nil
+}
+
+// resolverSlicePorts lists one slice port per TCP port of the public
+// Service, named like it: its own resolver port when routes assigns one
+// (per-port routing, keeping the port's appProtocol), else the shared
+// proxy port (Host routing).
+func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32]int32) []discoveryv1.EndpointPort {
+	var ports []discoveryv1.EndpointPort
+	for _, p := range public.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		port := discoveryv1.EndpointPort{
+			Name:     ptr.To(p.Name),
+			Port:     ptr.To(c.cfg.ResolverProxyPort),
+			Protocol: ptr.To(corev1.ProtocolTCP),
+		}
+		if rp, ok := routes[p.Port]; ok {
+			port.Port = ptr.To(rp)
+			port.AppProtocol = p.AppProtocol
+		}
+		ports = append(ports, port)
+	}
+	return ports
+}
+
+func (c *Controller) createResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, slice *discoveryv1.EndpointSlice) error {
+	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+		return fmt.Errorf("create resolver slice %s: %w", slice.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KObj(slice), "endpoints", len(slice.Endpoints))
+	return nil
+}
+
+// hasServing reports whether any of endpoints serves.
+func hasServing(endpoints []discoveryv1.Endpoint) bool {
+	return slices.ContainsFunc(endpoints, endpointready.Serving)
+}
+
+func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !equality.Semantic.DeepEqual(a[i].Addresses, b[i].Addresses) || endpointready.Serving(a[i]) != endpointready.Serving(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Controller) resolverSliceExists(namespace, service string) bool {
+	_, err := c.slices.EndpointSlices(namespace).Get(names.ResolverSlice(service))
+	return err == nil
+}
+
+// deleteResolverSlice deletes the resolver slice of namespace/service.
+func (c *Controller) deleteResolverSlice(ctx context.Context, namespace, service string) error {
+	name := names.ResolverSlice(service)
+	if !c.resolverSliceExists(namespace, service) {
+		return nil
+	}
+	err := c.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete resolver slice %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(namespace, name))
+	return nil
+}
