@@ -39,10 +39,14 @@ GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-s -w -X github.com/elasti
 IMAGE_PLATFORMS   := linux/amd64 linux/arm64
 REVISION          ?= $(shell git rev-parse HEAD)$(shell git diff --quiet HEAD -- || echo -dirty)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
-# make push's destination, host[:port]/path: REGISTRY/elasti-operator:VERSION.
+# make push's and make release's destination, host[:port]/path:
+# REGISTRY/elasti-operator:VERSION, and the chart at oci://REGISTRY/elasti.
 REGISTRY ?=
+# true: speak plain HTTP to REGISTRY (an HTTP-only private registry); false:
+# never. Empty: only to a registry on loopback.
+PLAIN_HTTP ?=
 
-.PHONY: all build test unit generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push clean
+.PHONY: all build test unit generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push release clean
 
 all: build
 
@@ -59,7 +63,14 @@ images: ## OCI images of both commands for IMAGE_PLATFORMS, without Docker, into
 push: ## make images, then push both indexes to REGISTRY/elasti-operator:VERSION and REGISTRY/elasti-resolver:VERSION; prints the digests to pin
 	@[[ -n '$(REGISTRY)' ]] || { echo 'make push: set REGISTRY=host[:port]/path' >&2; exit 1; }
 	@$(MAKE) --no-print-directory images
-	$(GO) run ./hack/images -out $(BIN)/images -version $(VERSION) -push '$(REGISTRY)'
+	$(GO) run ./hack/images -out $(BIN)/images -version $(VERSION) -push '$(REGISTRY)' -plain-http '$(PLAIN_HTTP)'
+
+release: ## make images, push them as make push does, then package charts/elasti with its values pinned to the pushed images' digests and push it to oci://REGISTRY/elasti; prints every digest to pin
+	@[[ -n '$(REGISTRY)' ]] || { echo 'make release: set REGISTRY=host[:port]/path' >&2; exit 1; }
+	@$(MAKE) --no-print-directory images
+	helm_dir=$$(hack/build-cluster-bins.sh helm); \
+	$(GO) run ./hack/images -out $(BIN)/images -version $(VERSION) -push '$(REGISTRY)' -plain-http '$(PLAIN_HTTP)' \
+		-chart charts/elasti -chart-out $(BIN)/release -helm "$$helm_dir/helm"
 
 cluster-bins: ## Build or reuse the cached control-plane binaries (shows progress)
 	@hack/build-cluster-bins.sh >/dev/null

@@ -5,6 +5,7 @@
 //
 //	go run ./hack/images -version v0.1.0 -revision <commit> -source-date-epoch <unix> [-bin bin] [-out bin/images]
 //	go run ./hack/images -version v0.1.0 -push registry.example.com/elasti [-out bin/images]
+//	go run ./hack/images -version v0.1.0 -push registry.example.com/elasti -chart charts/elasti -helm <helm> [-chart-out bin/release] [-plain-http true]
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/elasti-dev/elasti/hack/images/oci"
@@ -29,6 +31,10 @@ type options struct {
 	repository string
 	push       string
 	meta       oci.Meta
+	// make release: the chart to publish next to the images, where its
+	// package goes, the helm that pushes it, and -plain-http.
+	chart, chartOut, helm string
+	plainHTTP             string
 }
 
 func main() {
@@ -50,6 +56,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.push, "push", "", "push the layouts in -out to `REGISTRY`/<command>:<version> instead of building")
 	fs.StringVar(&o.meta.Version, "version", "", "the release (the Makefile's VERSION): the tag and the version label")
 	fs.StringVar(&o.meta.Revision, "revision", "", "the git commit built")
+	fs.StringVar(&o.chart, "chart", "", "with -push: also publish this chart `DIR` to oci://REGISTRY, its values pinned to the pushed images")
+	fs.StringVar(&o.chartOut, "chart-out", filepath.Join("bin", "release"), "where -chart's package (<name>-<version>.tgz) goes")
+	fs.StringVar(&o.helm, "helm", "helm", "the helm binary that packages and pushes -chart")
+	fs.StringVar(&o.plainHTTP, "plain-http", "", "reach REGISTRY over plain HTTP: true, false, or empty for only a loopback registry")
 	fs.Int64Var(&epoch, "source-date-epoch", -1, "the commit time, in seconds since 1970: every timestamp in the images")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +69,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.meta.Version == "" {
 		return errors.New("-version is required")
+	}
+	switch o.plainHTTP {
+	case "", "true", "false":
+	default:
+		return fmt.Errorf("-plain-http %q: want true, false or empty", o.plainHTTP)
+	}
+	if o.chart != "" && o.push == "" {
+		return errors.New("-chart needs -push")
 	}
 	if o.push != "" {
 		return push(ctx, o, stdout)
@@ -147,9 +165,14 @@ func compressedSize(img v1.Image) (int64, error) {
 }
 
 // push pushes each command's layout to registry/<command>:<version> and
-// prints the reference to pin.
+// prints the reference to pin; with -chart, it then publishes the chart.
 func push(ctx context.Context, o options, stdout io.Writer) error {
 	registry := strings.TrimSuffix(o.push, "/")
+	var opts []name.Option
+	if plainHTTP(o.plainHTTP, registry) {
+		opts = append(opts, name.Insecure)
+	}
+	var images []pushed
 	for _, cmd := range oci.Commands {
 		idx, err := oci.ReadLayout(filepath.Join(o.out, cmd))
 		if err != nil {
@@ -165,11 +188,15 @@ func push(ctx context.Context, o options, stdout io.Writer) error {
 			return fmt.Errorf("%s in %s is %s, not %s: run make images", cmd, o.out, built, o.meta.Version)
 		}
 		ref := oci.Reference(registry, cmd, o.meta.Version)
-		digest, err := oci.Push(ctx, idx, ref)
+		digest, err := oci.Push(ctx, idx, ref, opts...)
 		if err != nil {
 			return fmt.Errorf("push %s: %w", ref, err)
 		}
 		fmt.Fprintf(stdout, "%s@%s\n", ref, digest)
+		images = append(images, pushed{cmd: cmd, digest: digest.String()})
 	}
-	return nil
+	if o.chart == "" {
+		return nil
+	}
+	return publishChart(ctx, o, registry, images, stdout)
 }

@@ -74,9 +74,10 @@ func WriteTarball(path string, img v1.Image, ref string) error {
 // Push writes idx to ref (repository:tag) and returns the digest to pin.
 // Credentials come from the Docker config (docker login, credential
 // helpers) as for docker push; a loopback or private-address registry is
-// spoken to over plain HTTP.
-func Push(ctx context.Context, idx v1.ImageIndex, ref string) (v1.Hash, error) {
-	tag, err := name.NewTag(ref, name.StrictValidation)
+// spoken to over plain HTTP, and any other with name.Insecure in opts
+// (make release's PLAIN_HTTP=true).
+func Push(ctx context.Context, idx v1.ImageIndex, ref string, opts ...name.Option) (v1.Hash, error) {
+	tag, err := name.NewTag(ref, append(opts, name.StrictValidation)...)
 	if err != nil {
 		return v1.Hash{}, err
 	}

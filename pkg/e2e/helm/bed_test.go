@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
@@ -40,6 +45,9 @@ type bed struct {
 	cluster *localcluster.Cluster
 	root    string
 	helm    string
+	// helmHome keeps helm's config, cache and data (its OCI registry
+	// config among them) out of the user's home.
+	helmHome string
 }
 
 // startBed builds elasti's binaries (the images the chart's pods run) and
@@ -52,7 +60,7 @@ func startBed(t *testing.T) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{cluster: c, root: root, helm: filepath.Join(c.BinDir, localcluster.HelmBinary)}
+	b := &bed{cluster: c, root: root, helm: filepath.Join(c.BinDir, localcluster.HelmBinary), helmHome: t.TempDir()}
 	binDir := t.TempDir()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[helm-e2e] "+format+"\n", args...) }
 	logf("building elasti's images (the binaries the chart's pods run)")
@@ -119,9 +127,40 @@ func (b *bed) tryHelm(timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.helm, append([]string{"--kubeconfig", b.cluster.Kubeconfig}, args...)...)
+	cmd.Env = os.Environ()
+	for _, v := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
+		cmd.Env = append(cmd.Env, v+"="+filepath.Join(b.helmHome, v))
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// publishChart packages charts/elasti and pushes it, as make release does,
+// to a registry on loopback that lives as long as the test, so the test
+// installs what users install: the chart from an OCI registry. It returns
+// the chart's oci:// reference and version. (hack/images' tests check what
+// make release changes in the package: its values pinned to the images.)
+func (b *bed) publishChart(t *testing.T) (ref, version string) {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	raw, err := os.ReadFile(filepath.Join(b.root, "charts", "elasti", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b.runHelm(t, time.Minute, "package", filepath.Join(b.root, "charts", "elasti"), "--destination", dir)
+	repo := strings.TrimPrefix(srv.URL, "http://") + "/charts"
+	b.runHelm(t, time.Minute, "push", filepath.Join(dir, chart.Name+"-"+chart.Version+".tgz"), "oci://"+repo, "--plain-http")
+	return "oci://" + repo + "/" + chart.Name, chart.Version
 }

@@ -39,8 +39,9 @@ const (
 	loadRepeat = 9
 )
 
-// TestHelmInstallWakeUpgradeUninstall installs elasti with helm install and
-// a KubeElasti values file, unchanged; wakes a Service through the real
+// TestHelmInstallWakeUpgradeUninstall installs elasti with helm install,
+// from the chart pushed to a loopback OCI registry, and a KubeElasti
+// values file, unchanged; wakes a Service through the real
 // traffic path; upgrades to another image tag while a client sends
 // requests to an awake Service and a request to a sleeping one is held
 // across the rollout; then follows the README's uninstall: every Service
@@ -71,8 +72,9 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 		t.Fatalf("the ElastiService CRD before helm install: %v; want none, so helm installs it from crds/", err)
 	}
 
-	t.Log("helm install with the KubeElasti values file")
-	b.runHelm(t, 5*time.Minute, "install", release, b.root+"/charts/elasti", "--namespace", namespace, "--create-namespace", "-f", values)
+	chart, chartVersion := b.publishChart(t)
+	t.Logf("helm install %s --version %s with the KubeElasti values file", chart, chartVersion)
+	b.runHelm(t, 5*time.Minute, "install", release, chart, "--version", chartVersion, "--plain-http", "--namespace", namespace, "--create-namespace", "-f", values)
 	for _, d := range []string{"elasti-operator-controller-manager", "elasti-resolver"} {
 		if err := b.WaitDeploymentReady(ctx, namespace, d, readyTimeout); err != nil {
 			t.Fatal(err)
@@ -186,7 +188,7 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	}()
 	upgradeErr := make(chan error, 1)
 	go func() {
-		_, err := b.tryHelm(10*time.Minute, "upgrade", release, b.root+"/charts/elasti", "--namespace", namespace, "-f", values,
+		_, err := b.tryHelm(10*time.Minute, "upgrade", release, chart, "--version", chartVersion, "--plain-http", "--namespace", namespace, "-f", values,
 			"--set", "elastiController.manager.image.repository=elasti-dev/elasti-operator",
 			"--set", "elastiController.manager.image.tag="+upgradeTag,
 			"--set", "elastiResolver.proxy.image.repository=elasti-dev/elasti-resolver",
