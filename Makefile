@@ -7,7 +7,7 @@ BIN       ?= bin
 PKGS      := ./...
 # Integration packages each start a control plane; two at once fit 2 cores.
 TEST_PARALLEL ?= 2
-TEST_TIMEOUT  ?= 30m
+TEST_TIMEOUT  ?= 45m
 BENCH_TIME    ?= 1x
 # ElastiServices in the fleet benchmark, and how many share a namespace.
 FLEET         ?= 1000

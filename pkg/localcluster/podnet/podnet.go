@@ -80,8 +80,12 @@ const (
 	LinkPrefix = "elpn"
 
 	// DefaultLockTimeout bounds how long Setup waits for another user of
-	// the pod network when Options.LockTimeout is zero.
-	DefaultLockTimeout = 10 * time.Minute
+	// the pod network when Options.LockTimeout is zero. make test runs the
+	// pod network's users (the traffic, helm and real-node suites, this
+	// package) in turn, and the traffic suite alone takes about 15 minutes
+	// on a loaded 2-core machine, so the last in line may wait 20; the
+	// Makefile's TEST_TIMEOUT leaves room for the wait and the run.
+	DefaultLockTimeout = 30 * time.Minute
 	// DefaultDialTimeout is Reachable's timeout when ctx has no earlier
 	// deadline.
 	DefaultDialTimeout = time.Second
