@@ -24,8 +24,11 @@ import (
 )
 
 const (
-	// fleetSize is how many sleeping Services the limits test routes.
-	fleetSize = 1000
+	// fleetSize is how many sleeping Services the limits test routes
+	// besides web: with web, 1,000, which is also the resolver ports one
+	// namespace may hold (--resolver-ports-per-namespace), so every one
+	// has a port of its own.
+	fleetSize = 999
 	// fleetWorkers bounds how many creations are in flight at once, so a
 	// loaded apiserver is not flooded.
 	fleetWorkers = 8
@@ -181,10 +184,10 @@ func (b *bed) checkNoOOMKill(t *testing.T) {
 // TestElastiWithinManifestLimitsOnTheRealNode: elasti's operator and
 // resolver, as real containers under manifests/' memory limits (enforced
 // by the kernel's cgroup: past the limit the container is OOM-killed and
-// restarted), take 1,000 sleeping Services, each ElastiService with the
+// restarted), take 999 sleeping Services, each ElastiService with the
 // largest probeResponse the CRD and validation accept, all switched to
 // proxy mode and routed by every resolver pod, then a held burst of
-// requests with buffered bodies to one more sleeping Service, held until
+// requests with buffered bodies to a 1,000th sleeping Service, held until
 // its pod can start and then all answered by it. No elasti container
 // restarted or was OOM-killed; every one still runs its first container,
 // its cgroup's OOM-kill count is 0, and its process can write nowhere but
@@ -285,6 +288,13 @@ func TestElastiWithinManifestLimitsOnTheRealNode(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Errorf("%d of %d held requests not answered by web", failed, burstSize)
+	}
+	if now, desc := metricPerPod(t.Context(), client, resolvers, "elasti_resolver_port_listeners"); now != nil {
+		for _, p := range resolvers {
+			if now[p.Name]-listenersBefore[p.Name] < fleetSize+1 {
+				t.Errorf("%s listens on fewer than the %d Services' ports: %s", p.Name, fleetSize+1, desc)
+			}
+		}
 	}
 	b.checkNoOOMKill(t)
 	b.checkElastiContainersInKernel(t)
