@@ -307,9 +307,13 @@ var writableMounts = map[string]bool{
 	"/tmp": true, "/etc/hosts": true, "/etc/hostname": true, "/etc/resolv.conf": true, "/dev/termination-log": true,
 }
 
-// pseudoFS are the filesystem types that hold no file on any disk.
+// pseudoFS are the filesystem types that hold no file on any disk. tmpfs
+// is among them: in a container its mounts are /dev, runc's masks over
+// /proc paths and the cgroup mount point, all root's and gone with the
+// container, and what a tmpfs holds is charged to the container's own
+// memory cgroup.
 var pseudoFS = map[string]bool{
-	"proc": true, "sysfs": true, "devpts": true, "mqueue": true, "cgroup": true, "cgroup2": true,
+	"proc": true, "sysfs": true, "devpts": true, "mqueue": true, "cgroup": true, "cgroup2": true, "tmpfs": true,
 }
 
 // checkElastiContainersInKernel reads each elasti container from the
