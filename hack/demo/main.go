@@ -3,8 +3,12 @@
 //
 // It brings up (or reuses) the local control plane and the real-traffic
 // test bed (kube-proxy, CoreDNS, the Traefik ingress controller, a real
-// Prometheus and a node that really runs pods), installs elasti with
-// `kubectl apply -f manifests/`, applies a sample app with an Ingress,
+// Prometheus and a node that really runs pods), builds elasti's images from
+// this tree, starts a real node (kubelet, containerd, runc) that imports
+// them, installs elasti with `kubectl apply -f manifests/` (its
+// Deployments placed on the real node, where they run as containers under
+// the manifests' securityContext and limits; it prints each elasti pod's
+// image digest and container ID), applies a sample app with an Ingress,
 // waits for it to go idle (its request rate, scraped by Prometheus from
 // the app's own /metrics, is 0) and scale to zero, and wakes it twice: once by its short name from
 // a client pod, once through the ingress by its public host. Only the story is printed; every
@@ -22,7 +26,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -41,6 +44,7 @@ import (
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	"github.com/elasti-dev/elasti/pkg/localcluster"
 	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
+	"github.com/elasti-dev/elasti/pkg/localcluster/realnode"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 )
 
@@ -104,6 +108,7 @@ type demo struct {
 	kube     kubernetes.Interface
 	elasti   versioned.Interface
 	client   *realnet.Client
+	node     *realnode.Node
 	stopKwok context.CancelFunc
 }
 
@@ -177,24 +182,33 @@ func (d *demo) startCluster() error {
 }
 
 func (d *demo) startNode() error {
-	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, and a node that runs pods")
-	bin := filepath.Join(d.logDir, "images")
-	build := exec.CommandContext(d.ctx, "go", "build", "-o", bin+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
-	build.Dir = d.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, out)
+	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, a real node (kubelet, containerd, runc) for elasti, and kwok for the app")
+	dir := filepath.Join(d.logDir, "images")
+	var tarballs []string
+	for _, cmd := range []string{"elasti-operator", "elasti-resolver"} {
+		img, err := realnode.BuildElastiImage(d.ctx, d.root, cmd, dir)
+		if err != nil {
+			return err
+		}
+		info("built image %s (%s) from this tree", img.Ref, img.ID)
+		tarballs = append(tarballs, img.Tarball)
 	}
 	var err error
 	d.net, err = realnet.Start(d.ctx, realnet.Options{
 		Cluster:  d.cluster,
 		StateDir: filepath.Join(d.logDir, "node"),
-		Binaries: map[string]string{
-			"elasti-operator": filepath.Join(bin, "elasti-operator"),
-			"elasti-resolver": filepath.Join(bin, "elasti-resolver"),
-		},
-		Logf: func(f string, a ...any) { info(f, a...) },
+		Logf:     func(f string, a ...any) { info(f, a...) },
 	})
 	if err != nil {
+		return err
+	}
+	progress, err := os.Create(filepath.Join(d.logDir, "realnode.log"))
+	if err != nil {
+		return err
+	}
+	defer progress.Close()
+	info("starting the real node %s and importing the images (progress in %s)", realnode.NodeName, progress.Name())
+	if d.node, err = realnode.Start(d.ctx, realnode.Options{Cluster: d.cluster, Net: d.net, Images: tarballs, Progress: progress}); err != nil {
 		return err
 	}
 	// kwok runs the sample app; its pods' IPs answer through one backend
@@ -233,13 +247,13 @@ func helloApp() http.Handler {
 }
 
 func (d *demo) install() error {
-	step("Installing elasti: kubectl apply -f manifests/")
-	out, err := d.cluster.Kubectl(d.ctx, "apply", "-f", filepath.Join(d.root, "manifests"))
+	step("Installing elasti: kubectl apply -f manifests/ (its Deployments placed on the real node)")
+	out, err := d.node.InstallManifests(d.ctx, d.cluster, d.kube, filepath.Join(d.root, "manifests"))
+	fmt.Print(indent(out))
 	if err != nil {
 		return err
 	}
-	fmt.Print(indent(string(out)))
-	info("the operator and resolver run as the manifests' own pods; waiting for their readiness probes")
+	info("the operator and resolver run as real containers, under the manifests' securityContext and limits; waiting for their readiness probes")
 	return d.waitElasti()
 }
 
@@ -254,6 +268,19 @@ func (d *demo) waitElasti() error {
 		return err
 	}
 	fmt.Print(indent(string(out)))
+	pods, err := d.kube.CoreV1().Pods("elasti").List(d.ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			info("%s on %s: image %s", p.Name, p.Spec.NodeName, st.ImageID)
+			info("%s container %s", strings.Repeat(" ", len(p.Name)), st.ContainerID)
+		}
+	}
 	return nil
 }
 
@@ -442,7 +469,8 @@ func (d *demo) summary() {
 	kubectl := filepath.Join(d.cluster.BinDir, "kubectl")
 	fmt.Printf(`
 Logs of everything the demo ran: %s
-  (node/pods/logs: the operator, resolver, CoreDNS, Traefik and Prometheus pods; node/kube-proxy.log; demo.log)
+  (node/pods/logs: CoreDNS, Traefik and Prometheus; kubelet.log and containerd.log: the real node that ran the
+   operator and resolver; node/kube-proxy.log; demo.log)
 
 Try next (the control plane keeps running):
   export KUBECONFIG=%s
@@ -461,11 +489,20 @@ func (d *demo) close() {
 	if d.stopKwok != nil {
 		d.stopKwok()
 	}
+	if d.node != nil {
+		// Stop removes the node's directory; keep its logs with the rest.
+		for _, f := range []string{realnode.KubeletLog(), realnode.ContainerdLog()} {
+			if data, err := os.ReadFile(f); err == nil {
+				_ = os.WriteFile(filepath.Join(d.logDir, filepath.Base(f)), data, 0o644)
+			}
+		}
+		d.node.Stop()
+	}
 	if d.net != nil {
 		d.net.Close()
 	}
-	// The pods' binaries (80 MB) are rebuilt by every run; only the logs
-	// are worth keeping.
+	// The images (tens of MB) are rebuilt by every run; only the logs are
+	// worth keeping.
 	_ = os.RemoveAll(filepath.Join(d.logDir, "images"))
 }
 

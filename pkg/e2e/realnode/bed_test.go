@@ -3,23 +3,15 @@ package realnode
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -130,7 +122,7 @@ func startBed(t testing.TB) (b *bed, err error) {
 		return nil, err
 	}
 	logf("installing manifests/ with elasti's Deployments on %s", realnode.NodeName)
-	if err := b.install(ctx, filepath.Join(root, "manifests")); err != nil {
+	if _, err := b.node.InstallManifests(ctx, c, b.kube, filepath.Join(root, "manifests")); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{operatorDeployment, resolverDeployment} {
@@ -140,73 +132,6 @@ func startBed(t testing.TB) (b *bed, err error) {
 	}
 	logf("elasti is Ready from manifests/ on the real node")
 	return b, nil
-}
-
-// install applies manifests/ as a user would, except that the
-// Deployments go through realnode's PreparePod (the node's toleration and
-// selector, imagePullPolicy Never, the apiserver through the bed's
-// forwarder, the token volume): a test-side patch, manifests/ stay as
-// users get them. Everything else is applied unchanged, first, so the
-// namespace, RBAC and Services exist before the pods.
-func (b *bed) install(ctx context.Context, dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	rest, err := os.MkdirTemp("", "elasti-manifests-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(rest)
-	var deployments []*appsv1.Deployment
-	n := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			if u.GetKind() == "Deployment" {
-				d := &appsv1.Deployment{}
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				deployments = append(deployments, d)
-				continue
-			}
-			js, err := json.Marshal(u.Object)
-			if err != nil {
-				return err
-			}
-			n++
-			if err := os.WriteFile(filepath.Join(rest, fmt.Sprintf("%03d.json", n)), js, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := b.cluster.Kubectl(ctx, "apply", "-f", rest); err != nil {
-		return err
-	}
-	for _, d := range deployments {
-		if err := b.node.PreparePod(ctx, b.kube, d.Namespace, &d.Spec.Template.Spec); err != nil {
-			return err
-		}
-		if _, err := b.kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
-		}
-	}
-	return nil
 }
 
 // diagnose is the elasti pods' states and logs and the node's logs, for

@@ -46,10 +46,15 @@ func (b *bed) readyResolverPods(t *testing.T) []corev1.Pod {
 	return ready
 }
 
-// heldPerPod reads each resolver pod's elasti_resolver_queued_requests
-// from its /metrics, through a client pod.
+// heldPerPod reads each resolver pod's elasti_resolver_queued_requests.
 func heldPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod) (map[string]int, string) {
-	held := map[string]int{}
+	return metricPerPod(ctx, c, pods, "elasti_resolver_queued_requests")
+}
+
+// metricPerPod reads the unlabelled gauge metric from each resolver pod's
+// /metrics, through a client pod, and says what it read.
+func metricPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod, metric string) (map[string]int, string) {
+	values := map[string]int{}
 	var seen []string
 	for _, p := range pods {
 		resp, err := c.Do(ctx, realnet.Request{URL: fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, resolverPort), Timeout: 10 * time.Second})
@@ -58,14 +63,14 @@ func heldPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod) (map[
 		}
 		sc := bufio.NewScanner(strings.NewReader(resp.Body))
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "elasti_resolver_queued_requests "); ok {
+			if v, ok := strings.CutPrefix(sc.Text(), metric+" "); ok {
 				f, _ := strconv.ParseFloat(v, 64)
-				held[p.Name] = int(f)
+				values[p.Name] = int(f)
 			}
 		}
-		seen = append(seen, fmt.Sprintf("%s: %d", p.Name, held[p.Name]))
+		seen = append(seen, fmt.Sprintf("%s: %d", p.Name, values[p.Name]))
 	}
-	return held, "held per resolver pod: " + strings.Join(seen, ", ")
+	return values, metric + " per resolver pod: " + strings.Join(seen, ", ")
 }
 
 // setTargetSchedulable makes web's new pods unschedulable (false), so a
