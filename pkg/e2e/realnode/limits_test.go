@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -204,7 +205,7 @@ func TestElastiWithinManifestLimitsOnTheRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	listenersBefore, _ := metricPerPod(t.Context(), client, resolvers, "elasti_resolver_port_listeners")
+	listenersBefore := settledListeners(t, e, client, resolvers)
 
 	start := time.Now()
 	fleet := b.sleepingFleet(t, e, fleetSize)
@@ -386,4 +387,44 @@ func containerMemoryCgroup(p *corev1.Pod, containerID string) string {
 		return filepath.Join(root, "pod"+string(p.UID), cid)
 	}
 	return filepath.Join(root, strings.ToLower(string(p.Status.QOSClass)), "pod"+string(p.UID), cid)
+}
+
+// listenersSettle is how long the listener counts must hold still.
+const listenersSettle = 3 * time.Second
+
+// settledListeners returns each resolver pod's port listeners once the
+// package's earlier tests are gone: their namespaces are deleted as they
+// end, so their ElastiServices, and the listeners for them, may still be
+// going away when this test starts. Counting the fleet's listeners as a
+// difference from a count that is still falling would never reach the
+// fleet's size.
+func settledListeners(t *testing.T, e *testenv.Env, client *realnet.Client, resolvers []corev1.Pod) map[string]int {
+	t.Helper()
+	var (
+		last  map[string]int
+		since time.Time
+	)
+	e.EventuallyWithin("earlier tests' ElastiServices and their resolver listeners to be gone", 3*time.Minute, func() (bool, string) {
+		list, err := e.Elasti.ElastiV1alpha1().ElastiServices(metav1.NamespaceAll).List(e.Ctx(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, es := range list.Items {
+			if es.Namespace != e.NS {
+				last = nil
+				return false, fmt.Sprintf("ElastiService %s/%s still exists", es.Namespace, es.Name)
+			}
+		}
+		now, desc := metricPerPod(t.Context(), client, resolvers, "elasti_resolver_port_listeners")
+		if now == nil {
+			return false, desc
+		}
+		// The same counts for a few seconds: the resolvers' informers have
+		// seen the deletions and closed what they will close.
+		if last == nil || !maps.Equal(now, last) {
+			last, since = now, time.Now()
+		}
+		return time.Since(since) >= listenersSettle, desc
+	})
+	return last
 }
