@@ -225,19 +225,7 @@ func (e *Env) KubeElastiService(name string, state KubeElastiState, resolverIPs 
 	if state != KubeElastiAsleep {
 		return es
 	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: names.ResolverSlice(name), Namespace: e.NS,
-			Labels: map[string]string{discoveryv1.LabelServiceName: name},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports: []discoveryv1.EndpointPort{{
-			Name: ptr.To(public.Spec.Ports[0].Name), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](KubeElastiProxyPort),
-		}},
-	}
-	for _, ip := range resolverIPs {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}})
-	}
+	slice := kubeElastiResolverSlice(public, resolverIPs)
 	if _, err := e.Kube.DiscoveryV1().EndpointSlices(e.NS).Create(ctx, slice, metav1.CreateOptions{FieldManager: "manager"}); err != nil {
 		e.T.Fatal(err)
 	}
@@ -256,20 +244,7 @@ func (e *Env) KubeElastiFront(svc string, resolverIPs []string) error {
 	if err != nil {
 		return err
 	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: names.ResolverSlice(svc), Namespace: e.NS,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports: []discoveryv1.EndpointPort{{
-			Name: ptr.To(public.Spec.Ports[0].Name), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](KubeElastiProxyPort),
-		}},
-	}
-	for _, ip := range resolverIPs {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}})
-	}
-	_, err = e.Kube.DiscoveryV1().EndpointSlices(e.NS).Update(ctx, slice, metav1.UpdateOptions{FieldManager: "manager"})
+	_, err = e.Kube.DiscoveryV1().EndpointSlices(e.NS).Update(ctx, kubeElastiResolverSlice(public, resolverIPs), metav1.UpdateOptions{FieldManager: "manager"})
 	return err
 }
 
@@ -309,3 +284,24 @@ func (e *Env) KubeElastiFinalize(name string) error {
 // kubeElastiFinalizer is KubeElasti's finalizer, spelled out rather than
 // taken from elasti's API, so a change on either side shows.
 const kubeElastiFinalizer = "elasti.truefoundry.com/finalizer"
+
+// kubeElastiResolverSlice is the resolver slice KubeElasti v0.1.30 writes
+// for public: only the service-name label, no owner, IPv4, the Service's
+// first port on the resolver's proxy port, bare addresses with no
+// conditions.
+func kubeElastiResolverSlice(public *corev1.Service, resolverIPs []string) *discoveryv1.EndpointSlice {
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: names.ResolverSlice(public.Name), Namespace: public.Namespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: public.Name},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{
+			Name: ptr.To(public.Spec.Ports[0].Name), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](KubeElastiProxyPort),
+		}},
+	}
+	for _, ip := range resolverIPs {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}})
+	}
+	return slice
+}
