@@ -6,10 +6,10 @@
 #   docker build --build-arg CMD=elasti-resolver -t ghcr.io/elasti-dev/elasti-resolver:$(make -s version) .
 #
 # Releases are built with `make images` instead (hack/images: no Docker,
-# reproducible, both platforms, an SBOM). pkg/release holds this file's
+# reproducible, both platforms, an SBOM). test/release holds this file's
 # build, USER, ENTRYPOINT and labels to what make images produces.
 #
-# Both bases are pinned by version tag, and pkg/release's tests keep
+# Both bases are pinned by version tag, and test/release's tests keep
 # GO_VERSION equal to go.mod's toolchain line. A tag can still be re-pushed,
 # so a release pins the bases by digest too, by overriding the ARGs with
 # digests it has looked up itself at release time, e.g.
@@ -53,7 +53,7 @@ COPY . .
 
 # The build cache is a BuildKit cache mount; /go/pkg/mod stays the layer
 # above (a cache mount there would hide it). `make build` runs the same
-# command (GO_BUILD_ENV, GO_BUILD_FLAGS); pkg/release checks they agree.
+# command (GO_BUILD_ENV, GO_BUILD_FLAGS); test/release checks they agree.
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=${VERSION}" -o /out/app ./cmd/${CMD}

@@ -24,15 +24,15 @@ FUZZTIME      ?= 30s
 # Starting log line, elasti_build_info) and the tag of the images in
 # manifests/. Change it only with `make set-image-tag TAG=vX.Y.Z`, which
 # rewrites this line, the Dockerfile's ARG VERSION and every elasti image
-# in manifests/ and deploy/; pkg/release's tests fail when they disagree.
+# in manifests/ and deploy/; test/release's tests fail when they disagree.
 VERSION := v0.1.0
 # The static build the Dockerfile runs for each image (keep the two alike;
-# pkg/release checks it), so `make build` exercises it.
+# test/release checks it), so `make build` exercises it.
 GO_BUILD_ENV   := CGO_ENABLED=0
 # -buildvcs=false: the commit goes in the image labels instead, and a
 # binary does not change with the state of the working tree.
 GO_BUILD_FLAGS := -trimpath -buildvcs=false -ldflags "-s -w -X github.com/elasti-dev/elasti/pkg/command.version=$(VERSION)"
-# The platforms of `make images` (hack/images/oci.Platforms; pkg/release
+# The platforms of `make images` (hack/images/oci.Platforms; test/release
 # checks they agree), and what the images record about their source: the
 # commit, and its time as every timestamp in them
 # (https://reproducible-builds.org/specs/source-date-epoch/).
@@ -87,7 +87,7 @@ verify-codegen:
 	hack/verify-codegen.sh
 
 verify-release: ## Images pinned to VERSION, the Dockerfile's Go equal to go.mod's, one build command
-	$(GO) test -count=1 ./pkg/release/
+	$(GO) test -count=1 ./test/release/
 
 verify-chart: ## helm lint and helm template of charts/elasti: defaults, KubeElasti's values and each option (charts/elasti/ci/)
 	hack/verify-chart.sh
@@ -108,10 +108,10 @@ demo: cluster-bins ## The most complete working flow on the local cluster
 
 bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
-	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./pkg/e2e/
+	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
-	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./pkg/e2e/traffic/
-	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./pkg/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
+	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./test/e2e/traffic/
+	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags
 	@echo '$(VERSION)'

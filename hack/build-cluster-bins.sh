@@ -9,7 +9,7 @@
 # kube-proxy's nftables mode and the network namespaces need, iptables
 # (iptables-save and -restore) for its iptables mode, and containerd,
 # runc and the CNI plugins, which the real kubelet node
-# (pkg/localcluster/realnode) runs containers with. Installing containerd
+# (test/localcluster/realnode) runs containers with. Installing containerd
 # starts no daemon (Debian's package leaves that to an init system); the
 # real node starts its own, with its own socket and directories.
 #

@@ -9,7 +9,7 @@
 #   - charts/elasti's appVersion (the image tag the chart runs by default)
 #     and its chart version (the same, without the v).
 # Refuses an empty tag, `latest`, and anything that is not a release version.
-# pkg/release's tests check that all of these agree.
+# test/release's tests check that all of these agree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2,7 +2,7 @@
 # make verify-chart: helm lint and helm template of charts/elasti with its
 # default values and with every values file in charts/elasti/ci/ (the
 # KubeElasti values file and one per option), using the pinned helm that
-# hack/build-cluster-bins.sh builds. pkg/chart's tests check what the
+# hack/build-cluster-bins.sh builds. test/chart's tests check what the
 # renders contain; this checks that each one lints and renders at all.
 set -euo pipefail
 cd "$(dirname "$0")/.."

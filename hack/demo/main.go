@@ -42,10 +42,10 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
-	"github.com/elasti-dev/elasti/pkg/localcluster"
-	"github.com/elasti-dev/elasti/pkg/localcluster/realnet"
-	"github.com/elasti-dev/elasti/pkg/localcluster/realnode"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/test/localcluster"
+	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+	"github.com/elasti-dev/elasti/test/localcluster/realnode"
 )
 
 const (

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/elasti-dev/elasti/pkg/localcluster"
+	"github.com/elasti-dev/elasti/test/localcluster"
 )
 
 func main() {

@@ -17,7 +17,7 @@ const kubeElastiResolverIP = "10.0.0.7"
 
 // kubeElastiSeed is web asleep as KubeElasti v0.1.30 left it: status mode
 // proxy with no conditions, and the two objects it wrote at the switch to
-// proxy (see pkg/testenv's KubeElastiService for the facts):
+// proxy (see test/testenv's KubeElastiService for the facts):
 //   - a private Service copied whole from the public one, NodePort type
 //     and its labels included, under KubeElasti's controller reference;
 //   - a resolver slice with only the service-name label, no owner, one

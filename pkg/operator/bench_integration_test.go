@@ -11,7 +11,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // BenchmarkWakeLatency measures, on the local control plane, the time from a

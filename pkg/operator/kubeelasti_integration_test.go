@@ -12,7 +12,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // The way back, elasti → KubeElasti v0.1.30, as far as it can go without

@@ -11,7 +11,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // moveBound bounds a move of spec.service on this machine: a pod starts,

@@ -21,8 +21,8 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
-	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }

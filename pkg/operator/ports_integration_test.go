@@ -20,7 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // multiPortApp creates a Deployment and a public Service with two TCP ports
@@ -251,7 +251,7 @@ func TestExhaustedPortRangeFallsBackUntilAPortIsFreed(t *testing.T) {
 // last change (the old ones are touched after), so it syncs them first
 // whichever order its informer lists in: had it not taken back the
 // recorded ports before its workers started, it would hand the old ones'
-// ports out to them. (Leader changes: pkg/e2e TestLeaderChangeKeepsResolverPorts.)
+// ports out to them. (Leader changes: test/e2e TestLeaderChangeKeepsResolverPorts.)
 func TestResolverPortsSurviveAnOperatorRestart(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)

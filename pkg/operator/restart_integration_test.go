@@ -7,7 +7,7 @@ import (
 	"time"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // An operator restarted over a converged fleet makes no write at all: no
@@ -18,7 +18,7 @@ import (
 //
 // Writes are counted in the apiserver's audit log by the new operator's
 // user agent. Its Events and a Lease are not counted, and could not be: the
-// local cluster's audit policy leaves both out (pkg/localcluster). Events
+// local cluster's audit policy leaves both out (test/localcluster). Events
 // are no change to the fleet's state, and this in-process operator runs
 // without leader election, so it holds no Lease.
 func TestRestartOverAConvergedFleetWritesNothing(t *testing.T) {

@@ -18,11 +18,11 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
-	"github.com/elasti-dev/elasti/pkg/install"
-	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/install"
+	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // rolloutCRD is the smallest Argo Rollout CRD the operator needs: the kind,

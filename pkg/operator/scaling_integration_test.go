@@ -24,13 +24,13 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
-	"github.com/elasti-dev/elasti/pkg/install"
-	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
-	"github.com/elasti-dev/elasti/pkg/testenv"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/test/install"
+	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // startScaling starts an operator that polls fast, with its scale endpoint

@@ -16,11 +16,11 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
-	"github.com/elasti-dev/elasti/pkg/install"
-	"github.com/elasti-dev/elasti/pkg/localcluster"
-	"github.com/elasti-dev/elasti/pkg/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/pkg/names"
-	"github.com/elasti-dev/elasti/pkg/testenv"
+	"github.com/elasti-dev/elasti/test/install"
+	"github.com/elasti-dev/elasti/test/localcluster"
+	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // With a CRD that does not bound probeResponse (elasti's before the

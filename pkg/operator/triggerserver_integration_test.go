@@ -15,8 +15,8 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
-	"github.com/elasti-dev/elasti/pkg/testenv"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 // secretMarker stands for anything a server reachable from the operator

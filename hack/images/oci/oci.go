@@ -5,7 +5,7 @@
 // linked into elasti's binaries.
 //
 // The constants here are the one place that says what an image is
-// (entrypoint, user, labels, where the binary lives); pkg/release's tests
+// (entrypoint, user, labels, where the binary lives); test/release's tests
 // hold the Dockerfile to them.
 //
 // Every byte is a function of the binaries, Meta and the pinned modules, so

@@ -1,0 +1,391 @@
+package helm
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/test/install"
+	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+	"github.com/elasti-dev/elasti/test/testenv"
+)
+
+const (
+	crdName = "elastiservices.elasti.truefoundry.com"
+	// upgradeTag is the image tag helm upgrade moves both Deployments to.
+	upgradeTag  = "v0.1.0-upgrade"
+	wakeTimeout = 60 * time.Second
+	// handScaleDownBound is how long a Service may be dark after the test
+	// scales its target to zero by hand, until the operator puts the
+	// resolver in front (test/e2e/traffic has the same allowance).
+	handScaleDownBound = 3 * time.Second
+	// loadRounds bounds the client's requests during the upgrade: rounds of
+	// loadRepeat+1 requests each, until the upgrade is done.
+	loadRounds = 400
+	loadRepeat = 9
+)
+
+// TestHelmInstallWakeUpgradeUninstall installs elasti with helm install,
+// from the chart pushed to a loopback OCI registry, and a KubeElasti
+// values file, unchanged; wakes a Service through the real
+// traffic path; upgrades to another image tag while a client sends
+// requests to an awake Service and a request to a sleeping one is held
+// across the rollout; then follows the README's uninstall: every Service
+// serves afterwards, and nothing but the CRD (and the namespace and the
+// operator's Lease) is left. The dark-Service watcher runs throughout.
+func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
+	b := startBed(t)
+	ctx := t.Context()
+	cfg := b.cluster.RESTConfig()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	crds := apiextensionsclient.NewForConfigOrDie(cfg)
+	values := b.root + "/charts/elasti/ci/kubeelasti-values.yaml"
+
+	// What the KubeElasti values file expects to find: the Secret its
+	// Sentry setting names (an empty DSN: no reports leave the bed), and the
+	// ServiceMonitor CRD of the Prometheus Operator, as a stand-in.
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "elasti-secret", Namespace: namespace}, StringData: map[string]string{"operatorSentryDsn": ""}}
+	if _, err := kube.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := install.ApplyCRDs(ctx, cfg, serviceMonitorCRD()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the ElastiService CRD before helm install: %v; want none, so helm installs it from crds/", err)
+	}
+
+	chart, chartVersion := b.publishChart(t)
+	t.Logf("helm install %s --version %s with the KubeElasti values file", chart, chartVersion)
+	b.runHelm(t, 5*time.Minute, "install", release, chart, "--version", chartVersion, "--plain-http", "--namespace", namespace, "--create-namespace", "-f", values)
+	for _, d := range []string{"elasti-operator-controller-manager", "elasti-resolver"} {
+		if err := b.WaitDeploymentReady(ctx, namespace, d, readyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("helm install did not create the CRD from crds/: %v", err)
+	}
+	if crd.Annotations["meta.helm.sh/release-name"] != "" {
+		t.Errorf("the CRD belongs to the release (%v); crds/ must leave it unowned", crd.Annotations)
+	}
+
+	e := testenv.New(t)
+	for _, app := range []string{"web", "sleepy"} {
+		e.App(app, 1)
+		e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.MinTargetReplicas = 1
+		})
+		e.WaitMode(app, elastiv1alpha1.ModeServe)
+	}
+	client, err := b.Client(ctx, e.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	loadClient, err := b.Client(ctx, e.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(loadClient.Close)
+	do := func(c *realnet.Client, req realnet.Request) realnet.Response {
+		t.Helper()
+		resp, err := c.Do(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, app := range []string{"web", "sleepy"} {
+		e.Eventually("kube-proxy to route "+app, func() (bool, string) {
+			resp := do(client, realnet.Request{URL: "http://" + app + "/", Timeout: 2 * time.Second})
+			return resp.Status == 200, resp.String()
+		})
+	}
+	dark := e.WatchDark("web", "sleepy")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("elasti's pods:\n%s", b.Node.Logs(namespace, "", 30))
+		}
+	})
+
+	sleep := func(app string) {
+		t.Helper()
+		dark.Tolerate(handScaleDownBound)
+		e.Scale(elastiv1alpha1.KindDeployment, app, 0)
+		e.WaitMode(app, elastiv1alpha1.ModeProxy)
+		e.Eventually(app+"'s pods to be gone", func() (bool, string) {
+			ips := e.ReadyPodIPs(app)
+			return len(ips) == 0, fmt.Sprint(ips)
+		})
+		if err := b.WaitKubeProxyFollows(ctx, e.NS, app, testenv.WaitTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	woken := func(app string, resp realnet.Response) {
+		t.Helper()
+		var reply echoReply
+		if resp.Status != 200 || json.Unmarshal([]byte(resp.Body), &reply) != nil {
+			t.Fatalf("%s: want the app's 200, got %s", app, resp)
+		}
+		if ips := e.ReadyPodIPs(app); !slices.Contains(ips, reply.ServedBy) {
+			t.Fatalf("%s answered by %s, not a Ready pod (Ready: %v)", app, reply.ServedBy, ips)
+		}
+		e.WaitMode(app, elastiv1alpha1.ModeServe)
+		t.Logf("%s woken in %s", app, resp.Duration.Round(time.Millisecond))
+	}
+
+	t.Log("a wake on the real traffic path: DNS, kube-proxy, the chart's resolver and operator")
+	sleep("web")
+	woken("web", do(client, realnet.Request{URL: "http://web/installed", Timeout: wakeTimeout}))
+
+	t.Log("helm upgrade to " + upgradeTag + " while a client calls web and a request to the sleeping sleepy is held")
+	sleep("sleepy")
+	var sent, failed atomic.Int64
+	var firstFailure atomic.Value
+	stopLoad := make(chan struct{})
+	var loadDone sync.WaitGroup
+	loadDone.Add(1)
+	go func() {
+		defer loadDone.Done()
+		for i := 0; i < loadRounds; i++ {
+			select {
+			case <-stopLoad:
+				return
+			default:
+			}
+			resp, err := loadClient.Do(ctx, realnet.Request{URL: fmt.Sprintf("http://web/load/%d", i), Timeout: 10 * time.Second, Repeat: loadRepeat})
+			switch {
+			case err != nil:
+				failed.Add(1)
+				firstFailure.CompareAndSwap(nil, err.Error())
+			case resp.Err != "" || resp.Status != 200:
+				sent.Add(int64(len(resp.Repeats)) + 1)
+				failed.Add(1)
+				firstFailure.CompareAndSwap(nil, resp.String())
+			default:
+				sent.Add(int64(len(resp.Repeats)) + 1)
+			}
+		}
+	}()
+	upgradeErr := make(chan error, 1)
+	go func() {
+		_, err := b.tryHelm(10*time.Minute, "upgrade", release, chart, "--version", chartVersion, "--plain-http", "--namespace", namespace, "-f", values,
+			"--set", "elastiController.manager.image.repository=elasti-dev/elasti-operator",
+			"--set", "elastiController.manager.image.tag="+upgradeTag,
+			"--set", "elastiResolver.proxy.image.repository=elasti-dev/elasti-resolver",
+			"--set", "elastiResolver.proxy.image.tag="+upgradeTag,
+			"--wait", "--timeout", "8m")
+		upgradeErr <- err
+	}()
+	held := do(client, realnet.Request{URL: "http://sleepy/held-across-the-upgrade", Timeout: 3 * time.Minute})
+	if err := <-upgradeErr; err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"elasti-operator-controller-manager", "elasti-resolver"} {
+		if err := b.WaitDeploymentReady(ctx, namespace, d, readyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stopLoad)
+	loadDone.Wait()
+	woken("sleepy", held)
+	t.Logf("during the upgrade: %d requests to web, %d failed", sent.Load(), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d requests failed during the upgrade; the first: %v", failed.Load(), firstFailure.Load())
+	}
+	if sent.Load() == 0 {
+		t.Error("no request reached web during the upgrade")
+	}
+	pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && !strings.HasSuffix(p.Spec.Containers[0].Image, ":"+upgradeTag) {
+			t.Errorf("pod %s runs %s after the upgrade; want tag %s", p.Name, p.Spec.Containers[0].Image, upgradeTag)
+		}
+	}
+
+	t.Log("a wake through the upgraded release")
+	sleep("web")
+	woken("web", do(client, realnet.Request{URL: "http://web/upgraded", Timeout: wakeTimeout}))
+
+	t.Log("uninstall as the README says: delete the ElastiServices, then helm uninstall")
+	sleep("sleepy")
+	e.FinalizeAll()
+	for _, app := range []string{"web", "sleepy"} {
+		if got := e.Replicas(elastiv1alpha1.KindDeployment, app); got < 1 {
+			t.Errorf("%s has %d replicas once its ElastiService is gone; want it restored", app, got)
+		}
+		if _, err := e.ResolverSlice(app); !apierrors.IsNotFound(err) {
+			t.Errorf("%s's resolver EndpointSlice: %v; want it gone", app, err)
+		}
+		if _, err := e.PrivateService(app); !apierrors.IsNotFound(err) {
+			t.Errorf("%s's private Service: %v; want it gone", app, err)
+		}
+	}
+	b.runHelm(t, 5*time.Minute, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "4m")
+	e.Eventually("elasti's pods to be gone", func() (bool, string) {
+		pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, fmt.Sprint(len(pods.Items), err)
+	})
+	for _, app := range []string{"web", "sleepy"} {
+		resp := do(client, realnet.Request{URL: "http://" + app + "/uninstalled", Timeout: 10 * time.Second})
+		if resp.Status != 200 {
+			t.Errorf("%s after helm uninstall: %s; want its pod's 200", app, resp)
+		}
+	}
+	if left := leftovers(t, kube, e.NS); len(left) > 0 {
+		t.Errorf("helm uninstall left behind:\n  %s", strings.Join(left, "\n  "))
+	}
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{}); err != nil {
+		t.Errorf("the CRD after helm uninstall: %v; Helm's CRD policy keeps it", err)
+	}
+}
+
+// leftovers lists what elasti could have left: anything in its namespace
+// but the Secret the test made and the operator's leader-election Lease
+// (which the operator, not the chart, creates), elasti's cluster-wide RBAC,
+// and elasti's generated objects in the app namespace.
+func leftovers(t *testing.T, kube kubernetes.Interface, appNS string) []string {
+	t.Helper()
+	ctx := t.Context()
+	var left []string
+	add := func(kind string, names []string, err error) {
+		if err != nil {
+			t.Fatalf("list %s: %v", kind, err)
+		}
+		for _, n := range names {
+			left = append(left, kind+" "+n)
+		}
+	}
+	lo := metav1.ListOptions{}
+	if l, err := kube.AppsV1().Deployments(namespace).List(ctx, lo); err == nil {
+		add("Deployment", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("Deployment", nil, err)
+	}
+	if l, err := kube.CoreV1().Services(namespace).List(ctx, lo); err == nil {
+		add("Service", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("Service", nil, err)
+	}
+	if l, err := kube.CoreV1().ServiceAccounts(namespace).List(ctx, lo); err == nil {
+		add("ServiceAccount", names(l.Items, func(o metav1.Object) bool { return o.GetName() != "default" }), nil)
+	} else {
+		add("ServiceAccount", nil, err)
+	}
+	if l, err := kube.CoreV1().ConfigMaps(namespace).List(ctx, lo); err == nil {
+		add("ConfigMap", names(l.Items, func(o metav1.Object) bool { return o.GetName() != "kube-root-ca.crt" }), nil)
+	} else {
+		add("ConfigMap", nil, err)
+	}
+	if l, err := kube.CoreV1().Secrets(namespace).List(ctx, lo); err == nil {
+		add("Secret", names(l.Items, func(o metav1.Object) bool { return o.GetName() != "elasti-secret" }), nil)
+	} else {
+		add("Secret", nil, err)
+	}
+	if l, err := kube.RbacV1().Roles(namespace).List(ctx, lo); err == nil {
+		add("Role", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("Role", nil, err)
+	}
+	if l, err := kube.RbacV1().RoleBindings(namespace).List(ctx, lo); err == nil {
+		add("RoleBinding", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("RoleBinding", nil, err)
+	}
+	if l, err := kube.NetworkingV1().NetworkPolicies(namespace).List(ctx, lo); err == nil {
+		add("NetworkPolicy", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("NetworkPolicy", nil, err)
+	}
+	if l, err := kube.AutoscalingV2().HorizontalPodAutoscalers(namespace).List(ctx, lo); err == nil {
+		add("HorizontalPodAutoscaler", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("HorizontalPodAutoscaler", nil, err)
+	}
+	if l, err := kube.CoordinationV1().Leases(namespace).List(ctx, lo); err == nil {
+		add("Lease", names(l.Items, func(o metav1.Object) bool { return o.GetName() != "elasti-operator-leader" }), nil)
+	} else {
+		add("Lease", nil, err)
+	}
+	elasti := func(o metav1.Object) bool { return strings.HasPrefix(o.GetName(), "elasti-") }
+	if l, err := kube.RbacV1().ClusterRoles().List(ctx, lo); err == nil {
+		add("ClusterRole", names(l.Items, elasti), nil)
+	} else {
+		add("ClusterRole", nil, err)
+	}
+	if l, err := kube.RbacV1().ClusterRoleBindings().List(ctx, lo); err == nil {
+		add("ClusterRoleBinding", names(l.Items, elasti), nil)
+	} else {
+		add("ClusterRoleBinding", nil, err)
+	}
+	if l, err := kube.CoreV1().Services(appNS).List(ctx, lo); err == nil {
+		add("Service", names(l.Items, elasti), nil)
+	} else {
+		add("Service", nil, err)
+	}
+	if l, err := kube.DiscoveryV1().EndpointSlices(appNS).List(ctx, lo); err == nil {
+		add("EndpointSlice", names(l.Items, elasti), nil)
+	} else {
+		add("EndpointSlice", nil, err)
+	}
+	return left
+}
+
+// names returns the namespace/name of the items keep selects.
+func names[T any, P interface {
+	*T
+	metav1.Object
+}](items []T, keep func(metav1.Object) bool) []string {
+	var out []string
+	for i := range items {
+		o := P(&items[i])
+		if keep(o) {
+			out = append(out, o.GetNamespace()+"/"+o.GetName())
+		}
+	}
+	return out
+}
+
+// serviceMonitorCRD stands in for the Prometheus Operator's CRD, which the
+// KubeElasti values file's enableMonitoring needs: the apiserver stores
+// ServiceMonitors, and nothing reads them here.
+func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "monitoring.coreos.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Kind: "ServiceMonitor", ListKind: "ServiceMonitorList", Plural: "servicemonitors", Singular: "servicemonitor",
+			},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
+}

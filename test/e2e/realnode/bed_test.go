@@ -1,0 +1,156 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/elasti-dev/elasti/test/localcluster"
+	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
+	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+	"github.com/elasti-dev/elasti/test/localcluster/realnode"
+)
+
+const (
+	// elastiNamespace and the Deployment names are manifests/' own.
+	elastiNamespace    = "elasti"
+	operatorDeployment = "elasti-operator-controller-manager"
+	resolverDeployment = "elasti-resolver"
+
+	readyTimeout = 3 * time.Minute
+)
+
+var (
+	bedOnce sync.Once
+	bedErr  error
+	theBed  *bed
+	stopBed = func() {}
+)
+
+// bed is the package's test bed: realnet's node namespace (kube-proxy,
+// CoreDNS, the apiserver forwarder), the real node in it, and elasti
+// installed from manifests/ onto the real node.
+type bed struct {
+	net     *realnet.Net
+	node    *realnode.Node
+	cluster *localcluster.Cluster
+	kube    kubernetes.Interface
+	// images are the images built from this tree, by reference.
+	images map[string]realnode.Image
+	// sample is the sample app's image.
+	sample realnode.Image
+}
+
+// testBed starts the bed once per package. A bed that cannot start fails
+// the test loudly; nothing skips.
+func testBed(t testing.TB) *bed {
+	t.Helper()
+	bedOnce.Do(func() {
+		theBed, bedErr = startBed(t)
+		if bedErr != nil {
+			bedErr = fmt.Errorf("the real-node test bed could not start: %w", bedErr)
+		}
+	})
+	if bedErr != nil {
+		t.Fatal(bedErr)
+	}
+	return theBed
+}
+
+func startBed(t testing.TB) (b *bed, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	c := clustertest.Get(t)
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[realnode-e2e] "+format+"\n", args...) }
+	b = &bed{cluster: c, kube: kubernetes.NewForConfigOrDie(c.RESTConfig()), images: map[string]realnode.Image{}}
+	dir, err := os.MkdirTemp("", "elasti-realnode-images-")
+	if err != nil {
+		return nil, err
+	}
+	var stopOnce sync.Once
+	stopBed = func() {
+		stopOnce.Do(func() {
+			if b.node != nil {
+				b.node.Stop()
+			}
+			if b.net != nil {
+				b.net.Close()
+			}
+			os.RemoveAll(dir)
+		})
+	}
+	clustertest.OnInterrupt(stopBed)
+	defer func() {
+		if err != nil {
+			stopBed()
+		}
+	}()
+
+	logf("building elasti's images and the sample app's")
+	var tarballs []string
+	for _, cmd := range []string{"elasti-operator", "elasti-resolver"} {
+		img, err := realnode.BuildElastiImage(ctx, root, cmd, dir)
+		if err != nil {
+			return nil, err
+		}
+		b.images[img.Ref] = img
+		tarballs = append(tarballs, img.Tarball)
+	}
+	if b.sample, err = realnode.BuildSampleApp(ctx, root, dir); err != nil {
+		return nil, err
+	}
+	tarballs = append(tarballs, b.sample.Tarball)
+
+	if b.net, err = realnet.Start(ctx, realnet.Options{Cluster: c, Logf: logf}); err != nil {
+		return nil, err
+	}
+	if b.node, err = realnode.Start(ctx, realnode.Options{Cluster: c, Net: b.net, Images: tarballs, Progress: os.Stderr}); err != nil {
+		return nil, err
+	}
+	logf("installing manifests/ with elasti's Deployments on %s", realnode.NodeName)
+	if _, err := b.node.InstallManifests(ctx, c, b.kube, filepath.Join(root, "manifests")); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{operatorDeployment, resolverDeployment} {
+		if err := b.net.WaitDeploymentReady(ctx, elastiNamespace, d, readyTimeout); err != nil {
+			return nil, fmt.Errorf("%w%s", err, b.diagnose())
+		}
+	}
+	logf("elasti is Ready from manifests/ on the real node")
+	return b, nil
+}
+
+// diagnose is the elasti pods' states and logs and the node's logs, for
+// failure messages.
+func (b *bed) diagnose() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	pods, err := b.kube.CoreV1().Pods(elastiNamespace).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, p := range pods.Items {
+			fmt.Fprintf(&out, "\n--- %s\n", realnet.DescribePod(&p))
+			for _, c := range p.Spec.Containers {
+				if logs, err := b.kube.CoreV1().Pods(elastiNamespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: ptr.To[int64](20)}).DoRaw(ctx); err == nil {
+					out.Write(logs)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(&out, "\n--- kubelet log ---\n%s", localcluster.Tail(realnode.KubeletLog(), 30))
+	return out.String()
+}
