@@ -264,6 +264,21 @@ type ElastiServiceStatus struct {
 	// LastScaledUpTime is when the target was last scaled up from zero, by a
 	// request or anyone else; scale-to-zero waits cooldownPeriod after it.
 	LastScaledUpTime *metav1.Time `json:"lastScaledUpTime,omitempty"`
+	// LastScaledDownTime is when the target was last scaled to zero: when
+	// its current or latest sleep began.
+	LastScaledDownTime *metav1.Time `json:"lastScaledDownTime,omitempty"`
+	// LastColdStart is how long the latest scale-up from zero took, from
+	// the scale-up to the first Ready pod.
+	LastColdStart *metav1.Duration `json:"lastColdStart,omitempty"`
+	// Wakes counts the target's scale-ups from zero since this
+	// ElastiService was created.
+	Wakes int64 `json:"wakes,omitempty"`
+	// TimeAsleep is the total time the target spent at zero in sleeps that
+	// have ended; a current sleep adds the time since LastScaledDownTime.
+	TimeAsleep *metav1.Duration `json:"timeAsleep,omitempty"`
+	// TargetReplicas is the scale target's replica count the operator last
+	// observed.
+	TargetReplicas int32 `json:"targetReplicas,omitempty"`
 	// Mode is "proxy" while traffic goes to the resolver and "serve" while it
 	// goes to the target's pods.
 	Mode string `json:"mode,omitempty"`

@@ -157,6 +157,20 @@ func (in *ElastiServiceStatus) DeepCopyInto(out *ElastiServiceStatus) {
 		in, out := &in.LastScaledUpTime, &out.LastScaledUpTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastScaledDownTime != nil {
+		in, out := &in.LastScaledDownTime, &out.LastScaledDownTime
+		*out = (*in).DeepCopy()
+	}
+	if in.LastColdStart != nil {
+		in, out := &in.LastColdStart, &out.LastColdStart
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.TimeAsleep != nil {
+		in, out := &in.TimeAsleep, &out.TimeAsleep
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
