@@ -307,6 +307,7 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 		"spec.probeResponse":               MaxProbeRules,
 		"spec.probeResponse[].headers":     MaxProbeMatches,
 		"spec.probeResponse[].queryParams": MaxProbeMatches,
+		"status.recentColdStarts":          MaxRecentColdStarts,
 	} {
 		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxItems, -1) != want {
 			t.Errorf("%s: want maxItems %d", path, want)

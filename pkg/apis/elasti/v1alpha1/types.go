@@ -58,6 +58,10 @@ const (
 	DefaultEnabledDuration       = "24h"
 )
 
+// MaxRecentColdStarts bounds status.recentColdStarts; the CRD schema's
+// maxItems repeats it.
+const MaxRecentColdStarts = 16
+
 // Limits on a spec, beyond the schema's, that the operator enforces (see
 // pkg/validation): a spec past them is refused with the reason InvalidSpec. The
 // CRD schema repeats MaxTriggers; the metadata limits are operator-side
@@ -270,6 +274,10 @@ type ElastiServiceStatus struct {
 	// LastColdStart is how long the latest scale-up from zero took, from
 	// the scale-up to the first Ready pod.
 	LastColdStart *metav1.Duration `json:"lastColdStart,omitempty"`
+	// RecentColdStarts are the durations of the latest scale-ups from zero,
+	// oldest first, at most MaxRecentColdStarts; kubectl elasti status
+	// reports their median.
+	RecentColdStarts []metav1.Duration `json:"recentColdStarts,omitempty"`
 	// Wakes counts the target's scale-ups from zero since this
 	// ElastiService was created.
 	Wakes int64 `json:"wakes,omitempty"`

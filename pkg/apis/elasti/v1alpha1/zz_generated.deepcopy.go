@@ -166,6 +166,11 @@ func (in *ElastiServiceStatus) DeepCopyInto(out *ElastiServiceStatus) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.RecentColdStarts != nil {
+		in, out := &in.RecentColdStarts, &out.RecentColdStarts
+		*out = make([]v1.Duration, len(*in))
+		copy(*out, *in)
+	}
 	if in.TimeAsleep != nil {
 		in, out := &in.TimeAsleep, &out.TimeAsleep
 		*out = new(v1.Duration)
