@@ -472,7 +472,9 @@ Logs of everything the demo ran: %s
   (node/pods/logs: CoreDNS, Traefik and Prometheus; kubelet.log and containerd.log: the real node that ran the
    operator and resolver; node/kube-proxy.log; demo.log)
 
-Try next (the control plane keeps running):
+Try next. The control plane keeps running, but the demo stops the real node and the
+node network when it exits, so elasti's own pods show Pending afterwards; run with
+DEMO_HOLD=1 to keep them running while you look:
   export KUBECONFIG=%s
   %s -n demo get elastiservices,deployments,endpointslices,ingress
   %s -n demo describe elastiservice hello        # conditions and events
