@@ -111,6 +111,7 @@ bench: cluster-bins ## Go benchmarks on the local control plane; FLEET=N sizes t
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting' -benchtime 1x -timeout 30m ./test/e2e/traffic/
+	$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags

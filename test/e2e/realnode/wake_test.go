@@ -41,7 +41,7 @@ func restricted() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
 
 // sampleApp creates the sample app's Deployment (one real container on
 // the real node, Ready by an HTTP probe) and its public Service.
-func (b *bed) sampleApp(t *testing.T, e *testenv.Env, name string, replicas int32, mutate func(*corev1.Container)) {
+func (b *bed) sampleApp(t testing.TB, e *testenv.Env, name string, replicas int32, mutate func(*corev1.Container)) {
 	t.Helper()
 	podSC, sc := restricted()
 	e.Deployment(name, replicas, func(d *appsv1.Deployment) {
@@ -72,7 +72,7 @@ func (b *bed) sampleApp(t *testing.T, e *testenv.Env, name string, replicas int3
 // container first) under an ElastiService, then scales it to zero by hand
 // and waits until the resolver is in front: proxy mode, no pod left, and
 // kube-proxy following the resolver slice.
-func (b *bed) sleepingApp(t *testing.T, e *testenv.Env, mutate func(*corev1.Container)) {
+func (b *bed) sleepingApp(t testing.TB, e *testenv.Env, mutate func(*corev1.Container)) {
 	t.Helper()
 	b.sampleApp(t, e, app, 1, mutate)
 	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
@@ -83,6 +83,14 @@ func (b *bed) sleepingApp(t *testing.T, e *testenv.Env, mutate func(*corev1.Cont
 		names := readyPodNames(e, app)
 		return len(names) == 1, fmt.Sprint(names)
 	})
+	b.sleep(t, e)
+}
+
+// sleep scales the sample app web to zero by hand and waits until the
+// resolver is in front: proxy mode, no pod left, and kube-proxy following
+// the resolver slice.
+func (b *bed) sleep(t testing.TB, e *testenv.Env) {
+	t.Helper()
 	e.Scale(elastiv1alpha1.KindDeployment, app, 0)
 	e.WaitMode(app, elastiv1alpha1.ModeProxy)
 	e.Eventually("web's pods to be gone", func() (bool, string) {
