@@ -182,7 +182,7 @@ func (d *demo) startCluster() error {
 }
 
 func (d *demo) startNode() error {
-	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, a real node (kubelet, containerd, runc) for elasti, and kwok for the app")
+	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, a real node (kubelet, containerd, runc) for elasti, CoreDNS and Traefik, and kwok for the app")
 	dir := filepath.Join(d.logDir, "images")
 	var tarballs []string
 	for _, cmd := range []string{"elasti-operator", "elasti-resolver"} {
@@ -193,7 +193,14 @@ func (d *demo) startNode() error {
 		info("built image %s (%s) from this tree", img.Ref, img.ID)
 		tarballs = append(tarballs, img.Tarball)
 	}
-	var err error
+	addonImages, err := realnode.BuildAddonImages(d.cluster, dir)
+	if err != nil {
+		return err
+	}
+	for _, img := range addonImages {
+		info("built image %s (%s) from the bed's binary", img.Ref, img.ID)
+		tarballs = append(tarballs, img.Tarball)
+	}
 	d.net, err = realnet.Start(d.ctx, realnet.Options{
 		Cluster:  d.cluster,
 		StateDir: filepath.Join(d.logDir, "node"),
@@ -209,6 +216,10 @@ func (d *demo) startNode() error {
 	defer progress.Close()
 	info("starting the real node %s and importing the images (progress in %s)", realnode.NodeName, progress.Name())
 	if d.node, err = realnode.Start(d.ctx, realnode.Options{Cluster: d.cluster, Net: d.net, Images: tarballs, Progress: progress}); err != nil {
+		return err
+	}
+	info("moving CoreDNS and Traefik from processes onto %s as containers (a rolling update: both keep answering)", realnode.NodeName)
+	if err := d.node.RunAddons(d.ctx, d.kube); err != nil {
 		return err
 	}
 	// kwok runs the sample app; its pods' IPs answer through one backend

@@ -45,7 +45,8 @@ type bed struct {
 	node    *realnode.Node
 	cluster *localcluster.Cluster
 	kube    kubernetes.Interface
-	// images are the images built from this tree, by reference.
+	// images are the images built from this tree and the add-ons' images
+	// built from the bed's binaries, by reference.
 	images map[string]realnode.Image
 	// sample is the sample app's image.
 	sample realnode.Image
@@ -114,12 +115,24 @@ func startBed(t testing.TB) (b *bed, err error) {
 		return nil, err
 	}
 	tarballs = append(tarballs, b.sample.Tarball)
+	addonImages, err := realnode.BuildAddonImages(c, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, img := range addonImages {
+		b.images[img.Ref] = img
+		tarballs = append(tarballs, img.Tarball)
+	}
 
 	if b.net, err = realnet.Start(ctx, realnet.Options{Cluster: c, Logf: logf}); err != nil {
 		return nil, err
 	}
 	if b.node, err = realnode.Start(ctx, realnode.Options{Cluster: c, Net: b.net, Images: tarballs, Progress: os.Stderr}); err != nil {
 		return nil, err
+	}
+	logf("moving CoreDNS and Traefik onto %s as containers", realnode.NodeName)
+	if err := b.node.RunAddons(ctx, b.kube); err != nil {
+		return nil, fmt.Errorf("%w%s", err, b.diagnose())
 	}
 	logf("installing manifests/ with elasti's Deployments on %s", realnode.NodeName)
 	if _, err := b.node.InstallManifests(ctx, c, b.kube, filepath.Join(root, "manifests")); err != nil {

@@ -27,23 +27,11 @@ const (
 	podTimeout = 2 * time.Minute
 )
 
-// restricted is the securityContext the manifests give elasti's
-// containers; the sample app and the client run under it too.
-func restricted() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
-	return &corev1.PodSecurityContext{
-			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}, &corev1.SecurityContext{
-			ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		}
-}
-
 // sampleApp creates the sample app's Deployment (one real container on
 // the real node, Ready by an HTTP probe) and its public Service.
 func (b *bed) sampleApp(t testing.TB, e *testenv.Env, name string, replicas int32, mutate func(*corev1.Container)) {
 	t.Helper()
-	podSC, sc := restricted()
+	podSC, sc := realnode.RestrictedSecurityContext()
 	e.Deployment(name, replicas, func(d *appsv1.Deployment) {
 		spec := &d.Spec.Template.Spec
 		spec.NodeSelector, spec.Tolerations = nil, nil
@@ -107,7 +95,7 @@ func (b *bed) sleep(t testing.TB, e *testenv.Env) {
 // that fails fails the test with its output.
 func (b *bed) clientGet(t *testing.T, ns, name, url string) string {
 	t.Helper()
-	podSC, sc := restricted()
+	podSC, sc := realnode.RestrictedSecurityContext()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -178,12 +166,19 @@ func readyPodNames(e *testenv.Env, app string) []string {
 // containerStatuses' imageID is the built image's digest. It logs both.
 func (b *bed) checkElastiPods(t *testing.T) {
 	t.Helper()
-	pods, err := b.kube.CoreV1().Pods(elastiNamespace).List(t.Context(), metav1.ListOptions{})
+	b.checkBuiltPods(t, elastiNamespace, metav1.ListOptions{})
+}
+
+// checkBuiltPods asserts what checkElastiPods does for the pods of
+// namespace that opts selects.
+func (b *bed) checkBuiltPods(t *testing.T, namespace string, opts metav1.ListOptions) {
+	t.Helper()
+	pods, err := b.kube.CoreV1().Pods(namespace).List(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) == 0 {
-		t.Fatal("no elasti pods")
+		t.Fatalf("no pods in %s (%s)", namespace, opts.LabelSelector)
 	}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != realnode.NodeName {

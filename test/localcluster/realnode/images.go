@@ -140,6 +140,12 @@ func buildImage(ctx context.Context, root, dir, pkg, cmd, ref string, meta oci.M
 	if err := GoBuild(ctx, root, bin, pkg, ldflags...); err != nil {
 		return Image{}, err
 	}
+	return imageOf(bin, cmd, ref, dir, meta)
+}
+
+// imageOf writes the static binary bin as command cmd's image, tagged ref,
+// to a tarball in dir.
+func imageOf(bin, cmd, ref, dir string, meta oci.Meta) (Image, error) {
 	tar, err := WriteImage(bin, cmd, ref, filepath.Join(dir, cmd+".tar"), meta)
 	if err != nil {
 		return Image{}, err
