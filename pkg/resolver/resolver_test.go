@@ -170,7 +170,7 @@ func TestForwardKeepsRequestIntact(t *testing.T) {
 		}
 	}
 	if e.op.posts.Load() != 0 {
-		t.Error("a request to a serving service notified the operator")
+		t.Error("a request to a serving service asked the operator for a wake")
 	}
 }
 
@@ -500,8 +500,8 @@ func TestOperatorDownThenBack(t *testing.T) {
 	if got := metricValue(t, e.r.metrics.Timeouts); got != 3 {
 		t.Errorf("timeout counter %v, want 3", got)
 	}
-	if got := metricValue(t, e.r.metrics.Notifications.WithLabelValues(OutcomeUnreachable)); got < 1 {
-		t.Errorf("unreachable notifications %v, want at least 1", got)
+	if got := metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeUnreachable)); got < 1 {
+		t.Errorf("unreachable wake requests %v, want at least 1", got)
 	}
 
 	// The operator comes back and scales the target up when told.
@@ -520,13 +520,13 @@ func TestOperatorDownThenBack(t *testing.T) {
 		t.Fatalf("after the operator came back: %d %q", resp.StatusCode, body)
 	}
 	// The hook scales up before the operator answers, so the request may be
-	// served before the notifier has counted the success.
-	eventually(t, 5*time.Second, "one successful notification", func() bool {
-		return metricValue(t, e.r.metrics.Notifications.WithLabelValues(OutcomeSuccess)) == 1
+	// served before the wake loop has counted the success.
+	eventually(t, 5*time.Second, "one successful wake request", func() bool {
+		return metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeSuccess)) == 1
 	})
 }
 
-func TestNotifierBacksOffAndStops(t *testing.T) {
+func TestWakeLoopBacksOffAndStops(t *testing.T) {
 	checkNoLeaks(t)
 	cfg := testConfig()
 	cfg.OperatorRetryInitial = 20 * time.Millisecond
@@ -555,8 +555,8 @@ func TestNotifierBacksOffAndStops(t *testing.T) {
 	if maxPosts := int64(3 + elapsed/(80*time.Millisecond)); posts < 4 || posts > maxPosts {
 		t.Errorf("%d POSTs in %v, want between 4 and %d", posts, elapsed, maxPosts)
 	}
-	if got := metricValue(t, e.r.metrics.Notifications.WithLabelValues(OutcomeRejected)); got != float64(posts) {
-		t.Errorf("rejected notifications %v, want %d", got, posts)
+	if got := metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeRejected)); got != float64(posts) {
+		t.Errorf("rejected wake requests %v, want %d", got, posts)
 	}
 
 	e.eps.Set(testSvc, "10.244.0.1:8080")
