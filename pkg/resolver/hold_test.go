@@ -36,6 +36,14 @@ func (n *countingWaker) waitPost(t *testing.T, what string) {
 	}
 }
 
+// newHoldBed returns a holder over empty endpoints, its counting waker
+// and the Service the tests hold for.
+func newHoldBed(t *testing.T, retryMax time.Duration) (*MemoryEndpoints, *countingWaker, *holder, ServiceRef) {
+	eps := NewMemoryEndpoints()
+	n := newCountingWaker()
+	return eps, n, newTestHolder(t, eps, n, retryMax), ServiceRef{Namespace: "shop", Name: "web"}
+}
+
 func newTestHolder(t *testing.T, eps EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
 	_, ctx := ktesting.NewTestContext(t)
 	h := newHolder(ctx, eps, n.wake, 10*time.Millisecond, retryMax, klog.FromContext(ctx))
@@ -47,10 +55,7 @@ func newTestHolder(t *testing.T, eps EndpointSource, n *countingWaker, retryMax 
 // waits out its interval, must reach the operator at once: the Service
 // went back to zero.
 func TestHoldAfterAllReleasedAsksForAWakeAtOnce(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingWaker()
-	h := newTestHolder(t, eps, n, time.Hour)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+	_, n, h, svc := newHoldBed(t, time.Hour)
 
 	first := h.join(svc)
 	n.waitPost(t, "first hold")
@@ -66,10 +71,7 @@ func TestHoldAfterAllReleasedAsksForAWakeAtOnce(t *testing.T) {
 
 // One wake loop per Service, however many wait.
 func TestManyHoldsShareOneWakeLoop(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingWaker()
-	h := newTestHolder(t, eps, n, time.Hour)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+	_, n, h, svc := newHoldBed(t, time.Hour)
 	for range 50 {
 		defer h.join(svc).leave()
 	}
@@ -86,10 +88,7 @@ func TestManyHoldsShareOneWakeLoop(t *testing.T) {
 // wait returns the endpoints once the Service has one, and the context's
 // error at the deadline.
 func TestWaitEndsOnReadyOrDeadline(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingWaker()
-	h := newTestHolder(t, eps, n, time.Hour)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+	eps, _, h, svc := newHoldBed(t, time.Hour)
 
 	hd := h.join(svc)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
@@ -112,10 +111,7 @@ func TestWaitEndsOnReadyOrDeadline(t *testing.T) {
 // that missed it keeps the wake loop going: nothing waits without the
 // operator knowing.
 func TestWakeLoopRestartsWhenEndpointsGoAgain(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingWaker()
-	h := newTestHolder(t, eps, n, 20*time.Millisecond)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+	eps, n, h, svc := newHoldBed(t, 20*time.Millisecond)
 
 	hd := h.join(svc)
 	defer hd.leave()
@@ -134,10 +130,8 @@ func TestWakeLoopRestartsWhenEndpointsGoAgain(t *testing.T) {
 
 // close ends waits with errClosed.
 func TestCloseEndsWaits(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingWaker()
-	h := newTestHolder(t, eps, n, time.Hour)
-	hd := h.join(ServiceRef{Namespace: "shop", Name: "web"})
+	_, n, h, svc := newHoldBed(t, time.Hour)
+	hd := h.join(svc)
 	defer hd.leave()
 	errs := make(chan error, 1)
 	go func() { _, err := hd.wait(t.Context(), ""); errs <- err }()

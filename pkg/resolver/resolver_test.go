@@ -648,15 +648,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 	client := newClient(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	held := e.request(t, ctx, "GET", "/", nil)
-	go func() {
-		resp, err := client.Do(held)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	errc := doInBackground(client, e.request(t, ctx, "GET", "/", nil))
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
@@ -673,12 +665,8 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
 	})
 
-	done := make(chan string, 1)
 	next := e.request(t, context.Background(), "GET", "/next", nil)
-	go func() { done <- fetch(client, next) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
-	e.eps.Set(testSvc, "10.244.0.1:8080")
-	if got := <-done; got != "200 pod-a /next" {
+	if got := e.answerOnceHeld(t, client, next, "10.244.0.1:8080"); got != "200 pod-a /next" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -698,15 +686,7 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 	client := newClient(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	held := e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`))
-	go func() {
-		resp, err := client.Do(held)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	errc := doInBackground(client, e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`)))
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	// Let the handler reach its wait: the body has been sent and read.
 	time.Sleep(50 * time.Millisecond)
@@ -722,12 +702,8 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 	}
 
 	// A held body is forwarded intact once the service is ready.
-	done := make(chan string, 1)
 	next := e.request(t, context.Background(), "POST", "/next", strings.NewReader("payload"))
-	go func() { done <- fetch(client, next) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
-	e.eps.Set(testSvc, "10.244.0.1:8080")
-	if got := <-done; got != "200 got 7 bytes: payload" {
+	if got := e.answerOnceHeld(t, client, next, "10.244.0.1:8080"); got != "200 got 7 bytes: payload" {
 		t.Fatalf("got %q", got)
 	}
 }
