@@ -9,8 +9,8 @@
 // # Layers and files
 //
 // This is the one map of the layers a connection passes, in order, and of
-// the files that hold them. resolver.go holds only the order: serveService
-// for HTTP, serveConn for TCP.
+// the files that hold them. resolver.go holds only their order:
+// serveService and holdRequest for HTTP, serveConn for TCP.
 //
 //   - limit (connlimit.go): one bound on the client connections open on
 //     every listener together. server.go builds the HTTP server.
