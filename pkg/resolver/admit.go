@@ -61,7 +61,7 @@ func newAdmission(lim admissionLimits, wakes *wakeLimiter, queued prometheus.Gau
 // otherwise release gives both back and may be called more than once.
 //
 // The first slot of a Service with none taken starts a wake: the hold
-// layer tells the operator at once (see holder.join). Only that slot costs
+// layer asks the operator at once (see holder.join). Only that slot costs
 // source a wake. Requests that join a wake under way cost no wake, but
 // they do take one of source's slots: the per-source bound is what keeps
 // one client from filling a Service's queue, or every queue, by itself.
@@ -126,12 +126,10 @@ func (a *admission) usage() (slots, sources int, bytes int64) {
 // Config.MaxHeldBytes: its header names and values, its request
 // target and its Host, the parts of a request the server keeps in memory
 // while it is held whatever their size; and, for an HTTP/2 request whose
-// body streams (buffered is false), the stream's receive window, which
-// the server fills with body it keeps in memory until the pod is Ready.
-// (A buffered body has a budget of its own, Config.MaxBufferedBodies; an
-// HTTP/1 body that streams waits in the kernel's socket buffer.) The
-// parsed form takes some more memory than the bytes counted; the worst
-// case in config.go allows for that.
+// body streams (buffered is false; see body.go), the stream's receive
+// window, which the server fills with body it keeps in memory until the
+// pod is Ready. The parsed form takes some more memory than the bytes
+// counted; the worst case in config.go allows for that.
 func heldRequestBytes(req *http.Request, buffered bool) int64 {
 	n := int64(len(req.RequestURI) + len(req.Host))
 	if req.RequestURI == "" && req.URL != nil {

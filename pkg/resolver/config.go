@@ -112,12 +112,12 @@ type Config struct {
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
-	// OperatorTimeout bounds one POST to the operator.
+	// OperatorTimeout bounds one wake request to the operator.
 	OperatorTimeout time.Duration
 	// OperatorRetryInitial and OperatorRetryMax bound the exponential backoff
-	// between POSTs while the operator rejects them or cannot be reached.
-	// After a successful POST the next one for a still-held service waits
-	// OperatorRetryMax.
+	// between wake requests while the operator rejects them or cannot be
+	// reached. After an accepted one the next for a still-held service
+	// waits OperatorRetryMax.
 	OperatorRetryInitial time.Duration
 	OperatorRetryMax     time.Duration
 	// ClusterDomain is the suffix accepted after <svc>.<ns>.svc in the Host
@@ -138,7 +138,7 @@ type Config struct {
 	RetryAfter time.Duration
 	// MaxBufferedBody is the largest request body, of known length, that a
 	// held request reads into memory before it waits; larger and chunked
-	// bodies stream to the pod instead (see holdHTTP).
+	// bodies stream to the pod instead (see body.go).
 	MaxBufferedBody int64
 	// MaxBufferedBodies bounds the memory all buffered held bodies take
 	// together; a body that does not fit streams.

@@ -4,10 +4,17 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 )
+
+// DialFunc opens a connection to a pod. Tests inject one that maps pod
+// addresses to loopback listeners.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // connectAttempts are the connect timeouts of the attempts dialPatiently
 // makes while attempts time out, the last capped by Config.DialTimeout. A
@@ -31,10 +38,122 @@ const (
 	connectPatience   = 10 * time.Second
 )
 
+// errNoEndpoint is what connect rounds end with when there was no
+// endpoint to try.
+var errNoEndpoint = errors.New("no ready endpoint")
+
+// connector is the one connect strategy of the forward layer: the HTTP
+// transport (proxy.go) and the TCP splice (splice.go) both reach a pod
+// through its rounds.
+type connector struct {
+	eps         EndpointSource
+	dial        DialFunc
+	dialTimeout time.Duration
+	logger      klog.Logger
+	// next holds a round-robin counter per Service.
+	next sync.Map // ServiceRef -> *atomic.Uint64
+}
+
+func newConnector(eps EndpointSource, dial DialFunc, dialTimeout time.Duration, logger klog.Logger) *connector {
+	return &connector{eps: eps, dial: dial, dialTimeout: dialTimeout, logger: logger}
+}
+
+// order returns at most two endpoints: the next in round-robin order, then
+// its successor, the fallback when the endpoints cannot be read again.
+func (c *connector) order(svc ServiceRef, addrs []string) []string {
+	n := len(addrs)
+	if n <= 1 {
+		return addrs
+	}
+	ctr, ok := c.next.Load(svc)
+	if !ok {
+		ctr, _ = c.next.LoadOrStore(svc, new(atomic.Uint64))
+	}
+	i := int(ctr.(*atomic.Uint64).Add(1) % uint64(n))
+	return []string{addrs[i], addrs[(i+1)%n]}
+}
+
+// rounds calls attempt with one endpoint of port of svc after another
+// until an attempt succeeds (returns a nil error) or fails for good
+// (retry false), and returns that attempt's error. A round starts with
+// addrs[0] (addrs in try order, see order) and, after a failed attempt,
+// goes on with an endpoint not tried yet this round (see nextEndpoint).
+// When none is left it pauses, then starts another round from the
+// endpoints as they are then. It gives up with the last error when ctx
+// ends, or, when patience is positive, when the next pause would end
+// more than patience after the first attempt.
+func (c *connector) rounds(ctx context.Context, svc ServiceRef, port string, addrs []string, patience time.Duration,
+	attempt func(addr string) (retry bool, err error)) error {
+	var err error
+	began := time.Now()
+	backoff := connectBackoff
+	for round := 1; ; round++ {
+		tried := make(map[string]bool, len(addrs))
+		for addr := c.nextEndpoint(svc, port, addrs, tried); addr != ""; addr = c.nextEndpoint(svc, port, addrs, tried) {
+			tried[addr] = true
+			var retry bool
+			if retry, err = attempt(addr); err == nil || !retry {
+				return err
+			}
+			c.logger.V(2).Info("Connecting to endpoint failed", "service", svc.kref(), "endpoint", addr, "round", round, "err", err)
+		}
+		if err == nil {
+			return errNoEndpoint
+		}
+		if (patience > 0 && time.Since(began)+backoff > patience) || !pause(ctx, backoff) {
+			return err
+		}
+		backoff = min(2*backoff, maxConnectBackoff)
+		// The next round starts from the endpoints as they are now.
+		if b, lerr := c.eps.Lookup(svc, port); lerr == nil && len(b.Addrs) > 0 {
+			addrs = c.order(svc, b.Addrs)
+		}
+	}
+}
+
+// nextEndpoint is the endpoint to try after those in tried this round:
+// the first of addrs, then, after a failed connect, one not tried yet
+// from the endpoints as they are now, "" when none is left. The endpoints
+// are read again because they lag the pods: a deleted pod stays listed
+// until its EndpointSlice update arrives, and no longer accepts. By the
+// time a connect to it has failed the list has often caught up, so the
+// retry goes to a pod that is listed now rather than to another stale
+// entry, and a connection fails only when no endpoint it could find
+// accepts it within the connect patience.
+func (c *connector) nextEndpoint(svc ServiceRef, port string, addrs []string, tried map[string]bool) string {
+	if len(tried) == 0 {
+		if len(addrs) == 0 {
+			return ""
+		}
+		return addrs[0]
+	}
+	if b, err := c.eps.Lookup(svc, port); err == nil && len(b.Addrs) > 0 {
+		addrs = b.Addrs
+	}
+	for _, a := range addrs {
+		if !tried[a] {
+			return a
+		}
+	}
+	return ""
+}
+
+// connect opens a TCP connection to one of addrs (see rounds), trying
+// until ctx ends.
+func (c *connector) connect(ctx context.Context, svc ServiceRef, port string, addrs []string) (net.Conn, error) {
+	var conn net.Conn
+	err := c.rounds(ctx, svc, port, c.order(svc, addrs), 0, func(addr string) (bool, error) {
+		var err error
+		conn, err = dialPatiently(ctx, c.dial, addr, c.dialTimeout)
+		return true, err
+	})
+	return conn, err
+}
+
 // dialPatiently connects to addr. An attempt that times out is followed at
 // once by a fresh one with a longer timeout (connectAttempts); an attempt
-// that fails otherwise (refused, unreachable) ends it, and the caller's
-// connect rounds decide when to try addr again. It returns the last error.
+// that fails otherwise (refused, unreachable) ends it, and the connect
+// rounds decide when to try addr again. It returns the last error.
 func dialPatiently(ctx context.Context, dial DialFunc, addr string, maxTimeout time.Duration) (net.Conn, error) {
 	var err error
 	for _, timeout := range connectAttempts {

@@ -70,7 +70,7 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.lim.take() {
-			return &limitedConn{Conn: c, lim: l.lim}, nil
+			return &limitedConn{Conn: c, release: sync.OnceFunc(l.lim.release)}, nil
 		}
 		l.lim.refused.Inc()
 		if tc, ok := c.(*net.TCPConn); ok {
@@ -86,13 +86,13 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 // TCP connections becomes splice(2) (see splice).
 type limitedConn struct {
 	net.Conn
-	lim  *connLimit
-	once sync.Once
+	// release gives the slot back; later calls do nothing.
+	release func()
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.lim.release)
+	c.release()
 	return err
 }
 

@@ -2,45 +2,66 @@
 // zero.
 //
 // While an ElastiService is in proxy mode the operator points the public
-// Service's EndpointSlice at resolver pods. This is the one map of the
-// layers a connection passes, and of the files that hold them:
+// Service's EndpointSlice at resolver pods. There is no DNS and no
+// ClusterIP on the way: endpoints come from EndpointSlice and Service
+// informers.
+//
+// # Layers and files
+//
+// This is the one map of the layers a connection passes, in order, and of
+// the files that hold them. resolver.go holds only their order:
+// serveService and holdRequest for HTTP, serveConn for TCP.
 //
 //   - limit (connlimit.go): one bound on the client connections open on
-//     every listener together.
+//     every listener together. server.go builds the HTTP server.
 //   - identify: which Service and port. On the shared proxy port the Host
-//     names it, as a Service DNS name or ClusterIP ([Resolver.ServeHTTP],
-//     identify.go, host.go). On a resolver port of its own (per-port
-//     routing, the ports the operator records in status.resolverPorts) the
-//     local port alone does ([PortListeners] in listeners.go, [RouteTable]
-//     in routes.go).
-//   - front (resolver.go, front.go, named.go): whether the resolver is in
-//     front of that Service; a request for one it is not in front of is
-//     answered 404, after a short grace when an ElastiService names it.
-//     A probe rule (probes.go) answers a health checker while no pod is
-//     Ready.
-//   - admit (admit.go, wakerate.go): per-Service and global bounds on
-//     what waits and the bytes it holds, and per client address a bound
-//     on the wakes it starts.
-//   - hold: one waiter per Service (hold.go) owns the loop asking the
-//     operator to wake it (notify.go; coalesced, with capped exponential
-//     backoff), woken by the EndpointSource the moment the Service's own
-//     EndpointSlices list a Ready pod. The per-request step that admits,
-//     joins and waits is holdHTTP (resolver.go) for HTTP and holdConn
-//     (splice.go) for TCP.
-//   - forward: HTTP reverse-proxied straight to a pod IP:port (proxy.go),
-//     any other TCP spliced byte for byte (splice.go), both connecting
-//     through connect.go's attempts.
+//     names it, as a Service DNS name or ClusterIP (identify.go, host.go).
+//     On a resolver port of its own (the ports the operator records in
+//     status.resolverPorts) the local port alone does (listeners.go, which
+//     also tells HTTP from other TCP, and routes.go).
+//   - front (front.go, named.go): whether the resolver is in front of that
+//     Service; one it is not in front of is answered 404, after a short
+//     grace when an ElastiService names it.
+//   - endpoints (endpoints.go, informer_endpoints.go, trim.go): a Service's
+//     Ready pod addresses, and a channel closed when they change.
+//   - probe (probes.go): while no pod is Ready, a health checker's request
+//     matching a probe rule is answered without waking the target.
+//   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
+//     (admit.go, wakerate.go: per-Service, per-client and global bounds,
+//     and per client a bound on the wakes it starts), joins the Service's
+//     waiter, whose wake loop asks the operator to wake the Service
+//     (wake.go; coalesced, with capped exponential backoff), and waits for
+//     a Ready endpoint. HTTP reads a small body in first (body.go, where
+//     body buffering is explained).
+//   - forward: HTTP reverse-proxied to a pod IP:port (proxy.go), other TCP
+//     spliced byte for byte (splice.go), both through the one connect
+//     strategy (connect.go: connect rounds over the endpoints as they are
+//     now).
 //
-// There is no DNS and no ClusterIP on the way: endpoints come from
-// EndpointSlice and Service informers.
+// What the resolver answers itself (400, 404, 429, 502, 503, 504) is in
+// answer.go; health.go answers /healthz and /readyz, metrics.go declares
+// the metrics, config.go the settings and their defaults.
 //
-// A held request's body is read into memory before it waits when its
-// Content-Length is at most 64 KiB: only then does Go's HTTP/1.1 server
-// notice a client that disconnects, freeing the slot at once, and only then
-// can the body be resent if connecting to the first pod fails. Larger and
-// chunked bodies are not buffered; they stream to the pod once it is
-// Ready, and a client that leaves while such a request is held keeps its
-// slot until the request timeout.
+// # Names
+//
+// One name per concept, in code, logs and comments:
+//
+//   - wake: asking the operator to scale a Service's target up, as
+//     pkg/wakeapi names it: wakeClient (wake.go), the holder's wake loop,
+//     Metrics.WakeRequests. The wire path (/informer/incoming-request), the
+//     metric elasti_resolver_operator_notifications_total, flags and env
+//     vars keep their names: they are contracts.
+//   - hold: a request or connection waiting for a Ready endpoint. holder
+//     is the hold layer and nothing else; a waiter is one Service's entry
+//     in it; a hold is one request's or connection's place there.
+//   - admission, slot, refusal: the bounds on what is held (admit.go).
+//   - in front: the operator's resolver EndpointSlice points the Service at
+//     the resolver. named: an ElastiService names the Service.
+//   - route: a resolver port and the Service port it stands for.
+//   - connect rounds: the retries over a Service's endpoints (connect.go).
+//   - forward: HTTP to a pod; splice: TCP to a pod.
+//
+// # Wiring
 //
 // The pieces the command wires together are:
 //
@@ -48,6 +69,7 @@
 //   - [NewInformerEndpoints]: an [EndpointSource] fed by shared Service and
 //     EndpointSlice informers.
 //   - [NewProbeIndex]: a [ProbeMatcher] fed by the ElastiService informer.
+//   - [NewNamedIndex]: which Services an ElastiService names.
 //   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.
 //   - [New]: the [Resolver], an http.Handler, plus [Resolver.Healthz] and
 //     [Resolver.Readyz].

@@ -54,7 +54,7 @@ type EndpointSource interface {
 }
 
 // broadcaster hands out one channel per key and closes it on the next
-// notify for that key: every waiter wakes at once, nobody polls. A key is
+// broadcast for that key: every waiter sees it at once, nobody polls. A key is
 // only in the map while someone asked to watch it since its last change.
 type broadcaster[K comparable] struct {
 	mu    sync.Mutex
@@ -65,7 +65,7 @@ func newBroadcaster[K comparable]() *broadcaster[K] {
 	return &broadcaster[K]{chans: map[K]chan struct{}{}}
 }
 
-// watch returns the channel closed on the next notify(k).
+// watch returns the channel closed on the next broadcast(k).
 func (b *broadcaster[K]) watch(k K) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -77,8 +77,8 @@ func (b *broadcaster[K]) watch(k K) <-chan struct{} {
 	return ch
 }
 
-// notify wakes every watcher of k.
-func (b *broadcaster[K]) notify(k K) {
+// broadcast closes the channel every watcher of k holds.
+func (b *broadcaster[K]) broadcast(k K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ch, ok := b.chans[k]; ok {
@@ -112,24 +112,27 @@ func NewMemoryEndpoints() *MemoryEndpoints {
 	}
 }
 
-// Set replaces the Ready endpoints ("ip:port") of svc and wakes its waiters.
+// Set replaces the Ready endpoints ("ip:port") of svc and tells its waiters.
 func (m *MemoryEndpoints) Set(svc ServiceRef, addrs ...string) {
 	a := slices.Clone(addrs)
 	slices.Sort(a)
 	a = slices.Compact(a)
-	m.mu.Lock()
-	m.addrs[svc] = a
-	m.mu.Unlock()
-	m.b.notify(svc)
+	m.update(svc, func() { m.addrs[svc] = a })
 }
 
-// SetInFront says whether the resolver is in front of svc, and wakes its
+// update changes what m says of svc under its lock, then tells svc's
+// waiters.
+func (m *MemoryEndpoints) update(svc ServiceRef, change func()) {
+	m.mu.Lock()
+	change()
+	m.mu.Unlock()
+	m.b.broadcast(svc)
+}
+
+// SetInFront says whether the resolver is in front of svc, and tells its
 // waiters.
 func (m *MemoryEndpoints) SetInFront(svc ServiceRef, inFront bool) {
-	m.mu.Lock()
-	m.behind[svc] = !inFront
-	m.mu.Unlock()
-	m.b.notify(svc)
+	m.update(svc, func() { m.behind[svc] = !inFront })
 }
 
 // Front implements FrontSource.
@@ -151,18 +154,12 @@ func (m *MemoryEndpoints) Front(svc ServiceRef) (bool, <-chan struct{}) {
 
 // SetH2C marks svc's port as speaking h2c.
 func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
-	m.mu.Lock()
-	m.h2c[svc] = h2c
-	m.mu.Unlock()
-	m.b.notify(svc)
+	m.update(svc, func() { m.h2c[svc] = h2c })
 }
 
 // SetAppProtocol sets the appProtocol of svc's port.
 func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
-	m.mu.Lock()
-	m.proto[svc] = p
-	m.mu.Unlock()
-	m.b.notify(svc)
+	m.update(svc, func() { m.proto[svc] = p })
 }
 
 // Lookup implements EndpointSource.

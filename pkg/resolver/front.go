@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -27,6 +28,31 @@ type FrontSource interface {
 // slice before it is answered 404: kube-proxy may route to a slice before
 // the resolver's own informer has it.
 const frontGrace = 2 * time.Second
+
+// inFront reports whether the resolver is in front of svc, so that it may
+// forward to it. For a Service an ElastiService names it waits up to
+// frontGrace for the resolver slice, which kube-proxy may have acted on
+// before this resolver's informer saw it.
+func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
+	in, changed := r.eps.Front(svc)
+	if in || r.named == nil || !r.named.Named(svc) {
+		return in
+	}
+	grace := time.NewTimer(frontGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case <-changed:
+			if in, changed = r.eps.Front(svc); in {
+				return true
+			}
+		case <-grace.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
 
 // resolverSlicesIndex indexes the operator's resolver slices by
 // "<namespace>/<kubernetes.io/service-name>"; see resolverSliceOf.

@@ -297,3 +297,29 @@ func leakedGoroutines() string {
 	}
 	return strings.Join(leaked, "\n\n")
 }
+
+// doInBackground sends req with client; the channel gets the client's
+// error once the request ends.
+func doInBackground(client *http.Client, req *http.Request) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	return errc
+}
+
+// answerOnceHeld sends req with client, waits until it is the one request
+// held, gives testSvc the endpoint pod and returns fetch's summary of the
+// answer.
+func (e *testEnv) answerOnceHeld(t *testing.T, client *http.Client, req *http.Request, pod string) string {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() { done <- fetch(client, req) }()
+	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
+	e.eps.Set(testSvc, pod)
+	return <-done
+}

@@ -12,19 +12,112 @@ import (
 // errClosed is what a hold returns when the resolver shuts down.
 var errClosed = errors.New("resolver is shutting down")
 
+// holdSpec is what a caller of try says of the request or connection it
+// holds.
+type holdSpec struct {
+	svc  ServiceRef
+	port string
+	// protocol is ProtocolHTTP or ProtocolTCP, for the metrics.
+	protocol string
+	// client is the remote address, host:port; admission counts its host.
+	client string
+	// bytes is charged against Config.MaxHeldBytes while held (see
+	// heldRequestBytes and heldConnBytes).
+	bytes  int64
+	logger klog.Logger
+	// whileHeld, when set, runs once the hold is admitted and joined,
+	// before it waits: HTTP reads a small body in (body.go), TCP watches
+	// for a client that resets (watchClientClose). ctx is the hold's, and
+	// cancel ends it. A non-nil stop is called as the wait ends; an error
+	// ends the hold at once, unanswered: the client left.
+	whileHeld func(ctx context.Context, cancel context.CancelFunc) (stop func(), err error)
+}
+
+// try is the hold step of a request or connection whose Service has no
+// Ready endpoint, shared by HTTP and TCP. As in Knative's activator (its
+// throttler's Try), one call covers admit and hold: it takes a slot
+// (admit.go), joins the Service's waiter, which asks the operator to wake
+// the Service, waits up to Config.RequestTimeout for a Ready endpoint on
+// port, gives the slot back and calls ready with the endpoints and the
+// time waited. When admission refuses, it counts the refusal and calls
+// refuse, which answers the client.
+//
+// It returns nil when ready or refuse ran or the client left; otherwise
+// why the wait ended, for the caller to answer: context.DeadlineExceeded
+// (counted as a timeout), errClosed, or the EndpointSource's error.
+func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), ready func(b Backends, waited time.Duration)) error {
+	release, refused := r.admit.admit(s.svc, sourceOf(s.client), s.bytes)
+	if refused.scope != "" {
+		r.countRefusal(s, refused)
+		refuse(refused)
+		return nil
+	}
+	defer release()
+	hd := r.holds.join(s.svc)
+	defer hd.leave()
+
+	began := time.Now()
+	s.logger.V(4).Info("Holding until the service has a Ready endpoint", "protocol", s.protocol)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	var stop func()
+	if s.whileHeld != nil {
+		var err error
+		if stop, err = s.whileHeld(ctx, cancel); err != nil {
+			// The slot is freed on return; nobody is left to answer.
+			s.logger.V(4).Info("Client went away before the wait", "err", err)
+			return nil
+		}
+	}
+	b, err := hd.wait(ctx, s.port)
+	if stop != nil {
+		stop()
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded):
+		r.metrics.Timeouts.Inc()
+		s.logger.V(2).Info("Hold timed out", "protocol", s.protocol, "timeout", r.cfg.RequestTimeout)
+		return err
+	case errors.Is(err, context.Canceled):
+		s.logger.V(4).Info("Hold ended: the client went away or the connection was dropped")
+		return nil
+	default:
+		return err
+	}
+	hd.leave()
+	release()
+	waited := time.Since(began)
+	r.metrics.ColdStartWait.Observe(waited.Seconds())
+	s.logger.V(4).Info("Releasing hold", "waited", waited)
+	ready(b, waited)
+	return nil
+}
+
+// countRefusal counts and logs a refused admission.
+func (r *Resolver) countRefusal(s holdSpec, refused refusal) {
+	if refused.scope == ScopeSource {
+		r.metrics.WakeRateLimited.WithLabelValues(s.protocol).Inc()
+		s.logger.V(2).Info("Client started too many wakes, refusing", "protocol", s.protocol, "client", s.client, "retryAfter", refused.retryAfter)
+		return
+	}
+	r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
+	s.logger.V(2).Info("Hold bound reached, refusing", "protocol", s.protocol, "scope", refused.scope, "client", s.client)
+}
+
 // holder is the hold layer. It keeps one waiter per Service that has
 // requests or connections waiting for a Ready endpoint; the waiter owns
-// the loop that asks the operator to wake the Service, and the waits are
-// woken by the EndpointSource's change channel. Its lock is never held
+// the loop that asks the operator to wake the Service, and each wait
+// looks again when the EndpointSource's change channel closes. Its lock is never held
 // while the informer cache is read.
 type holder struct {
 	eps          EndpointSource
-	notify       func(ctx context.Context, logger klog.Logger, svc ServiceRef) string
+	wake         func(ctx context.Context, logger klog.Logger, svc ServiceRef) string
 	retryInitial time.Duration
 	retryMax     time.Duration
 	logger       klog.Logger
 
-	// ctx ends on close; notifier loops and waits watch it.
+	// ctx ends on close; wake loops and waits watch it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -35,23 +128,23 @@ type holder struct {
 }
 
 // waiter is one Service's entry. It lives while anything is held for the
-// Service or its notifier runs.
+// Service or its wake loop runs.
 type waiter struct {
-	held      int
-	notifying bool
-	// misses counts the times a hold saw no Ready endpoint. The notifier
+	held   int
+	waking bool
+	// misses counts the times a hold saw no Ready endpoint. The wake loop
 	// stops on a Ready endpoint only if no hold missed one since it
 	// looked: the endpoint it saw may have gone again.
 	misses uint64
-	// kick wakes the notifier from its wait between POSTs when a request
-	// is held after every earlier one was released: the Service went back
-	// to zero, and the operator must hear of it now.
+	// kick ends the wake loop's pause between wake requests when a
+	// request is held after every earlier one was released: the Service
+	// went back to zero, and the operator must hear of it now.
 	kick chan struct{}
 }
 
-func newHolder(ctx context.Context, eps EndpointSource, notify func(context.Context, klog.Logger, ServiceRef) string,
+func newHolder(ctx context.Context, eps EndpointSource, wake func(context.Context, klog.Logger, ServiceRef) string,
 	retryInitial, retryMax time.Duration, logger klog.Logger) *holder {
-	h := &holder{eps: eps, notify: notify, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
+	h := &holder{eps: eps, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
 		waiters: map[ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	return h
@@ -59,9 +152,10 @@ func newHolder(ctx context.Context, eps EndpointSource, notify func(context.Cont
 
 // hold is one request's or connection's place in a waiter.
 type hold struct {
-	h    *holder
-	svc  ServiceRef
-	once sync.Once
+	h   *holder
+	svc ServiceRef
+	// leave ends the hold; later calls do nothing.
+	leave func()
 }
 
 // join registers a hold for svc and makes sure the operator hears of it.
@@ -73,7 +167,7 @@ func (h *holder) join(svc ServiceRef) *hold {
 		w = &waiter{kick: make(chan struct{}, 1)}
 		h.waiters[svc] = w
 	}
-	if w.held == 0 && w.notifying {
+	if w.held == 0 && w.waking {
 		select {
 		case w.kick <- struct{}{}:
 		default: // a kick is already pending
@@ -84,37 +178,37 @@ func (h *holder) join(svc ServiceRef) *hold {
 	start := h.startLocked(svc, w)
 	h.mu.Unlock()
 	if start {
-		h.logger.V(2).Info("Notifying operator of held requests", "service", svc.kref())
+		h.logger.V(2).Info("Asking the operator to wake the service", "service", svc.kref())
 	}
-	return &hold{h: h, svc: svc}
+	hd := &hold{h: h, svc: svc}
+	hd.leave = sync.OnceFunc(hd.release)
+	return hd
 }
 
-// startLocked starts w's notifier unless one runs or the holder closed.
+// startLocked starts w's wake loop unless one runs or the holder closed.
 func (h *holder) startLocked(svc ServiceRef, w *waiter) bool {
-	if w.notifying || h.closed {
+	if w.waking || h.closed {
 		return false
 	}
-	w.notifying = true
+	w.waking = true
 	h.wg.Add(1)
-	go h.notifyLoop(svc, w)
+	go h.wakeLoop(svc, w)
 	return true
 }
 
-// leave ends the hold; later calls do nothing.
-func (hd *hold) leave() {
-	hd.once.Do(func() {
-		h := hd.h
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		w := h.waiters[hd.svc]
-		if w.held--; w.held == 0 && !w.notifying {
-			delete(h.waiters, hd.svc)
-		}
-	})
+// release gives the hold's place back; see leave.
+func (hd *hold) release() {
+	h := hd.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.waiters[hd.svc]
+	if w.held--; w.held == 0 && !w.waking {
+		delete(h.waiters, hd.svc)
+	}
 }
 
 // missed records that the hold saw no Ready endpoint, and restarts the
-// notifier if it had stopped (say, endpoints appeared and went again).
+// wake loop if it had stopped (say, endpoints appeared and went again).
 func (hd *hold) missed() {
 	h := hd.h
 	h.mu.Lock()
@@ -144,12 +238,12 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 	}
 }
 
-// notifyLoop tells the operator that svc has held requests: at once, then
+// wakeLoop asks the operator to wake svc while it has held requests: at once, then
 // with exponential backoff while the operator rejects or cannot be
 // reached, or every retryMax after a success, and at once on a kick. It
 // stops when nothing is held or svc has a Ready endpoint that no hold
 // missed since.
-func (h *holder) notifyLoop(svc ServiceRef, w *waiter) {
+func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 	defer h.wg.Done()
 	logger := h.logger.WithValues("service", svc.kref())
 	backoff := h.retryInitial
@@ -160,12 +254,12 @@ func (h *holder) notifyLoop(svc ServiceRef, w *waiter) {
 		ready := h.ready(svc) // outside the lock: reads the informer cache
 		h.mu.Lock()
 		if w.held == 0 || (ready && w.misses == seen) || h.closed {
-			w.notifying = false
+			w.waking = false
 			if w.held == 0 {
 				delete(h.waiters, svc)
 			}
 			h.mu.Unlock()
-			logger.V(2).Info("Stopped notifying operator")
+			logger.V(2).Info("Stopped asking the operator to wake the service")
 			return
 		}
 		h.mu.Unlock()
@@ -173,7 +267,7 @@ func (h *holder) notifyLoop(svc ServiceRef, w *waiter) {
 			continue // a hold missed while we looked: look again
 		}
 		wait := h.retryMax
-		if outcome := h.notify(h.ctx, logger, svc); outcome != OutcomeSuccess {
+		if outcome := h.wake(h.ctx, logger, svc); outcome != OutcomeSuccess {
 			wait = backoff
 			backoff = min(2*backoff, h.retryMax)
 		} else {
@@ -208,7 +302,7 @@ func (h *holder) held(svc ServiceRef) int {
 	return 0
 }
 
-// close ends every wait with errClosed and waits for the notifiers.
+// close ends every wait with errClosed and waits for the wake loops.
 func (h *holder) close() {
 	h.mu.Lock()
 	h.closed = true

@@ -11,23 +11,23 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-// countingNotifier stands in for the operator and counts POSTs.
-type countingNotifier struct {
+// countingWaker stands in for the operator and counts POSTs.
+type countingWaker struct {
 	posts atomic.Int64
 	seen  chan struct{}
 }
 
-func newCountingNotifier() *countingNotifier {
-	return &countingNotifier{seen: make(chan struct{}, 100)}
+func newCountingWaker() *countingWaker {
+	return &countingWaker{seen: make(chan struct{}, 100)}
 }
 
-func (n *countingNotifier) notify(context.Context, klog.Logger, ServiceRef) string {
+func (n *countingWaker) wake(context.Context, klog.Logger, ServiceRef) string {
 	n.posts.Add(1)
 	n.seen <- struct{}{}
 	return OutcomeSuccess
 }
 
-func (n *countingNotifier) waitPost(t *testing.T, what string) {
+func (n *countingWaker) waitPost(t *testing.T, what string) {
 	t.Helper()
 	select {
 	case <-n.seen:
@@ -36,21 +36,26 @@ func (n *countingNotifier) waitPost(t *testing.T, what string) {
 	}
 }
 
-func newTestHolder(t *testing.T, eps EndpointSource, n *countingNotifier, retryMax time.Duration) *holder {
+// newHoldBed returns a holder over empty endpoints, its counting waker
+// and the Service the tests hold for.
+func newHoldBed(t *testing.T, retryMax time.Duration) (*MemoryEndpoints, *countingWaker, *holder, ServiceRef) {
+	eps := NewMemoryEndpoints()
+	n := newCountingWaker()
+	return eps, n, newTestHolder(t, eps, n, retryMax), ServiceRef{Namespace: "shop", Name: "web"}
+}
+
+func newTestHolder(t *testing.T, eps EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
 	_, ctx := ktesting.NewTestContext(t)
-	h := newHolder(ctx, eps, n.notify, 10*time.Millisecond, retryMax, klog.FromContext(ctx))
+	h := newHolder(ctx, eps, n.wake, 10*time.Millisecond, retryMax, klog.FromContext(ctx))
 	t.Cleanup(h.close)
 	return h
 }
 
-// A hold after every earlier one was released, while the notifier still
+// A hold after every earlier one was released, while the wake loop still
 // waits out its interval, must reach the operator at once: the Service
 // went back to zero.
-func TestHoldAfterAllReleasedNotifiesAtOnce(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingNotifier()
-	h := newTestHolder(t, eps, n, time.Hour)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+func TestHoldAfterAllReleasedAsksForAWakeAtOnce(t *testing.T) {
+	_, n, h, svc := newHoldBed(t, time.Hour)
 
 	first := h.join(svc)
 	n.waitPost(t, "first hold")
@@ -64,12 +69,9 @@ func TestHoldAfterAllReleasedNotifiesAtOnce(t *testing.T) {
 	}
 }
 
-// One notifier per Service, however many wait.
-func TestManyHoldsShareOneNotifier(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingNotifier()
-	h := newTestHolder(t, eps, n, time.Hour)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+// One wake loop per Service, however many wait.
+func TestManyHoldsShareOneWakeLoop(t *testing.T) {
+	_, n, h, svc := newHoldBed(t, time.Hour)
 	for range 50 {
 		defer h.join(svc).leave()
 	}
@@ -86,10 +88,7 @@ func TestManyHoldsShareOneNotifier(t *testing.T) {
 // wait returns the endpoints once the Service has one, and the context's
 // error at the deadline.
 func TestWaitEndsOnReadyOrDeadline(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingNotifier()
-	h := newTestHolder(t, eps, n, time.Hour)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+	eps, _, h, svc := newHoldBed(t, time.Hour)
 
 	hd := h.join(svc)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
@@ -108,19 +107,16 @@ func TestWaitEndsOnReadyOrDeadline(t *testing.T) {
 	}
 }
 
-// When the endpoint the notifier saw goes again before it stops, a hold
-// that missed it keeps the notifier going: nothing waits without the
+// When the endpoint the wake loop saw goes again before it stops, a hold
+// that missed it keeps the wake loop going: nothing waits without the
 // operator knowing.
-func TestNotifierRestartsWhenEndpointsGoAgain(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingNotifier()
-	h := newTestHolder(t, eps, n, 20*time.Millisecond)
-	svc := ServiceRef{Namespace: "shop", Name: "web"}
+func TestWakeLoopRestartsWhenEndpointsGoAgain(t *testing.T) {
+	eps, n, h, svc := newHoldBed(t, 20*time.Millisecond)
 
 	hd := h.join(svc)
 	defer hd.leave()
 	n.waitPost(t, "first hold")
-	eps.Set(svc, "10.244.0.9:8080") // woke: the notifier stops
+	eps.Set(svc, "10.244.0.9:8080") // woke: the wake loop stops
 	if _, err := hd.wait(t.Context(), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +130,8 @@ func TestNotifierRestartsWhenEndpointsGoAgain(t *testing.T) {
 
 // close ends waits with errClosed.
 func TestCloseEndsWaits(t *testing.T) {
-	eps := NewMemoryEndpoints()
-	n := newCountingNotifier()
-	h := newTestHolder(t, eps, n, time.Hour)
-	hd := h.join(ServiceRef{Namespace: "shop", Name: "web"})
+	_, n, h, svc := newHoldBed(t, time.Hour)
+	hd := h.join(svc)
 	defer hd.leave()
 	errs := make(chan error, 1)
 	go func() { _, err := hd.wait(t.Context(), ""); errs <- err }()

@@ -16,6 +16,18 @@ type ClusterIPIndex interface {
 	ServiceForClusterIP(ip string) (ServiceRef, bool)
 }
 
+// ServeHTTP implements http.Handler for the shared proxy port, where the
+// Host names the Service.
+func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	svc, port, err := r.identifyHost(req)
+	if err != nil {
+		r.logger.V(4).Info("Rejecting request with a bad host", "host", req.Host, "err", err)
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	r.serveService(w, req, svc, port)
+}
+
 // identifyHost is the identify layer of the shared proxy port: the Service
 // and port come from the Host (or the header HostHeader names), written as
 // a Service DNS name or as the Service's ClusterIP. The returned error is

@@ -47,7 +47,7 @@ func indexByClusterIP(obj any) ([]string, error) {
 
 // InformerEndpoints is the EndpointSource of a running resolver: the
 // Service and the EndpointSlices the cluster keeps for its pods come from
-// shared informers, and every informer event wakes the requests waiting on
+// shared informers, and every informer event reaches the requests waiting on
 // that Service.
 //
 // It reads the Service's own controller-managed slices, not those of the
@@ -320,8 +320,8 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 		return
 	}
 	e.logger.V(4).Info("EndpointSlice changed", "endpointSlice", klog.KObj(s), "service", klog.KRef(s.Namespace, name))
-	// Notifying a key nobody watches is a map lookup.
-	e.b.notify(ServiceRef{s.Namespace, name})
+	// Broadcasting to a key nobody watches is a map lookup.
+	e.b.broadcast(ServiceRef{s.Namespace, name})
 }
 
 // resolverSliceChanged follows the resolver slices of svc. Informers update
@@ -333,11 +333,11 @@ func (e *InformerEndpoints) resolverSliceChanged(svc ServiceRef) {
 		e.logger.V(4).Info("Resolver left the front of the service; draining", "service", svc.kref(), "drain", e.drains.drain)
 		e.drains.leave(svc)
 	}
-	e.b.notify(svc)
+	e.b.broadcast(svc)
 }
 
 func (e *InformerEndpoints) serviceChanged(obj any) {
 	if s, ok := tombstone.Object[*corev1.Service](obj); ok {
-		e.b.notify(ServiceRef{s.Namespace, s.Name})
+		e.b.broadcast(ServiceRef{s.Namespace, s.Name})
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,15 +113,11 @@ func (p *PortListeners) Run(ctx context.Context) {
 // HasSynced reports whether every routed port was tried once.
 func (p *PortListeners) HasSynced() bool { return p.synced.Load() }
 
-// Listening returns the ports open now.
+// Listening returns the ports open now, in order.
 func (p *PortListeners) Listening() []int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]int32, 0, len(p.open))
-	for port := range p.open {
-		out = append(out, port)
-	}
-	return out
+	return slices.Sorted(maps.Keys(p.open))
 }
 
 // sync opens the routed ports not yet open and closes the ones no longer
@@ -350,13 +348,16 @@ func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 // connQueue is a net.Listener fed by push, so an http.Server serves
 // connections the port listeners accepted and sniffed.
 type connQueue struct {
-	ch        chan net.Conn
-	done      chan struct{}
-	closeOnce sync.Once
+	ch   chan net.Conn
+	done chan struct{}
+	// closeDone closes done; later calls do nothing.
+	closeDone func()
 }
 
 func newConnQueue() *connQueue {
-	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
+	q := &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
+	q.closeDone = sync.OnceFunc(func() { close(q.done) })
+	return q
 }
 
 // push hands c to the server; false once the queue is closed.
@@ -379,7 +380,7 @@ func (q *connQueue) Accept() (net.Conn, error) {
 }
 
 func (q *connQueue) Close() error {
-	q.closeOnce.Do(func() { close(q.done) })
+	q.closeDone()
 	return nil
 }
 

@@ -70,6 +70,19 @@ func freePort(t *testing.T) int32 {
 
 func (pe *portEnv) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(pe.port))) }
 
+// dial connects to the resolver port; the connection has a deadline 5s
+// away and is closed when the test ends.
+func (pe *portEnv) dial(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	return c
+}
+
 // wakeOnPost makes the fake operator give testSvc a Ready endpoint at pod.
 func (pe *portEnv) wakeOnPost(pod string) {
 	pe.op.setOnPost(func(wakeapi.Request) { pe.eps.Set(testSvc, pod) })
@@ -216,12 +229,7 @@ func TestResolverPortSplicesServerFirstProtocols(t *testing.T) {
 	pe.net.route("10.244.0.8:3306", echoTCP(t, "220 ready\n"))
 	pe.eps.Set(testSvc, "10.244.0.8:3306")
 
-	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := pe.dial(t)
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || line != "220 ready\n" {
 		t.Fatalf("greeting = %q, %v", line, err)
@@ -237,12 +245,7 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	pe := newPortEnv(t, cfg)
 	pe.eps.SetAppProtocol(testSvc, "tcp") // no sniffing: held at once
 
-	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := pe.dial(t)
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("a held connection was answered without a pod")
 	}
@@ -270,12 +273,7 @@ func TestHalfClosedClientIsAnsweredAfterTheWake(t *testing.T) {
 	pe := newPortEnv(t, testConfig())
 	pe.net.route("10.244.0.6:5000", echoTCP(t, ""))
 	pe.wakeOnPost("10.244.0.6:5000")
-	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := pe.dial(t)
 	if _, err := io.WriteString(c, "ping"); err != nil {
 		t.Fatal(err)
 	}
@@ -368,12 +366,7 @@ func TestResolverPortClosesConnectionsForServicesNotInFront(t *testing.T) {
 	pe.eps.Set(testSvc, "10.244.0.9:5000")
 	pe.eps.SetInFront(testSvc, false)
 
-	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := pe.dial(t)
 	if _, err := c.Write([]byte("hello over raw tcp\n")); err != nil {
 		t.Fatal(err)
 	}

@@ -40,8 +40,9 @@ type Metrics struct {
 	// Proxied counts forwarded requests by the class of the status the
 	// backend (or the resolver, on a failed connection) answered.
 	Proxied *prometheus.CounterVec
-	// Notifications counts POSTs to the operator by outcome.
-	Notifications *prometheus.CounterVec
+	// WakeRequests counts wake requests to the operator by outcome; the
+	// metric keeps its old name, a contract with dashboards.
+	WakeRequests *prometheus.CounterVec
 	// Overflow counts requests refused and connections closed because a
 	// hold bound was reached, by scope (service, global, client or bytes).
 	Overflow *prometheus.CounterVec
@@ -86,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.Notifications, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -110,9 +111,9 @@ func newMetrics() *Metrics {
 			Name: "elasti_resolver_proxied_requests_total",
 			Help: "Requests forwarded to a pod, by response status class.",
 		}, []string{"code_class"}),
-		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_operator_notifications_total",
-			Help: "Scale-up notifications sent to the operator, by outcome.",
+			Help: "Wake requests sent to the operator, by outcome.",
 		}, []string{"outcome"}),
 		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_overflow_total",
@@ -172,7 +173,7 @@ func (m *Metrics) initLabelValues() {
 		m.Proxied.WithLabelValues(c)
 	}
 	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable, OutcomeUnauthorized} {
-		m.Notifications.WithLabelValues(o)
+		m.WakeRequests.WithLabelValues(o)
 	}
 	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
 		m.Spliced.WithLabelValues(o)

@@ -3,6 +3,7 @@ package resolver
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -32,6 +33,24 @@ type ProbeMatcher interface {
 	// MatchProbe returns the answer of the first rule of svc's
 	// ElastiService that matches req.
 	MatchProbe(svc ServiceRef, req *http.Request) (ProbeAnswer, bool)
+}
+
+// answerProbe answers req from a probe rule of svc, which has no Ready
+// endpoint, so that a health checker does not wake the target; once the
+// target serves, it answers itself. It reports whether it answered.
+func (r *Resolver) answerProbe(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef) bool {
+	if r.probes == nil {
+		return false
+	}
+	a, ok := r.probes.MatchProbe(svc, req)
+	if !ok {
+		return false
+	}
+	logger.V(4).Info("Answering probe", "method", req.Method, "path", req.URL.Path, "status", a.Status)
+	r.metrics.ProbeResponses.Inc()
+	w.WriteHeader(a.Status)
+	_, _ = io.WriteString(w, a.Body)
+	return true
 }
 
 // ProbeIndex is a ProbeMatcher over ElastiServices, keyed by every Service

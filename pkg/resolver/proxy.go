@@ -10,16 +10,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
 )
-
-// DialFunc opens a connection to a pod. Tests inject one that maps pod
-// addresses to loopback listeners.
-type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // forwarder reverse-proxies a request to a Ready pod: HTTP/1.1 with
 // keep-alive, or h2c for gRPC and HTTP/2 clients, streaming both ways.
@@ -28,14 +23,12 @@ type forwarder struct {
 	// coldStartHeader is Config.ColdStartHeader.
 	coldStartHeader string
 	proxy           *httputil.ReverseProxy
-	// eps is read again after a failed connect; see nextEndpoint.
-	eps EndpointSource
+	// conn picks the endpoints and runs the connect rounds.
+	conn *connector
 	// connectPatience is connectPatience; tests shorten it.
 	connectPatience time.Duration
 	metrics         *Metrics
 	logger          klog.Logger
-	// next holds a round-robin counter per service.
-	next sync.Map // ServiceRef -> *atomic.Uint64
 }
 
 // forwardInfo travels in the outbound request's context from ServeHTTP to
@@ -58,9 +51,9 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func newForwarder(cfg Config, dial DialFunc, eps EndpointSource, metrics *Metrics, logger klog.Logger) *forwarder {
+func newForwarder(cfg Config, conn *connector, metrics *Metrics, logger klog.Logger) *forwarder {
 	wrapped := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialPatiently(ctx, dial, addr, cfg.DialTimeout)
+		c, err := dialPatiently(ctx, conn.dial, addr, conn.dialTimeout)
 		if err != nil {
 			return nil, &dialError{err}
 		}
@@ -78,7 +71,7 @@ func newForwarder(cfg Config, dial DialFunc, eps EndpointSource, metrics *Metric
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, eps: eps,
+	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, conn: conn,
 		connectPatience: connectPatience, metrics: metrics, logger: logger}
 	f.h1.Protocols = new(http.Protocols)
 	f.h1.Protocols.SetHTTP1(true)
@@ -105,7 +98,7 @@ func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceR
 	info := &forwardInfo{
 		svc:   svc,
 		port:  port,
-		addrs: f.order(svc, b.Addrs),
+		addrs: f.conn.order(svc, b.Addrs),
 		// WebSocket and other upgrades exist only in HTTP/1.1.
 		h2c:  !upgrade && (b.H2C || req.ProtoMajor == 2 || isGRPC(req)),
 		held: held,
@@ -116,21 +109,6 @@ func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceR
 	}
 	f.logger.V(4).Info("Forwarding request", "service", svc.kref(), "method", req.Method, "h2c", info.h2c, "endpoints", len(b.Addrs))
 	f.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), forwardInfoKey{}, info)))
-}
-
-// order returns at most two endpoints: the next in round-robin order, then
-// its successor, the fallback when the endpoints cannot be read again.
-func (f *forwarder) order(svc ServiceRef, addrs []string) []string {
-	n := len(addrs)
-	if n <= 1 {
-		return addrs
-	}
-	c, ok := f.next.Load(svc)
-	if !ok {
-		c, _ = f.next.LoadOrStore(svc, new(atomic.Uint64))
-	}
-	i := int(c.(*atomic.Uint64).Add(1) % uint64(n))
-	return []string{addrs[i], addrs[(i+1)%n]}
 }
 
 func isGRPC(req *http.Request) bool {
@@ -158,12 +136,11 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// RoundTrip sends the request to the first endpoint and, while connecting
-// fails, to each other endpoint once (see nextEndpoint). When none
-// accepted, it pauses and starts another round from the endpoints as they
-// are then, for up to the connect patience (see connectPatience). A
-// request is sent again only when none of its body was read, or when the
-// body can be read again (GetBody, set for bodies buffered while held).
+// RoundTrip sends the request through the connect rounds (see
+// connector.rounds), for up to the connect patience (see
+// connectPatience). A request is sent again only after a failure to
+// connect, and only when none of its body was read or the body can be
+// read again (GetBody, set for bodies buffered while held).
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
 	rt := f.h1
@@ -174,80 +151,38 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil && req.Body != http.NoBody {
 		body = &trackedBody{rc: req.Body}
 	}
-	var err error
-	began := time.Now()
-	backoff := connectBackoff
-	for round := 1; ; round++ {
-		tried := make(map[string]bool, len(info.addrs))
-		for addr := f.nextEndpoint(info, tried); addr != ""; addr = f.nextEndpoint(info, tried) {
-			if err != nil && body != nil && body.read.Load() {
-				// The failed attempt read some of the body. A body buffered
-				// while the request was held can be sent again from the start.
-				rc, gerr := req.GetBody()
-				if gerr != nil {
-					return nil, err
-				}
-				body = &trackedBody{rc: rc}
+	var resp *http.Response
+	var failed error
+	err := f.conn.rounds(req.Context(), info.svc, info.port, info.addrs, f.connectPatience, func(addr string) (bool, error) {
+		if failed != nil && body != nil && body.read.Load() {
+			// The failed attempt read some of the body. A body buffered
+			// while the request was held can be sent again from the start.
+			rc, gerr := req.GetBody()
+			if gerr != nil {
+				return false, failed
 			}
-			tried[addr] = true
-			out := req.WithContext(req.Context()) // shallow copy
-			u := *req.URL
-			u.Host = addr
-			out.URL = &u
-			if body != nil {
-				out.Body = body
-			}
-			var resp *http.Response
-			resp, err = rt.RoundTrip(out)
-			if err == nil {
-				return resp, nil
-			}
-			var de *dialError
-			if !errors.As(err, &de) || (body != nil && body.read.Load() && req.GetBody == nil) || req.Context().Err() != nil {
-				return nil, err
-			}
-			f.logger.V(2).Info("Connecting to endpoint failed", "service", info.svc.kref(), "endpoint", addr, "round", round, "err", err)
+			body = &trackedBody{rc: rc}
 		}
-		if err == nil {
-			return nil, errors.New("no endpoint")
+		out := req.WithContext(req.Context()) // shallow copy
+		u := *req.URL
+		u.Host = addr
+		out.URL = &u
+		if body != nil {
+			out.Body = body
 		}
-		if time.Since(began)+backoff > f.connectPatience || !pause(req.Context(), backoff) {
-			return nil, err
+		var err error
+		if resp, err = rt.RoundTrip(out); err == nil {
+			return false, nil
 		}
-		backoff = min(2*backoff, maxConnectBackoff)
-		// The next round starts from the endpoints as they are now.
-		if b, lerr := f.eps.Lookup(info.svc, info.port); lerr == nil && len(b.Addrs) > 0 {
-			info.addrs = f.order(info.svc, b.Addrs)
-		}
+		failed = err
+		var de *dialError
+		retry := errors.As(err, &de) && (body == nil || !body.read.Load() || req.GetBody != nil) && req.Context().Err() == nil
+		return retry, err
+	})
+	if err != nil {
+		return nil, err
 	}
-}
-
-// nextEndpoint is the endpoint to try after those in tried this round:
-// the first of info.addrs, then, after a failed connect, one not tried yet
-// from the endpoints as they are now, "" when none is left. The endpoints
-// are read again because they lag the pods: a deleted pod stays listed
-// until its EndpointSlice update arrives, and no longer accepts. By the
-// time a connect to it has failed the list has often caught up, so the
-// retry goes to a pod that is listed now rather than to another stale
-// entry, and a request fails only when no endpoint it could find accepts
-// it within the connect patience.
-func (f *forwarder) nextEndpoint(info *forwardInfo, tried map[string]bool) string {
-	if len(tried) == 0 {
-		if len(info.addrs) == 0 {
-			return ""
-		}
-		return info.addrs[0]
-	}
-	addrs := info.addrs
-	if b, err := f.eps.Lookup(info.svc, info.port); err == nil && len(b.Addrs) > 0 {
-		addrs = b.Addrs
-	}
-	for _, a := range addrs {
-		if !tried[a] {
-			return a
-		}
-	}
-	return ""
+	return resp, nil
 }
 
 // trackedBody records whether the transport started reading the body, and
@@ -301,11 +236,6 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err e
 func (f *forwarder) closeIdle() {
 	f.h1.CloseIdleConnections()
 	f.h2.CloseIdleConnections()
-}
-
-// httpError answers with a plain-text message prefixed by the component.
-func httpError(w http.ResponseWriter, code int, msg string) {
-	http.Error(w, "elasti-resolver: "+msg, code)
 }
 
 // logWriter sends httputil.ReverseProxy's own log lines to klog.

@@ -170,7 +170,7 @@ func TestForwardKeepsRequestIntact(t *testing.T) {
 		}
 	}
 	if e.op.posts.Load() != 0 {
-		t.Error("a request to a serving service notified the operator")
+		t.Error("a request to a serving service asked the operator for a wake")
 	}
 }
 
@@ -500,8 +500,8 @@ func TestOperatorDownThenBack(t *testing.T) {
 	if got := metricValue(t, e.r.metrics.Timeouts); got != 3 {
 		t.Errorf("timeout counter %v, want 3", got)
 	}
-	if got := metricValue(t, e.r.metrics.Notifications.WithLabelValues(OutcomeUnreachable)); got < 1 {
-		t.Errorf("unreachable notifications %v, want at least 1", got)
+	if got := metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeUnreachable)); got < 1 {
+		t.Errorf("unreachable wake requests %v, want at least 1", got)
 	}
 
 	// The operator comes back and scales the target up when told.
@@ -520,13 +520,13 @@ func TestOperatorDownThenBack(t *testing.T) {
 		t.Fatalf("after the operator came back: %d %q", resp.StatusCode, body)
 	}
 	// The hook scales up before the operator answers, so the request may be
-	// served before the notifier has counted the success.
-	eventually(t, 5*time.Second, "one successful notification", func() bool {
-		return metricValue(t, e.r.metrics.Notifications.WithLabelValues(OutcomeSuccess)) == 1
+	// served before the wake loop has counted the success.
+	eventually(t, 5*time.Second, "one successful wake request", func() bool {
+		return metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeSuccess)) == 1
 	})
 }
 
-func TestNotifierBacksOffAndStops(t *testing.T) {
+func TestWakeLoopBacksOffAndStops(t *testing.T) {
 	checkNoLeaks(t)
 	cfg := testConfig()
 	cfg.OperatorRetryInitial = 20 * time.Millisecond
@@ -555,8 +555,8 @@ func TestNotifierBacksOffAndStops(t *testing.T) {
 	if maxPosts := int64(3 + elapsed/(80*time.Millisecond)); posts < 4 || posts > maxPosts {
 		t.Errorf("%d POSTs in %v, want between 4 and %d", posts, elapsed, maxPosts)
 	}
-	if got := metricValue(t, e.r.metrics.Notifications.WithLabelValues(OutcomeRejected)); got != float64(posts) {
-		t.Errorf("rejected notifications %v, want %d", got, posts)
+	if got := metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeRejected)); got != float64(posts) {
+		t.Errorf("rejected wake requests %v, want %d", got, posts)
 	}
 
 	e.eps.Set(testSvc, "10.244.0.1:8080")
@@ -648,15 +648,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 	client := newClient(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	held := e.request(t, ctx, "GET", "/", nil)
-	go func() {
-		resp, err := client.Do(held)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	errc := doInBackground(client, e.request(t, ctx, "GET", "/", nil))
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
@@ -673,12 +665,8 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
 	})
 
-	done := make(chan string, 1)
 	next := e.request(t, context.Background(), "GET", "/next", nil)
-	go func() { done <- fetch(client, next) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
-	e.eps.Set(testSvc, "10.244.0.1:8080")
-	if got := <-done; got != "200 pod-a /next" {
+	if got := e.answerOnceHeld(t, client, next, "10.244.0.1:8080"); got != "200 pod-a /next" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -698,15 +686,7 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 	client := newClient(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	held := e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`))
-	go func() {
-		resp, err := client.Do(held)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	errc := doInBackground(client, e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`)))
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	// Let the handler reach its wait: the body has been sent and read.
 	time.Sleep(50 * time.Millisecond)
@@ -722,12 +702,8 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 	}
 
 	// A held body is forwarded intact once the service is ready.
-	done := make(chan string, 1)
 	next := e.request(t, context.Background(), "POST", "/next", strings.NewReader("payload"))
-	go func() { done <- fetch(client, next) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
-	e.eps.Set(testSvc, "10.244.0.1:8080")
-	if got := <-done; got != "200 got 7 bytes: payload" {
+	if got := e.answerOnceHeld(t, client, next, "10.244.0.1:8080"); got != "200 got 7 bytes: payload" {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -276,12 +276,7 @@ func TestATCPClientOutOfWakesIsClosed(t *testing.T) {
 		return pe.r.admit.admitted(ServiceRef{Namespace: "team", Name: "other"}) == 1
 	})
 
-	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := pe.dial(t)
 	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("read from a client out of wakes: %v, want the connection closed at once", err)
 	}

@@ -63,7 +63,7 @@ func writeTokenFile(t *testing.T, path, content string) {
 	}
 }
 
-func newTestNotifier(t *testing.T, url string, token TokenSource) (*operatorNotifier, *Metrics) {
+func newTestWakeClient(t *testing.T, url string, token TokenSource) (*wakeClient, *Metrics) {
 	t.Helper()
 	metrics, err := NewMetrics(nil)
 	if err != nil {
@@ -71,15 +71,15 @@ func newTestNotifier(t *testing.T, url string, token TokenSource) (*operatorNoti
 	}
 	cfg := testConfig()
 	cfg.OperatorURL = url
-	return newOperatorNotifier(cfg, nil, token, metrics), metrics
+	return newWakeClient(cfg, nil, token, metrics), metrics
 }
 
 // Without a token the POST is KubeElasti's, with no Authorization header.
-func TestNotifySendsNoTokenUnlessConfigured(t *testing.T) {
+func TestWakeSendsNoTokenUnlessConfigured(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	op := newTokenOperator(t, "")
-	n, _ := newTestNotifier(t, op.srv.URL, nil)
-	if outcome := n.notify(ctx, klog.FromContext(ctx), testSvc); outcome != OutcomeSuccess {
+	n, _ := newTestWakeClient(t, op.srv.URL, nil)
+	if outcome := n.wake(ctx, klog.FromContext(ctx), testSvc); outcome != OutcomeSuccess {
 		t.Fatalf("outcome %q, want %q", outcome, OutcomeSuccess)
 	}
 	if got := op.last(); got != "" {
@@ -90,7 +90,7 @@ func TestNotifySendsNoTokenUnlessConfigured(t *testing.T) {
 // With a token file the POST carries its first token, the operator's 401
 // is told apart from other refusals, and a rotated file is sent from the
 // next POST on.
-func TestNotifySendsTheTokenAndFollowsRotation(t *testing.T) {
+func TestWakeSendsTheTokenAndFollowsRotation(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	logger := klog.FromContext(ctx)
 	path := filepath.Join(t.TempDir(), "token")
@@ -100,9 +100,9 @@ func TestNotifySendsTheTokenAndFollowsRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := newTokenOperator(t, "token-one")
-	n, metrics := newTestNotifier(t, op.srv.URL, tokens)
+	n, metrics := newTestWakeClient(t, op.srv.URL, tokens)
 
-	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-one" {
+	if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-one" {
 		t.Fatalf("outcome %q with Authorization %q; want success with Bearer token-one", outcome, op.last())
 	}
 
@@ -111,38 +111,38 @@ func TestNotifySendsTheTokenAndFollowsRotation(t *testing.T) {
 	op.mu.Lock()
 	op.want = "token-two"
 	op.mu.Unlock()
-	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeUnauthorized {
+	if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeUnauthorized {
 		t.Fatalf("wrong token: outcome %q, want %q", outcome, OutcomeUnauthorized)
 	}
-	if got := testutil.ToFloat64(metrics.Notifications.WithLabelValues(OutcomeUnauthorized)); got != 1 {
-		t.Errorf("unauthorized notifications = %v, want 1", got)
+	if got := testutil.ToFloat64(metrics.WakeRequests.WithLabelValues(OutcomeUnauthorized)); got != 1 {
+		t.Errorf("unauthorized wake requests = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(metrics.Notifications.WithLabelValues(OutcomeRejected)); got != 0 {
+	if got := testutil.ToFloat64(metrics.WakeRequests.WithLabelValues(OutcomeRejected)); got != 0 {
 		t.Errorf("a 401 was counted as rejected too (%v)", got)
 	}
 
 	writeTokenFile(t, path, "token-two\ntoken-one\n")
-	if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-two" {
+	if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-two" {
 		t.Errorf("after rotation: outcome %q with Authorization %q; want success with Bearer token-two", outcome, op.last())
 	}
 }
 
 // An unreachable operator is logged at the default verbosity, so a held
 // request's wait is explained without -v, but at most once per
-// failureLogEvery: every held Service's notifier keeps retrying.
-func TestNotifyFailureLoggedOncePerInterval(t *testing.T) {
+// failureLogEvery: every held Service's wake loop keeps retrying.
+func TestWakeFailureLoggedOncePerInterval(t *testing.T) {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(0)))
 	ctx := klog.NewContext(context.Background(), logger)
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close() // refused from now on
-	n, _ := newTestNotifier(t, down.URL, nil)
+	n, _ := newTestWakeClient(t, down.URL, nil)
 	for range 3 {
-		if outcome := n.notify(ctx, logger, testSvc); outcome != OutcomeUnreachable {
+		if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeUnreachable {
 			t.Fatalf("outcome %q, want %q", outcome, OutcomeUnreachable)
 		}
 	}
 	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
-	if got := strings.Count(logs, "Notifying operator failed"); got != 1 {
+	if got := strings.Count(logs, "Wake request to the operator failed"); got != 1 {
 		t.Errorf("3 failures within %s logged %d times at -v=0, want once:\n%s", failureLogEvery, got, logs)
 	}
 }

@@ -1,0 +1,61 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// What the resolver answers itself, rather than a pod: every such answer
+// is plain text prefixed by the component.
+
+// httpError answers with a plain-text message prefixed by the component.
+func httpError(w http.ResponseWriter, code int, msg string) {
+	http.Error(w, "elasti-resolver: "+msg, code)
+}
+
+// writeRefusal answers a request admission refused: 429 for a client out
+// of wakes or over its share of the queue, 503 for a full queue or
+// budget, all with Retry-After.
+func (r *Resolver) writeRefusal(w http.ResponseWriter, svc ServiceRef, refused refusal) {
+	if refused.scope == ScopeSource {
+		w.Header().Set("Retry-After", retryAfterSeconds(refused.retryAfter))
+		httpError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has woken too many services lately; service %s is asleep, retry later", svc))
+		return
+	}
+	w.Header().Set("Retry-After", retryAfterSeconds(r.cfg.RetryAfter))
+	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
+	switch refused.scope {
+	case ScopeGlobal, ScopeBytes:
+		msg = "too many requests are waiting for services to start; retry later"
+	case ScopeClient:
+		code, msg = http.StatusTooManyRequests, fmt.Sprintf("this client has too many requests waiting for services to start; service %s is asleep, retry later", svc)
+	}
+	httpError(w, code, msg)
+}
+
+// lookupFailed answers a failed EndpointSource lookup: 404 for a Service
+// that does not exist, 502 otherwise.
+func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc ServiceRef, err error) {
+	if errors.Is(err, ErrServiceNotFound) {
+		logger.V(4).Info("Unknown service")
+		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s not found", svc))
+		return
+	}
+	logger.Error(err, "Looking up endpoints failed")
+	httpError(w, http.StatusBadGateway, fmt.Sprintf("cannot resolve service %s", svc))
+}
+
+// shutdownRetryAfter is the Retry-After of the 503 a held request gets
+// when its resolver shuts down.
+const shutdownRetryAfter = time.Second
+
+// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
+// up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
+}

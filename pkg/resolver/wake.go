@@ -1,0 +1,106 @@
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
+)
+
+// wakeClient asks the operator to wake a Service: it POSTs KubeElasti's
+// request to wakeapi.Path.
+type wakeClient struct {
+	client  *http.Client
+	url     string
+	timeout time.Duration
+	// token, when set, is sent with every wake request.
+	token   TokenSource
+	metrics *Metrics
+	// failureLog lets a failed wake request be logged at the default
+	// verbosity at most once per failureLogEvery.
+	failureLog rate.Sometimes
+}
+
+// failureLogEvery bounds how often a failed wake request is logged at the
+// default verbosity. While the operator is unreachable or refuses, the
+// wake loop of every held Service fails every few seconds; one line in this long
+// says that requests are held and why, the rest go to -v=2.
+const failureLogEvery = 10 * time.Second
+
+func newWakeClient(cfg Config, client *http.Client, token TokenSource, metrics *Metrics) *wakeClient {
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // never an HTTP proxy from the environment
+			DialContext:         (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	return &wakeClient{client: client, url: strings.TrimRight(cfg.OperatorURL, "/") + wakeapi.Path,
+		timeout: cfg.OperatorTimeout, token: token, metrics: metrics, failureLog: rate.Sometimes{Interval: failureLogEvery}}
+}
+
+// wake POSTs one wake request for svc and returns the outcome label. ctx
+// ends on shutdown.
+func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc ServiceRef) string {
+	outcome, err := c.post(ctx, svc)
+	if ctx.Err() != nil {
+		return outcome // shutting down: neither counted nor logged
+	}
+	c.metrics.WakeRequests.WithLabelValues(outcome).Inc()
+	switch {
+	case outcome == OutcomeUnauthorized:
+		// Nothing wakes until the tokens agree, so this is an error at any
+		// verbosity.
+		logger.Error(err, "The operator refused the wake token; check that --wake-token-file holds the same token on the resolver and the operator",
+			"tokenSent", c.token != nil)
+	case err != nil:
+		logged := false
+		c.failureLog.Do(func() {
+			logger.Info("Wake request to the operator failed; held requests wait until it accepts (further failures within this long are logged at -v=2)",
+				"outcome", outcome, "err", err, "within", failureLogEvery)
+			logged = true
+		})
+		if !logged {
+			logger.V(2).Info("Wake request to the operator failed", "outcome", outcome, "err", err)
+		}
+	default:
+		logger.V(4).Info("Operator accepted the wake request")
+	}
+	return outcome
+}
+
+func (c *wakeClient) post(ctx context.Context, svc ServiceRef) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(wakeapi.Encode(svc.Namespace, svc.Name)))
+	if err != nil {
+		return OutcomeUnreachable, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != nil {
+		wakeapi.SetBearer(req.Header, c.token.Current(ctx))
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return OutcomeUnreachable, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return OutcomeUnauthorized, fmt.Errorf("operator answered %s", resp.Status)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return OutcomeRejected, fmt.Errorf("operator answered %s", resp.Status)
+	}
+	return OutcomeSuccess, nil
+}
