@@ -245,6 +245,12 @@ func TestStatusEmptyAndMissing(t *testing.T) {
 	if code := f.run("status", "-n", "empty"); code != ExitOK || f.out.Len() != 0 || f.err.String() != "No resources found in empty namespace.\n" {
 		t.Errorf("exit %d, out %q, err %q", code, f.out.String(), f.err.String())
 	}
+	if code := f.run("status", "-A", "web", "db"); code != ExitOK || !hasRows(f.out.String(), "shop web", "other db") {
+		t.Errorf("-A by name: exit %d\n%s", code, f.out.String())
+	}
+	if code := f.run("status", "-A", "nope"); code != ExitError || f.err.String() != "error: elastiservice \"nope\" not found in any namespace\n" {
+		t.Errorf("exit %d, err %q", code, f.err.String())
+	}
 	if code := f.run("status", "nope"); code != ExitError || f.err.String() != "error: elastiservice \"nope\" not found in namespace \"shop\"\n" {
 		t.Errorf("exit %d, err %q", code, f.err.String())
 	}
@@ -446,4 +452,19 @@ func TestExplain(t *testing.T) {
 			t.Errorf("%s: a trigger header shown:\n%s", c.name, b.String())
 		}
 	}
+}
+
+// hasRows reports whether table has, in order, rows starting with each of
+// rows' fields.
+func hasRows(table string, rows ...string) bool {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != len(rows)+1 {
+		return false
+	}
+	for i, r := range rows {
+		if !strings.HasPrefix(strings.Join(strings.Fields(lines[i+1]), " "), r+" ") {
+			return false
+		}
+	}
+	return true
 }

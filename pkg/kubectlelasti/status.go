@@ -181,11 +181,16 @@ func (a *App) status(ctx context.Context, c *Clients, names []string, all bool, 
 	if len(names) > 0 {
 		var picked []elastiv1alpha1.ElastiService
 		for _, name := range names {
-			i := slices.IndexFunc(items, func(es elastiv1alpha1.ElastiService) bool { return es.Name == name })
-			if i < 0 {
+			// With -A, a name may be in several namespaces: all of them.
+			found := false
+			for _, es := range items {
+				if es.Name == name {
+					picked, found = append(picked, es), true
+				}
+			}
+			if !found {
 				return apiCall{kind: "elastiservice", name: name, namespace: ns}.explain(notFound(name))
 			}
-			picked = append(picked, items[i])
 		}
 		items = picked
 	}
