@@ -41,6 +41,9 @@ func Connect(f ConnFlags) (*Clients, error) {
 		return nil, fmt.Errorf("kubeconfig namespace: %w", err)
 	}
 	cfg.UserAgent = "kubectl-elasti/" + command.Version()
+	// Every call is a short read or write; none may hang a --wait past
+	// its --timeout for long.
+	cfg.Timeout = requestTimeout
 	clock := &serverClock{}
 	cfg.Wrap(clock.wrap)
 	c := &Clients{Namespace: ns, ServerNow: clock.Now}
@@ -55,6 +58,9 @@ func Connect(f ConnFlags) (*Clients, error) {
 	}
 	return c, nil
 }
+
+// requestTimeout bounds one API call.
+const requestTimeout = 30 * time.Second
 
 // serverClock estimates the apiserver's clock from the Date header of its
 // latest response. A sleep request is compared with times the operator

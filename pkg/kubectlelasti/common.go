@@ -59,44 +59,41 @@ func serverNow(c *Clients) time.Time {
 }
 
 // waitFor reads name until done says so, printing each new state it
-// reports, for at most timeout.
+// reports, for at most timeout. The reads run under ctx, not the timeout:
+// a read cut short by the deadline would report the cut instead of what
+// the wait saw last.
 func (a *App) waitFor(ctx context.Context, c *Clients, name string, timeout time.Duration, goal string,
 	done func(es *elastiv1alpha1.ElastiService, replicas int32) (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	direct := scaletarget.NewDirect(c.Kube, c.Dynamic)
 	start := a.Now()
 	last := ""
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	ticker := time.NewTicker(a.PollInterval)
 	defer ticker.Stop()
 	for {
 		es, err := getElastiService(ctx, c, name)
-		if err != nil && ctx.Err() == nil {
+		if err != nil {
 			return err
 		}
-		if err == nil {
-			replicas, rerr := targetReplicas(ctx, direct, scaletarget.RefFor(es))
-			if rerr != nil && ctx.Err() == nil {
-				return rerr
-			}
-			if rerr == nil {
-				ok, state := done(es, replicas)
-				if state != last {
-					fmt.Fprintf(a.Out, "  %s: %s\n", elapsed(a.Now().Sub(start)), state)
-					last = state
-				}
-				if ok {
-					return nil
-				}
-			}
+		replicas, err := targetReplicas(ctx, direct, scaletarget.RefFor(es))
+		if err != nil {
+			return err
+		}
+		ok, state := done(es, replicas)
+		if state != last {
+			fmt.Fprintf(a.Out, "  %s: %s\n", elapsed(a.Now().Sub(start)), state)
+			last = state
+		}
+		if ok {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("timed out after %s waiting for elastiservice %q to %s (last seen: %s); see kubectl elasti explain %s -n %s",
-					timeout, name, goal, orNone(last), name, c.Namespace)
-			}
 			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("timed out after %s waiting for elastiservice %q to %s (last seen: %s); see kubectl elasti explain %s -n %s",
+				timeout, name, goal, last, name, c.Namespace)
 		case <-ticker.C:
 		}
 	}
