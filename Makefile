@@ -50,7 +50,7 @@ PLAIN_HTTP ?=
 
 all: build
 
-build: ## Compile everything; the commands, built as the Dockerfile builds them, land in ./bin
+build: ## Compile everything; the commands, built as the Dockerfile builds them, land in ./bin: elasti-operator, elasti-resolver and the kubectl plugin kubectl-elasti
 	$(GO_BUILD_ENV) $(GO) build -trimpath ./...
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
 

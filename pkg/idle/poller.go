@@ -234,6 +234,9 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if state.Replicas == 0 {
 		return OutcomeAlreadyZero, ""
 	}
+	if outcome, requested := p.sleepOnRequest(ctx, es, ref, now); requested {
+		return outcome, ""
+	}
 	cooldown := time.Duration(es.Spec.CooldownPeriod) * time.Second
 	if now.Sub(es.CreationTimestamp.Time) < cooldown {
 		return OutcomeCooldown, ""

@@ -379,7 +379,9 @@ func protobuf(cfg *rest.Config) *rest.Config {
 //     addressType, and each endpoint's addresses, conditions and targetRef
 //     (servingEndpoints, endpointKey, podStays).
 //   - ElastiServices: everything but annotations (status writes ignore
-//     metadata; the spec is validated whole, the status compared whole).
+//     metadata; the spec is validated whole, the status compared whole),
+//     save the sleep request the idle poller honours
+//     (AnnotationSleepRequestedAt).
 //
 // The resolver's own slices are cached by a separate informer with
 // keepForCache: resolverEndpoints copies their ports, nodeName and zone.
@@ -412,7 +414,8 @@ func trimForCache(obj any) (any, error) {
 		}
 		return &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: o.AddressType, Endpoints: o.Endpoints}, nil
 	case *elastiv1alpha1.ElastiService:
-		o.ManagedFields, o.Annotations = nil, nil
+		o.ManagedFields = nil
+		o.Annotations = keepLabels(o.Annotations, elastiv1alpha1.AnnotationSleepRequestedAt)
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}

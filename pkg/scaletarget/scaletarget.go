@@ -226,19 +226,24 @@ func (s *Scaler) rolloutPodLabels(obj *unstructured.Unstructured) map[string]str
 
 // Scale sets the target's replicas through its scale subresource.
 func (s *Scaler) Scale(ctx context.Context, ref Ref, replicas int32) error {
+	if ref.Kind == elastiv1alpha1.KindRollout && (s.rollouts == nil || !s.rollouts.Available()) {
+		return ErrRolloutsUnavailable
+	}
+	return patchScale(ctx, s.kube, s.dynamic, ref, replicas)
+}
+
+// patchScale writes ref's scale subresource.
+func patchScale(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ref Ref, replicas int32) error {
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
 	opts := metav1.PatchOptions{}
 	var err error
 	switch ref.Kind {
 	case elastiv1alpha1.KindDeployment:
-		_, err = s.kube.AppsV1().Deployments(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
+		_, err = kube.AppsV1().Deployments(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
 	case elastiv1alpha1.KindStatefulSet:
-		_, err = s.kube.AppsV1().StatefulSets(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
+		_, err = kube.AppsV1().StatefulSets(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
 	case elastiv1alpha1.KindRollout:
-		if s.rollouts == nil || !s.rollouts.Available() {
-			return ErrRolloutsUnavailable
-		}
-		_, err = s.dynamic.Resource(RolloutGVR).Namespace(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
+		_, err = dyn.Resource(RolloutGVR).Namespace(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, opts, "scale")
 	default:
 		return fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
 	}

@@ -29,6 +29,10 @@ var root = filepath.Join("..", "..")
 // elastiImage prefixes the names of elasti's own images.
 const elastiImage = "ghcr.io/elasti-dev/elasti-"
 
+// clientCommands are the commands under cmd/ that run on a user's machine,
+// not in the cluster: make build builds them, and they have no image.
+var clientCommands = []string{"kubectl-elasti"}
+
 // releaseVersion is what hack/set-image-tag.sh accepts as a tag.
 var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z][0-9A-Za-z.-]*)?$`)
 
@@ -900,7 +904,7 @@ func imageSpecProblems(dir, dockerfile string) []string {
 		return append(problems, err.Error())
 	}
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !slices.Contains(clientCommands, e.Name()) {
 			cmds = append(cmds, e.Name())
 		}
 	}
