@@ -69,7 +69,10 @@ func testBed(t testing.TB) *bed {
 }
 
 func startBed(t testing.TB) (b *bed, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// The bed may first wait up to 30 minutes for the pod network, which
+	// another package's suite holds under make test's -p 2 (podnet's lock
+	// wait), and then starts in a few minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	c := clustertest.Get(t)
 	root, err := localcluster.RepoRoot()
@@ -77,7 +80,9 @@ func startBed(t testing.TB) (b *bed, err error) {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[realnode-e2e] "+format+"\n", args...) }
-	b = &bed{cluster: c, kube: kubernetes.NewForConfigOrDie(c.RESTConfig()), images: map[string]realnode.Image{}}
+	// stopBed holds the bed it stops: a failure below returns a nil b.
+	started := &bed{cluster: c, kube: kubernetes.NewForConfigOrDie(c.RESTConfig()), images: map[string]realnode.Image{}}
+	b = started
 	dir, err := os.MkdirTemp("", "elasti-realnode-images-")
 	if err != nil {
 		return nil, err
@@ -85,11 +90,11 @@ func startBed(t testing.TB) (b *bed, err error) {
 	var stopOnce sync.Once
 	stopBed = func() {
 		stopOnce.Do(func() {
-			if b.node != nil {
-				b.node.Stop()
+			if started.node != nil {
+				started.node.Stop()
 			}
-			if b.net != nil {
-				b.net.Close()
+			if started.net != nil {
+				started.net.Close()
 			}
 			os.RemoveAll(dir)
 		})
