@@ -35,17 +35,20 @@ const (
 //     lastScaledDownTime is set (ElastiServiceStatus.Asleep). targetReplicas
 //     is written only here, in the same write, so no other writer (the
 //     wake's merge patch of lastScaledUpTime) can close or open one.
-//   - A sleep ends when a sync sees replicas above zero: wakes and
-//     timeAsleep count it and lastColdStart is cleared, which marks the cold
-//     start as under way.
-//   - The cold start ends at the first sync that serves (a Ready pod takes
-//     the traffic) while lastColdStart is clear after a wake: lastColdStart
-//     = now - lastScaledUpTime.
+//   - A sleep ends when a sync sees replicas above zero and a Ready pod
+//     serving: wakes and timeAsleep count it, up to the scale-up
+//     (lastScaledUpTime, which the wake records), and lastColdStart is
+//     cleared, which marks the cold start as under way.
+//   - The cold start ends at the first sync that serves while
+//     lastColdStart is clear after a wake: lastColdStart = now -
+//     lastScaledUpTime: the same write as the wake. A scale-up recorded
+//     by one operator and served under the next is measured from the
+//     recorded lastScaledUpTime.
 //
 // It rides on the sync's own status write (writeStatus): a sleep coincides
-// with the switch to proxy and a cold start's end with the switch to serve,
-// which write anyway; only the wake itself, a replica change under proxy,
-// adds a write, once per wake.
+// with the switch to proxy and a wake with the switch to serve, which
+// write anyway. Only a change of the replicas of a target that is up (an
+// HPA's) adds a write, one per change.
 
 // targetObservation is what a sync saw of its ElastiService's target. It
 // travels in the sync's context from reconcile to writeStatus, so the
@@ -107,6 +110,15 @@ func (c *Controller) recordSleepAndWake(es *elastiv1alpha1.ElastiService, events
 func advanceSleepWake(next *elastiv1alpha1.ElastiServiceStatus, obs targetObservation, now time.Time) []statusEvent {
 	var events []statusEvent
 	wasAsleep := next.Asleep()
+	serving := next.Mode == elastiv1alpha1.ModeServe
+	if wasAsleep && obs.replicas > 0 && !serving {
+		// Scaled up, no pod Ready yet: the wake is written with its first
+		// Ready pod, in the switch to serve that writes anyway, so a
+		// fleet-wide wake costs no status write more than before. A
+		// scale-up that goes back to zero before any pod is Ready is no
+		// wake: the sleep goes on.
+		return nil
+	}
 	before := next.TargetReplicas
 	next.TargetReplicas = obs.replicas
 	switch {
@@ -141,9 +153,9 @@ func advanceSleepWake(next *elastiv1alpha1.ElastiServiceStatus, obs targetObserv
 			// will (its writer died): the cold start needs its start.
 			next.LastScaledUpTime = ptrTime(at)
 		}
-		next.LastColdStart = nil // under way
+		next.LastColdStart = nil // measured below
 	}
-	if next.Mode == elastiv1alpha1.ModeServe && obs.replicas > 0 && coldStartUnderWay(next) {
+	if serving && obs.replicas > 0 && coldStartUnderWay(next) {
 		start := next.LastScaledUpTime.Time
 		if w := obs.wokenAt; !w.Before(start) && w.Sub(start) < time.Second && !w.After(now) {
 			start = w // the same wake, to the nanosecond

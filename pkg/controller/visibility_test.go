@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
@@ -44,12 +45,13 @@ func TestSleepAndWakeBookkeeping(t *testing.T) {
 	serve, proxy := elastiv1alpha1.ModeServe, elastiv1alpha1.ModeProxy
 	s := &elastiv1alpha1.ElastiServiceStatus{}
 	events := runSteps(t, s,
-		step{at: 0, mode: serve, replicas: 2},                              // adopted, serving
-		step{at: 10 * time.Minute, mode: proxy, replicas: 0},               // scaled to zero
-		step{at: 11 * time.Minute, mode: proxy, replicas: 0},               // nothing new
-		step{at: 70 * time.Minute, mode: proxy, replicas: 2},               // scaled up, no pod ready
-		step{at: 70*time.Minute + 3*time.Second, mode: serve, replicas: 2}, // first pod ready
-		step{at: 80 * time.Minute, mode: serve, replicas: 3},               // an HPA adds one
+		step{at: 0, mode: serve, replicas: 2},                // adopted, serving
+		step{at: 10 * time.Minute, mode: proxy, replicas: 0}, // scaled to zero
+		step{at: 11 * time.Minute, mode: proxy, replicas: 0}, // nothing new
+		step{at: 70 * time.Minute, mode: proxy, replicas: 2}, // scaled up, no pod ready: written with the first
+		step{at: 70*time.Minute + 3*time.Second, mode: serve, replicas: 2, // first pod ready
+			memory: targetObservation{wokenAt: t0.Add(70 * time.Minute)}},
+		step{at: 80 * time.Minute, mode: serve, replicas: 3}, // an HPA adds one
 	)
 	if len(events[0]) != 0 {
 		t.Errorf("adoption recorded %v; want nothing", events[0])
@@ -114,7 +116,7 @@ func TestWakeTimesComeFromTheWakeNotTheSync(t *testing.T) {
 				t.Fatalf("lastScaledDownTime = %v, want %v from memory", s.LastScaledDownTime, down)
 			}
 			s.LastScaledUpTime = tc.status
-			runSteps(t, s, step{at: 46 * time.Minute, mode: proxy, replicas: 1, memory: targetObservation{wokenAt: tc.memory}})
+			runSteps(t, s, step{at: 46 * time.Minute, mode: serve, replicas: 1, memory: targetObservation{wokenAt: tc.memory}})
 			if got := s.TimeAsleep.Duration; got != tc.want.Sub(down) {
 				t.Errorf("timeAsleep = %v, want %v", got, tc.want.Sub(down))
 			}
@@ -125,27 +127,29 @@ func TestWakeTimesComeFromTheWakeNotTheSync(t *testing.T) {
 	}
 }
 
-// A target that goes back to zero before any pod was ready counts its wake
-// and sleep, but no cold start; the next wake's is measured from its own
-// scale-up.
-func TestWakeThatNeverGotReady(t *testing.T) {
+// A scale-up that goes back to zero before any pod was Ready is no wake:
+// the sleep goes on, with no event and no status write, until a wake
+// serves.
+func TestScaleUpThatNeverGotReadyIsNoWake(t *testing.T) {
 	serve, proxy := elastiv1alpha1.ModeServe, elastiv1alpha1.ModeProxy
 	s := &elastiv1alpha1.ElastiServiceStatus{}
+	runSteps(t, s, step{at: 0, mode: proxy, replicas: 0}) // adopted asleep
+	adopted := s.DeepCopy()
 	events := runSteps(t, s,
-		step{at: 0, mode: proxy, replicas: 0},             // adopted asleep
-		step{at: time.Hour, mode: proxy, replicas: 1},     // woke
+		step{at: time.Hour, mode: proxy, replicas: 1},     // scaled up
 		step{at: 2 * time.Hour, mode: proxy, replicas: 0}, // back to zero, never ready
-		step{at: 3 * time.Hour, mode: proxy, replicas: 1}, // woke again
-		step{at: 3*time.Hour + time.Second, mode: serve, replicas: 1},
+		step{at: 3 * time.Hour, mode: proxy, replicas: 1}, // scaled up again
 	)
-	if fmt.Sprint(events[0], events[1]) != "[] []" {
-		t.Errorf("adopting a sleeping target and waking it recorded %v %v", events[0], events[1])
+	if fmt.Sprint(events) != "[[] [] []]" || !equality.Semantic.DeepEqual(s, adopted) {
+		t.Errorf("scale-ups without a Ready pod recorded %v and changed status to %+v", events, s)
 	}
-	if len(events[2]) != 1 || !strings.Contains(events[2][0], "after 1h0m0s awake") {
-		t.Errorf("the second sleep recorded %v", events[2])
+	events = runSteps(t, s, step{at: 3*time.Hour + time.Second, mode: serve, replicas: 1,
+		memory: targetObservation{wokenAt: t0.Add(3 * time.Hour)}})
+	if len(events[0]) != 1 || !strings.Contains(events[0][0], "3h0m0s asleep") {
+		t.Errorf("the wake recorded %v", events[0])
 	}
-	if s.Wakes != 2 || s.TimeAsleep.Duration != 2*time.Hour || s.LastColdStart.Duration != time.Second || len(s.RecentColdStarts) != 1 {
-		t.Errorf("wakes %d timeAsleep %v lastColdStart %v recent %v; want 2, 2h, 1s, one", s.Wakes, s.TimeAsleep, s.LastColdStart, s.RecentColdStarts)
+	if s.Wakes != 1 || s.TimeAsleep.Duration != 3*time.Hour || s.LastColdStart.Duration != time.Second || len(s.RecentColdStarts) != 1 {
+		t.Errorf("wakes %d timeAsleep %v lastColdStart %v recent %v; want 1, 3h, 1s, one", s.Wakes, s.TimeAsleep, s.LastColdStart, s.RecentColdStarts)
 	}
 }
 
@@ -158,7 +162,8 @@ func TestRecentColdStartsKeepTheLatestSixteen(t *testing.T) {
 		steps = append(steps,
 			step{at: base, mode: proxy, replicas: 0},
 			step{at: base + time.Minute, mode: proxy, replicas: 1},
-			step{at: base + time.Minute + time.Duration(i+1)*time.Second, mode: serve, replicas: 1})
+			step{at: base + time.Minute + time.Duration(i+1)*time.Second, mode: serve, replicas: 1,
+				memory: targetObservation{wokenAt: t0.Add(base + time.Minute)}})
 	}
 	runSteps(t, s, steps...)
 	if s.Wakes != 20 || len(s.RecentColdStarts) != elastiv1alpha1.MaxRecentColdStarts {
@@ -192,13 +197,13 @@ func TestSleepAndWakeSpanRestarts(t *testing.T) {
 
 	scaleUp(f, "web", 2)
 	woke := f.clock.Now()
-	f = f.converged(key) // ...another restart, it is woken, no pod ready yet...
-	es = f.elastiService("web")
-	if es.Status.Wakes != 1 || es.Status.TimeAsleep == nil || es.Status.TimeAsleep.Duration != woke.Sub(slept) ||
-		es.Status.LastColdStart != nil || es.Status.TargetReplicas != 2 {
-		t.Fatalf("after the scale-up: wakes %d timeAsleep %v lastColdStart %v targetReplicas %d",
-			es.Status.Wakes, es.Status.TimeAsleep, es.Status.LastColdStart, es.Status.TargetReplicas)
+	f = f.converged(key) // ...another restart, it is scaled up, no pod ready yet: nothing to write...
+	if got := f.elastiService("web"); !equality.Semantic.DeepEqual(got.Status, es.Status) {
+		t.Errorf("a scale-up without a Ready pod wrote status: %+v", got.Status)
 	}
+	// ...but the wake recorded its time, as idle.Wakes does.
+	es = f.elastiService("web")
+	es.Status.LastScaledUpTime = ptrTime(woke)
 
 	f.endpointSlices = append(f.endpointSlices, targetSlice("web", ep("10.1.0.1", ptr.To(true), false)))
 	ready := f.clock.Now()
@@ -219,10 +224,14 @@ func TestSleepAndWakeSpanRestarts(t *testing.T) {
 	if updated == nil {
 		t.Fatal("no status write for the first ready pod")
 	}
-	// ...and a third operator sees its first pod ready: the cold start runs
-	// from the scale-up the second one recorded.
-	if got := updated.Status.LastColdStart; updated.Status.Mode != elastiv1alpha1.ModeServe || got == nil || got.Duration != ready.Sub(woke) {
-		t.Errorf("first ready pod: mode %s lastColdStart %v; want serve and %v", updated.Status.Mode, got, ready.Sub(woke))
+	// ...and a third operator sees its first pod ready: the sleep ends and
+	// the cold start begins at the scale-up recorded under the second.
+	st := updated.Status
+	if got := st.LastColdStart; st.Mode != elastiv1alpha1.ModeServe || got == nil || got.Duration != ready.Sub(woke) {
+		t.Errorf("first ready pod: mode %s lastColdStart %v; want serve and %v", st.Mode, got, ready.Sub(woke))
+	}
+	if st.Wakes != 1 || st.TimeAsleep == nil || st.TimeAsleep.Duration != woke.Sub(slept) || st.TargetReplicas != 2 {
+		t.Errorf("after the wake: wakes %d timeAsleep %v targetReplicas %d; want 1, %v, 2", st.Wakes, st.TimeAsleep, st.TargetReplicas, woke.Sub(slept))
 	}
 	var reasons []string
 	for len(f.recorder.Events) > 0 {

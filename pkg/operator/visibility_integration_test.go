@@ -92,9 +92,14 @@ func TestSleepAndWakeAreVisible(t *testing.T) {
 	if st.TargetReplicas != 2 {
 		t.Errorf("targetReplicas = %d, want minTargetReplicas 2", st.TargetReplicas)
 	}
-	ok, msg := e.HasEvent("web", controller.ReasonWoke)
-	if !ok || !strings.Contains(msg, "asleep") || !strings.Contains(msg, "cold start") {
-		t.Errorf("Woke event: %v %q, want one saying how long it slept and the cold start", ok, msg)
+	var woke string
+	e.Eventually("a Woke event", func() (bool, string) {
+		var ok bool
+		ok, woke = e.HasEvent("web", controller.ReasonWoke)
+		return ok, woke
+	})
+	if !strings.Contains(woke, "asleep") || !strings.Contains(woke, "cold start") {
+		t.Errorf("Woke event %q, want it to say how long the target slept and the cold start", woke)
 	}
 
 	// kubectl get elastiservices: the server's Table has the columns filled.
