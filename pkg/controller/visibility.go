@@ -27,23 +27,20 @@ const (
 
 // The sleep and wake bookkeeping in status (lastScaledDownTime, wakes,
 // timeAsleep, lastScaledUpTime, lastColdStart, recentColdStarts,
-// targetReplicas) is derived from status and the target's replicas alone,
-// never from memory, so a sleep or a cold start that spans an operator
-// restart or a leader change is still counted once:
+// targetReplicas) is derived from status and the target's replicas; memory
+// only makes its times precise. So a sleep or a cold start that spans an
+// operator restart or a leader change is still counted, and counted once:
 //
 //   - A sleep is open while status.targetReplicas is 0 and
 //     lastScaledDownTime is set (ElastiServiceStatus.Asleep). targetReplicas
 //     is written only here, in the same write, so no other writer (the
 //     wake's merge patch of lastScaledUpTime) can close or open one.
 //   - A sleep ends when a sync sees replicas above zero and a Ready pod
-//     serving: wakes and timeAsleep count it, up to the scale-up
-//     (lastScaledUpTime, which the wake records), and lastColdStart is
-//     cleared, which marks the cold start as under way.
-//   - The cold start ends at the first sync that serves while
-//     lastColdStart is clear after a wake: lastColdStart = now -
-//     lastScaledUpTime: the same write as the wake. A scale-up recorded
-//     by one operator and served under the next is measured from the
-//     recorded lastScaledUpTime.
+//     serving: wakes and timeAsleep count it up to the scale-up
+//     (lastScaledUpTime, which the wake records), and lastColdStart is the
+//     time from that scale-up to now, in the same write. A scale-up
+//     recorded under one operator and served under the next is measured
+//     from the recorded lastScaledUpTime.
 //
 // It rides on the sync's own status write (writeStatus): a sleep coincides
 // with the switch to proxy and a wake with the switch to serve, which
@@ -184,8 +181,8 @@ func wokeAt(s *elastiv1alpha1.ElastiServiceStatus, obs targetObservation, down, 
 	return now
 }
 
-// coldStartUnderWay reports whether a wake was counted and its first Ready
-// pod not yet: lastColdStart is cleared at each wake.
+// coldStartUnderWay reports whether a wake was counted and its cold start
+// not yet measured: a wake clears lastColdStart.
 func coldStartUnderWay(s *elastiv1alpha1.ElastiServiceStatus) bool {
 	return s.Wakes > 0 && s.LastColdStart == nil && s.LastScaledUpTime != nil && s.LastScaledDownTime != nil
 }
