@@ -83,6 +83,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 			meta.SetStatusCondition(&next.Conditions, cond)
 		}
 	}
+	events := c.trackSleepAndWake(ctx, next)
 	if equality.Semantic.DeepEqual(&es.Status, next) {
 		return nil
 	}
@@ -97,6 +98,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	if mode != "" && es.Status.Mode != mode {
 		c.recordModeSwitch(ctx, es, mode)
 	}
+	c.recordSleepAndWake(es, events)
 	return nil
 }
 

@@ -145,6 +145,8 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		}
 	}
 
+	ctx = c.observeTarget(ctx, es, state.Replicas)
+
 	// Serve needs a pod that can take traffic now. Proxy starts as soon as
 	// the target is scaled to zero, before the cluster has removed the
 	// terminating pods' endpoints, so the resolver is in front before the

@@ -357,7 +357,8 @@ func TestSyncServeDeletesStaleResolverSlice(t *testing.T) {
 
 	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
 	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, f.clock.Now())))
-	f.expectEvents("Normal " + ReasonSwitchedToServe)
+	// The target was at zero and serves again: a wake (visibility.go).
+	f.expectEvents("Normal "+ReasonSwitchedToServe, "Normal "+ReasonWoke)
 
 	wantNoError(t, f.run(keyOf(es)))
 }

@@ -221,6 +221,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 			},
 		})
 	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
+	esLister := o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister()
+	o.Metrics.RegisterSleepTotals(func() ([]*elastiv1alpha1.ElastiService, error) { return esLister.List(labels.Everything()) }, o.Leading)
 	return o, nil
 }
 

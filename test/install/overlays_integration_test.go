@@ -928,6 +928,13 @@ func checkDashboard(t *testing.T, data []byte) {
 		"sum by (protocol) (rate(elasti_resolver_wake_rate_limited_total[5m]))",
 		"rate(elasti_resolver_pod_connect_failures_total[5m])",
 		"sum by (outcome) (rate(elasti_resolver_spliced_connections_total[5m]))",
+		// The sleep and savings row (#24): fleet totals without labels.
+		"sum(elasti_operator_asleep_targets)",
+		"sum(rate(elasti_operator_saved_pod_seconds_total[5m]))",
+		"sum(increase(elasti_operator_saved_pod_seconds_total[24h])) / 3600",
+		"sum(rate(elasti_operator_asleep_seconds_total[5m]))",
+		"sum(increase(elasti_operator_wakes_total[24h]))",
+		"elasti_operator_scale_up_to_ready_seconds_bucket",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no dashboard query contains %s", want)
