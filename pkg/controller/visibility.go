@@ -116,8 +116,8 @@ func advanceSleepWake(next *elastiv1alpha1.ElastiServiceStatus, obs targetObserv
 		// wake: the sleep goes on.
 		return nil
 	}
-	before := next.TargetReplicas
-	next.TargetReplicas = obs.replicas
+	before := next.Replicas()
+	next.TargetReplicas = &obs.replicas
 	switch {
 	case obs.replicas == 0 && !wasAsleep:
 		at := now

@@ -82,8 +82,8 @@ func TestSleepAndWakeBookkeeping(t *testing.T) {
 		!slices.Equal(s.RecentColdStarts, []metav1.Duration{{Duration: 3 * time.Second}}) {
 		t.Errorf("lastColdStart %v recentColdStarts %v, want 3s", s.LastColdStart, s.RecentColdStarts)
 	}
-	if s.TargetReplicas != 3 {
-		t.Errorf("targetReplicas = %d, want the 3 last seen", s.TargetReplicas)
+	if s.Replicas() != 3 {
+		t.Errorf("targetReplicas = %d, want the 3 last seen", s.Replicas())
 	}
 	if s.Asleep() || s.AsleepFor(t0.Add(100*time.Hour)) != time.Hour {
 		t.Errorf("awake target: Asleep %v, AsleepFor %v; want false and the ended sleep's hour", s.Asleep(), s.AsleepFor(t0.Add(100*time.Hour)))
@@ -191,8 +191,8 @@ func TestSleepAndWakeSpanRestarts(t *testing.T) {
 	f = f.converged(key) // a restart later, it sleeps...
 	es := f.elastiService("web")
 	if es.Status.Mode != elastiv1alpha1.ModeProxy || es.Status.LastScaledDownTime == nil ||
-		!es.Status.LastScaledDownTime.Time.Equal(slept) || es.Status.TargetReplicas != 0 {
-		t.Fatalf("after the scale to zero: %s lastScaledDownTime %v targetReplicas %d", es.Status.Mode, es.Status.LastScaledDownTime, es.Status.TargetReplicas)
+		!es.Status.LastScaledDownTime.Time.Equal(slept) || es.Status.Replicas() != 0 {
+		t.Fatalf("after the scale to zero: %s lastScaledDownTime %v targetReplicas %d", es.Status.Mode, es.Status.LastScaledDownTime, es.Status.Replicas())
 	}
 
 	scaleUp(f, "web", 2)
@@ -230,8 +230,8 @@ func TestSleepAndWakeSpanRestarts(t *testing.T) {
 	if got := st.LastColdStart; st.Mode != elastiv1alpha1.ModeServe || got == nil || got.Duration != ready.Sub(woke) {
 		t.Errorf("first ready pod: mode %s lastColdStart %v; want serve and %v", st.Mode, got, ready.Sub(woke))
 	}
-	if st.Wakes != 1 || st.TimeAsleep == nil || st.TimeAsleep.Duration != woke.Sub(slept) || st.TargetReplicas != 2 {
-		t.Errorf("after the wake: wakes %d timeAsleep %v targetReplicas %d; want 1, %v, 2", st.Wakes, st.TimeAsleep, st.TargetReplicas, woke.Sub(slept))
+	if st.Wakes != 1 || st.TimeAsleep == nil || st.TimeAsleep.Duration != woke.Sub(slept) || st.Replicas() != 2 {
+		t.Errorf("after the wake: wakes %d timeAsleep %v targetReplicas %d; want 1, %v, 2", st.Wakes, st.TimeAsleep, st.Replicas(), woke.Sub(slept))
 	}
 	var reasons []string
 	for len(f.recorder.Events) > 0 {

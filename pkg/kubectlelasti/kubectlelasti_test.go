@@ -1,6 +1,8 @@
 package kubectlelasti
 
 import (
+	"k8s.io/utils/ptr"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -51,7 +53,7 @@ func elastiService(ns, name string, mutate func(*elastiv1alpha1.ElastiService)) 
 			Triggers:          []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: []byte(`{"query":"sum(rate(x[1m]))","threshold":"0.5","headers":{"Authorization":"secret"}}`)}},
 		},
 		Status: elastiv1alpha1.ElastiServiceStatus{
-			Mode: elastiv1alpha1.ModeServe, TargetReplicas: 2,
+			Mode: elastiv1alpha1.ModeServe, TargetReplicas: ptr.To[int32](2),
 			Conditions: []metav1.Condition{readyCondition(metav1.ConditionTrue, "Reconciled")},
 		},
 	}
@@ -156,13 +158,13 @@ func TestTimeAsleep(t *testing.T) {
 		want time.Duration
 		ok   bool
 	}{
-		{"never slept", elastiv1alpha1.ElastiServiceStatus{Mode: "serve", TargetReplicas: 2}, 0, false},
-		{"ended sleeps only while awake", elastiv1alpha1.ElastiServiceStatus{Mode: "serve", TargetReplicas: 2,
+		{"never slept", elastiv1alpha1.ElastiServiceStatus{Mode: "serve", TargetReplicas: ptr.To[int32](2)}, 0, false},
+		{"ended sleeps only while awake", elastiv1alpha1.ElastiServiceStatus{Mode: "serve", TargetReplicas: ptr.To[int32](2),
 			TimeAsleep: dur(time.Hour), LastScaledDownTime: at(3 * time.Hour)}, time.Hour, true},
-		{"asleep now adds the current sleep", elastiv1alpha1.ElastiServiceStatus{Mode: "proxy", TargetReplicas: 0,
+		{"asleep now adds the current sleep", elastiv1alpha1.ElastiServiceStatus{Mode: "proxy", TargetReplicas: ptr.To[int32](0),
 			TimeAsleep: dur(time.Hour), LastScaledDownTime: at(30 * time.Minute)}, 90 * time.Minute, true},
 		{"first sleep, still asleep", elastiv1alpha1.ElastiServiceStatus{Mode: "proxy", LastScaledDownTime: at(time.Minute)}, time.Minute, true},
-		{"waking: proxy with replicas is not asleep", elastiv1alpha1.ElastiServiceStatus{Mode: "proxy", TargetReplicas: 1,
+		{"waking: proxy with replicas is not asleep", elastiv1alpha1.ElastiServiceStatus{Mode: "proxy", TargetReplicas: ptr.To[int32](1),
 			TimeAsleep: dur(time.Hour), LastScaledDownTime: at(30 * time.Minute)}, time.Hour, true},
 	} {
 		if got, ok := TimeAsleep(c.st, now); got != c.want || ok != c.ok {
@@ -181,7 +183,7 @@ func statusFixture(t *testing.T) *fixture {
 			es.Status.TimeAsleep = dur(2 * time.Hour)
 		}),
 		elastiService("shop", "api", func(es *elastiv1alpha1.ElastiService) {
-			es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, 0
+			es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, ptr.To[int32](0)
 			es.Status.LastScaledDownTime = at(3 * time.Hour)
 		}),
 		elastiService("shop", "new", func(es *elastiv1alpha1.ElastiService) { es.Status = elastiv1alpha1.ElastiServiceStatus{} }),
@@ -311,7 +313,7 @@ func TestForbiddenNamesTheVerbAndResource(t *testing.T) {
 
 func TestWakeScalesUpAndWithdrawsAPendingSleep(t *testing.T) {
 	f := newFixture(t, elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
-		es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, 0
+		es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, ptr.To[int32](0)
 		es.Status.LastScaledUpTime = at(time.Hour)
 		es.Annotations = map[string]string{elastiv1alpha1.AnnotationSleepRequestedAt: now.Add(-time.Minute).Format(time.RFC3339)}
 	}))
@@ -345,7 +347,7 @@ func TestWakeScalesUpAndWithdrawsAPendingSleep(t *testing.T) {
 // state once.
 func TestWakeWaitsForServe(t *testing.T) {
 	f := newFixture(t, elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
-		es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, 0
+		es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, ptr.To[int32](0)
 	}))
 	f.replicas["web"] = 0
 	gets := 0

@@ -94,7 +94,7 @@ func Summarize(es *elastiv1alpha1.ElastiService, now time.Time) Summary {
 	s := Summary{
 		Namespace: es.Namespace, Name: es.Name, Service: es.Spec.Service,
 		Target: target.Kind + "/" + target.Name,
-		Mode:   st.Mode, TargetReplicas: st.TargetReplicas, Asleep: asleep(st),
+		Mode:   st.Mode, TargetReplicas: st.Replicas(), Asleep: st.Asleep(),
 		LastWake: st.LastScaledUpTime, LastSleep: st.LastScaledDownTime, Wakes: st.Wakes,
 		LastColdStart: st.LastColdStart,
 	}
@@ -111,11 +111,6 @@ func Summarize(es *elastiv1alpha1.ElastiService, now time.Time) Summary {
 		s.SleepRequestedAt = &metav1.Time{Time: at}
 	}
 	return s
-}
-
-// asleep: the resolver is in front and the target at zero.
-func asleep(st elastiv1alpha1.ElastiServiceStatus) bool {
-	return st.Mode == elastiv1alpha1.ModeProxy && st.TargetReplicas == 0
 }
 
 // lastWake is status.lastScaledUpTime, or zero.
@@ -144,20 +139,10 @@ func Median(ds []metav1.Duration) (time.Duration, bool) {
 	return sorted[mid-1] + (sorted[mid]-sorted[mid-1])/2, true
 }
 
-// TimeAsleep is the time the target spent at zero: the sleeps that ended
-// (status.timeAsleep) and, while it is asleep, the current one since
-// status.lastScaledDownTime. False when the status says neither.
+// TimeAsleep is the time the target spent at zero as the status says it
+// (ElastiServiceStatus.AsleepFor); false when the status records no sleep.
 func TimeAsleep(st elastiv1alpha1.ElastiServiceStatus, now time.Time) (time.Duration, bool) {
-	var total time.Duration
-	known := false
-	if st.TimeAsleep != nil {
-		total, known = st.TimeAsleep.Duration, true
-	}
-	if asleep(st) && st.LastScaledDownTime != nil {
-		total += max(now.Sub(st.LastScaledDownTime.Time), 0)
-		known = true
-	}
-	return total, known
+	return st.AsleepFor(now), st.TimeAsleep != nil || st.Asleep()
 }
 
 func (a *App) status(ctx context.Context, c *Clients, names []string, all bool, output string) error {

@@ -135,8 +135,8 @@ func (s *sleepTotals) advance(all []*elastiv1alpha1.ElastiService, now time.Time
 		st := &es.Status
 		prev, known := s.seen[es.UID]
 		cur := seenSleep{asleep: st.AsleepFor(now), wakes: st.Wakes, replicas: prev.replicas}
-		if st.TargetReplicas > 0 {
-			cur.replicas = st.TargetReplicas
+		if r := st.Replicas(); r > 0 {
+			cur.replicas = r
 		}
 		if known {
 			// A wake noticed late ends the sleep at the scale-up, before the

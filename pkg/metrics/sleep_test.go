@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"k8s.io/utils/ptr"
+
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ import (
 func newES(uid types.UID, replicas int32) *elastiv1alpha1.ElastiService {
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: string(uid), UID: uid}}
 	es.Spec.MinTargetReplicas = 1
-	es.Status.TargetReplicas = replicas
+	es.Status.TargetReplicas = &replicas
 	return es
 }
 
@@ -68,12 +70,12 @@ func TestMetricSleepTotals(t *testing.T) {
 
 	// web sleeps for 10 minutes, and wakes with a 2s cold start; old
 	// sleeps on.
-	web.Status.TargetReplicas = 0
+	web.Status.TargetReplicas = ptr.To[int32](0)
 	web.Status.LastScaledDownTime = &metav1.Time{Time: t0}
 	clk.Step(5 * time.Minute)
 	value(asleepSecondsName) // a scrape in the middle of the sleep
 	clk.Step(5 * time.Minute)
-	web.Status.TargetReplicas = 1
+	web.Status.TargetReplicas = ptr.To[int32](1)
 	web.Status.Wakes = 1
 	web.Status.TimeAsleep = &metav1.Duration{Duration: 10 * time.Minute}
 	web.Status.LastColdStart = &metav1.Duration{Duration: 2 * time.Second}

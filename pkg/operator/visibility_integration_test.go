@@ -33,7 +33,7 @@ func TestSleepAndWakeAreVisible(t *testing.T) {
 	})
 	e.Eventually("targetReplicas 2 while serving", func() (bool, string) {
 		es := e.Get("web")
-		return es.Status.Mode == elastiv1alpha1.ModeServe && es.Status.TargetReplicas == 2, testenv.Describe(es)
+		return es.Status.Mode == elastiv1alpha1.ModeServe && es.Status.Replicas() == 2, testenv.Describe(es)
 	})
 
 	// Idle: the poller scales it to zero.
@@ -44,8 +44,8 @@ func TestSleepAndWakeAreVisible(t *testing.T) {
 		asleep = e.Get("web")
 		return asleep.Status.LastScaledDownTime != nil && asleep.Status.Asleep(), testenv.Describe(asleep)
 	})
-	if asleep.Status.Wakes != 0 || asleep.Status.TargetReplicas != 0 {
-		t.Errorf("asleep: wakes %d targetReplicas %d, want 0 and 0", asleep.Status.Wakes, asleep.Status.TargetReplicas)
+	if asleep.Status.Wakes != 0 || asleep.Status.Replicas() != 0 {
+		t.Errorf("asleep: wakes %d targetReplicas %d, want 0 and 0", asleep.Status.Wakes, asleep.Status.Replicas())
 	}
 	e.Eventually("a Slept event", func() (bool, string) { return e.HasEvent("web", controller.ReasonSlept) })
 
@@ -89,8 +89,8 @@ func TestSleepAndWakeAreVisible(t *testing.T) {
 	if len(st.RecentColdStarts) != 1 || st.RecentColdStarts[0] != *st.LastColdStart {
 		t.Errorf("recentColdStarts = %v, want [lastColdStart %v]", st.RecentColdStarts, st.LastColdStart)
 	}
-	if st.TargetReplicas != 2 {
-		t.Errorf("targetReplicas = %d, want minTargetReplicas 2", st.TargetReplicas)
+	if st.Replicas() != 2 {
+		t.Errorf("targetReplicas = %d, want minTargetReplicas 2", st.Replicas())
 	}
 	var woke string
 	e.Eventually("a Woke event", func() (bool, string) {

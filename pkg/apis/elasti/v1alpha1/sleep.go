@@ -8,7 +8,15 @@ import "time"
 // sleep means the same to both. Status that predates lastScaledDownTime
 // (an operator without it, or KubeElasti) is never asleep.
 func (s *ElastiServiceStatus) Asleep() bool {
-	return s.LastScaledDownTime != nil && s.TargetReplicas == 0
+	return s.LastScaledDownTime != nil && s.Replicas() == 0
+}
+
+// Replicas is TargetReplicas, or 0 while none has been observed.
+func (s *ElastiServiceStatus) Replicas() int32 {
+	if s.TargetReplicas == nil {
+		return 0
+	}
+	return *s.TargetReplicas
 }
 
 // AsleepFor is the total time the target spent at zero as of now: the

@@ -285,8 +285,9 @@ type ElastiServiceStatus struct {
 	// have ended; a current sleep adds the time since LastScaledDownTime.
 	TimeAsleep *metav1.Duration `json:"timeAsleep,omitempty"`
 	// TargetReplicas is the scale target's replica count the operator last
-	// observed.
-	TargetReplicas int32 `json:"targetReplicas,omitempty"`
+	// observed; unset until it has observed one. A pointer, so that a
+	// sleeping target shows 0, not <none>, in kubectl's Replicas column.
+	TargetReplicas *int32 `json:"targetReplicas,omitempty"`
 	// Mode is "proxy" while traffic goes to the resolver and "serve" while it
 	// goes to the target's pods.
 	Mode string `json:"mode,omitempty"`

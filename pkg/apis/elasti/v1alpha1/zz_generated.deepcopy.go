@@ -176,6 +176,11 @@ func (in *ElastiServiceStatus) DeepCopyInto(out *ElastiServiceStatus) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.TargetReplicas != nil {
+		in, out := &in.TargetReplicas, &out.TargetReplicas
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
