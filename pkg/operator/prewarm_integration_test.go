@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/schedule"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -87,4 +89,32 @@ func TestPreWarmWakesASleepingTargetBeforeTheWindowCloses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUnknownTimeZoneIsInvalidSpec: a zone the schema lets through (it
+// only bounds the name's length and characters) but no zone database
+// knows is refused by the operator with Ready=False InvalidSpec, a message
+// naming the field and the zone, and a Warning event; fixed (to a window
+// that is always open, so the sleeping target stays asleep), it is served.
+func TestUnknownTimeZoneIsInvalidSpec(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.StartOperator()
+	e.Resolver(1)
+	e.App("web", 0)
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 20 * * *", Duration: "12h", TimeZone: "Europe/Berlinn"}
+	})
+	got := e.WaitReason("web", metav1.ConditionFalse, controller.ReasonInvalidSpec)
+	want := `spec.enabledPeriod.timeZone: Invalid value: "Europe/Berlinn": unknown time zone; use an IANA name such as Europe/Berlin or America/New_York`
+	if msg := testenv.Describe(got); !strings.Contains(msg, want) {
+		t.Errorf("condition %s\nwant the message %s", msg, want)
+	}
+	e.Eventually("a Warning InvalidSpec event", func() (bool, string) { return e.HasEvent("web", controller.ReasonInvalidSpec) })
+
+	patch := []byte(`{"spec":{"enabledPeriod":{"timeZone":"Europe/Berlin","schedule":"0 0 * * *","duration":"24h"}}}`)
+	if _, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Patch(e.Ctx(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 }

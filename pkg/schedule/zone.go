@@ -28,7 +28,7 @@ import (
 // it stands still until the clock catches up, so the repeated hour opens or
 // closes nothing a second time; when they spring forward it jumps, so a
 // window that opens in the skipped hour opens at the change. See the README,
-// "Time zones and daylight saving".
+// "Enabled period, time zones and pre-warm".
 
 // zoneReach is how far apart in real time two instants with the same wall
 // time can be: UTC offsets run from -12h to +14h, and no zone changes its
