@@ -376,10 +376,13 @@ func TestMakeImagesPush(t *testing.T) {
 	}
 }
 
-// No product code looks up a time zone, so the images carry no zoneinfo
-// (see oci's base). If one ever does, ship it: import _ "time/tzdata" in the
-// command, and change this test.
-func TestNoTimeZoneLookups(t *testing.T) {
+// The images carry no zoneinfo (see oci's base), so a package that looks a
+// time zone up must link Go's own database (import _ "time/tzdata"), and
+// every binary that uses the package ships it. pkg/schedule does, for
+// enabledPeriod.timeZone.
+func TestTimeZoneLookupsShipTheirData(t *testing.T) {
+	embedsTZData := regexp.MustCompile(`(?m)^\s*(import\s+)?_\s+"time/tzdata"\s*$`)
+	lookups := map[string]bool{} // package directory -> embeds time/tzdata
 	for _, top := range []string{"cmd", "pkg"} {
 		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -389,13 +392,28 @@ func TestNoTimeZoneLookups(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			dir := filepath.Dir(path)
 			if bytes.Contains(src, []byte("LoadLocation(")) {
-				t.Errorf("%s looks up a time zone, but the images ship no zoneinfo", path)
+				lookups[dir] = lookups[dir] || false
+			}
+			if embedsTZData.Match(src) {
+				lookups[dir] = true
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	for dir, embeds := range lookups {
+		if !embeds {
+			if rel, err := filepath.Rel(root, dir); err == nil {
+				dir = rel
+			}
+			t.Errorf("%s looks up a time zone, but the images ship no zoneinfo: import _ \"time/tzdata\" there", dir)
+		}
+	}
+	if _, ok := lookups[filepath.Join(root, "pkg", "schedule")]; !ok {
+		t.Error("pkg/schedule no longer looks up a time zone: update this test and the README's image section")
 	}
 }

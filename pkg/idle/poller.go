@@ -231,6 +231,9 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		return OutcomeOutsideWindow, ""
 	}
+	if closes, ok := window.PreWarming(now); ok {
+		return p.preWarm(ctx, es, window, closes, ref, entry, state.Replicas), ""
+	}
 	if state.Replicas == 0 {
 		return OutcomeAlreadyZero, ""
 	}

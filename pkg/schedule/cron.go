@@ -270,3 +270,28 @@ func (c *cron) next(t time.Time) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// latest returns the latest firing at or before from that is strictly after
+// after. firesIn(x, from) holds exactly when x is before that firing, so a
+// binary search over the whole minutes back from from finds it, with as
+// many searches as the span has bits.
+func (c *cron) latest(from, after time.Time) (time.Time, bool) {
+	// Firings are whole minutes: the latest at or before from is the
+	// latest at or before its minute.
+	from = from.Truncate(time.Minute)
+	if !from.After(after) || !c.firesIn(after, from) {
+		return time.Time{}, false
+	}
+	// The smallest k with a firing in (from-k minutes, from] puts the
+	// firing at from-(k-1) minutes.
+	lo, hi := int64(1), int64(from.Sub(after)/time.Minute)+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if c.firesIn(from.Add(-time.Duration(mid)*time.Minute), from) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return from.Add(-time.Duration(lo-1) * time.Minute), true
+}

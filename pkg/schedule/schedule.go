@@ -1,6 +1,7 @@
 // Package schedule evaluates an ElastiService's spec.enabledPeriod: a cron
-// schedule that opens a window of a fixed duration, in UTC, during which
-// scale-to-zero is allowed.
+// schedule that opens a window of a fixed duration, on the wall clock of a
+// time zone (UTC unless timeZone names one), during which scale-to-zero is
+// allowed, and the pre-warm lead before each window closes.
 //
 // The operator asks every ElastiService's window on every poll, so Active
 // must be cheap: it asks robfig/cron for the first firing after the start of
@@ -30,6 +31,11 @@ type Window struct {
 	cron     cron
 	schedule string
 	duration time.Duration
+	// loc is the zone whose wall clock the window is read on; nil is UTC.
+	loc *time.Location
+	// preWarm is the lead before each closing during which the target is
+	// woken and held up; 0 is none.
+	preWarm time.Duration
 }
 
 // Always returns the window of an ElastiService without enabledPeriod.
@@ -38,12 +44,23 @@ func Always() Window {
 }
 
 // FromSpec builds the window for spec.enabledPeriod. A nil period means
-// always enabled; fields left empty take the CRD defaults.
+// always enabled; fields left empty take the CRD defaults, and an empty
+// timeZone is UTC.
 func FromSpec(ep *v1alpha1.EnabledPeriod) (Window, error) {
 	if ep == nil {
 		return Always(), nil
 	}
-	return Parse(ep.Schedule, ep.Duration)
+	w, err := Parse(ep.Schedule, ep.Duration)
+	if err != nil {
+		return Window{}, err
+	}
+	if w.loc, err = LoadZone(ep.TimeZone); err != nil {
+		return Window{}, fmt.Errorf("enabledPeriod.timeZone %q: %w", clip(ep.TimeZone), err)
+	}
+	if w.preWarm, err = ParsePreWarm(ep.PreWarm); err != nil {
+		return Window{}, fmt.Errorf("enabledPeriod.preWarm %q: %w", clip(ep.PreWarm), err)
+	}
+	return w, nil
 }
 
 // Parse builds a window from a 5-field cron schedule (minute hour
@@ -77,13 +94,19 @@ func Parse(schedule, duration string) (Window, error) {
 }
 
 // Active reports whether now falls in the window: whether the schedule fired
-// at some whole minute t, in UTC, with t <= now < t+duration.
+// at some whole minute t of the zone's wall clock with t <= now < t+duration,
+// now being read as the latest wall time shown so far (see wallSoFar). In
+// UTC that is now itself.
 func (w Window) Active(now time.Time) bool {
 	if !w.bounded {
 		return true
 	}
-	now = now.UTC()
-	return w.cron.firesIn(now.Add(-min(w.duration, maxLookback)), now)
+	return w.activeAtWall(wallSoFar(now, w.loc))
+}
+
+// activeAtWall is Active for wall time m.
+func (w Window) activeAtWall(m time.Time) bool {
+	return w.cron.firesIn(m.Add(-min(w.duration, maxLookback)), m)
 }
 
 // String describes the window for logs and events.
@@ -91,5 +114,12 @@ func (w Window) String() string {
 	if !w.bounded {
 		return "always"
 	}
-	return fmt.Sprintf("%q for %s", w.schedule, w.duration)
+	s := fmt.Sprintf("%q for %s", w.schedule, w.duration)
+	if w.loc != nil {
+		s += " in " + w.loc.String()
+	}
+	if w.preWarm > 0 {
+		s += fmt.Sprintf(", pre-warmed %s before it closes", w.preWarm)
+	}
+	return s
 }

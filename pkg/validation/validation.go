@@ -16,6 +16,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/regexbudget"
+	"github.com/elasti-dev/elasti/pkg/schedule"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -42,6 +43,27 @@ func ValidateSpec(spec *v1alpha1.ElastiServiceSpec, path *field.Path) field.Erro
 	errs = append(errs, validateName(path.Child("scaleTargetRef", "name"), spec.ScaleTargetRef.Name, utilvalidation.IsDNS1123Subdomain)...)
 	errs = append(errs, validateTriggers(spec.Triggers, path.Child("triggers"))...)
 	errs = append(errs, validateProbeResponse(spec.ProbeResponse, path.Child("probeResponse"))...)
+	errs = append(errs, validateEnabledPeriod(spec.EnabledPeriod, path.Child("enabledPeriod"))...)
+	return errs
+}
+
+// validateEnabledPeriod checks what elasti adds to KubeElasti's
+// enabledPeriod: the time zone, which only the operator's zone database can
+// resolve (no schema can), and the pre-warm lead. A window in a zone the
+// operator cannot read would fall back to nothing sensible, so the spec is
+// refused and the user hears why. KubeElasti's schedule and duration are
+// left to the poller, which reports them as before (InvalidEnabledPeriod).
+func validateEnabledPeriod(ep *v1alpha1.EnabledPeriod, path *field.Path) field.ErrorList {
+	if ep == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if _, err := schedule.LoadZone(ep.TimeZone); err != nil {
+		errs = append(errs, field.Invalid(path.Child("timeZone"), shorten(ep.TimeZone), err.Error()))
+	}
+	if _, err := schedule.ParsePreWarm(ep.PreWarm); err != nil {
+		errs = append(errs, field.Invalid(path.Child("preWarm"), shorten(ep.PreWarm), err.Error()))
+	}
 	return errs
 }
 

@@ -142,6 +142,27 @@ func TestValidateElastiService(t *testing.T) {
 		{"an exact value is never parsed", func(s *v1alpha1.ElastiServiceSpec) {
 			s.ProbeResponse = []v1alpha1.ProbeResponseRule{{Path: &v1alpha1.PathMatch{Type: v1alpha1.MatchExact, Value: "(x{1000}){1000}"}}}
 		}, nil},
+		{"enabledPeriod in local time with pre-warm", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{Schedule: "0 20 * * 1-5", Duration: "12h", TimeZone: "Europe/Berlin", PreWarm: "15m"}
+		}, nil},
+		{"KubeElasti's enabledPeriod, in UTC", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
+		}, nil},
+		{"unknown time zone", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{TimeZone: "Europe/Berlinn"}
+		}, []string{"spec.enabledPeriod.timeZone: Invalid value"}},
+		{"the operator's own zone", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{TimeZone: "Local"}
+		}, []string{"spec.enabledPeriod.timeZone: Invalid value"}},
+		{"time zone of a megabyte", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{TimeZone: strings.Repeat("x", 1<<20)}
+		}, []string{"spec.enabledPeriod.timeZone: Invalid value"}},
+		{"pre-warm over an hour", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{PreWarm: "2h"}
+		}, []string{"spec.enabledPeriod.preWarm: Invalid value"}},
+		{"pre-warm not a duration", func(s *v1alpha1.ElastiServiceSpec) {
+			s.EnabledPeriod = &v1alpha1.EnabledPeriod{PreWarm: "15 minutes"}
+		}, []string{"spec.enabledPeriod.preWarm: Invalid value"}},
 		{"everything wrong at once", func(s *v1alpha1.ElastiServiceSpec) {
 			s.Service, s.ScaleTargetRef.Name = "", "A/B"
 			s.Triggers = append(s.Triggers, v1alpha1.ScaleTrigger{Type: "cpu"}, prometheus(megaQuery))
@@ -260,5 +281,16 @@ func TestMessageIsBounded(t *testing.T) {
 	}
 	if msg := Message(errs[:2]); msg != errs[0].Error()+"; "+errs[1].Error() {
 		t.Errorf("two short errors: %q", msg)
+	}
+}
+
+// TestUnknownTimeZoneMessage is what the InvalidSpec condition and event
+// say: the field, the zone as written, and what to write instead.
+func TestUnknownTimeZoneMessage(t *testing.T) {
+	es := valid()
+	es.Spec.EnabledPeriod = &v1alpha1.EnabledPeriod{Schedule: "0 20 * * *", Duration: "12h", TimeZone: "Europe/Berlinn"}
+	want := `spec.enabledPeriod.timeZone: Invalid value: "Europe/Berlinn": unknown time zone; use an IANA name such as Europe/Berlin or America/New_York`
+	if got := Message(ValidateElastiService(es)); got != want {
+		t.Errorf("message %q\nwant    %q", got, want)
 	}
 }

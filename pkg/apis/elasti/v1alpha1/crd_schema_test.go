@@ -297,7 +297,10 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 	// The operator enforces these itself (pkg/validation), since an older
 	// CRD may be installed; the schema repeats those every real manifest
 	// meets, so the apiserver refuses the rest up front.
-	for path, want := range map[string]int64{"spec.service": 63, "spec.scaleTargetRef.name": 253} {
+	for path, want := range map[string]int64{
+		"spec.service": 63, "spec.scaleTargetRef.name": 253,
+		"spec.enabledPeriod.timeZone": MaxTimeZoneLength, "spec.enabledPeriod.preWarm": MaxPreWarmLength,
+	} {
 		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxLength, -1) != want {
 			t.Errorf("%s: want maxLength %d", path, want)
 		}
@@ -505,6 +508,20 @@ func TestCRDValidatesObjects(t *testing.T) {
 	for _, d := range []string{"1d", "24", "h", "-1h", "1h 30m", "forever"} {
 		cases = append(cases, mutation{"duration " + d, func(e *ElastiService) { e.Spec.EnabledPeriod.Duration = d }, false})
 	}
+	// The operator resolves the zone (pkg/validation); the schema bounds
+	// the name and keeps it to the characters IANA names use.
+	for _, z := range []string{"UTC", "Europe/Berlin", "America/Argentina/ComodRivadavia", "Etc/GMT+5", "Etc/GMT-14", "America/Port-au-Prince", "EST5EDT"} {
+		cases = append(cases, mutation{"time zone " + z, func(e *ElastiService) { e.Spec.EnabledPeriod.TimeZone = z }, true})
+	}
+	for _, z := range []string{"Europe/", "/etc/localtime", "../zoneinfo/UTC", "Europe Berlin", "Europe//Berlin", strings.Repeat("A", MaxTimeZoneLength+1)} {
+		cases = append(cases, mutation{"time zone " + z, func(e *ElastiService) { e.Spec.EnabledPeriod.TimeZone = z }, false})
+	}
+	for _, d := range []string{"15m", "90s", "1h"} {
+		cases = append(cases, mutation{"preWarm " + d, func(e *ElastiService) { e.Spec.EnabledPeriod.PreWarm = d }, true})
+	}
+	for _, d := range []string{"15", "-5m", "a while", strings.Repeat("1", MaxPreWarmLength) + "s"} {
+		cases = append(cases, mutation{"preWarm " + d, func(e *ElastiService) { e.Spec.EnabledPeriod.PreWarm = d }, false})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			obj := fullObject()
@@ -591,7 +608,7 @@ func fullObject() *ElastiService {
 					`"threshold":"0.5","headers":{"X-Org":"a"}}`),
 			}},
 			Autoscaler:    &AutoscalerSpec{Type: AutoscalerTypeKEDA, Name: "web"},
-			EnabledPeriod: &EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"},
+			EnabledPeriod: &EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h", TimeZone: "Europe/Berlin", PreWarm: "15m"},
 			ProbeResponse: []ProbeResponseRule{{
 				Path:        &PathMatch{Type: MatchPathPrefix, Value: "/health"},
 				Headers:     []NameValueMatch{{Name: "User-Agent", Type: MatchRegularExpression, Value: "^kube-probe/"}},

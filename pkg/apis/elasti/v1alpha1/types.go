@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -56,6 +57,19 @@ const (
 	MaxCooldownPeriodSeconds     = 604800
 	DefaultEnabledSchedule       = "0 0 * * *"
 	DefaultEnabledDuration       = "24h"
+)
+
+// Bounds on spec.enabledPeriod's additions; the CRD schema repeats the
+// lengths, and the operator checks them all (pkg/validation).
+const (
+	// MaxTimeZoneLength bounds enabledPeriod.timeZone. The longest IANA
+	// name, America/Argentina/ComodRivadavia, has 32 characters.
+	MaxTimeZoneLength = 64
+	// MaxPreWarmLength bounds enabledPeriod.preWarm as text.
+	MaxPreWarmLength = 32
+	// MaxPreWarm bounds enabledPeriod.preWarm: a cold start takes seconds
+	// or minutes, and a longer lead only keeps a target up for nothing.
+	MaxPreWarm = time.Hour
 )
 
 // MaxRecentColdStarts bounds status.recentColdStarts; the CRD schema's
@@ -221,13 +235,23 @@ type AutoscalerSpec struct {
 	Name string `json:"name"`
 }
 
-// EnabledPeriod is a recurring window, in UTC, during which scale-to-zero is
-// allowed.
+// EnabledPeriod is a recurring window during which scale-to-zero is allowed,
+// read on the clock of TimeZone (UTC when it is empty, as KubeElasti reads
+// every window). Outside it the target is held up.
 type EnabledPeriod struct {
 	// Schedule is a 5-field cron expression that opens the window.
 	Schedule string `json:"schedule,omitempty"`
-	// Duration is how long the window stays open, as a Go duration.
+	// Duration is how long the window stays open, as a Go duration, on the
+	// wall clock of TimeZone: a window opened at 22:00 for 8h closes at
+	// 06:00 even on a night the clocks change (see pkg/schedule).
 	Duration string `json:"duration,omitempty"`
+	// TimeZone is the IANA time zone (such as Europe/Berlin) whose clock
+	// Schedule and Duration are read on. Empty means UTC.
+	TimeZone string `json:"timeZone,omitempty"`
+	// PreWarm, a Go duration of at most MaxPreWarm, wakes the target that
+	// long before the window closes and keeps it up until then, so the
+	// first request after the window does not wait for a cold start.
+	PreWarm string `json:"preWarm,omitempty"`
 }
 
 // ProbeResponseRule matches a request that the resolver answers without

@@ -1,0 +1,49 @@
+package idle
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/schedule"
+)
+
+// ReasonPreWarmed is the event of a wake in the pre-warm lead of
+// enabledPeriod.
+const ReasonPreWarmed = "PreWarmed"
+
+// OutcomePreWarm is an evaluation inside the pre-warm lead: the target is
+// held up, as outside the window, and never scaled down.
+const OutcomePreWarm = "pre_warm"
+
+// preWarm holds the target up in the lead before the window closes
+// (schedule.Window.PreWarming): a target at zero is woken the way every
+// wake is (scaletarget.Wake: scale, then resume KEDA), and the controller
+// keeps the resolver in front until a pod is Ready, as for a request.
+// Inside the lead the window is still open, so without this the poller
+// would leave a sleeping target asleep, and scale an awake one down, until
+// the window closed.
+func (p *Poller) preWarm(ctx context.Context, es *elastiv1alpha1.ElastiService, window schedule.Window, closes time.Time,
+	ref scaletarget.Ref, entry directory.Entry, replicas int32) string {
+	if replicas > 0 {
+		return OutcomePreWarm
+	}
+	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
+	if !scaletarget.Woken(err) {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Pre-warming before the enabled period closes failed: %v", err)
+		return OutcomeScaleFailed
+	}
+	if err != nil {
+		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Pre-warmed, but resuming KEDA failed: %v", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Pre-warmed before the enabled period closes", "elastiService", klog.KObj(es),
+		"target", ref.String(), "closes", closes)
+	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonPreWarmed, "The enabled period closes at %s (%s): scaled %s %q to %d",
+		closes.UTC().Format(time.RFC3339), window, ref.Kind, ref.Name, entry.MinTargetReplicas)
+	return OutcomePreWarm
+}
