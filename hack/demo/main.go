@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -145,6 +146,9 @@ func (d *demo) run(hold bool) error {
 		if err := d.wake(w.how, w.req); err != nil {
 			return err
 		}
+	}
+	if err := d.pluginStatus(); err != nil {
+		return err
 	}
 	d.summary()
 	if hold {
@@ -473,6 +477,28 @@ func (d *demo) wake(how string, req realnet.Request) error {
 		return err
 	}
 	info("now: replicas=%d", ptr.Deref(dep.Spec.Replicas, 1))
+	return nil
+}
+
+// pluginStatus builds the kubectl plugin from this tree and shows what it
+// reports after the two wakes: mode, replicas, last wake, the cold-start
+// median and the time asleep, read from the ElastiService's status.
+func (d *demo) pluginStatus() error {
+	step("kubectl elasti status: what slept, for how long, and how fast it woke")
+	bin := filepath.Join(d.logDir, "kubectl-elasti")
+	build := exec.CommandContext(d.ctx, "go", "build", "-o", bin, "./cmd/kubectl-elasti")
+	build.Dir = d.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the kubectl plugin: %w\n%s", err, out)
+	}
+	status := exec.CommandContext(d.ctx, bin, "status", "-n", appNamespace, "-o", "wide")
+	status.Env = append(os.Environ(), "KUBECONFIG="+d.cluster.Kubeconfig)
+	out, err := status.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl elasti status: %w\n%s", err, out)
+	}
+	fmt.Print(indent(string(out)))
+	info("(the plugin is built by make build as bin/kubectl-elasti; see README, \"kubectl elasti\")")
 	return nil
 }
 
