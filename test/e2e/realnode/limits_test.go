@@ -179,9 +179,6 @@ func (b *bed) checkNoOOMKill(t *testing.T) {
 			}
 		}
 	}
-	if t.Failed() {
-		t.Log(b.restartEvidence(t.Context()))
-	}
 	b.checkElastiPods(t)
 }
 

@@ -39,14 +39,15 @@ func (b *bed) restartEvidence(ctx context.Context) string {
 		return "\nrestart evidence: " + err.Error()
 	}
 	var out bytes.Buffer
-	restarted := false
+	found := false
 	for _, p := range pods.Items {
+		restarted := false
 		for _, st := range p.Status.ContainerStatuses {
 			last := st.LastTerminationState.Terminated
 			if st.RestartCount == 0 && last == nil {
 				continue
 			}
-			restarted = true
+			restarted, found = true, true
 			fmt.Fprintf(&out, "\n=== %s container %s: %d restarts", p.Name, st.Name, st.RestartCount)
 			if last != nil {
 				fmt.Fprintf(&out, "; last terminated: reason=%s exitCode=%d signal=%d started=%s finished=%s message=%q",
@@ -79,7 +80,7 @@ func (b *bed) restartEvidence(ctx context.Context) string {
 			fmt.Fprintf(&out, "\n  %s %s %s x%d: %s", ev.LastTimestamp.UTC().Format("15:04:05"), ev.Type, ev.Reason, max(ev.Count, 1), ev.Message)
 		}
 	}
-	if !restarted {
+	if !found {
 		return ""
 	}
 	var why []string
