@@ -82,13 +82,16 @@ func startBed(t testing.TB) (b *bed, err error) {
 		return nil, err
 	}
 	var stopOnce sync.Once
+	// started is the bed being built: b, the result, is nil after a
+	// failed start (return nil, err), which is when stopBed runs first.
+	started := b
 	stopBed = func() {
 		stopOnce.Do(func() {
-			if b.node != nil {
-				b.node.Stop()
+			if started.node != nil {
+				started.node.Stop()
 			}
-			if b.net != nil {
-				b.net.Close()
+			if started.net != nil {
+				started.net.Close()
 			}
 			os.RemoveAll(dir)
 		})
