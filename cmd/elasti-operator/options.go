@@ -49,6 +49,27 @@ type options struct {
 	operator               operator.Options
 }
 
+// The leader-election timings. A leader that cannot renew its Lease
+// within the renew deadline gives up leadership and the process exits 1,
+// so the kubelet restarts it; with one replica (manifests/) nothing acts
+// until the new container, under a new identity, outwaits the old Lease.
+// Kubernetes' components use 15s, 10s and 2s. On the real node, with the
+// elasti pods short of CPU while 999 ElastiServices at the largest specs
+// arrived, renewals came up to 10.1s apart (2s when idle), then one
+// missed the deadline: the previous container logged "Failed to renew
+// lease" (context deadline exceeded while reading the response), "Failed
+// to release lease" and "Exiting on error" err="lost leadership", exit
+// code 1, and its successor waited 42s for the Lease. A busy operator on
+// a slow apiserver keeps leading with 45s. An unclean death of the leader
+// is taken over after 60s, which the resolver absorbs: it holds requests
+// and retries its scale request for up to REQ_TIMEOUT (120s in
+// manifests/). A clean exit releases the Lease at once.
+const (
+	defaultLeaseDuration = 60 * time.Second
+	defaultRenewDeadline = 45 * time.Second
+	defaultRetryPeriod   = 5 * time.Second
+)
+
 // bindFlags registers every flag on fs with defaults from the environment.
 // Bad environment values are returned as an error once flags are parsed.
 func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() error) {
@@ -66,9 +87,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica acts; followers keep warm caches.")
 	fs.StringVar(&o.leaderElectNamespace, "leader-elect-namespace", env.String(envOperatorNamespace, "elasti"), "Namespace of the leader-election Lease (env "+envOperatorNamespace+").")
 	fs.StringVar(&o.leaderElectName, "leader-elect-lease-name", "elasti-operator-leader", "Name of the leader-election Lease.")
-	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long followers wait before taking over an unrenewed Lease.")
-	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying a renewal before it gives up leadership.")
-	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates retry acquiring or renewing the Lease.")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", defaultLeaseDuration, "How long followers wait before taking over an unrenewed Lease.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", defaultRenewDeadline, "How long the leader keeps retrying a renewal before it gives up leadership.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", defaultRetryPeriod, "How often candidates retry acquiring or renewing the Lease.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Accepted for KubeElasti compatibility; serving metrics over TLS is not supported (terminate TLS in front).")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Accepted for KubeElasti compatibility; the operator's HTTP servers speak HTTP/1.1.")
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's net/http/pprof profiles under /debug/pprof/ on the metrics address (--metrics-bind-address).")

@@ -129,7 +129,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{nil, []string{"--kube-api-qps=0"}, "client QPS"},
 		{nil, []string{"--elastiservice-workers=0"}, "at least one worker"},
 		{nil, []string{"--metrics-secure"}, "--metrics-secure=true is not supported"},
-		{nil, []string{"--leader-elect", "--leader-elect-renew-deadline=20s"}, "retry-period"},
+		{nil, []string{"--leader-elect", "--leader-elect-renew-deadline=90s"}, "retry-period"},
 		{map[string]string{"POLLING_INTERVAL": "soon"}, nil, `POLLING_INTERVAL="soon" is not a positive Go duration`},
 		{map[string]string{"POLLING_INTERVAL": "-5s"}, nil, "POLLING_INTERVAL"},
 		{map[string]string{"ELASTI_OPERATOR_PORT": "x"}, nil, "ELASTI_OPERATOR_PORT"},

@@ -169,6 +169,7 @@ func (b *bed) diagnose() string {
 			}
 		}
 	}
+	out.WriteString(b.restartEvidence(ctx))
 	fmt.Fprintf(&out, "\n--- kubelet log ---\n%s", localcluster.Tail(realnode.KubeletLog(), 30))
 	return out.String()
 }
