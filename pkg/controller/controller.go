@@ -71,6 +71,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
@@ -137,7 +138,7 @@ const (
 // one).
 type Observer interface {
 	// ObserveSync is called after every ElastiService sync.
-	ObserveSync(d time.Duration, err error)
+	ObserveSync(d time.Duration, result outcome.Sync)
 	// ObserveMode reports an ElastiService's mode after a sync.
 	ObserveMode(es types.NamespacedName, mode string)
 	// ModeSwitched reports a mode switch as it is written.
@@ -383,7 +384,7 @@ func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
 	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key types.NamespacedName) error {
 		start := c.clock.Now()
 		err := c.syncHandler(ctx, key)
-		c.observer.ObserveSync(c.clock.Since(start), err)
+		c.observer.ObserveSync(c.clock.Since(start), syncOutcome(err))
 		return err
 	}, metrics)
 	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/validation"
 	"github.com/elasti-dev/elasti/pkg/workloop"
@@ -34,6 +35,20 @@ func (e *errWaiting) Error() string { return e.reason + ": " + e.message }
 func IsWaiting(err error) bool {
 	var w *errWaiting
 	return errors.As(err, &w)
+}
+
+// syncOutcome classifies a sync's error for the metrics.
+func syncOutcome(err error) outcome.Sync {
+	var requeue workloop.RequeueAfter
+	switch {
+	case IsWaiting(err):
+		return outcome.SyncWaiting
+	case errors.As(err, &requeue):
+		return outcome.SyncRequeued
+	case err != nil:
+		return outcome.SyncError
+	}
+	return outcome.SyncSuccess
 }
 
 // syncElastiService converges one ElastiService. It is idempotent and keeps

@@ -20,6 +20,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/schedule"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -32,23 +33,6 @@ const (
 	ReasonInvalidSchedule     = "InvalidEnabledPeriod"
 	ReasonOutsideEnabledRange = "ScaledUpOutsideEnabledPeriod"
 	ReasonScaleFailed         = "ScaleFailed"
-)
-
-// Outcomes of one evaluation; a fixed set, used as a metric label.
-const (
-	OutcomeScaledToZero    = "scaled_to_zero"
-	OutcomeBusy            = "busy"
-	OutcomeCooldown        = "cooldown"
-	OutcomeAlreadyZero     = "already_zero"
-	OutcomeOutsideWindow   = "outside_window"
-	OutcomeTriggerError    = "trigger_error"
-	OutcomeInvalidSchedule = "invalid_schedule"
-	OutcomeTargetMissing   = "target_missing"
-	OutcomeScaleFailed     = "scale_failed"
-	OutcomeDeleting        = "deleting"
-	OutcomeNotManaged      = "not_managed"
-	OutcomeNotFronted      = "not_fronted"
-	OutcomeMoving          = "moving"
 )
 
 // frontTimeout bounds the wait for the resolver to be put in front before a
@@ -106,7 +90,7 @@ type EvaluationReporter interface {
 // reason (empty unless the outcome is trigger_error), and each poll's start
 // and duration (metrics.Operator is one).
 type Observer interface {
-	ObserveIdleEvaluation(outcome string, reason triggers.Reason)
+	ObserveIdleEvaluation(o outcome.Idle, reason triggers.Reason)
 	ObservePoll(start time.Time, d time.Duration)
 }
 
@@ -190,31 +174,31 @@ func (p *Poller) PollOnce(ctx context.Context) {
 
 // Evaluate decides and acts for one ElastiService, with health checks of
 // its own (PollOnce shares them among a poll's evaluations).
-func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (string, triggers.Reason) {
+func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (outcome.Idle, triggers.Reason) {
 	return p.evaluateWith(ctx, es, p.client)
 }
 
 // evaluateWith is Evaluate, querying through client.
-func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (string, triggers.Reason) {
+func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (outcome.Idle, triggers.Reason) {
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
 	if es.DeletionTimestamp != nil {
-		return OutcomeDeleting, ""
+		return outcome.IdleDeleting, ""
 	}
 	if !p.router.Manages(es) {
-		return OutcomeNotManaged, ""
+		return outcome.IdleNotManaged, ""
 	}
 	if p.router.Moving(es) {
-		return OutcomeMoving, ""
+		return outcome.IdleMoving, ""
 	}
 	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
 	if err != nil {
 		p.recorder.Event(es, corev1.EventTypeWarning, ReasonInvalidSchedule, err.Error())
-		return OutcomeInvalidSchedule, ""
+		return outcome.IdleInvalidSchedule, ""
 	}
 	ref := scaletarget.RefFor(es)
 	state, err := p.scaler.Get(ref)
 	if err != nil {
-		return OutcomeTargetMissing, ""
+		return outcome.IdleTargetMissing, ""
 	}
 	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
@@ -224,76 +208,76 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		// Outside the window the service must be available.
 		if state.Replicas == 0 {
 			if !p.scaleUp(ctx, es, ref, entry) {
-				return OutcomeScaleFailed, ""
+				return outcome.IdleScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
 				"Outside the enabled period %s: scaled %s %q to %d", window, ref.Kind, ref.Name, entry.MinTargetReplicas)
 		}
-		return OutcomeOutsideWindow, ""
+		return outcome.IdleOutsideWindow, ""
 	}
 	if state.Replicas == 0 {
-		return OutcomeAlreadyZero, ""
+		return outcome.IdleAlreadyZero, ""
 	}
 	cooldown := time.Duration(es.Spec.CooldownPeriod) * time.Second
 	if now.Sub(es.CreationTimestamp.Time) < cooldown {
-		return OutcomeCooldown, ""
+		return outcome.IdleCooldown, ""
 	}
 	if last := p.lastWake(es); !last.IsZero() && now.Sub(last) < cooldown {
-		return OutcomeCooldown, ""
+		return outcome.IdleCooldown, ""
 	}
 
 	verdict, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, cooldown, p.cfg.Defaults)
 	if err != nil {
 		reason := triggers.ReasonOf(err)
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return OutcomeTriggerError, reason
+			return outcome.IdleTriggerError, reason
 		}
 		p.evaluations.Report(ctx, es, err)
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonTriggerError, "Not scaling to zero: %v", err)
-		return OutcomeTriggerError, reason
+		return outcome.IdleTriggerError, reason
 	}
 	p.evaluations.Report(ctx, es, nil)
 	if !verdict.Idle {
 		logger.V(4).Info("Not idle", "reason", verdict.Reason, "detail", verdict.Detail)
-		return OutcomeBusy, ""
+		return outcome.IdleBusy, ""
 	}
 
-	if outcome := p.scaleToZero(ctx, es, ref, now); outcome != OutcomeScaledToZero {
-		return outcome, ""
+	if o := p.scaleToZero(ctx, es, ref, now); o != outcome.IdleScaledToZero {
+		return o, ""
 	}
 	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", verdict.Detail)
 	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", cooldown, verdict.Detail, ref.Kind, ref.Name)
-	return OutcomeScaledToZero, ""
+	return outcome.IdleScaledToZero, ""
 }
 
 // scaleToZero puts the resolver in front, then scales the target to zero.
 // A wake that lands in between (after decided) calls the scale-down off.
-func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) string {
+func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) outcome.Idle {
 	frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
 	done, err := p.router.FrontForScaleDown(frontCtx, es)
 	cancel()
 	if err != nil {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
-		return OutcomeNotFronted
+		return outcome.IdleNotFronted
 	}
 	if p.lastWake(es).After(decided) {
 		done(false)
-		return OutcomeCooldown
+		return outcome.IdleCooldown
 	}
 	// Pause KEDA first, so it does not scale the target straight back up.
 	if err := scaletarget.PauseKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
 		done(false)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
-		return OutcomeScaleFailed
+		return outcome.IdleScaleFailed
 	}
 	if err := p.scaler.Scale(ctx, ref, 0); err != nil {
 		done(false)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling to zero failed: %v", err)
-		return OutcomeScaleFailed
+		return outcome.IdleScaleFailed
 	}
 	done(true)
-	return OutcomeScaledToZero
+	return outcome.IdleScaledToZero
 }
 
 // lastWake is the later of status.lastScaledUpTime and a scale-up from

@@ -4,7 +4,6 @@
 package metrics
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -14,11 +13,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/controller"
-	"github.com/elasti-dev/elasti/pkg/idle"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
-	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // Operator holds the operator's metrics.
@@ -127,19 +123,8 @@ func NewOperator() *Operator {
 }
 
 // ObserveSync is the controller's per-sync hook.
-func (m *Operator) ObserveSync(d time.Duration, err error) {
-	result := "success"
-	var requeue workloop.RequeueAfter
-	switch {
-	case controller.IsWaiting(err):
-		result = "waiting"
-	case errors.As(err, &requeue):
-		// Not a failure: the sync asked to come back later.
-		result = "requeued"
-	case err != nil:
-		result = "error"
-	}
-	m.Reconcile.WithLabelValues(result).Observe(d.Seconds())
+func (m *Operator) ObserveSync(d time.Duration, result outcome.Sync) {
+	m.Reconcile.WithLabelValues(string(result)).Observe(d.Seconds())
 }
 
 // ObserveMode records an ElastiService's current mode.
@@ -191,23 +176,23 @@ func (m *Operator) ModeSwitched(es types.NamespacedName, mode string, at time.Ti
 }
 
 // ObserveScaleRequest is the scale server's hook.
-func (m *Operator) ObserveScaleRequest(outcome string, d time.Duration) {
-	m.ScaleRequestDuration.WithLabelValues(outcome).Observe(d.Seconds())
-	switch outcome {
-	case scaleserver.OutcomeScaled:
+func (m *Operator) ObserveScaleRequest(result outcome.Wake, d time.Duration) {
+	m.ScaleRequestDuration.WithLabelValues(string(result)).Observe(d.Seconds())
+	switch result {
+	case outcome.WakeScaled:
 		m.ScaleCounter.WithLabelValues("up", "success").Inc()
-	case scaleserver.OutcomeFailed:
+	case outcome.WakeFailed:
 		m.ScaleCounter.WithLabelValues("up", "failure").Inc()
 	}
 }
 
 // ObserveIdleEvaluation is the poller's per-ElastiService hook.
-func (m *Operator) ObserveIdleEvaluation(outcome string, reason triggers.Reason) {
-	m.IdleEvaluations.WithLabelValues(outcome, string(reason)).Inc()
-	switch outcome {
-	case idle.OutcomeScaledToZero:
+func (m *Operator) ObserveIdleEvaluation(result outcome.Idle, reason triggers.Reason) {
+	m.IdleEvaluations.WithLabelValues(string(result), string(reason)).Inc()
+	switch result {
+	case outcome.IdleScaledToZero:
 		m.ScaleCounter.WithLabelValues("down", "success").Inc()
-	case idle.OutcomeScaleFailed:
+	case outcome.IdleScaleFailed:
 		m.ScaleCounter.WithLabelValues("down", "failure").Inc()
 	}
 }

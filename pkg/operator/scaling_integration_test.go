@@ -25,6 +25,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/operator"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -70,7 +71,7 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	// KubeElasti's resolver request, byte for byte.
 	wokeAt := time.Now()
 	code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS))
-	if code != http.StatusOK || !strings.Contains(body, scaleserver.OutcomeScaled) {
+	if code != http.StatusOK || !strings.Contains(body, string(outcome.WakeScaled)) {
 		t.Fatalf("wake: %d %s", code, body)
 	}
 	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
@@ -87,7 +88,7 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	for name, got := range map[string]float64{
 		"scale up":               testutil.ToFloat64(m.ScaleCounter.WithLabelValues("up", "success")),
 		"scale down":             testutil.ToFloat64(m.ScaleCounter.WithLabelValues("down", "success")),
-		"scaled_to_zero verdict": testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(idle.OutcomeScaledToZero, "")),
+		"scaled_to_zero verdict": testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(string(outcome.IdleScaledToZero), "")),
 		"poller last run":        testutil.ToFloat64(m.PollerLastRun),
 		"queue adds":             testutil.ToFloat64(m.Queues.NewAddsMetric("elastiservice").(prometheus.Counter)),
 	} {
@@ -233,7 +234,7 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	// Every failure reached the metric with a bounded reason.
 	for _, reason := range []triggers.Reason{triggers.ReasonUnreachable, triggers.ReasonBadResponse, triggers.ReasonMultipleSeries,
 		triggers.ReasonBadStatus, triggers.ReasonPrometheusDown, triggers.ReasonNotFinite} {
-		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(idle.OutcomeTriggerError, string(reason))); got < 1 {
+		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(string(outcome.IdleTriggerError), string(reason))); got < 1 {
 			t.Errorf("trigger errors with reason %s = %v, want at least 1", reason, got)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -27,19 +28,6 @@ const Path = wakeapi.Path
 type WakeRecorder interface {
 	Record(ctx context.Context, es types.NamespacedName, at time.Time)
 }
-
-// Outcomes of a wake, also the values of the scale metric's label.
-const (
-	OutcomeScaled      = "scaled"
-	OutcomeAlreadyUp   = "already_up"
-	OutcomeUnknown     = "unknown_service"
-	OutcomeFailed      = "failed"
-	OutcomeBadRequest  = "bad_request"
-	OutcomeUnavailable = "unavailable"
-	// OutcomeUnauthorized is a request without the wake token, when one
-	// is configured.
-	OutcomeUnauthorized = "unauthorized"
-)
 
 // Config tunes the server.
 type Config struct {
@@ -68,7 +56,7 @@ func DefaultConfig() Config {
 // Observer receives every request's outcome and duration, and every
 // scale-up a request caused (metrics.Operator is one).
 type Observer interface {
-	ObserveScaleRequest(outcome string, d time.Duration)
+	ObserveScaleRequest(o outcome.Wake, d time.Duration)
 	WakeStarted(es types.NamespacedName, at time.Time)
 }
 
@@ -122,8 +110,8 @@ type response struct {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
-	outcome, code, msg := s.handle(r)
-	s.observer.ObserveScaleRequest(outcome, s.clock.Since(start))
+	result, code, msg := s.handle(r)
+	s.observer.ObserveScaleRequest(result, s.clock.Since(start))
 	switch code {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
@@ -132,42 +120,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(response{Outcome: outcome, Message: msg})
+	_ = json.NewEncoder(w).Encode(response{Outcome: string(result), Message: msg})
 }
 
-func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) {
+func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg string) {
 	if r.Method != http.MethodPost {
-		return OutcomeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
+		return outcome.WakeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
 	}
 	// Before anything else is looked at, so a caller without the token
 	// learns nothing, not even whether this replica leads.
 	if !s.authorized(r) {
 		klog.FromContext(s.baseCtx).V(2).Info("Refusing a wake request without the wake token", "remote", r.RemoteAddr)
-		return OutcomeUnauthorized, http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
+		return outcome.WakeUnauthorized, http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
 	}
 	if !s.ready() {
-		return OutcomeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
+		return outcome.WakeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
 	}
 	req, err := wakeapi.DecodeRequest(r.Body)
 	if errors.Is(err, wakeapi.ErrTooLarge) {
-		return OutcomeBadRequest, http.StatusRequestEntityTooLarge, err.Error()
+		return outcome.WakeBadRequest, http.StatusRequestEntityTooLarge, err.Error()
 	}
 	if err != nil {
-		return OutcomeBadRequest, http.StatusBadRequest, err.Error()
+		return outcome.WakeBadRequest, http.StatusBadRequest, err.Error()
 	}
 	svc := types.NamespacedName{Namespace: req.Namespace, Name: req.Svc}
 	entry, ok := s.dir.Lookup(svc)
 	if !ok {
-		return OutcomeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
+		return outcome.WakeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
 	}
-	outcome, err = s.wake(svc, entry)
+	result, err = s.wake(svc, entry)
 	if err != nil {
-		return OutcomeFailed, http.StatusBadGateway, err.Error()
+		return outcome.WakeFailed, http.StatusBadGateway, err.Error()
 	}
-	if outcome == OutcomeScaled {
-		return outcome, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
+	if result == outcome.WakeScaled {
+		return result, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
 	}
-	return outcome, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
+	return result, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
 }
 
 // authorized reports whether r carries an accepted token, or none is
@@ -190,18 +178,18 @@ func (s *Server) authorized(r *http.Request) bool {
 // wake was decided on: then the target changed since (someone scaled it
 // back down) and is looked at afresh. A call records its wake before it
 // ends, so a request either shares a call or sees the wake it made.
-func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, error) {
-	outcome, err, _ := s.calls.Do(svc.String(), func() (any, error) {
+func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.Wake, error) {
+	result, err, _ := s.calls.Do(svc.String(), func() (any, error) {
 		if s.settledUp(svc, entry) {
-			return OutcomeAlreadyUp, nil
+			return outcome.WakeAlreadyUp, nil
 		}
-		outcome, generation, err := s.scaleUp(entry)
+		result, generation, err := s.scaleUp(entry)
 		if err == nil {
 			s.settle(svc, generation)
 		}
-		return outcome, err
+		return result, err
 	})
-	return outcome.(string), err
+	return result.(outcome.Wake), err
 }
 
 // settledUp reports whether svc was woken within SettleWindow and its target
@@ -237,21 +225,21 @@ func targetRef(entry directory.Entry) scaletarget.Ref {
 
 // scaleUp scales the target to its minimum unless it is already there. It
 // returns the generation of the cached target the decision was made on.
-func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
+func (s *Server) scaleUp(entry directory.Entry) (outcome.Wake, int64, error) {
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
 	defer cancel()
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name))
 	ref := targetRef(entry)
 	state, err := s.scaler.Get(ref)
 	if err != nil {
-		return OutcomeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
+		return outcome.WakeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
 	}
 	if state.Replicas >= entry.MinTargetReplicas {
-		return OutcomeAlreadyUp, state.Generation, nil
+		return outcome.WakeAlreadyUp, state.Generation, nil
 	}
 	err = scaletarget.Wake(ctx, s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
 	if !scaletarget.Woken(err) {
-		return OutcomeFailed, 0, err
+		return outcome.WakeFailed, 0, err
 	}
 	if err != nil {
 		logger.Error(err, "Woke the target; KEDA stays paused")
@@ -260,5 +248,5 @@ func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 	now := s.clock.Now()
 	s.observer.WakeStarted(entry.ElastiService, now)
 	s.wakes.Record(ctx, entry.ElastiService, now)
-	return OutcomeScaled, state.Generation, nil
+	return outcome.WakeScaled, state.Generation, nil
 }
