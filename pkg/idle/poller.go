@@ -178,55 +178,38 @@ func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService)
 	return p.evaluateWith(ctx, es, p.client)
 }
 
-// evaluateWith is Evaluate, querying through client.
+// evaluateWith is Evaluate, querying through client. It gathers facts
+// and passes them through the gates (gates.go); only what the gates let
+// through reaches the triggers and then the scale-down.
 func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (outcome.Idle, triggers.Reason) {
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
-	if es.DeletionTimestamp != nil {
-		return outcome.IdleDeleting, ""
-	}
-	if !p.router.Manages(es) {
-		return outcome.IdleNotManaged, ""
-	}
-	if p.router.Moving(es) {
-		return outcome.IdleMoving, ""
-	}
-	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
-	if err != nil {
-		p.recorder.Event(es, corev1.EventTypeWarning, ReasonInvalidSchedule, err.Error())
-		return outcome.IdleInvalidSchedule, ""
-	}
+	f := &facts{es: es, manages: p.router.Manages(es), moving: p.router.Moving(es)}
+	f.window, f.windowErr = schedule.FromSpec(es.Spec.EnabledPeriod)
 	ref := scaletarget.RefFor(es)
 	state, err := p.scaler.Get(ref)
-	if err != nil {
-		return outcome.IdleTargetMissing, ""
+	f.targetErr, f.replicas = err, state.Replicas
+	if v := admissionGates.first(f); v != nil {
+		return p.conclude(es, v), ""
 	}
+
 	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
-	now := p.clock.Now()
-
-	if !window.Active(now) {
-		// Outside the window the service must be available.
-		if state.Replicas == 0 {
+	f.now = p.clock.Now()
+	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
+	f.lastWake = p.lastWake(es)
+	if v := windowGates.first(f); v != nil {
+		if v.wake {
 			if !p.scaleUp(ctx, es, ref, entry) {
 				return outcome.IdleScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
-				"Outside the enabled period %s: scaled %s %q to %d", window, ref.Kind, ref.Name, entry.MinTargetReplicas)
+				"Outside the enabled period %s: scaled %s %q to %d", f.window, ref.Kind, ref.Name, entry.MinTargetReplicas)
 		}
-		return outcome.IdleOutsideWindow, ""
-	}
-	if state.Replicas == 0 {
-		return outcome.IdleAlreadyZero, ""
-	}
-	cooldown := time.Duration(es.Spec.CooldownPeriod) * time.Second
-	if now.Sub(es.CreationTimestamp.Time) < cooldown {
-		return outcome.IdleCooldown, ""
-	}
-	if last := p.lastWake(es); !last.IsZero() && now.Sub(last) < cooldown {
-		return outcome.IdleCooldown, ""
+		return p.conclude(es, v), ""
 	}
 
-	verdict, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, cooldown, p.cfg.Defaults)
+	answer, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, f.cooldown, p.cfg.Defaults)
+	f.triggersErr, f.idle = err, answer.Idle
 	if err != nil {
 		reason := triggers.ReasonOf(err)
 		if errors.Is(ctx.Err(), context.Canceled) {
@@ -234,21 +217,28 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		p.evaluations.Report(ctx, es, err)
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
-		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonTriggerError, "Not scaling to zero: %v", err)
-		return outcome.IdleTriggerError, reason
+		return p.conclude(es, triggerGates.first(f)), reason
 	}
 	p.evaluations.Report(ctx, es, nil)
-	if !verdict.Idle {
-		logger.V(4).Info("Not idle", "reason", verdict.Reason, "detail", verdict.Detail)
-		return outcome.IdleBusy, ""
+	if v := triggerGates.first(f); v != nil {
+		logger.V(4).Info("Not idle", "reason", answer.Reason, "detail", answer.Detail)
+		return p.conclude(es, v), ""
 	}
 
-	if o := p.scaleToZero(ctx, es, ref, now); o != outcome.IdleScaledToZero {
+	if o := p.scaleToZero(ctx, es, ref, f.now); o != outcome.IdleScaledToZero {
 		return o, ""
 	}
-	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", verdict.Detail)
-	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", cooldown, verdict.Detail, ref.Kind, ref.Name)
+	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", answer.Detail)
+	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", f.cooldown, answer.Detail, ref.Kind, ref.Name)
 	return outcome.IdleScaledToZero, ""
+}
+
+// conclude records v's event, if it has one, and returns its outcome.
+func (p *Poller) conclude(es *elastiv1alpha1.ElastiService, v *verdict) outcome.Idle {
+	if v.reason != "" {
+		p.recorder.Event(es, v.eventType, v.reason, v.message)
+	}
+	return v.outcome
 }
 
 // scaleToZero puts the resolver in front, then scales the target to zero.
