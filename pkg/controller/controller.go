@@ -104,7 +104,7 @@ const (
 
 	// ReasonServiceHasNoSelector and ReasonServiceSelectsOtherPods refuse
 	// a Service that does not route to the scale target's pods (see
-	// refuseSelector).
+	// serviceWithoutSelector, serviceSelectsOtherPods).
 	ReasonServiceHasNoSelector    = "ServiceHasNoSelector"
 	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
 )
