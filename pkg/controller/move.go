@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -65,7 +64,7 @@ func (c *Controller) leavingServices(es *elastiv1alpha1.ElastiService) []string 
 			out = append(out, rp.Service)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -92,7 +91,7 @@ func (c *Controller) oldFrontedServices(es *elastiv1alpha1.ElastiService) []stri
 			out = append(out, svc)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

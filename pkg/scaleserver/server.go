@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -68,31 +68,25 @@ type Server struct {
 	// ready reports whether this replica may act: leader with synced caches.
 	ready    func() bool
 	cfg      Config
-	clock    clock.PassiveClock
+	clock    clock.Clock
 	baseCtx  context.Context
 	observer Observer
 
 	// calls coalesces concurrent wakes of one service.
-	calls   singleflight.Group
-	mu      sync.Mutex
-	settled map[types.NamespacedName]settledWake
-}
-
-// settledWake is a recent wake: when, and the target's generation in the
-// cache when it was decided.
-type settledWake struct {
-	at         time.Time
-	generation int64
+	calls singleflight.Group
+	// settled holds, for SettleWindow after each wake, the generation of
+	// the cached target the wake was decided on.
+	settled *cache.Expiring
 }
 
 // New returns a server. baseCtx outlives requests: a scale started for one
 // client finishes even if that client hangs up, because others may wait on it.
 func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, wakes WakeRecorder, ready func() bool,
 	observer Observer, cfg Config) *Server {
+	c := clock.RealClock{}
 	return &Server{
 		dir: dir, scaler: scaler, wakes: wakes, ready: ready, observer: observer, cfg: cfg,
-		clock: clock.RealClock{}, baseCtx: baseCtx,
-		settled: map[types.NamespacedName]settledWake{},
+		clock: c, baseCtx: baseCtx, settled: cache.NewExpiringWithClock(c),
 	}
 }
 
@@ -195,28 +189,19 @@ func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.
 // settledUp reports whether svc was woken within SettleWindow and its target
 // has not changed since.
 func (s *Server) settledUp(svc types.NamespacedName, entry directory.Entry) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.settled[svc]
-	if !ok || s.clock.Since(w.at) >= s.cfg.SettleWindow {
+	generation, ok := s.settled.Get(svc)
+	if !ok {
 		return false
 	}
 	cur, err := s.scaler.Get(targetRef(entry))
-	return err == nil && cur.Generation <= w.generation
+	return err == nil && cur.Generation <= generation.(int64)
 }
 
-// settle remembers a wake decided on the target's generation.
+// settle remembers a wake decided on the target's generation. Expired
+// wakes are dropped as new ones are set, so the map stays as small as the
+// set of recently woken services.
 func (s *Server) settle(svc types.NamespacedName, generation int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settled[svc] = settledWake{at: s.clock.Now(), generation: generation}
-	// Old entries only matter inside the window; drop the rest so the map
-	// stays as small as the set of recently woken services.
-	for k, w := range s.settled {
-		if s.clock.Since(w.at) >= s.cfg.SettleWindow {
-			delete(s.settled, k)
-		}
-	}
+	s.settled.Set(svc, generation, s.cfg.SettleWindow)
 }
 
 func targetRef(entry directory.Entry) scaletarget.Ref {
