@@ -19,23 +19,19 @@ import (
 )
 
 // A change of spec.service moves an ElastiService to another Service. An
-// old Service that was asleep has the resolver's endpoints as its only
-// ones, and clients keep calling it while the move runs, so it leaves in
-// two steps rather than at once:
+// old Service that was asleep has only the resolver's endpoints, and
+// clients keep calling it, so it leaves in two steps:
 //
 //  1. Fronted: its resolver slice stays, kept current, until one of its own
-//     endpoints serves from a pod that stays (canServe, as for the new
-//     Service). The target is woken for it if it is at zero.
-//  2. Draining: the slice is gone, but for moveDrain its resolver ports,
-//     its private Service and its directory claim stay, so the resolver
-//     still answers what kube-proxy or an ingress controller sends it
-//     before they notice the slice went.
+//     endpoints serves from a pod that stays (canServe). The target is
+//     woken for it if it is at zero.
+//  2. Draining: the slice is gone, but for moveDrain its resolver ports in
+//     status.resolverPorts (by which the resolver still fronts it), its
+//     private Service and its directory claim stay.
 //
-// Throughout, the old Service keeps its resolver ports in
-// status.resolverPorts, which is how the resolver knows it still fronts it
-// (and on which port), and the directory maps it to this ElastiService, so
-// a wake for it reaches the target. Once every old Service has left, its
-// generated objects are deleted and the next status write frees its ports.
+// Then its generated objects are deleted and the next status write frees
+// its ports.
+
 const (
 	// moveRecheck is how often a move looks again: what ends a step (an
 	// old Service's slices, the resolver's) brings no event that maps to

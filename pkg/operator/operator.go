@@ -353,36 +353,23 @@ func protobuf(cfg *rest.Config) *rest.Config {
 }
 
 // trimForCache drops what the operator never reads before objects enter the
-// informer caches, so memory stays flat for clusters with thousands of
-// workloads. Every reader of each cache was checked for what it needs; a
-// new reader of a field dropped here must keep it.
+// informer caches, so memory stays flat with thousands of workloads. A new
+// reader of a field dropped here must keep it.
 //
-// Objects the operator writes back whole from a cached copy keep
-// everything but managedFields, so an update never drops what users put
-// there: private Services (Update in mirrorPrivateService) and resolver
-// slices (Update in ensureResolverSlice), recognised by their names'
-// form, elasti's managed-by label or an ElastiService owner, which also
-// covers those an older elasti or KubeElasti left behind. The one part a
-// resolver slice's update replaces whole, its endpoints, keeps only the
-// addresses and conditions sameEndpoints compares.
+//   - Objects the operator updates whole from a cached copy (private
+//     Services, resolver slices: recognised by name, elasti's managed-by
+//     label or an ElastiService owner, so an older elasti's or KubeElasti's
+//     too) lose only managedFields, so an update never drops what users put
+//     there. A resolver slice's endpoints, which its update replaces, keep
+//     only what sameEndpoints compares.
+//   - Deployments and StatefulSets become a scaletarget.Cached (the typed
+//     object is over 1 KiB even empty): their typed listers must not be used.
+//   - Other Services keep identity, selector and ports; other slices keep
+//     identity, the service-name and managed-by labels, addressType and each
+//     endpoint's addresses, conditions and targetRef.
+//   - ElastiServices lose annotations: status writes ignore metadata.
 //
-// Everything else keeps only what its readers use:
-//   - Deployments, StatefulSets: identity, generation, spec.replicas and
-//     the pod template's labels, as a scaletarget.Cached, not the typed
-//     object, which is over 1 KiB even when empty (scaletarget.Scaler.Get,
-//     targetHandler, refuseSelector). Their typed listers must not be
-//     used.
-//   - public Services: identity and spec.selector, spec.ports
-//     (privateServiceSpec, assignPorts, resolverSlicePorts).
-//   - the cluster's EndpointSlices: identity, the service-name and
-//     managed-by labels (indexSliceByService, servingEndpoints),
-//     addressType, and each endpoint's addresses, conditions and targetRef
-//     (servingEndpoints, endpointKey, podStays).
-//   - ElastiServices: everything but annotations (status writes ignore
-//     metadata; the spec is validated whole, the status compared whole).
-//
-// The resolver's own slices are cached by a separate informer with
-// keepForCache: resolverEndpoints copies their ports, nodeName and zone.
+// The resolver's own slices have their own informer and keepForCache.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment, *appsv1.StatefulSet:
