@@ -91,24 +91,24 @@ func (c *Controller) oldFrontedServices(es *elastiv1alpha1.ElastiService) []stri
 	return out
 }
 
-// claimServices makes es hold its Service in the directory, as claim does,
-// and keep holding the old Services of a move, so a wake for one of them
+// claimServices makes es claim its Service in the directory, as claim does,
+// and keep claiming the old Services of a move, so a wake for one of them
 // still reaches the target. It lets go of every other Service es held.
-func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []string) (holder types.NamespacedName, ok bool) {
+func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []string) (claimant types.NamespacedName, ok bool) {
 	keep := []types.NamespacedName{{Namespace: es.Namespace, Name: es.Spec.Service}}
 	for _, svc := range old {
 		keep = append(keep, types.NamespacedName{Namespace: es.Namespace, Name: svc})
 	}
 	c.directory.ReleaseAll(es.Key(), keep...)
-	if holder, ok = c.claim(es); !ok {
-		return holder, false
+	if claimant, ok = c.claim(es); !ok {
+		return claimant, false
 	}
 	entry := directory.EntryFor(es)
 	for _, svc := range keep[1:] {
 		// An old Service another ElastiService now names is theirs.
 		c.directory.Claim(svc, entry)
 	}
-	return holder, true
+	return claimant, true
 }
 
 // leaveOldServices takes the old Services of a move, named by old, a step

@@ -44,7 +44,8 @@ type facts struct {
 	target    scaletarget.Ref
 	podLabels map[string]string
 	targetErr error
-	// claimant holds es's Service in the directory; claimed says es does.
+	// claimant is the ElastiService that claims es's Service in the
+	// directory; claimed says it is es.
 	claimant types.NamespacedName
 	claimed  bool
 	// resolverPods counts the resolver's ready endpoints; the resolver

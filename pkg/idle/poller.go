@@ -199,7 +199,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	f.lastWake = p.lastWake(es)
 	if v := windowGates.first(f); v != nil {
 		if v.wake {
-			if !p.scaleUp(ctx, es, ref, entry) {
+			if !p.wakeOutsideWindow(ctx, es, ref, entry) {
 				return outcome.IdleScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
@@ -283,9 +283,9 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	return last
 }
 
-// scaleUp wakes the target outside the enabled period and reports whether
+// wakeOutsideWindow wakes the target outside the enabled period and reports whether
 // it is up (see scaletarget.Wake for the error policy).
-func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
+func (p *Poller) wakeOutsideWindow(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
 	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)

@@ -23,8 +23,8 @@ type Operator struct {
 
 	// ScaleCounter counts scale operations; the name is KubeElasti's.
 	ScaleCounter *prometheus.CounterVec
-	// ScaleRequestDuration times scale-from-zero requests by outcome.
-	ScaleRequestDuration *prometheus.HistogramVec
+	// WakeRequestDuration times scale-from-zero requests by outcome.
+	WakeRequestDuration *prometheus.HistogramVec
 	// IdleEvaluations counts the poller's verdicts by outcome and, for
 	// trigger errors, the bounded failure reason.
 	IdleEvaluations *prometheus.CounterVec
@@ -74,7 +74,7 @@ func NewOperator() *Operator {
 			Name: "elasti_operator_scale_counter",
 			Help: "Scale operations on targets, by direction (up, down) and result (success, failure).",
 		}, []string{"direction", "result"}),
-		ScaleRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		WakeRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "elasti_operator_scale_request_duration_seconds",
 			Help:    "Time to answer a scale-from-zero request, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
@@ -114,7 +114,7 @@ func NewOperator() *Operator {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.ScaleCounter, m.ScaleRequestDuration, m.IdleEvaluations, m.PollerLastRun, m.PollerDuration,
+		m.ScaleCounter, m.WakeRequestDuration, m.IdleEvaluations, m.PollerLastRun, m.PollerDuration,
 		m.Reconcile, m.Mode, m.ColdStart,
 	)
 	m.Registry.MustRegister(m.queues.collectors()...)
@@ -175,9 +175,9 @@ func (m *Operator) ModeSwitched(es types.NamespacedName, mode string, at time.Ti
 	}
 }
 
-// ObserveScaleRequest is the scale server's hook.
-func (m *Operator) ObserveScaleRequest(result outcome.Wake, d time.Duration) {
-	m.ScaleRequestDuration.WithLabelValues(string(result)).Observe(d.Seconds())
+// ObserveWakeRequest is the scale server's hook.
+func (m *Operator) ObserveWakeRequest(result outcome.Wake, d time.Duration) {
+	m.WakeRequestDuration.WithLabelValues(string(result)).Observe(d.Seconds())
 	switch result {
 	case outcome.WakeScaled:
 		m.ScaleCounter.WithLabelValues("up", "success").Inc()

@@ -26,8 +26,8 @@ var kubeElastiNames = map[string]bool{"elasti_operator_scale_counter": true}
 
 func TestMetricsPassLintAndMove(t *testing.T) {
 	m := NewOperator()
-	m.ObserveScaleRequest(outcome.WakeScaled, 3*time.Millisecond)
-	m.ObserveScaleRequest(outcome.WakeFailed, time.Millisecond)
+	m.ObserveWakeRequest(outcome.WakeScaled, 3*time.Millisecond)
+	m.ObserveWakeRequest(outcome.WakeFailed, time.Millisecond)
 	m.ObserveIdleEvaluation(outcome.IdleTriggerError, triggers.ReasonUnreachable)
 	m.ObserveIdleEvaluation(outcome.IdleScaledToZero, "")
 	m.ObservePoll(time.Unix(1700000000, 0), 20*time.Millisecond)

@@ -33,9 +33,9 @@ import (
 	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 )
 
 // Options configure the operator. Defaults suit thousands of ElastiServices.
@@ -81,14 +81,14 @@ type Options struct {
 	// besides PrometheusServerAddress that triggers may query
 	// (--prometheus-allowed-servers); empty allows any, as KubeElasti.
 	PrometheusAllowedServers []triggers.ServerPrefix
-	// ScaleTimeout bounds one scale-from-zero call.
-	ScaleTimeout time.Duration
-	// ScaleSettleWindow is how long after a wake further requests for the
+	// WakeTimeout bounds one scale-from-zero call.
+	WakeTimeout time.Duration
+	// WakeSettleWindow is how long after a wake further requests for the
 	// same Service are answered without looking again (see scaleserver).
-	ScaleSettleWindow time.Duration
+	WakeSettleWindow time.Duration
 	// WakeTokens, when set, is the wake token the scale endpoint requires
 	// (see pkg/waketoken); nil requires none, as KubeElasti's operator.
-	WakeTokens scaleserver.TokenVerifier
+	WakeTokens wakeserver.TokenVerifier
 	// UserAgentSuffix is appended to the operator's user agent, so the
 	// apiserver's audit log can tell operator instances apart.
 	UserAgentSuffix string
@@ -113,8 +113,8 @@ func DefaultOptions() Options {
 		PollingInterval:      30 * time.Second,
 		PollParallelism:      16,
 		QueryTimeout:         5 * time.Second,
-		ScaleTimeout:         10 * time.Second,
-		ScaleSettleWindow:    5 * time.Second,
+		WakeTimeout:          10 * time.Second,
+		WakeSettleWindow:     5 * time.Second,
 	}
 }
 
@@ -145,7 +145,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("polling interval must be positive (--polling-interval or POLLING_INTERVAL)")
 	case o.PollParallelism < 1:
 		return fmt.Errorf("poll parallelism must be at least 1")
-	case o.QueryTimeout <= 0 || o.ScaleTimeout <= 0:
+	case o.QueryTimeout <= 0 || o.WakeTimeout <= 0:
 		return fmt.Errorf("query and scale timeouts must be positive")
 	}
 	return nil
@@ -158,9 +158,9 @@ type Operator struct {
 	Scaler     *scaletarget.Scaler
 	Kube       kubernetes.Interface
 	Elasti     versioned.Interface
-	// ScaleServer answers the resolver's scale-from-zero requests; it acts
+	// WakeServer answers the resolver's scale-from-zero requests; it acts
 	// only while Ready.
-	ScaleServer *scaleserver.Server
+	WakeServer *wakeserver.Server
 	// Poller scales idle targets to zero; it runs only on the leader.
 	Poller *idle.Poller
 	// Wakes records every scale-up from zero, where each cooldown starts.
@@ -202,13 +202,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 
 	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
-	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.ScaleTimeout)
+	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.WakeTimeout)
 	o.newInformerFactories(opts)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
 		return nil, err
 	}
-	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
-		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow, Tokens: opts.WakeTokens})
+	o.WakeServer = wakeserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
+		wakeserver.Config{WakeTimeout: opts.WakeTimeout, SettleWindow: opts.WakeSettleWindow, Tokens: opts.WakeTokens})
 	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.Wakes,
 		o.Controller.Recorder(), o.Metrics, idle.ConditionWriter{Client: elasti, FieldManager: controller.AgentName}, idle.Config{
 			Interval:     opts.PollingInterval,

@@ -26,9 +26,9 @@ import (
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/outcome"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 	"github.com/elasti-dev/elasti/test/install"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -44,9 +44,9 @@ func startScaling(e *testenv.Env, prom *testenv.FakePrometheus) string {
 		e.Opts.PrometheusServerAddress = prom.URL
 	}
 	op := e.StartOperatorReturning()
-	srv := httptest.NewServer(op.ScaleServer.Handler())
+	srv := httptest.NewServer(op.WakeServer.Handler())
 	e.T.Cleanup(srv.Close)
-	return srv.URL + scaleserver.Path
+	return srv.URL + wakeserver.Path
 }
 
 func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
@@ -422,9 +422,9 @@ func TestFollowerAnswers503(t *testing.T) {
 	op := e.StartOperatorWith(&operator.Election{
 		Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 	})
-	srv := httptest.NewServer(op.ScaleServer.Handler())
+	srv := httptest.NewServer(op.WakeServer.Handler())
 	defer srv.Close()
-	code, body := testenv.Post(t, srv.URL+scaleserver.Path, testenv.WakeBody("web", e.NS))
+	code, body := testenv.Post(t, srv.URL+wakeserver.Path, testenv.WakeBody("web", e.NS))
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
 		t.Errorf("follower answered %d %s, want 503", code, body)
 	}

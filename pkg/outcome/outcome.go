@@ -1,7 +1,7 @@
 // Package outcome names what the operator's parts report to its metrics:
 // the result of an ElastiService sync, of an idle evaluation and of a wake
 // request. It sits below both the parts that report (controller, idle,
-// scaleserver) and the metrics that count them, so neither imports the
+// wakeserver) and the metrics that count them, so neither imports the
 // other. Each value is a metric label value and, for Wake, the outcome a
 // wake answer carries on the wire: they are contracts, so they never
 // change.

@@ -1,4 +1,4 @@
-package scaleserver
+package wakeserver
 
 import (
 	"net/http"
@@ -56,7 +56,7 @@ type outcomes struct {
 	got []outcome.Wake
 }
 
-func (o *outcomes) ObserveScaleRequest(result outcome.Wake, _ time.Duration) {
+func (o *outcomes) ObserveWakeRequest(result outcome.Wake, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.got = append(o.got, result)

@@ -1,4 +1,4 @@
-package scaleserver
+package wakeserver
 
 import (
 	"context"
@@ -31,8 +31,8 @@ type WakeRecorder interface {
 
 // Config tunes the server.
 type Config struct {
-	// ScaleTimeout bounds one scale call, shared by every coalesced request.
-	ScaleTimeout time.Duration
+	// WakeTimeout bounds one scale call, shared by every coalesced request.
+	WakeTimeout time.Duration
 	// SettleWindow is how long after a successful scale-up further requests
 	// are answered from memory while the informer cache catches up, so a
 	// burst never turns into repeated writes.
@@ -50,13 +50,13 @@ type TokenVerifier interface {
 
 // DefaultConfig suits production.
 func DefaultConfig() Config {
-	return Config{ScaleTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
+	return Config{WakeTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
 }
 
 // Observer receives every request's outcome and duration, and every
 // scale-up a request caused (metrics.Operator is one).
 type Observer interface {
-	ObserveScaleRequest(o outcome.Wake, d time.Duration)
+	ObserveWakeRequest(o outcome.Wake, d time.Duration)
 	WakeStarted(es types.NamespacedName, at time.Time)
 }
 
@@ -105,7 +105,7 @@ type response struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
 	result, code, msg := s.handle(r)
-	s.observer.ObserveScaleRequest(result, s.clock.Since(start))
+	s.observer.ObserveWakeRequest(result, s.clock.Since(start))
 	switch code {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
@@ -177,7 +177,7 @@ func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.
 		if s.settledUp(svc, entry) {
 			return outcome.WakeAlreadyUp, nil
 		}
-		result, generation, err := s.scaleUp(entry)
+		result, generation, err := s.wakeTarget(entry)
 		if err == nil {
 			s.settle(svc, generation)
 		}
@@ -208,10 +208,10 @@ func targetRef(entry directory.Entry) scaletarget.Ref {
 	return scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
 }
 
-// scaleUp scales the target to its minimum unless it is already there. It
+// wakeTarget scales the target to its minimum unless it is already there. It
 // returns the generation of the cached target the decision was made on.
-func (s *Server) scaleUp(entry directory.Entry) (outcome.Wake, int64, error) {
-	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
+func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, error) {
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.WakeTimeout)
 	defer cancel()
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name))
 	ref := targetRef(entry)
