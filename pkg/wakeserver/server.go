@@ -1,3 +1,13 @@
+// Package wakeserver is the operator's wake endpoint: the resolver asks it
+// to scale a Service's target up from zero (see pkg/wakeapi for the wire
+// contract). Concurrent wakes of one Service share one scale call, and a
+// settle window answers a burst from memory.
+//
+// The concept is "wake" in Go; names users may depend on keep KubeElasti's
+// "scale": the route /informer/incoming-request, the flags
+// --scale-server-bind-address and --scale-timeout, and the metrics
+// elasti_operator_scale_request_duration_seconds and
+// elasti_operator_scale_counter.
 package wakeserver
 
 import (
