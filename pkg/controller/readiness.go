@@ -9,16 +9,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/policy"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/validation"
 )
 
-// Reconcile's not-Ready exits are small checks, after cert-manager's
-// certificate trigger policies: each reads only the facts reconcile has
-// gathered so far and returns nil to let it go on, or the reason and
-// message the Ready condition is set False with. Reconcile meets them in
-// this order, acting (claiming, fronting) between the stages, and the
-// first one that fails ends the sync:
+// Reconcile's not-Ready exits are small checks (see pkg/policy): each
+// reads only the facts reconcile has gathered so far and returns nil to
+// let it go on, or the reason and message the Ready condition is set
+// False with. Reconcile meets them in this order, acting (claiming,
+// fronting) between the stages, and the first one that fails ends the
+// sync:
 //
 //  1. invalidSpec
 //  2. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
@@ -62,20 +63,10 @@ type notReady struct {
 }
 
 // readinessCheck is one not-Ready exit: nil lets the sync go on.
-type readinessCheck func(f *facts) *notReady
+type readinessCheck = func(f *facts) *notReady
 
-// readinessChecks are evaluated in order.
-type readinessChecks []readinessCheck
-
-// first returns the first failed check of cs on f, or nil.
-func (cs readinessChecks) first(f *facts) *notReady {
-	for _, check := range cs {
-		if v := check(f); v != nil {
-			return v
-		}
-	}
-	return nil
-}
+// readinessChecks are evaluated in order; the first failed check wins.
+type readinessChecks = policy.Chain[*facts, notReady]
 
 // invalidSpec comes first, so nothing is written for an invalid spec and
 // the directory keeps the last valid claim: a Service left in proxy mode

@@ -95,19 +95,19 @@ func TestReadinessChecks(t *testing.T) {
 // The chains let clean facts through, and the first failed check wins.
 func TestReadinessChains(t *testing.T) {
 	for name, chain := range map[string]readinessChecks{"selector": selectorChecks, "target": targetChecks} {
-		if v := chain.first(ready()); v != nil {
+		if v := chain.First(ready()); v != nil {
 			t.Errorf("%s checks fail clean facts: %+v", name, *v)
 		}
 	}
 	f := ready()
 	f.service.Spec.Selector = nil
-	if v := selectorChecks.first(f); v == nil || v.reason != ReasonServiceHasNoSelector {
+	if v := selectorChecks.First(f); v == nil || v.reason != ReasonServiceHasNoSelector {
 		t.Errorf("selector checks: %+v, want %s", v, ReasonServiceHasNoSelector)
 	}
 	f = ready()
 	f.es.Spec.ScaleTargetRef.Kind = elastiv1alpha1.KindRollout
 	f.targetErr = errors.Join(scaletarget.ErrUnsupportedKind, scaletarget.ErrRolloutsUnavailable)
-	if v := targetChecks.first(f); v == nil || v.reason != ReasonUnsupportedTarget {
+	if v := targetChecks.First(f); v == nil || v.reason != ReasonUnsupportedTarget {
 		t.Errorf("target checks: %+v, want %s first", v, ReasonUnsupportedTarget)
 	}
 }

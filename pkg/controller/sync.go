@@ -103,7 +103,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		state, err := c.scaler.Get(f.target)
 		f.podLabels, f.targetErr = state.PodLabels, err
 	}
-	if v := selectorChecks.first(f); v != nil {
+	if v := selectorChecks.First(f); v != nil {
 		// A poller waiting to scale the target down must not.
 		c.handoffs.settle(es.Key(), errors.New(v.message))
 		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
@@ -142,7 +142,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 
 	state, err := c.scaler.Get(f.target)
 	f.targetErr = err
-	if v := targetChecks.first(f); v != nil {
+	if v := targetChecks.First(f); v != nil {
 		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
 	}
 	if err != nil {

@@ -8,14 +8,15 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/outcome"
+	"github.com/elasti-dev/elasti/pkg/policy"
 	"github.com/elasti-dev/elasti/pkg/schedule"
 )
 
-// An evaluation passes three chains of gates, after cert-manager's
-// certificate trigger policies: each gate reads only the facts gathered so
-// far and either lets the evaluation go on (nil) or ends it with a
-// verdict; the first verdict wins. Between the chains the poller reads
-// more facts (the target's replicas, the triggers' answer).
+// An evaluation passes three chains of gates (see pkg/policy): each gate
+// reads only the facts gathered so far and either lets the evaluation go
+// on (nil) or ends it with a verdict; the first verdict wins. Between the
+// chains the poller reads more facts (the target's replicas, the
+// triggers' answer).
 var (
 	// admissionGates run on what the cache knows, before anything is
 	// acted on.
@@ -61,21 +62,10 @@ type verdict struct {
 }
 
 // gate is one decision: nil lets the evaluation go on.
-type gate func(f *facts) *verdict
+type gate = func(f *facts) *verdict
 
-// gates are evaluated in order.
-type gates []gate
-
-// first returns the first verdict of g on f, or nil when every gate lets
-// the evaluation go on.
-func (g gates) first(f *facts) *verdict {
-	for _, decide := range g {
-		if v := decide(f); v != nil {
-			return v
-		}
-	}
-	return nil
-}
+// gates are evaluated in order; the first verdict wins.
+type gates = policy.Chain[*facts, verdict]
 
 func deleting(f *facts) *verdict {
 	if f.es.DeletionTimestamp != nil {

@@ -90,19 +90,19 @@ func TestGates(t *testing.T) {
 // The chains let clean facts through, and the first verdict wins.
 func TestGateChains(t *testing.T) {
 	for name, chain := range map[string]gates{"admission": admissionGates, "window": windowGates, "trigger": triggerGates} {
-		if v := chain.first(passing(t)); v != nil {
+		if v := chain.First(passing(t)); v != nil {
 			t.Errorf("%s gates stop clean facts: %+v", name, *v)
 		}
 	}
 	f := passing(t)
 	f.es.DeletionTimestamp = &metav1.Time{Time: now}
 	f.manages, f.targetErr = false, errors.New("not found")
-	if v := admissionGates.first(f); v == nil || v.outcome != outcome.IdleDeleting {
+	if v := admissionGates.First(f); v == nil || v.outcome != outcome.IdleDeleting {
 		t.Errorf("admission verdict %+v, want %q, the first gate's", v, outcome.IdleDeleting)
 	}
 	f = passing(t)
 	f.replicas, f.lastWake = 0, now
-	if v := windowGates.first(f); v == nil || v.outcome != outcome.IdleAlreadyZero {
+	if v := windowGates.First(f); v == nil || v.outcome != outcome.IdleAlreadyZero {
 		t.Errorf("window verdict %+v, want %q before the cooldown", v, outcome.IdleAlreadyZero)
 	}
 }

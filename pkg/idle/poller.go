@@ -188,7 +188,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	ref := scaletarget.RefFor(es)
 	state, err := p.scaler.Get(ref)
 	f.targetErr, f.replicas = err, state.Replicas
-	if v := admissionGates.first(f); v != nil {
+	if v := admissionGates.First(f); v != nil {
 		return p.conclude(es, v), ""
 	}
 
@@ -197,7 +197,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	f.now = p.clock.Now()
 	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
 	f.lastWake = p.lastWake(es)
-	if v := windowGates.first(f); v != nil {
+	if v := windowGates.First(f); v != nil {
 		if v.wake {
 			if !p.wakeOutsideWindow(ctx, es, ref, entry) {
 				return outcome.IdleScaleFailed, ""
@@ -217,10 +217,10 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		p.evaluations.Report(ctx, es, err)
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
-		return p.conclude(es, triggerGates.first(f)), reason
+		return p.conclude(es, triggerGates.First(f)), reason
 	}
 	p.evaluations.Report(ctx, es, nil)
-	if v := triggerGates.first(f); v != nil {
+	if v := triggerGates.First(f); v != nil {
 		logger.V(4).Info("Not idle", "reason", answer.Reason, "detail", answer.Detail)
 		return p.conclude(es, v), ""
 	}
