@@ -283,8 +283,8 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	return last
 }
 
-// wakeOutsideWindow wakes the target outside the enabled period and reports whether
-// it is up (see scaletarget.Wake for the error policy).
+// wakeOutsideWindow wakes the target outside the enabled period and
+// reports whether it is up (see scaletarget.Wake for the error policy).
 func (p *Poller) wakeOutsideWindow(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
 	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
