@@ -116,8 +116,8 @@ func startServers(ctx context.Context, o *options, op *operator.Operator, watchd
 	if !disabled(o.metricsBindAddress) {
 		go serve(ctx, "metrics", o.metricsBindAddress, metricsHandler(op.Metrics.Registry, o.profiling))
 	}
-	if !disabled(o.scaleServerBindAddress) {
-		go serve(ctx, "scale", o.scaleServerBindAddress, op.ScaleServer.Handler())
+	if !disabled(o.wakeServerBindAddress) {
+		go serve(ctx, "scale", o.wakeServerBindAddress, op.WakeServer.Handler())
 	}
 }
 

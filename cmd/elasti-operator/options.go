@@ -9,8 +9,8 @@ import (
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
@@ -35,7 +35,7 @@ type options struct {
 	kubeconfig             string
 	metricsBindAddress     string
 	healthProbeBindAddress string
-	scaleServerBindAddress string
+	wakeServerBindAddress  string
 	leaderElect            bool
 	leaderElectNamespace   string
 	leaderElectName        string
@@ -82,8 +82,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", command.KubeconfigUsage)
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080", `Address of the /metrics endpoint; "0" disables it.`)
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
-	fs.StringVar(&o.scaleServerBindAddress, "scale-server-bind-address", fmt.Sprintf(":%d", env.Port(envOperatorPort, 8013)),
-		"Address of the scale-from-zero endpoint POST "+scaleserver.Path+` the resolver calls (port from env `+envOperatorPort+`); "0" disables it.`)
+	fs.StringVar(&o.wakeServerBindAddress, "scale-server-bind-address", fmt.Sprintf(":%d", env.Port(envOperatorPort, 8013)),
+		"Address of the scale-from-zero endpoint POST "+wakeserver.Path+` the resolver calls (port from env `+envOperatorPort+`); "0" disables it.`)
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader through a Lease so only one replica acts; followers keep warm caches.")
 	fs.StringVar(&o.leaderElectNamespace, "leader-elect-namespace", env.String(envOperatorNamespace, "elasti"), "Namespace of the leader-election Lease (env "+envOperatorNamespace+").")
 	fs.StringVar(&o.leaderElectName, "leader-elect-lease-name", "elasti-operator-leader", "Name of the leader-election Lease.")
@@ -121,7 +121,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	allowedServers := fs.String("prometheus-allowed-servers", env.String(envPrometheusAllowed, ""),
 		"Comma-separated URL prefixes (scheme://host[:port][/path]) of the only Prometheus servers triggers may query besides "+
 			"--prometheus-server-address; a trigger naming another is refused before any request. Empty: any server (env "+envPrometheusAllowed+").")
-	fs.DurationVar(&op.ScaleTimeout, "scale-timeout", def.ScaleTimeout, "Timeout of one scale-from-zero call.")
+	fs.DurationVar(&op.WakeTimeout, "scale-timeout", def.WakeTimeout, "Timeout of one scale-from-zero call.")
 	fs.DurationVar(&op.ResyncPeriod, "resync-period", def.ResyncPeriod, "How often every ElastiService is re-synced to repair unreported drift.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, env.String(envWakeTokenFile, ""),
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; the scale endpoint then answers 401 to requests without "+

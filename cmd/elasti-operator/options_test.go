@@ -48,9 +48,9 @@ func TestKubeElastiEnvironmentIsHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	o2, err := parse(t, map[string]string{"POLLING_INTERVAL": "45s", "ELASTI_OPERATOR_PORT": "9013", "PROMETHEUS_TRIGGER_SERVER_ADDRESS": "http://prom:9090", "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER": "Bearer x"})
-	if err != nil || o2.operator.PollingInterval != 45*time.Second || o2.scaleServerBindAddress != ":9013" ||
+	if err != nil || o2.operator.PollingInterval != 45*time.Second || o2.wakeServerBindAddress != ":9013" ||
 		o2.operator.PrometheusServerAddress != "http://prom:9090" || o2.operator.PrometheusAuthorizationHeader != "Bearer x" {
-		t.Errorf("scaling environment not honoured: %v %+v %q", err, o2.operator, o2.scaleServerBindAddress)
+		t.Errorf("scaling environment not honoured: %v %+v %q", err, o2.operator, o2.wakeServerBindAddress)
 	}
 	if o.operator.ResolverNamespace != "infra" || o.operator.ResolverService != "resolver-svc" || o.operator.ResolverProxyPort != 9012 || o.leaderElectNamespace != "ops" {
 		t.Errorf("environment not honoured: %+v lease ns %q", o.operator, o.leaderElectNamespace)

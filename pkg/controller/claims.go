@@ -15,37 +15,38 @@ import (
 	"github.com/elasti-dev/elasti/pkg/names"
 )
 
-// claim makes es hold its Service in the directory unless another live
-// ElastiService should. Which one holds a contested Service is decided the
-// same way on every replica and after every restart (see shouldHold), so a
-// failover never hands the Service to the other claimant.
-func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (holder types.NamespacedName, ok bool) {
+// claim makes es the claimant of its Service in the directory unless
+// another live ElastiService should be; it returns the claimant. Which one
+// claims a contested Service is decided the same way on every replica and
+// after every restart (see shouldClaim), so a failover never hands the
+// Service to the other.
+func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (claimant types.NamespacedName, ok bool) {
 	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
 	entry := directory.EntryFor(es)
-	if holder, ok = c.directory.Claim(svcKey, entry); ok {
-		return holder, true
+	if claimant, ok = c.directory.Claim(svcKey, entry); ok {
+		return claimant, true
 	}
-	other, err := c.elastiServices.ElastiServices(holder.Namespace).Get(holder.Name)
+	other, err := c.elastiServices.ElastiServices(claimant.Namespace).Get(claimant.Name)
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && other.Spec.Service != es.Spec.Service):
-		// The holder was deleted or now names another Service, and its own
+		// The claimant was deleted or now names another Service, and its own
 		// sync has not released this one yet: events for the two keys may be
 		// handled in any order. Only this Service is released, so the
-		// holder's new claim stands.
-	case err == nil && c.shouldHold(es, other):
-		// Tell the displaced holder, so it reports the conflict.
-		c.enqueue(holder)
+		// claimant's new claim stands.
+	case err == nil && c.shouldClaim(es, other):
+		// Tell the displaced claimant, so it reports the conflict.
+		c.enqueue(claimant)
 	default:
-		return holder, false
+		return claimant, false
 	}
-	c.directory.Release(svcKey, holder)
+	c.directory.Release(svcKey, claimant)
 	return c.directory.Claim(svcKey, entry)
 }
 
-// shouldHold reports whether a rather than b should drive a Service both
+// shouldClaim reports whether a rather than b should claim a Service both
 // name: the one controlling the objects already generated for it, else the
 // older, else the first by name.
-func (c *Controller) shouldHold(a, b *elastiv1alpha1.ElastiService) bool {
+func (c *Controller) shouldClaim(a, b *elastiv1alpha1.ElastiService) bool {
 	if ca, cb := c.controlsGenerated(a), c.controlsGenerated(b); ca != cb {
 		return ca
 	}
@@ -83,19 +84,19 @@ func (c *Controller) PrimeDirectory(ctx context.Context) {
 
 // managesService reports whether es may change its Service's routing. An
 // ElastiService that lost a ServiceConflict never did, so its deletion must
-// not wake the holder's target or remove the holder's resolver slice.
+// not wake the claimant's target or remove the claimant's resolver slice.
 func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
 	me := es.Key()
 	if entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}); ok {
 		return entry.ElastiService == me
 	}
-	// Nobody holds it in memory (e.g. just after a restart): the resolver
+	// Nobody claims it in memory (e.g. just after a restart): the resolver
 	// slice's owner is the one in charge.
 	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
 	return err != nil || len(slice.OwnerReferences) == 0 || hasOwnerRef(slice.OwnerReferences, es)
 }
 
-// Manages reports whether the controller drives es's Service now: es holds
+// Manages reports whether the controller drives es's Service now: es claims
 // it in the directory and is Ready at its current generation. Only then is
 // there a resolver to put in front of the Service and a wake path back, so
 // the idle poller scales no other ElastiService's target.

@@ -1,42 +1,3 @@
-// Package controller is the operator's control loop. Four rate-limited
-// queues, each drained by its own workers, turn informer events into
-// ElastiService syncs:
-//
-//   - ElastiService keys: the sync itself (finalizer, proxy/serve mode,
-//     status, and in front of a Service the resolver EndpointSlice with
-//     the private Service it needs).
-//   - scale-target keys (Deployment, StatefulSet, Rollout): mapped to the
-//     ElastiServices that name them through an index.
-//   - Service keys from EndpointSlice events: a public Service's endpoints
-//     decide the mode; the resolver's endpoints feed every proxy slice.
-//   - ElastiService keys whose private Service is wanted: created apart
-//     from the sync, since a Service create (its ClusterIP allocation) can
-//     take seconds on a loaded apiserver and must not hold up the switches.
-//
-// All watches are shared and cluster- (or --watch-namespace-) wide, so the
-// number of watches does not grow with the number of ElastiServices.
-//
-// Where each concern lives:
-//
-//   - controller.go: [Controller], [New], the queues and informer handlers.
-//   - index.go: the informer indexes.
-//   - sync.go: the ElastiService sync, choosing proxy or serve mode.
-//   - status.go: status writes, the Ready condition and mode-switch events.
-//   - claims.go: which ElastiService holds a Service two of them name, and
-//     the directory ([Controller.PrimeDirectory], [Controller.Manages]).
-//   - finalize.go: the finalizer, which restores the target before delete.
-//   - move.go: leaving the old Services after a spec.service change.
-//   - handoff.go: the scale-down handoff with the idle poller
-//     ([Controller.FrontForScaleDown]).
-//   - live.go, fence.go: whether ready endpoints may be trusted to serve.
-//   - selector.go: refusing a selector the target's pods do not match.
-//   - resolverslice.go: the resolver EndpointSlice in front of a Service.
-//   - privateservice.go: the private Service and its queue.
-//   - ports.go: resolver ports for per-port routing.
-//   - ownership.go: owner references on generated objects, and deleting
-//     those left behind.
-//   - targetsync.go, slicesync.go: the scale-target and EndpointSlice
-//     queues, mapping their events to ElastiServices.
 package controller
 
 import (
@@ -71,6 +32,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
@@ -103,7 +65,7 @@ const (
 
 	// ReasonServiceHasNoSelector and ReasonServiceSelectsOtherPods refuse
 	// a Service that does not route to the scale target's pods (see
-	// refuseSelector).
+	// serviceWithoutSelector, serviceSelectsOtherPods).
 	ReasonServiceHasNoSelector    = "ServiceHasNoSelector"
 	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
 )
@@ -137,7 +99,7 @@ const (
 // one).
 type Observer interface {
 	// ObserveSync is called after every ElastiService sync.
-	ObserveSync(d time.Duration, err error)
+	ObserveSync(d time.Duration, result outcome.Sync)
 	// ObserveMode reports an ElastiService's mode after a sync.
 	ObserveMode(es types.NamespacedName, mode string)
 	// ModeSwitched reports a mode switch as it is written.
@@ -383,7 +345,7 @@ func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
 	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key types.NamespacedName) error {
 		start := c.clock.Now()
 		err := c.syncHandler(ctx, key)
-		c.observer.ObserveSync(c.clock.Since(start), err)
+		c.observer.ObserveSync(c.clock.Since(start), syncOutcome(err))
 		return err
 	}, metrics)
 	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)

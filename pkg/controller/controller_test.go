@@ -40,6 +40,7 @@ import (
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/workloop"
@@ -129,7 +130,7 @@ func newFixture(t *testing.T) *fixture {
 // nopObserver is an Observer that ignores every measurement.
 type nopObserver struct{}
 
-func (nopObserver) ObserveSync(time.Duration, error)                     {}
+func (nopObserver) ObserveSync(time.Duration, outcome.Sync)              {}
 func (nopObserver) ObserveMode(types.NamespacedName, string)             {}
 func (nopObserver) ModeSwitched(types.NamespacedName, string, time.Time) {}
 func (nopObserver) ForgetElastiService(types.NamespacedName)             {}

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -20,23 +19,19 @@ import (
 )
 
 // A change of spec.service moves an ElastiService to another Service. An
-// old Service that was asleep has the resolver's endpoints as its only
-// ones, and clients keep calling it while the move runs, so it leaves in
-// two steps rather than at once:
+// old Service that was asleep has only the resolver's endpoints, and
+// clients keep calling it, so it leaves in two steps:
 //
 //  1. Fronted: its resolver slice stays, kept current, until one of its own
-//     endpoints serves from a pod that stays (canServe, as for the new
-//     Service). The target is woken for it if it is at zero.
-//  2. Draining: the slice is gone, but for moveDrain its resolver ports,
-//     its private Service and its directory claim stay, so the resolver
-//     still answers what kube-proxy or an ingress controller sends it
-//     before they notice the slice went.
+//     endpoints serves from a pod that stays (canServe). The target is
+//     woken for it if it is at zero.
+//  2. Draining: the slice is gone, but for moveDrain its resolver ports in
+//     status.resolverPorts (by which the resolver still fronts it), its
+//     private Service and its directory claim stay.
 //
-// Throughout, the old Service keeps its resolver ports in
-// status.resolverPorts, which is how the resolver knows it still fronts it
-// (and on which port), and the directory maps it to this ElastiService, so
-// a wake for it reaches the target. Once every old Service has left, its
-// generated objects are deleted and the next status write frees its ports.
+// Then its generated objects are deleted and the next status write frees
+// its ports.
+
 const (
 	// moveRecheck is how often a move looks again: what ends a step (an
 	// old Service's slices, the resolver's) brings no event that maps to
@@ -65,7 +60,7 @@ func (c *Controller) leavingServices(es *elastiv1alpha1.ElastiService) []string 
 			out = append(out, rp.Service)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -92,28 +87,28 @@ func (c *Controller) oldFrontedServices(es *elastiv1alpha1.ElastiService) []stri
 			out = append(out, svc)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
-// claimServices makes es hold its Service in the directory, as claim does,
-// and keep holding the old Services of a move, so a wake for one of them
+// claimServices makes es claim its Service in the directory, as claim does,
+// and keep claiming the old Services of a move, so a wake for one of them
 // still reaches the target. It lets go of every other Service es held.
-func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []string) (holder types.NamespacedName, ok bool) {
+func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []string) (claimant types.NamespacedName, ok bool) {
 	keep := []types.NamespacedName{{Namespace: es.Namespace, Name: es.Spec.Service}}
 	for _, svc := range old {
 		keep = append(keep, types.NamespacedName{Namespace: es.Namespace, Name: svc})
 	}
 	c.directory.ReleaseAll(es.Key(), keep...)
-	if holder, ok = c.claim(es); !ok {
-		return holder, false
+	if claimant, ok = c.claim(es); !ok {
+		return claimant, false
 	}
 	entry := directory.EntryFor(es)
 	for _, svc := range keep[1:] {
 		// An old Service another ElastiService now names is theirs.
 		c.directory.Claim(svc, entry)
 	}
-	return holder, true
+	return claimant, true
 }
 
 // leaveOldServices takes the old Services of a move, named by old, a step

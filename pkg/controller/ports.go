@@ -28,7 +28,7 @@ type portStatus struct {
 }
 
 // noPorts clears both: the ElastiService fronts no Service (it is missing,
-// or another ElastiService holds it), so there is nothing to assign.
+// or another ElastiService claims it), so there is nothing to assign.
 var noPorts = &portStatus{}
 
 // assignPorts gives every TCP port of public a resolver port (see

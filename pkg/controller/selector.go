@@ -18,36 +18,35 @@ import (
 // Services it manages.
 const rolloutsPodTemplateHashLabel = "rollouts-pod-template-hash"
 
-// refuseSelector says why es must not drive its Service, or "" if it may.
-// An ElastiService writes its Service's endpoints and scales its target,
-// so the Service must route to the target's pods: a Service with no
-// selector (its endpoints written by someone) or one selecting other pods
-// would let whoever may create an ElastiService steer another workload's
-// traffic to the resolver, or scale a workload to zero on a Service that
-// never sees its traffic. A Service or target that is missing or cannot
-// be read is left to the sync's own waits.
-func (c *Controller) refuseSelector(es *elastiv1alpha1.ElastiService) (reason, message string) {
-	svc, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
-	if err != nil {
-		return "", ""
+// The selector checks (see readiness.go) refuse a Service that does not
+// route to the target's pods. An ElastiService writes its Service's
+// endpoints and scales its target, so a Service with no selector (its
+// endpoints written by someone) or one selecting other pods would let
+// whoever may create an ElastiService steer another workload's traffic to
+// the resolver, or scale a workload to zero on a Service that never sees
+// its traffic. A Service or target that is missing or cannot be read is
+// left to the sync's own waits.
+
+func serviceWithoutSelector(f *facts) *notReady {
+	if f.service != nil && len(f.service.Spec.Selector) == 0 {
+		return &notReady{ReasonServiceHasNoSelector, fmt.Sprintf(
+			"Service %q has no selector; an ElastiService needs a Service that selects the pods of its scale target", f.service.Name), awaitChange}
 	}
-	if len(svc.Spec.Selector) == 0 {
-		return ReasonServiceHasNoSelector, fmt.Sprintf(
-			"Service %q has no selector; an ElastiService needs a Service that selects the pods of its scale target", svc.Name)
+	return nil
+}
+
+func serviceSelectsOtherPods(f *facts) *notReady {
+	if f.service == nil || f.targetErr != nil {
+		return nil
 	}
-	ref := scaletarget.RefFor(es)
-	state, err := c.scaler.Get(ref)
-	if err != nil {
-		return "", ""
-	}
-	if term, ok := unmatchedTerm(svc, ref, state.PodLabels); ok {
+	if term, ok := unmatchedTerm(f.service, f.target, f.podLabels); ok {
 		// One term, not the whole selector, keeps the message short
 		// however many labels there are.
-		return ReasonServiceSelectsOtherPods, fmt.Sprintf(
+		return &notReady{ReasonServiceSelectsOtherPods, fmt.Sprintf(
 			"Service %q selects %s, which the pod template of %s %q does not have; an ElastiService needs a Service that selects the pods of its scale target",
-			svc.Name, term, ref.Kind, ref.Name)
+			f.service.Name, term, f.target.Kind, f.target.Name), awaitChange}
 	}
-	return "", ""
+	return nil
 }
 
 // unmatchedTerm returns, in key order, the first term of svc's selector

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -16,8 +15,8 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
-	"github.com/elasti-dev/elasti/pkg/validation"
 	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
@@ -34,6 +33,20 @@ func (e *errWaiting) Error() string { return e.reason + ": " + e.message }
 func IsWaiting(err error) bool {
 	var w *errWaiting
 	return errors.As(err, &w)
+}
+
+// syncOutcome classifies a sync's error for the metrics.
+func syncOutcome(err error) outcome.Sync {
+	var requeue workloop.RequeueAfter
+	switch {
+	case IsWaiting(err):
+		return outcome.SyncWaiting
+	case errors.As(err, &requeue):
+		return outcome.SyncRequeued
+	case err != nil:
+		return outcome.SyncError
+	}
+	return outcome.SyncSuccess
 }
 
 // syncElastiService converges one ElastiService. It is idempotent and keeps
@@ -75,48 +88,50 @@ func (c *Controller) syncElastiService(ctx context.Context, key types.Namespaced
 }
 
 func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	// First, so nothing is written for an invalid spec and the directory
-	// keeps the last valid claim: a Service left in proxy mode still wakes.
-	if errs := validation.ValidateElastiService(es); len(errs) > 0 {
-		return c.setNotReady(ctx, es, nil, "", ReasonInvalidSpec, validation.Message(errs), awaitChange)
+	// The not-Ready exits are checks on facts (readiness.go).
+	f := &facts{es: es, target: scaletarget.RefFor(es)}
+	if v := invalidSpec(f); v != nil {
+		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
 	}
 	// Before the claim too, and for the same reason: a Service that does
 	// not route to the target's pods gets nothing (no claim, resolver
 	// slice, private Service or scale), and one this ElastiService fronted
 	// before keeps its slice, so it still reaches the resolver, until the
 	// Service or target is fixed; their events bring the key back.
-	if reason, msg := c.refuseSelector(es); reason != "" {
+	f.service, f.serviceErr = c.services.Services(es.Namespace).Get(es.Spec.Service)
+	if f.serviceErr == nil {
+		state, err := c.scaler.Get(f.target)
+		f.podLabels, f.targetErr = state.PodLabels, err
+	}
+	if v := selectorChecks.First(f); v != nil {
 		// A poller waiting to scale the target down must not.
-		c.handoffs.settle(es.Key(), errors.New(msg))
-		return c.setNotReady(ctx, es, nil, "", reason, msg, awaitChange)
+		c.handoffs.settle(es.Key(), errors.New(v.message))
+		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
 	}
 	esKey := es.Key()
 	old := c.leavingServices(es)
-	holder, ok := c.claimServices(es, old)
-	if !ok {
-		// Only one ElastiService may drive a Service's endpoints. This one
-		// waits until the holder lets go; its deletion re-enqueues us.
+	f.claimant, f.claimed = c.claimServices(es, old)
+	if v := serviceClaimedByAnother(f); v != nil {
 		c.releasePorts(ctx, esKey)
-		return c.setNotReady(ctx, es, noPorts, "", ReasonServiceConflict,
-			fmt.Sprintf("Service %q is already managed by ElastiService %q", es.Spec.Service, holder.Name), awaitChange)
+		return c.setNotReady(ctx, es, noPorts, "", v.reason, v.message, v.then)
 	}
 	leaving, err := c.leaveOldServices(ctx, es, old)
 	if err != nil {
 		return err
 	}
 
-	public, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
-	if apierrors.IsNotFound(err) {
+	f.service, f.serviceErr = c.services.Services(es.Namespace).Get(es.Spec.Service)
+	if v := serviceMissing(f); v != nil {
 		ports, err := c.portsWithoutService(ctx, es, leaving)
 		if err != nil {
 			return err
 		}
-		return c.setNotReady(ctx, es, ports, "", ReasonServiceNotFound,
-			fmt.Sprintf("Service %q does not exist in namespace %q", es.Spec.Service, es.Namespace), retryWithBackoff)
+		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
 	}
-	if err != nil {
-		return err
+	if f.serviceErr != nil {
+		return f.serviceErr
 	}
+	public := f.service
 	if err := c.mirrorPrivateService(ctx, es, public); err != nil {
 		return err
 	}
@@ -125,24 +140,13 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return err
 	}
 
-	ref := scaletarget.RefFor(es)
-	state, err := c.scaler.Get(ref)
+	state, err := c.scaler.Get(f.target)
+	f.targetErr = err
+	if v := targetChecks.First(f); v != nil {
+		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
+	}
 	if err != nil {
-		switch {
-		case errors.Is(err, scaletarget.ErrUnsupportedKind):
-			return c.setNotReady(ctx, es, ports, "", ReasonUnsupportedTarget,
-				fmt.Sprintf("scale target kind %q is not supported; use Deployment, StatefulSet or Rollout", es.Spec.ScaleTargetRef.Kind), awaitChange)
-		case scaletarget.IsNotFound(err):
-			// Without a target, switching modes would only strand traffic;
-			// keep routing as it is until the target exists.
-			msg := fmt.Sprintf("scale target %s %q does not exist", ref.Kind, ref.Name)
-			if errors.Is(err, scaletarget.ErrRolloutsUnavailable) {
-				msg = err.Error()
-			}
-			return c.setNotReady(ctx, es, ports, "", ReasonTargetNotFound, msg, retryWithBackoff)
-		default:
-			return err
-		}
+		return err
 	}
 
 	ctx = c.observeTarget(ctx, es, state.Replicas)
@@ -191,10 +195,9 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 	} else if len(endpoints) > 0 {
 		c.handoffs.settle(es.Key(), nil)
 	}
-	if len(endpoints) == 0 {
-		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, ReasonResolverUnavailable,
-			fmt.Sprintf("no ready pod behind resolver Service %s/%s; requests to %q cannot be held until one is ready",
-				c.cfg.ResolverNamespace, c.cfg.ResolverService, es.Spec.Service), retryWithBackoff)
+	if v := resolverUnavailable(&facts{es: es, resolverPods: len(endpoints),
+		resolverNamespace: c.cfg.ResolverNamespace, resolverService: c.cfg.ResolverService}); v != nil {
+		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, v.reason, v.message, v.then)
 	}
 	if fronting && c.statusCanWait(es, ports) {
 		// Traffic needed the slice, not the status. When another tool scales

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -50,9 +51,9 @@ func TestInvalidTriggersNeverReachPrometheus(t *testing.T) {
 				Defaults: triggers.Defaults{ServerAddress: prom.URL},
 			})
 			p.clock = clocktesting.NewFakePassiveClock(now)
-			outcome, reason := p.Evaluate(context.Background(), es)
-			if outcome != OutcomeTriggerError || reason != triggers.ReasonInvalidMetadata || len(scaler.scaled) != 0 {
-				t.Errorf("outcome %s/%s, scaled %v; want a trigger error with InvalidMetadata and no scale", outcome, reason, scaler.scaled)
+			got, reason := p.Evaluate(context.Background(), es)
+			if got != outcome.IdleTriggerError || reason != triggers.ReasonInvalidMetadata || len(scaler.scaled) != 0 {
+				t.Errorf("outcome %s/%s, scaled %v; want a trigger error with InvalidMetadata and no scale", got, reason, scaler.scaled)
 			}
 			if event := <-recorder.Events; len(event) > 1024 {
 				t.Errorf("a %d-byte event", len(event))

@@ -20,6 +20,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/schedule"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -32,23 +33,6 @@ const (
 	ReasonInvalidSchedule     = "InvalidEnabledPeriod"
 	ReasonOutsideEnabledRange = "ScaledUpOutsideEnabledPeriod"
 	ReasonScaleFailed         = "ScaleFailed"
-)
-
-// Outcomes of one evaluation; a fixed set, used as a metric label.
-const (
-	OutcomeScaledToZero    = "scaled_to_zero"
-	OutcomeBusy            = "busy"
-	OutcomeCooldown        = "cooldown"
-	OutcomeAlreadyZero     = "already_zero"
-	OutcomeOutsideWindow   = "outside_window"
-	OutcomeTriggerError    = "trigger_error"
-	OutcomeInvalidSchedule = "invalid_schedule"
-	OutcomeTargetMissing   = "target_missing"
-	OutcomeScaleFailed     = "scale_failed"
-	OutcomeDeleting        = "deleting"
-	OutcomeNotManaged      = "not_managed"
-	OutcomeNotFronted      = "not_fronted"
-	OutcomeMoving          = "moving"
 )
 
 // frontTimeout bounds the wait for the resolver to be put in front before a
@@ -106,7 +90,7 @@ type EvaluationReporter interface {
 // reason (empty unless the outcome is trigger_error), and each poll's start
 // and duration (metrics.Operator is one).
 type Observer interface {
-	ObserveIdleEvaluation(outcome string, reason triggers.Reason)
+	ObserveIdleEvaluation(o outcome.Idle, reason triggers.Reason)
 	ObservePoll(start time.Time, d time.Duration)
 }
 
@@ -190,116 +174,108 @@ func (p *Poller) PollOnce(ctx context.Context) {
 
 // Evaluate decides and acts for one ElastiService, with health checks of
 // its own (PollOnce shares them among a poll's evaluations).
-func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (string, triggers.Reason) {
+func (p *Poller) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) (outcome.Idle, triggers.Reason) {
 	return p.evaluateWith(ctx, es, p.client)
 }
 
-// evaluateWith is Evaluate, querying through client.
-func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (string, triggers.Reason) {
+// evaluateWith is Evaluate, querying through client. It gathers facts
+// and passes them through the gates (gates.go); only what the gates let
+// through reaches the triggers and then the scale-down.
+func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiService, client *triggers.Client) (outcome.Idle, triggers.Reason) {
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KObj(es))
-	if es.DeletionTimestamp != nil {
-		return OutcomeDeleting, ""
-	}
-	if !p.router.Manages(es) {
-		return OutcomeNotManaged, ""
-	}
-	if p.router.Moving(es) {
-		return OutcomeMoving, ""
-	}
-	window, err := schedule.FromSpec(es.Spec.EnabledPeriod)
-	if err != nil {
-		p.recorder.Event(es, corev1.EventTypeWarning, ReasonInvalidSchedule, err.Error())
-		return OutcomeInvalidSchedule, ""
-	}
+	f := &facts{es: es, manages: p.router.Manages(es), moving: p.router.Moving(es)}
+	f.window, f.windowErr = schedule.FromSpec(es.Spec.EnabledPeriod)
 	ref := scaletarget.RefFor(es)
 	state, err := p.scaler.Get(ref)
-	if err != nil {
-		return OutcomeTargetMissing, ""
+	f.targetErr, f.replicas = err, state.Replicas
+	if v := admissionGates.First(f); v != nil {
+		return p.conclude(es, v), ""
 	}
+
 	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
-	now := p.clock.Now()
-
-	if !window.Active(now) {
-		// Outside the window the service must be available.
-		if state.Replicas == 0 {
-			if !p.scaleUp(ctx, es, ref, entry) {
-				return OutcomeScaleFailed, ""
+	f.now = p.clock.Now()
+	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
+	f.lastWake = p.lastWake(es)
+	f.closes, f.preWarming = f.window.PreWarming(f.now)
+	f.sleepRequestedAt, f.sleepRequested = elastiv1alpha1.SleepRequest(es, f.lastWake)
+	if v := windowGates.First(f); v != nil {
+		switch {
+		case v.preWarm:
+			return p.preWarm(ctx, es, f.window, f.closes, ref, entry, f.replicas), ""
+		case v.sleepNow:
+			return p.sleepOnRequest(ctx, es, ref, f.sleepRequestedAt, f.now), ""
+		}
+		if v.wake {
+			if !p.wakeOutsideWindow(ctx, es, ref, entry) {
+				return outcome.IdleScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
-				"Outside the enabled period %s: scaled %s %q to %d", window, ref.Kind, ref.Name, entry.MinTargetReplicas)
+				"Outside the enabled period %s: scaled %s %q to %d", f.window, ref.Kind, ref.Name, entry.MinTargetReplicas)
 		}
-		return OutcomeOutsideWindow, ""
-	}
-	if closes, ok := window.PreWarming(now); ok {
-		return p.preWarm(ctx, es, window, closes, ref, entry, state.Replicas), ""
-	}
-	if state.Replicas == 0 {
-		return OutcomeAlreadyZero, ""
-	}
-	if outcome, requested := p.sleepOnRequest(ctx, es, ref, now); requested {
-		return outcome, ""
-	}
-	cooldown := time.Duration(es.Spec.CooldownPeriod) * time.Second
-	if now.Sub(es.CreationTimestamp.Time) < cooldown {
-		return OutcomeCooldown, ""
-	}
-	if last := p.lastWake(es); !last.IsZero() && now.Sub(last) < cooldown {
-		return OutcomeCooldown, ""
+		return p.conclude(es, v), ""
 	}
 
-	verdict, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, cooldown, p.cfg.Defaults)
+	answer, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, f.cooldown, p.cfg.Defaults)
+	f.triggersErr, f.idle = err, answer.Idle
 	if err != nil {
 		reason := triggers.ReasonOf(err)
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return OutcomeTriggerError, reason
+			return outcome.IdleTriggerError, reason
 		}
 		p.evaluations.Report(ctx, es, err)
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
-		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonTriggerError, "Not scaling to zero: %v", err)
-		return OutcomeTriggerError, reason
+		return p.conclude(es, triggerGates.First(f)), reason
 	}
 	p.evaluations.Report(ctx, es, nil)
-	if !verdict.Idle {
-		logger.V(4).Info("Not idle", "reason", verdict.Reason, "detail", verdict.Detail)
-		return OutcomeBusy, ""
+	if v := triggerGates.First(f); v != nil {
+		logger.V(4).Info("Not idle", "reason", answer.Reason, "detail", answer.Detail)
+		return p.conclude(es, v), ""
 	}
 
-	if outcome := p.scaleToZero(ctx, es, ref, now); outcome != OutcomeScaledToZero {
-		return outcome, ""
+	if o := p.scaleToZero(ctx, es, ref, f.now); o != outcome.IdleScaledToZero {
+		return o, ""
 	}
-	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", verdict.Detail)
-	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", cooldown, verdict.Detail, ref.Kind, ref.Name)
-	return OutcomeScaledToZero, ""
+	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", answer.Detail)
+	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", f.cooldown, answer.Detail, ref.Kind, ref.Name)
+	return outcome.IdleScaledToZero, ""
+}
+
+// conclude records v's event, if it has one, and returns its outcome.
+func (p *Poller) conclude(es *elastiv1alpha1.ElastiService, v *verdict) outcome.Idle {
+	if v.reason != "" {
+		p.recorder.Event(es, v.eventType, v.reason, v.message)
+	}
+	return v.outcome
 }
 
 // scaleToZero puts the resolver in front, then scales the target to zero.
 // A wake that lands in between (after decided) calls the scale-down off.
-func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) string {
+func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, decided time.Time) outcome.Idle {
 	frontCtx, cancel := context.WithTimeout(ctx, frontTimeout)
 	done, err := p.router.FrontForScaleDown(frontCtx, es)
 	cancel()
 	if err != nil {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: the resolver could not be put in front of Service %q: %v", es.Spec.Service, err)
-		return OutcomeNotFronted
+		return outcome.IdleNotFronted
 	}
 	if p.lastWake(es).After(decided) {
 		done(false)
-		return OutcomeCooldown
+		return outcome.IdleCooldown
 	}
 	// Pause KEDA first, so it does not scale the target straight back up.
 	if err := scaletarget.PauseKEDA(ctx, p.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
 		done(false)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Not scaling to zero: %v", err)
-		return OutcomeScaleFailed
+		return outcome.IdleScaleFailed
 	}
 	if err := p.scaler.Scale(ctx, ref, 0); err != nil {
 		done(false)
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling to zero failed: %v", err)
-		return OutcomeScaleFailed
+		return outcome.IdleScaleFailed
 	}
 	done(true)
-	return OutcomeScaledToZero
+	return outcome.IdleScaledToZero
 }
 
 // lastWake is the later of status.lastScaledUpTime and a scale-up from
@@ -315,9 +291,9 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 	return last
 }
 
-// scaleUp wakes the target outside the enabled period and reports whether
-// it is up (see scaletarget.Wake for the error policy).
-func (p *Poller) scaleUp(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
+// wakeOutsideWindow wakes the target outside the enabled period and
+// reports whether it is up (see scaletarget.Wake for the error policy).
+func (p *Poller) wakeOutsideWindow(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
 	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)

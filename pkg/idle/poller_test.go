@@ -20,6 +20,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
@@ -91,13 +92,13 @@ func (w wakeLog) ObserveReplicas(context.Context, types.NamespacedName, int32) {
 
 // observer is an Observer; nil fields ignore what they are told.
 type observer struct {
-	evaluation func(string, triggers.Reason)
+	evaluation func(outcome.Idle, triggers.Reason)
 	poll       func(time.Time, time.Duration)
 }
 
-func (o observer) ObserveIdleEvaluation(outcome string, reason triggers.Reason) {
+func (o observer) ObserveIdleEvaluation(result outcome.Idle, reason triggers.Reason) {
 	if o.evaluation != nil {
-		o.evaluation(outcome, reason)
+		o.evaluation(result, reason)
 	}
 }
 
@@ -156,51 +157,51 @@ func TestEvaluate(t *testing.T) {
 		replicas   int32
 		prom       func(*testing.T) string
 		recentWake time.Duration // ago; 0 means none
-		want       string
+		want       outcome.Idle
 		wantScaled []int32
 		wantKEDA   []bool
 	}{
-		{"idle scales to zero", elastiService(nil), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, nil},
-		{"busy stays", elastiService(nil), 2, busyProm, 0, OutcomeBusy, nil, nil},
+		{"idle scales to zero", elastiService(nil), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, nil},
+		{"busy stays", elastiService(nil), 2, busyProm, 0, outcome.IdleBusy, nil, nil},
 		{"younger than cooldown", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.CreationTimestamp = metav1.NewTime(now.Add(-30 * time.Second))
-		}), 2, idleProm, 0, OutcomeCooldown, nil, nil},
+		}), 2, idleProm, 0, outcome.IdleCooldown, nil, nil},
 		{"woken within cooldown (status)", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Status.LastScaledUpTime = &metav1.Time{Time: now.Add(-30 * time.Second)}
-		}), 2, idleProm, 0, OutcomeCooldown, nil, nil},
-		{"woken within cooldown (status not written yet)", elastiService(nil), 2, idleProm, 10 * time.Second, OutcomeCooldown, nil, nil},
-		{"old wake does not block", elastiService(nil), 2, idleProm, 2 * time.Minute, OutcomeScaledToZero, []int32{0}, nil},
-		{"already zero", elastiService(nil), 0, idleProm, 0, OutcomeAlreadyZero, nil, nil},
+		}), 2, idleProm, 0, outcome.IdleCooldown, nil, nil},
+		{"woken within cooldown (status not written yet)", elastiService(nil), 2, idleProm, 10 * time.Second, outcome.IdleCooldown, nil, nil},
+		{"old wake does not block", elastiService(nil), 2, idleProm, 2 * time.Minute, outcome.IdleScaledToZero, []int32{0}, nil},
+		{"already zero", elastiService(nil), 0, idleProm, 0, outcome.IdleAlreadyZero, nil, nil},
 		{"keda paused before zero", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "so"}
-		}), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, []bool{true}},
+		}), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, []bool{true}},
 		{"hpa left alone", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "hpa", Name: "web"}
-		}), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, nil},
+		}), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"outside the window at zero scales up", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
-		}), 0, idleProm, 0, OutcomeOutsideWindow, []int32{2}, nil},
+		}), 0, idleProm, 0, outcome.IdleOutsideWindow, []int32{2}, nil},
 		{"outside the window and up stays", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
-		}), 2, idleProm, 0, OutcomeOutsideWindow, nil, nil},
+		}), 2, idleProm, 0, outcome.IdleOutsideWindow, nil, nil},
 		{"inside the window scales to zero", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 10 * * *", Duration: "4h"}
-		}), 2, idleProm, 0, OutcomeScaledToZero, []int32{0}, nil},
+		}), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"invalid schedule does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "61 * * * *", Duration: "1h"}
-		}), 2, idleProm, 0, OutcomeInvalidSchedule, nil, nil},
+		}), 2, idleProm, 0, outcome.IdleInvalidSchedule, nil, nil},
 		{"bad trigger metadata does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Triggers[0].Metadata = []byte(`{"query":"q","threshold":"lots"}`)
-		}), 2, idleProm, 0, OutcomeTriggerError, nil, nil},
+		}), 2, idleProm, 0, outcome.IdleTriggerError, nil, nil},
 		{"no triggers does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = nil }),
-			2, idleProm, 0, OutcomeBusy, nil, nil},
+			2, idleProm, 0, outcome.IdleBusy, nil, nil},
 		{"not managed does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"unmanaged": "yes"} }),
-			2, idleProm, 0, OutcomeNotManaged, nil, nil},
+			2, idleProm, 0, outcome.IdleNotManaged, nil, nil},
 		{"moving spec.service does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"moving": "yes"} }),
-			2, idleProm, 0, OutcomeMoving, nil, nil},
+			2, idleProm, 0, outcome.IdleMoving, nil, nil},
 		{"being deleted does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.DeletionTimestamp = &metav1.Time{Time: now}
-		}), 2, idleProm, 0, OutcomeDeleting, nil, nil},
+		}), 2, idleProm, 0, outcome.IdleDeleting, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -240,10 +241,10 @@ func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T)
 	}
 	server, uptimeQueries := countingPrometheus(t, "5")
 	var mu sync.Mutex
-	outcomes := map[string]int{}
+	outcomes := map[outcome.Idle]int{}
 	ran := false
 	obs := observer{
-		evaluation: func(o string, _ triggers.Reason) { mu.Lock(); outcomes[o]++; mu.Unlock() },
+		evaluation: func(o outcome.Idle, _ triggers.Reason) { mu.Lock(); outcomes[o]++; mu.Unlock() },
 		poll:       func(time.Time, time.Duration) { ran = true },
 	}
 	p := New(elastilisters.NewElastiServiceLister(indexer), scaler, fakeRouter{}, wakeLog(nil), record.NewFakeRecorder(100), obs, noEvaluations{}, Config{
@@ -252,7 +253,7 @@ func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T)
 	})
 	p.clock = clocktesting.NewFakePassiveClock(now)
 	p.PollOnce(context.Background())
-	if outcomes[OutcomeBusy] != 40 || !ran {
+	if outcomes[outcome.IdleBusy] != 40 || !ran {
 		t.Errorf("outcomes %v, run observed %v; want 40 busy verdicts", outcomes, ran)
 	}
 	// All 40 share one Prometheus: one uptime check per poll.
@@ -274,13 +275,13 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 		name       string
 		frontErr   error
 		wakeInGap  bool
-		want       string
+		want       outcome.Idle
 		wantScaled []int32
 		wantDone   []bool
 	}{
-		{"fronted then scaled", nil, false, OutcomeScaledToZero, []int32{0}, []bool{true}},
-		{"not fronted, not scaled", frontErr, false, OutcomeNotFronted, nil, nil},
-		{"a wake while fronting calls it off", nil, true, OutcomeCooldown, nil, []bool{false}},
+		{"fronted then scaled", nil, false, outcome.IdleScaledToZero, []int32{0}, []bool{true}},
+		{"not fronted, not scaled", frontErr, false, outcome.IdleNotFronted, nil, nil},
+		{"a wake while fronting calls it off", nil, true, outcome.IdleCooldown, nil, []bool{false}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -334,17 +335,17 @@ func TestScaleUpFromZeroByHandIsNotUndoneWithinTheCooldown(t *testing.T) {
 		Config{QueryTimeout: time.Second, Defaults: triggers.Defaults{ServerAddress: prometheus(t, "0")}})
 	p.clock = clock
 
-	if got, _ := p.Evaluate(ctx, es); got != OutcomeAlreadyZero {
-		t.Fatalf("at zero: outcome %q, want %q", got, OutcomeAlreadyZero)
+	if got, _ := p.Evaluate(ctx, es); got != outcome.IdleAlreadyZero {
+		t.Fatalf("at zero: outcome %q, want %q", got, outcome.IdleAlreadyZero)
 	}
 	clock.SetTime(now.Add(time.Second))
 	scaler.replicas = 1 // kubectl scale --replicas=1
-	if got, _ := p.Evaluate(ctx, es); got != OutcomeCooldown {
-		t.Errorf("scaled up by hand: outcome %q, want %q", got, OutcomeCooldown)
+	if got, _ := p.Evaluate(ctx, es); got != outcome.IdleCooldown {
+		t.Errorf("scaled up by hand: outcome %q, want %q", got, outcome.IdleCooldown)
 	}
 	clock.SetTime(now.Add(time.Second + time.Duration(es.Spec.CooldownPeriod)*time.Second))
-	if got, _ := p.Evaluate(ctx, es); got != OutcomeScaledToZero {
-		t.Errorf("after the cooldown: outcome %q, want %q", got, OutcomeScaledToZero)
+	if got, _ := p.Evaluate(ctx, es); got != outcome.IdleScaledToZero {
+		t.Errorf("after the cooldown: outcome %q, want %q", got, outcome.IdleScaledToZero)
 	}
 	wakes.Wait()
 	if got := fmt.Sprint(status.writes); got != "[shop/web@1s]" {

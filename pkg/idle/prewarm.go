@@ -9,6 +9,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/schedule"
 )
@@ -16,10 +17,6 @@ import (
 // ReasonPreWarmed is the event of a wake in the pre-warm lead of
 // enabledPeriod.
 const ReasonPreWarmed = "PreWarmed"
-
-// OutcomePreWarm is an evaluation inside the pre-warm lead: the target is
-// held up, as outside the window, and never scaled down.
-const OutcomePreWarm = "pre_warm"
 
 // preWarm holds the target up in the lead before the window closes
 // (schedule.Window.PreWarming): a target at zero is woken the way every
@@ -29,14 +26,14 @@ const OutcomePreWarm = "pre_warm"
 // would leave a sleeping target asleep, and scale an awake one down, until
 // the window closed.
 func (p *Poller) preWarm(ctx context.Context, es *elastiv1alpha1.ElastiService, window schedule.Window, closes time.Time,
-	ref scaletarget.Ref, entry directory.Entry, replicas int32) string {
+	ref scaletarget.Ref, entry directory.Entry, replicas int32) outcome.Idle {
 	if replicas > 0 {
-		return OutcomePreWarm
+		return outcome.IdlePreWarm
 	}
 	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Pre-warming before the enabled period closes failed: %v", err)
-		return OutcomeScaleFailed
+		return outcome.IdleScaleFailed
 	}
 	if err != nil {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Pre-warmed, but resuming KEDA failed: %v", err)
@@ -45,5 +42,5 @@ func (p *Poller) preWarm(ctx context.Context, es *elastiv1alpha1.ElastiService, 
 		"target", ref.String(), "closes", closes)
 	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonPreWarmed, "The enabled period closes at %s (%s): scaled %s %q to %d",
 		closes.UTC().Format(time.RFC3339), window, ref.Kind, ref.Name, entry.MinTargetReplicas)
-	return OutcomePreWarm
+	return outcome.IdlePreWarm
 }

@@ -1,6 +1,8 @@
 package idle
 
 import (
+	"github.com/elasti-dev/elasti/pkg/outcome"
+
 	"context"
 	"fmt"
 	"strings"
@@ -29,22 +31,22 @@ func TestPreWarm(t *testing.T) {
 		name       string
 		es         *elastiv1alpha1.ElastiService
 		replicas   int32
-		want       string
+		want       outcome.Idle
 		wantScaled []int32
 		wantEvent  string
 	}{
 		// The window 05:00-13:10 Berlin closes at 12:10 UTC.
-		{"in the lead at zero wakes", berlin("0 5 * * *", "8h10m", "15m"), 0, OutcomePreWarm, []int32{2},
+		{"in the lead at zero wakes", berlin("0 5 * * *", "8h10m", "15m"), 0, outcome.IdlePreWarm, []int32{2},
 			`Normal PreWarmed The enabled period closes at 2026-11-21T12:10:00Z ("0 5 * * *" for 8h10m0s in Europe/Berlin, pre-warmed 15m0s before it closes): scaled Deployment "web" to 2`},
-		{"in the lead and up stays up, idle or not", berlin("0 5 * * *", "8h10m", "15m"), 2, OutcomePreWarm, nil, ""},
-		{"before the lead sleeps", berlin("0 5 * * *", "8h10m", "5m"), 2, OutcomeScaledToZero, []int32{0}, ""},
-		{"before the lead at zero stays at zero", berlin("0 5 * * *", "8h10m", "5m"), 0, OutcomeAlreadyZero, nil, ""},
+		{"in the lead and up stays up, idle or not", berlin("0 5 * * *", "8h10m", "15m"), 2, outcome.IdlePreWarm, nil, ""},
+		{"before the lead sleeps", berlin("0 5 * * *", "8h10m", "5m"), 2, outcome.IdleScaledToZero, []int32{0}, ""},
+		{"before the lead at zero stays at zero", berlin("0 5 * * *", "8h10m", "5m"), 0, outcome.IdleAlreadyZero, nil, ""},
 		// Read in UTC, the same window would have closed at 13:10 UTC.
 		{"the zone places the closing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 5 * * *", Duration: "8h10m", PreWarm: "15m"}
-		}), 2, OutcomeScaledToZero, []int32{0}, ""},
+		}), 2, outcome.IdleScaledToZero, []int32{0}, ""},
 		// Closed at 13:00 Berlin: outside, as before.
-		{"after the closing is outside", berlin("0 5 * * *", "8h", "15m"), 0, OutcomeOutsideWindow, []int32{2},
+		{"after the closing is outside", berlin("0 5 * * *", "8h", "15m"), 0, outcome.IdleOutsideWindow, []int32{2},
 			"Normal " + ReasonOutsideEnabledRange},
 	}
 	for _, c := range cases {

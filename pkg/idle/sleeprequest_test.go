@@ -1,6 +1,8 @@
 package idle
 
 import (
+	"github.com/elasti-dev/elasti/pkg/outcome"
+
 	"context"
 	"fmt"
 	"testing"
@@ -42,28 +44,28 @@ func TestSleepRequest(t *testing.T) {
 		replicas   int32
 		recentWake time.Duration // ago, in memory only; 0 means none
 		frontErr   error
-		want       string
+		want       outcome.Idle
 		wantScaled []int32
 		wantEvent  bool
 	}{
 		{"a request after the last wake sleeps a busy target in its cooldown", elastiService(requested(5 * time.Second)), 2, 0, nil,
-			OutcomeScaledToZero, []int32{0}, true},
+			outcome.IdleScaledToZero, []int32{0}, true},
 		{"a request before the last wake is stale", elastiService(requested(time.Minute)), 2, 0, nil,
-			OutcomeCooldown, nil, false},
+			outcome.IdleCooldown, nil, false},
 		{"a wake the status does not show yet makes it stale", elastiService(requested(5 * time.Second)), 2, 2 * time.Second, nil,
-			OutcomeCooldown, nil, false},
+			outcome.IdleCooldown, nil, false},
 		{"an unreadable request is none", elastiService(both(requested(5*time.Second), func(es *elastiv1alpha1.ElastiService) {
 			es.Annotations[elastiv1alpha1.AnnotationSleepRequestedAt] = "soon"
-		})), 2, 0, nil, OutcomeCooldown, nil, false},
+		})), 2, 0, nil, outcome.IdleCooldown, nil, false},
 		{"outside the enabled period it is not honoured", elastiService(both(requested(5*time.Second), func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
-		})), 2, 0, nil, OutcomeOutsideWindow, nil, false},
+		})), 2, 0, nil, outcome.IdleOutsideWindow, nil, false},
 		{"an unmanaged Service is left alone", elastiService(both(requested(5*time.Second), func(es *elastiv1alpha1.ElastiService) {
 			es.Labels = map[string]string{"unmanaged": "yes"}
-		})), 2, 0, nil, OutcomeNotManaged, nil, false},
-		{"a target at zero already", elastiService(requested(5 * time.Second)), 0, 0, nil, OutcomeAlreadyZero, nil, false},
+		})), 2, 0, nil, outcome.IdleNotManaged, nil, false},
+		{"a target at zero already", elastiService(requested(5 * time.Second)), 0, 0, nil, outcome.IdleAlreadyZero, nil, false},
 		{"no resolver in front, no scale-down", elastiService(requested(5 * time.Second)), 2, 0, fmt.Errorf("no ready resolver pod"),
-			OutcomeNotFronted, nil, false},
+			outcome.IdleNotFronted, nil, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

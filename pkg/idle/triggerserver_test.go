@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -66,9 +67,9 @@ func TestTriggerServerFailuresAreReportedWithoutItsText(t *testing.T) {
 			recorder := record.NewFakeRecorder(10)
 			p := New(nil, scaler, fakeRouter{}, wakeLog(nil), recorder, observer{}, noEvaluations{}, Config{QueryTimeout: time.Second, Defaults: d})
 			p.clock = clocktesting.NewFakePassiveClock(now)
-			outcome, reason := p.Evaluate(context.Background(), es)
-			if outcome != OutcomeTriggerError || reason != c.reason {
-				t.Errorf("outcome %q reason %q, want %q %q", outcome, reason, OutcomeTriggerError, c.reason)
+			got, reason := p.Evaluate(context.Background(), es)
+			if got != outcome.IdleTriggerError || reason != c.reason {
+				t.Errorf("outcome %q reason %q, want %q %q", got, reason, outcome.IdleTriggerError, c.reason)
 			}
 			if len(scaler.scaled) != 0 {
 				t.Errorf("scaled %v on a failing trigger", scaler.scaled)

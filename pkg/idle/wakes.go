@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -32,8 +33,9 @@ type Wakes struct {
 	baseCtx      context.Context
 	clock        clock.PassiveClock
 
-	mu    sync.Mutex
-	woken map[types.NamespacedName]time.Time
+	mu sync.Mutex
+	// woken holds each ElastiService's last wake for wakeMemory.
+	woken *cache.Expiring
 	// atZero holds when each ElastiService's target was first seen at
 	// zero since its last scale-up was seen.
 	atZero map[types.NamespacedName]time.Time
@@ -49,7 +51,7 @@ type Wakes struct {
 func NewWakes(baseCtx context.Context, status StatusRecorder, writeTimeout time.Duration) *Wakes {
 	return &Wakes{
 		status: status, writeTimeout: writeTimeout, baseCtx: context.WithoutCancel(baseCtx), clock: clock.RealClock{},
-		woken:  map[types.NamespacedName]time.Time{},
+		woken:  cache.NewExpiring(),
 		atZero: map[types.NamespacedName]time.Time{},
 	}
 }
@@ -59,8 +61,16 @@ func NewWakes(baseCtx context.Context, status StatusRecorder, writeTimeout time.
 func (w *Wakes) LastWake(es types.NamespacedName) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t, ok := w.woken[es]
-	return t, ok
+	return w.lastWake(es)
+}
+
+// lastWake is LastWake under w.mu.
+func (w *Wakes) lastWake(es types.NamespacedName) (time.Time, bool) {
+	t, ok := w.woken.Get(es)
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.(time.Time), true
 }
 
 // Record starts es's cooldown at at, the time of a scale-up from zero.
@@ -69,13 +79,8 @@ func (w *Wakes) Record(ctx context.Context, es types.NamespacedName, at time.Tim
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(es.Namespace, es.Name))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if at.After(w.woken[es]) {
-		w.woken[es] = at
-	}
-	for k, t := range w.woken {
-		if at.Sub(t) > wakeMemory {
-			delete(w.woken, k)
-		}
+	if last, _ := w.lastWake(es); at.After(last) {
+		w.woken.Set(es, at, wakeMemory)
 	}
 	if w.stopping {
 		logger.Info("Shutting down: lastScaledUpTime not recorded; the next leader sees the scaled-up target")
@@ -110,7 +115,8 @@ func (w *Wakes) ObserveReplicas(ctx context.Context, es types.NamespacedName, re
 	}
 	since, wasZero := w.atZero[es]
 	delete(w.atZero, es)
-	explained := !w.woken[es].Before(since)
+	last, _ := w.lastWake(es)
+	explained := !last.Before(since)
 	w.mu.Unlock()
 	if !wasZero || explained {
 		return
@@ -125,7 +131,7 @@ func (w *Wakes) Forget(es types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.atZero, es)
-	delete(w.woken, es)
+	w.woken.Delete(es)
 }
 
 // Wait refuses further status writes and blocks until pending ones finish

@@ -4,7 +4,6 @@
 package metrics
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -14,11 +13,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/controller"
-	"github.com/elasti-dev/elasti/pkg/idle"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
-	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // Operator holds the operator's metrics.
@@ -27,8 +23,8 @@ type Operator struct {
 
 	// ScaleCounter counts scale operations; the name is KubeElasti's.
 	ScaleCounter *prometheus.CounterVec
-	// ScaleRequestDuration times scale-from-zero requests by outcome.
-	ScaleRequestDuration *prometheus.HistogramVec
+	// WakeRequestDuration times scale-from-zero requests by outcome.
+	WakeRequestDuration *prometheus.HistogramVec
 	// IdleEvaluations counts the poller's verdicts by outcome and, for
 	// trigger errors, the bounded failure reason.
 	IdleEvaluations *prometheus.CounterVec
@@ -78,7 +74,7 @@ func NewOperator() *Operator {
 			Name: "elasti_operator_scale_counter",
 			Help: "Scale operations on targets, by direction (up, down) and result (success, failure).",
 		}, []string{"direction", "result"}),
-		ScaleRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		WakeRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "elasti_operator_scale_request_duration_seconds",
 			Help:    "Time to answer a scale-from-zero request, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
@@ -118,7 +114,7 @@ func NewOperator() *Operator {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.ScaleCounter, m.ScaleRequestDuration, m.IdleEvaluations, m.PollerLastRun, m.PollerDuration,
+		m.ScaleCounter, m.WakeRequestDuration, m.IdleEvaluations, m.PollerLastRun, m.PollerDuration,
 		m.Reconcile, m.Mode, m.ColdStart,
 	)
 	m.Registry.MustRegister(m.queues.collectors()...)
@@ -127,19 +123,8 @@ func NewOperator() *Operator {
 }
 
 // ObserveSync is the controller's per-sync hook.
-func (m *Operator) ObserveSync(d time.Duration, err error) {
-	result := "success"
-	var requeue workloop.RequeueAfter
-	switch {
-	case controller.IsWaiting(err):
-		result = "waiting"
-	case errors.As(err, &requeue):
-		// Not a failure: the sync asked to come back later.
-		result = "requeued"
-	case err != nil:
-		result = "error"
-	}
-	m.Reconcile.WithLabelValues(result).Observe(d.Seconds())
+func (m *Operator) ObserveSync(d time.Duration, result outcome.Sync) {
+	m.Reconcile.WithLabelValues(string(result)).Observe(d.Seconds())
 }
 
 // ObserveMode records an ElastiService's current mode.
@@ -190,24 +175,24 @@ func (m *Operator) ModeSwitched(es types.NamespacedName, mode string, at time.Ti
 	}
 }
 
-// ObserveScaleRequest is the scale server's hook.
-func (m *Operator) ObserveScaleRequest(outcome string, d time.Duration) {
-	m.ScaleRequestDuration.WithLabelValues(outcome).Observe(d.Seconds())
-	switch outcome {
-	case scaleserver.OutcomeScaled:
+// ObserveWakeRequest is the scale server's hook.
+func (m *Operator) ObserveWakeRequest(result outcome.Wake, d time.Duration) {
+	m.WakeRequestDuration.WithLabelValues(string(result)).Observe(d.Seconds())
+	switch result {
+	case outcome.WakeScaled:
 		m.ScaleCounter.WithLabelValues("up", "success").Inc()
-	case scaleserver.OutcomeFailed:
+	case outcome.WakeFailed:
 		m.ScaleCounter.WithLabelValues("up", "failure").Inc()
 	}
 }
 
 // ObserveIdleEvaluation is the poller's per-ElastiService hook.
-func (m *Operator) ObserveIdleEvaluation(outcome string, reason triggers.Reason) {
-	m.IdleEvaluations.WithLabelValues(outcome, string(reason)).Inc()
-	switch outcome {
-	case idle.OutcomeScaledToZero:
+func (m *Operator) ObserveIdleEvaluation(result outcome.Idle, reason triggers.Reason) {
+	m.IdleEvaluations.WithLabelValues(string(result), string(reason)).Inc()
+	switch result {
+	case outcome.IdleScaledToZero:
 		m.ScaleCounter.WithLabelValues("down", "success").Inc()
-	case idle.OutcomeScaleFailed:
+	case outcome.IdleScaleFailed:
 		m.ScaleCounter.WithLabelValues("down", "failure").Inc()
 	}
 }

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,10 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/idle"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
-	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // kubeElastiNames break Prometheus naming rules, but existing KubeElasti
@@ -29,15 +26,15 @@ var kubeElastiNames = map[string]bool{"elasti_operator_scale_counter": true}
 
 func TestMetricsPassLintAndMove(t *testing.T) {
 	m := NewOperator()
-	m.ObserveScaleRequest(scaleserver.OutcomeScaled, 3*time.Millisecond)
-	m.ObserveScaleRequest(scaleserver.OutcomeFailed, time.Millisecond)
-	m.ObserveIdleEvaluation(idle.OutcomeTriggerError, triggers.ReasonUnreachable)
-	m.ObserveIdleEvaluation(idle.OutcomeScaledToZero, "")
+	m.ObserveWakeRequest(outcome.WakeScaled, 3*time.Millisecond)
+	m.ObserveWakeRequest(outcome.WakeFailed, time.Millisecond)
+	m.ObserveIdleEvaluation(outcome.IdleTriggerError, triggers.ReasonUnreachable)
+	m.ObserveIdleEvaluation(outcome.IdleScaledToZero, "")
 	m.ObservePoll(time.Unix(1700000000, 0), 20*time.Millisecond)
 	es := types.NamespacedName{Namespace: "shop", Name: "web"}
-	m.ObserveSync(2*time.Millisecond, nil)
-	m.ObserveSync(time.Millisecond, workloop.RequeueAfter(0))
-	m.ObserveSync(time.Millisecond, errors.New("conflict"))
+	m.ObserveSync(2*time.Millisecond, outcome.SyncSuccess)
+	m.ObserveSync(time.Millisecond, outcome.SyncRequeued)
+	m.ObserveSync(time.Millisecond, outcome.SyncError)
 	m.ObserveMode(es, elastiv1alpha1.ModeProxy)
 	m.WakeStarted(es, time.Unix(100, 0))
 	m.WakeStarted(es, time.Unix(101, 0)) // a second request during the same wake
@@ -67,7 +64,7 @@ func TestMetricsPassLintAndMove(t *testing.T) {
 	if got := testutil.ToFloat64(m.ScaleCounter.WithLabelValues("down", "success")); got != 1 {
 		t.Errorf("scale down successes = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(idle.OutcomeTriggerError, string(triggers.ReasonUnreachable))); got != 1 {
+	if got := testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(string(outcome.IdleTriggerError), string(triggers.ReasonUnreachable))); got != 1 {
 		t.Errorf("trigger errors = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.PollerLastRun); got != 1700000000 {

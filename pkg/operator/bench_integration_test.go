@@ -10,7 +10,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/endpointready"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -28,9 +28,9 @@ import (
 func BenchmarkWakeLatency(b *testing.B) {
 	const wakeSamples = 20
 	e := testenv.New(b)
-	e.Opts.ScaleSettleWindow = 200 * time.Millisecond
+	e.Opts.WakeSettleWindow = 200 * time.Millisecond
 	op := e.StartOperatorReturning()
-	srv := httptest.NewServer(op.ScaleServer.Handler())
+	srv := httptest.NewServer(op.WakeServer.Handler())
 	defer srv.Close()
 	e.Resolver(1)
 	e.Fronted("web", 0)
@@ -40,7 +40,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	for range b.N {
 		for range wakeSamples {
 			start := time.Now()
-			resp, err := http.Post(srv.URL+scaleserver.Path, "application/json", strings.NewReader(testenv.WakeBody("web", e.NS)))
+			resp, err := http.Post(srv.URL+wakeserver.Path, "application/json", strings.NewReader(testenv.WakeBody("web", e.NS)))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/idle"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -60,7 +60,7 @@ func TestIdlePollerWaitsForAMoveOfSpecService(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("the move completed in %s with the target up", time.Since(began).Round(time.Millisecond))
-	if n := testutil.ToFloat64(e.LastOperator.Metrics.IdleEvaluations.WithLabelValues(idle.OutcomeMoving, "")); n < 1 {
+	if n := testutil.ToFloat64(e.LastOperator.Metrics.IdleEvaluations.WithLabelValues(string(outcome.IdleMoving), "")); n < 1 {
 		t.Errorf("the poller reported %v moving verdicts; it should have looked during the move", n)
 	}
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)

@@ -33,9 +33,9 @@ import (
 	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 )
 
 // Options configure the operator. Defaults suit thousands of ElastiServices.
@@ -81,14 +81,14 @@ type Options struct {
 	// besides PrometheusServerAddress that triggers may query
 	// (--prometheus-allowed-servers); empty allows any, as KubeElasti.
 	PrometheusAllowedServers []triggers.ServerPrefix
-	// ScaleTimeout bounds one scale-from-zero call.
-	ScaleTimeout time.Duration
-	// ScaleSettleWindow is how long after a wake further requests for the
-	// same Service are answered without looking again (see scaleserver).
-	ScaleSettleWindow time.Duration
+	// WakeTimeout bounds one scale-from-zero call.
+	WakeTimeout time.Duration
+	// WakeSettleWindow is how long after a wake further requests for the
+	// same Service are answered without looking again (see wakeserver).
+	WakeSettleWindow time.Duration
 	// WakeTokens, when set, is the wake token the scale endpoint requires
 	// (see pkg/waketoken); nil requires none, as KubeElasti's operator.
-	WakeTokens scaleserver.TokenVerifier
+	WakeTokens wakeserver.TokenVerifier
 	// UserAgentSuffix is appended to the operator's user agent, so the
 	// apiserver's audit log can tell operator instances apart.
 	UserAgentSuffix string
@@ -113,8 +113,8 @@ func DefaultOptions() Options {
 		PollingInterval:      30 * time.Second,
 		PollParallelism:      16,
 		QueryTimeout:         5 * time.Second,
-		ScaleTimeout:         10 * time.Second,
-		ScaleSettleWindow:    5 * time.Second,
+		WakeTimeout:          10 * time.Second,
+		WakeSettleWindow:     5 * time.Second,
 	}
 }
 
@@ -145,7 +145,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("polling interval must be positive (--polling-interval or POLLING_INTERVAL)")
 	case o.PollParallelism < 1:
 		return fmt.Errorf("poll parallelism must be at least 1")
-	case o.QueryTimeout <= 0 || o.ScaleTimeout <= 0:
+	case o.QueryTimeout <= 0 || o.WakeTimeout <= 0:
 		return fmt.Errorf("query and scale timeouts must be positive")
 	}
 	return nil
@@ -158,9 +158,9 @@ type Operator struct {
 	Scaler     *scaletarget.Scaler
 	Kube       kubernetes.Interface
 	Elasti     versioned.Interface
-	// ScaleServer answers the resolver's scale-from-zero requests; it acts
+	// WakeServer answers the resolver's scale-from-zero requests; it acts
 	// only while Ready.
-	ScaleServer *scaleserver.Server
+	WakeServer *wakeserver.Server
 	// Poller scales idle targets to zero; it runs only on the leader.
 	Poller *idle.Poller
 	// Wakes records every scale-up from zero, where each cooldown starts.
@@ -202,13 +202,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 
 	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
-	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.ScaleTimeout)
+	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.WakeTimeout)
 	o.newInformerFactories(opts)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
 		return nil, err
 	}
-	o.ScaleServer = scaleserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
-		scaleserver.Config{ScaleTimeout: opts.ScaleTimeout, SettleWindow: opts.ScaleSettleWindow, Tokens: opts.WakeTokens})
+	o.WakeServer = wakeserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
+		wakeserver.Config{WakeTimeout: opts.WakeTimeout, SettleWindow: opts.WakeSettleWindow, Tokens: opts.WakeTokens})
 	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.Wakes,
 		o.Controller.Recorder(), o.Metrics, idle.ConditionWriter{Client: elasti, FieldManager: controller.AgentName}, idle.Config{
 			Interval:     opts.PollingInterval,
@@ -355,38 +355,24 @@ func protobuf(cfg *rest.Config) *rest.Config {
 }
 
 // trimForCache drops what the operator never reads before objects enter the
-// informer caches, so memory stays flat for clusters with thousands of
-// workloads. Every reader of each cache was checked for what it needs; a
-// new reader of a field dropped here must keep it.
+// informer caches, so memory stays flat with thousands of workloads. A new
+// reader of a field dropped here must keep it.
 //
-// Objects the operator writes back whole from a cached copy keep
-// everything but managedFields, so an update never drops what users put
-// there: private Services (Update in mirrorPrivateService) and resolver
-// slices (Update in ensureResolverSlice), recognised by their names'
-// form, elasti's managed-by label or an ElastiService owner, which also
-// covers those an older elasti or KubeElasti left behind. The one part a
-// resolver slice's update replaces whole, its endpoints, keeps only the
-// addresses and conditions sameEndpoints compares.
+//   - Objects the operator updates whole from a cached copy (private
+//     Services, resolver slices: recognised by name, elasti's managed-by
+//     label or an ElastiService owner, so an older elasti's or KubeElasti's
+//     too) lose only managedFields, so an update never drops what users put
+//     there. A resolver slice's endpoints, which its update replaces, keep
+//     only what sameEndpoints compares.
+//   - Deployments and StatefulSets become a scaletarget.Cached (the typed
+//     object is over 1 KiB even empty): their typed listers must not be used.
+//   - Other Services keep identity, selector and ports; other slices keep
+//     identity, the service-name and managed-by labels, addressType and each
+//     endpoint's addresses, conditions and targetRef.
+//   - ElastiServices lose annotations (status writes ignore metadata), save
+//     the sleep request the idle poller honours (AnnotationSleepRequestedAt).
 //
-// Everything else keeps only what its readers use:
-//   - Deployments, StatefulSets: identity, generation, spec.replicas and
-//     the pod template's labels, as a scaletarget.Cached, not the typed
-//     object, which is over 1 KiB even when empty (scaletarget.Scaler.Get,
-//     targetHandler, refuseSelector). Their typed listers must not be
-//     used.
-//   - public Services: identity and spec.selector, spec.ports
-//     (privateServiceSpec, assignPorts, resolverSlicePorts).
-//   - the cluster's EndpointSlices: identity, the service-name and
-//     managed-by labels (indexSliceByService, servingEndpoints),
-//     addressType, and each endpoint's addresses, conditions and targetRef
-//     (servingEndpoints, endpointKey, podStays).
-//   - ElastiServices: everything but annotations (status writes ignore
-//     metadata; the spec is validated whole, the status compared whole),
-//     save the sleep request the idle poller honours
-//     (AnnotationSleepRequestedAt).
-//
-// The resolver's own slices are cached by a separate informer with
-// keepForCache: resolverEndpoints copies their ports, nodeName and zone.
+// The resolver's own slices have their own informer and keepForCache.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment, *appsv1.StatefulSet:

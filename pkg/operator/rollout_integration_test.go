@@ -18,8 +18,8 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 	"github.com/elasti-dev/elasti/test/install"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -94,9 +94,9 @@ func TestRolloutTargetWithAndWithoutTheCRD(t *testing.T) {
 	e.WaitMode("ro", elastiv1alpha1.ModeProxy)
 
 	// A request wakes it through the scale subresource.
-	srv := httptest.NewServer(op.ScaleServer.Handler())
+	srv := httptest.NewServer(op.WakeServer.Handler())
 	defer srv.Close()
-	if code, body := testenv.Post(t, srv.URL+scaleserver.Path, testenv.WakeBody("ro", e.NS)); code != 200 {
+	if code, body := testenv.Post(t, srv.URL+wakeserver.Path, testenv.WakeBody("ro", e.NS)); code != 200 {
 		t.Fatalf("wake: %d %s", code, body)
 	}
 	e.Eventually("the Rollout woken to minTargetReplicas", func() (bool, string) {

@@ -25,9 +25,10 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/operator"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
+	"github.com/elasti-dev/elasti/pkg/wakeserver"
 	"github.com/elasti-dev/elasti/test/install"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -43,9 +44,9 @@ func startScaling(e *testenv.Env, prom *testenv.FakePrometheus) string {
 		e.Opts.PrometheusServerAddress = prom.URL
 	}
 	op := e.StartOperatorReturning()
-	srv := httptest.NewServer(op.ScaleServer.Handler())
+	srv := httptest.NewServer(op.WakeServer.Handler())
 	e.T.Cleanup(srv.Close)
-	return srv.URL + scaleserver.Path
+	return srv.URL + wakeserver.Path
 }
 
 func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
@@ -70,7 +71,7 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	// KubeElasti's resolver request, byte for byte.
 	wokeAt := time.Now()
 	code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS))
-	if code != http.StatusOK || !strings.Contains(body, scaleserver.OutcomeScaled) {
+	if code != http.StatusOK || !strings.Contains(body, string(outcome.WakeScaled)) {
 		t.Fatalf("wake: %d %s", code, body)
 	}
 	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
@@ -87,7 +88,7 @@ func TestIdleScalesToZeroThenARequestWakesIt(t *testing.T) {
 	for name, got := range map[string]float64{
 		"scale up":               testutil.ToFloat64(m.ScaleCounter.WithLabelValues("up", "success")),
 		"scale down":             testutil.ToFloat64(m.ScaleCounter.WithLabelValues("down", "success")),
-		"scaled_to_zero verdict": testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(idle.OutcomeScaledToZero, "")),
+		"scaled_to_zero verdict": testutil.ToFloat64(m.IdleEvaluations.WithLabelValues(string(outcome.IdleScaledToZero), "")),
 		"poller last run":        testutil.ToFloat64(m.PollerLastRun),
 		"queue adds":             testutil.ToFloat64(m.Queues.NewAddsMetric("elastiservice").(prometheus.Counter)),
 	} {
@@ -233,7 +234,7 @@ func TestNoScaleDownWhenTriggersFail(t *testing.T) {
 	// Every failure reached the metric with a bounded reason.
 	for _, reason := range []triggers.Reason{triggers.ReasonUnreachable, triggers.ReasonBadResponse, triggers.ReasonMultipleSeries,
 		triggers.ReasonBadStatus, triggers.ReasonPrometheusDown, triggers.ReasonNotFinite} {
-		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(idle.OutcomeTriggerError, string(reason))); got < 1 {
+		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(string(outcome.IdleTriggerError), string(reason))); got < 1 {
 			t.Errorf("trigger errors with reason %s = %v, want at least 1", reason, got)
 		}
 	}
@@ -421,9 +422,9 @@ func TestFollowerAnswers503(t *testing.T) {
 	op := e.StartOperatorWith(&operator.Election{
 		Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 	})
-	srv := httptest.NewServer(op.ScaleServer.Handler())
+	srv := httptest.NewServer(op.WakeServer.Handler())
 	defer srv.Close()
-	code, body := testenv.Post(t, srv.URL+scaleserver.Path, testenv.WakeBody("web", e.NS))
+	code, body := testenv.Post(t, srv.URL+wakeserver.Path, testenv.WakeBody("web", e.NS))
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
 		t.Errorf("follower answered %d %s, want 503", code, body)
 	}

@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/idle"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -155,7 +156,7 @@ func TestTriggerServerGetsNoCredentialAndIsNotEchoed(t *testing.T) {
 		t.Errorf("victim's TriggerError event %q does not give the HTTP status", msg)
 	}
 	for _, reason := range []triggers.Reason{triggers.ReasonRedirected, triggers.ReasonBadStatus} {
-		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(idle.OutcomeTriggerError, string(reason))); got < 1 {
+		if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(string(outcome.IdleTriggerError), string(reason))); got < 1 {
 			t.Errorf("trigger errors with reason %s = %v, want at least 1", reason, got)
 		}
 	}
@@ -208,7 +209,7 @@ func TestTriggerServerOutsideTheAllowListIsRefused(t *testing.T) {
 	if _, msg := e.HasEvent("outside", idle.ReasonTriggerError); !strings.Contains(msg, "--prometheus-allowed-servers") {
 		t.Errorf("the event %q does not say which setting refused the server", msg)
 	}
-	if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(idle.OutcomeTriggerError, string(triggers.ReasonServerNotAllowed))); got < 1 {
+	if got := testutil.ToFloat64(op.Metrics.IdleEvaluations.WithLabelValues(string(outcome.IdleTriggerError), string(triggers.ReasonServerNotAllowed))); got < 1 {
 		t.Errorf("trigger errors with reason %s = %v, want at least 1", triggers.ReasonServerNotAllowed, got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/metrics"
-	"github.com/elasti-dev/elasti/pkg/scaleserver"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -64,7 +64,7 @@ func TestSleepAndWakeAreVisible(t *testing.T) {
 	})
 
 	code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS))
-	if code != http.StatusOK || !strings.Contains(body, scaleserver.OutcomeScaled) {
+	if code != http.StatusOK || !strings.Contains(body, string(outcome.WakeScaled)) {
 		t.Fatalf("wake: %d %s", code, body)
 	}
 	e.WaitMode("web", elastiv1alpha1.ModeServe)

@@ -41,9 +41,9 @@ func newStack(t testing.TB) *stack {
 	podNetwork(t)
 	e := testenv.New(t)
 	e.Opts.PollingInterval = time.Hour
-	e.Opts.ScaleSettleWindow = 200 * time.Millisecond
+	e.Opts.WakeSettleWindow = 200 * time.Millisecond
 	op := e.StartOperatorReturning()
-	scale := httptest.NewServer(op.ScaleServer.Handler())
+	scale := httptest.NewServer(op.WakeServer.Handler())
 	t.Cleanup(scale.Close)
 	e.Resolver(1) // the pods the operator's resolver slice points at
 	s := &stack{Env: e, ScaleURL: scale.URL}

@@ -1,4 +1,4 @@
-package scaleserver
+package wakeserver
 
 import (
 	"bytes"

@@ -1,9 +1,10 @@
-package scaleserver
+package wakeserver
 
 import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
@@ -51,13 +53,13 @@ func tokenFile(t *testing.T, content string) (string, *waketoken.File) {
 // outcome of every request.
 type outcomes struct {
 	mu  sync.Mutex
-	got []string
+	got []outcome.Wake
 }
 
-func (o *outcomes) ObserveScaleRequest(outcome string, _ time.Duration) {
+func (o *outcomes) ObserveWakeRequest(result outcome.Wake, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.got = append(o.got, outcome)
+	o.got = append(o.got, result)
 }
 
 func (o *outcomes) WakeStarted(types.NamespacedName, time.Time) {}
@@ -94,8 +96,8 @@ func TestWithATokenConfiguredOnlyTheTokenWakes(t *testing.T) {
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
-	want := []string{OutcomeUnauthorized, OutcomeUnauthorized, OutcomeUnauthorized, OutcomeUnauthorized, OutcomeUnauthorized, OutcomeScaled}
-	if strings.Join(seen.got, ",") != strings.Join(want, ",") {
+	want := []outcome.Wake{outcome.WakeUnauthorized, outcome.WakeUnauthorized, outcome.WakeUnauthorized, outcome.WakeUnauthorized, outcome.WakeUnauthorized, outcome.WakeScaled}
+	if !slices.Equal(seen.got, want) {
 		t.Errorf("observed outcomes %v, want %v", seen.got, want)
 	}
 }

@@ -1,4 +1,14 @@
-package scaleserver
+// Package wakeserver is the operator's wake endpoint: the resolver asks it
+// to scale a Service's target up from zero (see pkg/wakeapi for the wire
+// contract). Concurrent wakes of one Service share one scale call, and a
+// settle window answers a burst from memory.
+//
+// The concept is "wake" in Go; names users may depend on keep KubeElasti's
+// "scale": the route /informer/incoming-request, the flags
+// --scale-server-bind-address and --scale-timeout, and the metrics
+// elasti_operator_scale_request_duration_seconds and
+// elasti_operator_scale_counter.
+package wakeserver
 
 import (
 	"context"
@@ -6,15 +16,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -28,23 +39,10 @@ type WakeRecorder interface {
 	Record(ctx context.Context, es types.NamespacedName, at time.Time)
 }
 
-// Outcomes of a wake, also the values of the scale metric's label.
-const (
-	OutcomeScaled      = "scaled"
-	OutcomeAlreadyUp   = "already_up"
-	OutcomeUnknown     = "unknown_service"
-	OutcomeFailed      = "failed"
-	OutcomeBadRequest  = "bad_request"
-	OutcomeUnavailable = "unavailable"
-	// OutcomeUnauthorized is a request without the wake token, when one
-	// is configured.
-	OutcomeUnauthorized = "unauthorized"
-)
-
 // Config tunes the server.
 type Config struct {
-	// ScaleTimeout bounds one scale call, shared by every coalesced request.
-	ScaleTimeout time.Duration
+	// WakeTimeout bounds one scale call, shared by every coalesced request.
+	WakeTimeout time.Duration
 	// SettleWindow is how long after a successful scale-up further requests
 	// are answered from memory while the informer cache catches up, so a
 	// burst never turns into repeated writes.
@@ -62,13 +60,13 @@ type TokenVerifier interface {
 
 // DefaultConfig suits production.
 func DefaultConfig() Config {
-	return Config{ScaleTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
+	return Config{WakeTimeout: 10 * time.Second, SettleWindow: 5 * time.Second}
 }
 
 // Observer receives every request's outcome and duration, and every
 // scale-up a request caused (metrics.Operator is one).
 type Observer interface {
-	ObserveScaleRequest(outcome string, d time.Duration)
+	ObserveWakeRequest(o outcome.Wake, d time.Duration)
 	WakeStarted(es types.NamespacedName, at time.Time)
 }
 
@@ -80,31 +78,25 @@ type Server struct {
 	// ready reports whether this replica may act: leader with synced caches.
 	ready    func() bool
 	cfg      Config
-	clock    clock.PassiveClock
+	clock    clock.Clock
 	baseCtx  context.Context
 	observer Observer
 
 	// calls coalesces concurrent wakes of one service.
-	calls   singleflight.Group
-	mu      sync.Mutex
-	settled map[types.NamespacedName]settledWake
-}
-
-// settledWake is a recent wake: when, and the target's generation in the
-// cache when it was decided.
-type settledWake struct {
-	at         time.Time
-	generation int64
+	calls singleflight.Group
+	// settled holds, for SettleWindow after each wake, the generation of
+	// the cached target the wake was decided on.
+	settled *cache.Expiring
 }
 
 // New returns a server. baseCtx outlives requests: a scale started for one
 // client finishes even if that client hangs up, because others may wait on it.
 func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.Interface, wakes WakeRecorder, ready func() bool,
 	observer Observer, cfg Config) *Server {
+	c := clock.RealClock{}
 	return &Server{
 		dir: dir, scaler: scaler, wakes: wakes, ready: ready, observer: observer, cfg: cfg,
-		clock: clock.RealClock{}, baseCtx: baseCtx,
-		settled: map[types.NamespacedName]settledWake{},
+		clock: c, baseCtx: baseCtx, settled: cache.NewExpiringWithClock(c),
 	}
 }
 
@@ -122,8 +114,8 @@ type response struct {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
-	outcome, code, msg := s.handle(r)
-	s.observer.ObserveScaleRequest(outcome, s.clock.Since(start))
+	result, code, msg := s.handle(r)
+	s.observer.ObserveWakeRequest(result, s.clock.Since(start))
 	switch code {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
@@ -132,42 +124,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(response{Outcome: outcome, Message: msg})
+	_ = json.NewEncoder(w).Encode(response{Outcome: string(result), Message: msg})
 }
 
-func (s *Server) handle(r *http.Request) (outcome string, code int, msg string) {
+func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg string) {
 	if r.Method != http.MethodPost {
-		return OutcomeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
+		return outcome.WakeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
 	}
 	// Before anything else is looked at, so a caller without the token
 	// learns nothing, not even whether this replica leads.
 	if !s.authorized(r) {
 		klog.FromContext(s.baseCtx).V(2).Info("Refusing a wake request without the wake token", "remote", r.RemoteAddr)
-		return OutcomeUnauthorized, http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
+		return outcome.WakeUnauthorized, http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
 	}
 	if !s.ready() {
-		return OutcomeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
+		return outcome.WakeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
 	}
 	req, err := wakeapi.DecodeRequest(r.Body)
 	if errors.Is(err, wakeapi.ErrTooLarge) {
-		return OutcomeBadRequest, http.StatusRequestEntityTooLarge, err.Error()
+		return outcome.WakeBadRequest, http.StatusRequestEntityTooLarge, err.Error()
 	}
 	if err != nil {
-		return OutcomeBadRequest, http.StatusBadRequest, err.Error()
+		return outcome.WakeBadRequest, http.StatusBadRequest, err.Error()
 	}
 	svc := types.NamespacedName{Namespace: req.Namespace, Name: req.Svc}
 	entry, ok := s.dir.Lookup(svc)
 	if !ok {
-		return OutcomeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
+		return outcome.WakeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
 	}
-	outcome, err = s.wake(svc, entry)
+	result, err = s.wake(svc, entry)
 	if err != nil {
-		return OutcomeFailed, http.StatusBadGateway, err.Error()
+		return outcome.WakeFailed, http.StatusBadGateway, err.Error()
 	}
-	if outcome == OutcomeScaled {
-		return outcome, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
+	if result == outcome.WakeScaled {
+		return result, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
 	}
-	return outcome, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
+	return result, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
 }
 
 // authorized reports whether r carries an accepted token, or none is
@@ -190,68 +182,59 @@ func (s *Server) authorized(r *http.Request) bool {
 // wake was decided on: then the target changed since (someone scaled it
 // back down) and is looked at afresh. A call records its wake before it
 // ends, so a request either shares a call or sees the wake it made.
-func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (string, error) {
-	outcome, err, _ := s.calls.Do(svc.String(), func() (any, error) {
+func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.Wake, error) {
+	result, err, _ := s.calls.Do(svc.String(), func() (any, error) {
 		if s.settledUp(svc, entry) {
-			return OutcomeAlreadyUp, nil
+			return outcome.WakeAlreadyUp, nil
 		}
-		outcome, generation, err := s.scaleUp(entry)
+		result, generation, err := s.wakeTarget(entry)
 		if err == nil {
 			s.settle(svc, generation)
 		}
-		return outcome, err
+		return result, err
 	})
-	return outcome.(string), err
+	return result.(outcome.Wake), err
 }
 
 // settledUp reports whether svc was woken within SettleWindow and its target
 // has not changed since.
 func (s *Server) settledUp(svc types.NamespacedName, entry directory.Entry) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.settled[svc]
-	if !ok || s.clock.Since(w.at) >= s.cfg.SettleWindow {
+	generation, ok := s.settled.Get(svc)
+	if !ok {
 		return false
 	}
 	cur, err := s.scaler.Get(targetRef(entry))
-	return err == nil && cur.Generation <= w.generation
+	return err == nil && cur.Generation <= generation.(int64)
 }
 
-// settle remembers a wake decided on the target's generation.
+// settle remembers a wake decided on the target's generation. Expired
+// wakes are dropped as new ones are set, so the map stays as small as the
+// set of recently woken services.
 func (s *Server) settle(svc types.NamespacedName, generation int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settled[svc] = settledWake{at: s.clock.Now(), generation: generation}
-	// Old entries only matter inside the window; drop the rest so the map
-	// stays as small as the set of recently woken services.
-	for k, w := range s.settled {
-		if s.clock.Since(w.at) >= s.cfg.SettleWindow {
-			delete(s.settled, k)
-		}
-	}
+	s.settled.Set(svc, generation, s.cfg.SettleWindow)
 }
 
 func targetRef(entry directory.Entry) scaletarget.Ref {
 	return scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
 }
 
-// scaleUp scales the target to its minimum unless it is already there. It
+// wakeTarget scales the target to its minimum unless it is already there. It
 // returns the generation of the cached target the decision was made on.
-func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
-	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.ScaleTimeout)
+func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, error) {
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.WakeTimeout)
 	defer cancel()
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name))
 	ref := targetRef(entry)
 	state, err := s.scaler.Get(ref)
 	if err != nil {
-		return OutcomeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
+		return outcome.WakeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
 	}
 	if state.Replicas >= entry.MinTargetReplicas {
-		return OutcomeAlreadyUp, state.Generation, nil
+		return outcome.WakeAlreadyUp, state.Generation, nil
 	}
 	err = scaletarget.Wake(ctx, s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
 	if !scaletarget.Woken(err) {
-		return OutcomeFailed, 0, err
+		return outcome.WakeFailed, 0, err
 	}
 	if err != nil {
 		logger.Error(err, "Woke the target; KEDA stays paused")
@@ -260,5 +243,5 @@ func (s *Server) scaleUp(entry directory.Entry) (string, int64, error) {
 	now := s.clock.Now()
 	s.observer.WakeStarted(entry.ElastiService, now)
 	s.wakes.Record(ctx, entry.ElastiService, now)
-	return OutcomeScaled, state.Generation, nil
+	return outcome.WakeScaled, state.Generation, nil
 }

@@ -1,0 +1,112 @@
+package idle
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/outcome"
+	"github.com/elasti-dev/elasti/pkg/schedule"
+)
+
+// passing are facts every gate lets through: a managed, idle ElastiService
+// an hour old, its target up, no window, no recent wake.
+func passing(t *testing.T) *facts {
+	t.Helper()
+	window, err := schedule.FromSpec(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &facts{es: elastiService(nil), manages: true, window: window, replicas: 2,
+		now: now, cooldown: time.Minute, idle: true}
+}
+
+func TestGates(t *testing.T) {
+	weekdays := &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"} // now is a Saturday
+	cases := []struct {
+		name       string
+		gate       gate
+		change     func(*facts)
+		want       outcome.Idle // "" lets the evaluation go on
+		wantReason string
+		wantWake   bool
+	}{
+		{"deleting", deleting, func(f *facts) { f.es.DeletionTimestamp = &metav1.Time{Time: now} }, outcome.IdleDeleting, "", false},
+		{"not deleting", deleting, nil, "", "", false},
+		{"not managed", notManaged, func(f *facts) { f.manages = false }, outcome.IdleNotManaged, "", false},
+		{"managed", notManaged, nil, "", "", false},
+		{"moving", moving, func(f *facts) { f.moving = true }, outcome.IdleMoving, "", false},
+		{"not moving", moving, nil, "", "", false},
+		{"invalid schedule", invalidSchedule, func(f *facts) { f.windowErr = errors.New("bad cron") }, outcome.IdleInvalidSchedule, ReasonInvalidSchedule, false},
+		{"valid schedule", invalidSchedule, nil, "", "", false},
+		{"target missing", targetMissing, func(f *facts) { f.targetErr = errors.New("not found") }, outcome.IdleTargetMissing, "", false},
+		{"target read", targetMissing, nil, "", "", false},
+		{"outside the window, up", outsideWindow, func(f *facts) { f.window, _ = schedule.FromSpec(weekdays) }, outcome.IdleOutsideWindow, "", false},
+		{"outside the window at zero wakes", outsideWindow, func(f *facts) {
+			f.window, _ = schedule.FromSpec(weekdays)
+			f.replicas = 0
+		}, outcome.IdleOutsideWindow, "", true},
+		{"inside the window", outsideWindow, nil, "", "", false},
+		{"in the pre-warm lead", preWarming, func(f *facts) { f.preWarming = true }, outcome.IdlePreWarm, "", false},
+		{"before the pre-warm lead", preWarming, nil, "", "", false},
+		{"sleep requested", sleepRequested, func(f *facts) { f.sleepRequested = true }, outcome.IdleScaledToZero, "", false},
+		{"no sleep request", sleepRequested, nil, "", "", false},
+		{"already zero", alreadyZero, func(f *facts) { f.replicas = 0 }, outcome.IdleAlreadyZero, "", false},
+		{"up", alreadyZero, nil, "", "", false},
+		{"created within the cooldown", justCreated, func(f *facts) { f.es.CreationTimestamp = metav1.NewTime(now.Add(-30 * time.Second)) }, outcome.IdleCooldown, "", false},
+		{"created a cooldown ago", justCreated, func(f *facts) { f.es.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute)) }, "", "", false},
+		{"woken within the cooldown", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-10 * time.Second) }, outcome.IdleCooldown, "", false},
+		{"woken a cooldown ago", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-time.Minute) }, "", "", false},
+		{"never woken", recentlyWoken, nil, "", "", false},
+		{"triggers failed", triggersFailed, func(f *facts) { f.triggersErr = errors.New("unreachable") }, outcome.IdleTriggerError, ReasonTriggerError, false},
+		{"triggers evaluated", triggersFailed, nil, "", "", false},
+		{"busy", notIdle, func(f *facts) { f.idle = false }, outcome.IdleBusy, "", false},
+		{"idle", notIdle, nil, "", "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := passing(t)
+			if c.change != nil {
+				c.change(f)
+			}
+			v := c.gate(f)
+			switch {
+			case c.want == "" && v != nil:
+				t.Fatalf("verdict %+v, want none", *v)
+			case c.want == "":
+				return
+			case v == nil:
+				t.Fatalf("no verdict, want %q", c.want)
+			}
+			if v.outcome != c.want || v.reason != c.wantReason || v.wake != c.wantWake {
+				t.Errorf("verdict %+v, want outcome %q, reason %q, wake %v", *v, c.want, c.wantReason, c.wantWake)
+			}
+			if v.reason != "" && v.message == "" {
+				t.Errorf("verdict %+v has a reason without a message", *v)
+			}
+		})
+	}
+}
+
+// The chains let clean facts through, and the first verdict wins.
+func TestGateChains(t *testing.T) {
+	for name, chain := range map[string]gates{"admission": admissionGates, "window": windowGates, "trigger": triggerGates} {
+		if v := chain.First(passing(t)); v != nil {
+			t.Errorf("%s gates stop clean facts: %+v", name, *v)
+		}
+	}
+	f := passing(t)
+	f.es.DeletionTimestamp = &metav1.Time{Time: now}
+	f.manages, f.targetErr = false, errors.New("not found")
+	if v := admissionGates.First(f); v == nil || v.outcome != outcome.IdleDeleting {
+		t.Errorf("admission verdict %+v, want %q, the first gate's", v, outcome.IdleDeleting)
+	}
+	f = passing(t)
+	f.replicas, f.lastWake = 0, now
+	if v := windowGates.First(f); v == nil || v.outcome != outcome.IdleAlreadyZero {
+		t.Errorf("window verdict %+v, want %q before the cooldown", v, outcome.IdleAlreadyZero)
+	}
+}
