@@ -3,7 +3,9 @@
 // (a podnet sandbox with a pod IP), a ServiceAccount token at the standard
 // path, a resolv.conf pointing at the cluster DNS, and one process per
 // container, started from a local binary chosen by the container's image.
-// Readiness and liveness come from the pod's own probes.
+// Readiness and liveness come from the pod's own probes; restartPolicy
+// decides whether a container that exits starts again, so a Job's pod
+// (restartPolicy Never or OnFailure) ends Succeeded or Failed.
 //
 // kwok runs the test apps on a tainted fake node; pods without that
 // toleration (elasti's manifests, CoreDNS, the ingress controller) land
@@ -260,7 +262,7 @@ func (n *Node) syncPod(ctx context.Context, key cache.ObjectName) error {
 func (n *Node) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
 	key := cache.MetaObjectToName(obj)
 	logger := klog.FromContext(ctx)
-	p := &pod{uid: obj.UID, key: key, node: n, startTime: metav1.Now()}
+	p := &pod{uid: obj.UID, key: key, node: n, startTime: metav1.Now(), restartPolicy: obj.Spec.RestartPolicy}
 	if msg := unsupported(obj); msg != "" {
 		p.failure = msg
 		n.track(key, p)
