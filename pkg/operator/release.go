@@ -105,10 +105,11 @@ type Uninstall struct {
 func (o *Operator) ReleaseAllLeading(ctx context.Context, u Uninstall) (err error) {
 	logger := klog.FromContext(ctx)
 	if u.OperatorDeployment != "" {
-		restore, err := o.stopOperator(ctx, u.OperatorNamespace, u.OperatorDeployment)
-		if err != nil {
-			return err
+		restore, stopErr := o.stopOperator(ctx, u.OperatorNamespace, u.OperatorDeployment)
+		if stopErr != nil {
+			return stopErr
 		}
+		// On the named result err, so whatever fails below restores.
 		defer func() {
 			if err != nil {
 				// The caller's ctx may be over: that is usually why we fail.
