@@ -74,8 +74,9 @@ type Options struct {
 	APIServer string
 	// CAFile is the apiserver's CA, written to each pod as ca.crt.
 	CAFile string
-	// Binaries maps an image's last path element (without tag or digest)
-	// to the local binary that runs it.
+	// Binaries maps an image's last path element, with its tag or
+	// without (and without digest), to the local binary that runs it; a
+	// key with the tag wins.
 	Binaries map[string]string
 	// StateDir holds the pods' token, resolv.conf, volumes and logs.
 	StateDir string
@@ -351,7 +352,9 @@ func unsupported(obj *corev1.Pod) string {
 	return ""
 }
 
-// binaryFor maps an image to its local binary.
+// binaryFor maps an image to its local binary: the one registered for its
+// name and tag ("elasti-operator:v2"), else the one for its name, so a
+// test can run another build under another tag, as an upgrade does.
 func (n *Node) binaryFor(image string) (string, error) {
 	name := image
 	if i := strings.IndexByte(name, '@'); i >= 0 {
@@ -359,6 +362,9 @@ func (n *Node) binaryFor(image string) (string, error) {
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
+	}
+	if bin, ok := n.opts.Binaries[name]; ok && strings.Contains(name, ":") {
+		return bin, nil
 	}
 	if i := strings.IndexByte(name, ':'); i >= 0 {
 		name = name[:i]

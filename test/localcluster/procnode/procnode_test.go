@@ -28,9 +28,11 @@ func TestExpandFollowsKubeletRules(t *testing.T) {
 }
 
 func TestBinaryForMatchesTheImageName(t *testing.T) {
-	n := &Node{opts: Options{Binaries: map[string]string{"elasti-operator": "/bin/op", "coredns": "/bin/dns"}}}
+	n := &Node{opts: Options{Binaries: map[string]string{"elasti-operator": "/bin/op", "elasti-operator:v2": "/bin/op2", "coredns": "/bin/dns"}}}
 	for image, want := range map[string]string{
-		"ghcr.io/elasti-dev/elasti-operator:latest": "/bin/op",
+		"ghcr.io/elasti-dev/elasti-operator:latest":                  "/bin/op",
+		"ghcr.io/elasti-dev/elasti-operator:v2":                      "/bin/op2",
+		"elasti-operator:v2@sha256:0123456789abcdef":                 "/bin/op2",
 		"elasti-operator":                                            "/bin/op",
 		"registry.k8s.io/coredns/coredns:v1.15.0":                    "/bin/dns",
 		"localhost:5000/coredns@sha256:0123456789abcdef0123456789ab": "/bin/dns",
@@ -41,7 +43,7 @@ func TestBinaryForMatchesTheImageName(t *testing.T) {
 		}
 	}
 	_, err := n.binaryFor("nginx:1.27")
-	if err == nil || !strings.Contains(err.Error(), "coredns, elasti-operator") {
+	if err == nil || !strings.Contains(err.Error(), "coredns, elasti-operator, elasti-operator:v2") {
 		t.Errorf("an unknown image must name what the node runs; got %v", err)
 	}
 }
