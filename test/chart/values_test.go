@@ -288,6 +288,8 @@ func TestUninstallHookRunsTheOperatorsConfiguration(t *testing.T) {
 			want(t, "volumes", pod(job)["volumes"], pod(op)["volumes"])
 			want(t, "serviceAccountName", pod(job)["serviceAccountName"], pod(op)["serviceAccountName"])
 			want(t, "imagePullSecrets", pod(job)["imagePullSecrets"], pod(op)["imagePullSecrets"])
+			want(t, "nodeSelector", pod(job)["nodeSelector"], pod(op)["nodeSelector"])
+			want(t, "tolerations", pod(job)["tolerations"], pod(op)["tolerations"])
 			wantArgs := append(slices.Clone(opc["args"].([]any)), "--release-all", "--release-timeout=240s")
 			want(t, "args", hookc["args"], wantArgs)
 			want(t, "restartPolicy", pod(job)["restartPolicy"], "Never")
