@@ -17,9 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/test/install"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -27,7 +29,8 @@ import (
 
 const (
 	crdName = "elastiservices.elasti.truefoundry.com"
-	// upgradeTag is the image tag helm upgrade moves both Deployments to.
+	// upgradeTag is the image tag helm upgrade moves both Deployments to,
+	// and the release the binary behind it is built as.
 	upgradeTag  = "v0.1.0-upgrade"
 	wakeTimeout = 60 * time.Second
 	// handScaleDownBound is how long a Service may be dark after the test
@@ -43,9 +46,12 @@ const (
 // TestHelmInstallWakeUpgradeUninstall installs elasti with helm install,
 // from the chart pushed to a loopback OCI registry, and a KubeElasti
 // values file, unchanged; wakes a Service through the real
-// traffic path; upgrades to another image tag while a client sends
-// requests to an awake Service and a request to a sleeping one is held
-// across the rollout; then runs a plain helm uninstall, with one Service
+// traffic path; upgrades to another build (another image tag, run by a
+// binary built as another release) while a client sends requests to an
+// awake Service and a request to a sleeping one, whose pod cannot start
+// until the resolver has rolled out, is held by an old resolver pod across
+// the rollout and answered by the Service's pod; checks every elasti pod
+// then runs the new release; then runs a plain helm uninstall, with one Service
 // asleep and one awake and a client calling both: the pre-delete hook
 // hands both back to their pods, every request is answered, and nothing
 // but the CRD and the ElastiServices, without elasti's finalizer (and the
@@ -161,9 +167,26 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	sleep("web")
 	woken("web", do(client, realnet.Request{URL: "http://web/installed", Timeout: wakeTimeout}))
 
-	t.Log("helm upgrade to " + upgradeTag + " while a client calls web and a request to the sleeping sleepy is held")
+	t.Log("helm upgrade to another build, " + upgradeTag + ", while a client calls web and a request to sleepy is held across the resolver's rollout")
+	b.wantVersions(t, kube, b.appVersion(t))
 	sleep("sleepy")
+	// sleepy's pods cannot start until the rollout is over, so the request
+	// stays held at the old resolver pod while the new ones roll out.
+	setUnschedulable(t, e, "sleepy", true)
 	upgradeLoad := startLoad(ctx, loadClient, "http://web/load")
+	heldResp := make(chan realnet.Response, 1)
+	go func() {
+		resp, err := client.Do(ctx, realnet.Request{URL: "http://sleepy/held-across-the-upgrade", Timeout: 3 * time.Minute})
+		if err != nil {
+			resp.Err = err.Error()
+		}
+		heldResp <- resp
+	}()
+	e.Eventually("the request to sleepy to be held: the operator scaled sleepy up for it", func() (bool, string) {
+		r := e.Replicas(elastiv1alpha1.KindDeployment, "sleepy")
+		return r >= 1, fmt.Sprint("replicas ", r)
+	})
+	oldResolvers := podNames(t, kube, "app=elasti-resolver")
 	upgradeErr := make(chan error, 1)
 	go func() {
 		_, err := b.tryHelm(10*time.Minute, "upgrade", release, chart, "--version", chartVersion, "--plain-http", "--namespace", namespace, "-f", values,
@@ -174,7 +197,17 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 			"--wait", "--timeout", "8m")
 		upgradeErr <- err
 	}()
-	held := do(client, realnet.Request{URL: "http://sleepy/held-across-the-upgrade", Timeout: 3 * time.Minute})
+	e.EventuallyWithin("the resolver's rollout: every old pod ("+strings.Join(oldResolvers, ", ")+") terminating or gone, the new ones Ready", readyTimeout, func() (bool, string) {
+		select {
+		case r := <-heldResp:
+			t.Fatalf("the held request was answered before the rollout was over, so it spans nothing: %s", r)
+		default:
+		}
+		return resolverRolledOut(t, kube, oldResolvers)
+	})
+	t.Log("the resolver has rolled out; sleepy may start now")
+	setUnschedulable(t, e, "sleepy", false)
+	held := <-heldResp
 	if err := <-upgradeErr; err != nil {
 		t.Fatal(err)
 	}
@@ -184,16 +217,11 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 		}
 	}
 	woken("sleepy", held)
+	if held.Header.Get(resolver.DefaultColdStartHeader) == "" {
+		t.Errorf("the request to sleepy was answered without %s, so not held by a resolver: %s", resolver.DefaultColdStartHeader, held)
+	}
 	upgradeLoad.stop(t, "the upgrade")
-	pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && !strings.HasSuffix(p.Spec.Containers[0].Image, ":"+upgradeTag) {
-			t.Errorf("pod %s runs %s after the upgrade; want tag %s", p.Name, p.Spec.Containers[0].Image, upgradeTag)
-		}
-	}
+	b.wantVersions(t, kube, upgradeTag)
 
 	t.Log("a wake through the upgraded release")
 	sleep("web")
@@ -248,6 +276,96 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 		t.Errorf("the CRD after helm uninstall: %v; Helm's CRD policy keeps it", err)
 	}
+}
+
+// setUnschedulable keeps app's new pods from being scheduled (a node
+// selector no node matches), or lets them be again.
+func setUnschedulable(t *testing.T, e *testenv.Env, app string, on bool) {
+	t.Helper()
+	deployments := e.Kube.AppsV1().Deployments(e.NS)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := deployments.Get(t.Context(), app, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if on {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{unschedulableLabel: "true"}
+		} else {
+			delete(d.Spec.Template.Spec.NodeSelector, unschedulableLabel)
+		}
+		_, err = deployments.Update(t.Context(), d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unschedulableLabel is a node label no node has.
+const unschedulableLabel = "elasti.test/unschedulable"
+
+// podNames lists the names of elasti's pods that selector selects and
+// that are not terminating.
+func podNames(t *testing.T, kube kubernetes.Interface, selector string) []string {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// resolverRolledOut reports whether the resolver Deployment has rolled
+// out, every pod of old terminating or gone.
+func resolverRolledOut(t *testing.T, kube kubernetes.Interface, old []string) (bool, string) {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(namespace).Get(t.Context(), "elasti-resolver", metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.ReadyReplicas < want {
+		return false, fmt.Sprintf("generation %d observed %d, %d updated and %d ready of %d", d.Generation, st.ObservedGeneration, st.UpdatedReplicas, st.ReadyReplicas, want)
+	}
+	live := podNames(t, kube, "app=elasti-resolver")
+	for _, o := range old {
+		if slices.Contains(live, o) {
+			return false, "old resolver pod " + o + " still serves"
+		}
+	}
+	return true, ""
+}
+
+// wantVersions fails the test unless every running elasti pod started the
+// build of version.
+func (b *bed) wantVersions(t *testing.T, kube kubernetes.Interface, version string) {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		c := p.Spec.Containers[0].Name
+		if got := b.startedVersion(namespace, p.Name, c); got != version {
+			t.Errorf("pod %s (%s) runs version %q; want %q", p.Name, p.Spec.Containers[0].Image, got, version)
+		}
+		seen++
+	}
+	if seen == 0 {
+		t.Errorf("no running elasti pod to check for version %s", version)
+	}
+	t.Logf("%d elasti pods run version %s", seen, version)
 }
 
 // answeredByPod fails the test unless resp is app's 200 from one of its
