@@ -63,6 +63,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if o.releaseAll {
+		return releaseAll(ctx, cfg, o, op)
+	}
 	reporter, err := reportErrors(ctx, op)
 	if err != nil {
 		return err

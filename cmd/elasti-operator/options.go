@@ -21,6 +21,7 @@ const (
 	envResolverProxyPort   = "ELASTI_RESOLVER_PROXY_PORT"
 	envOperatorNamespace   = "ELASTI_OPERATOR_NAMESPACE"
 	envOperatorPort        = "ELASTI_OPERATOR_PORT"
+	envOperatorDeployment  = "ELASTI_OPERATOR_DEPLOYMENT_NAME"
 	envPollingInterval     = "POLLING_INTERVAL"
 	envPrometheusAddress   = "PROMETHEUS_TRIGGER_SERVER_ADDRESS"
 	envPrometheusAuth      = "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER"
@@ -46,7 +47,12 @@ type options struct {
 	enableHTTP2            bool
 	profiling              bool
 	wakeTokenFile          string
-	operator               operator.Options
+	// releaseAll runs the one-shot release of helm uninstall's pre-delete
+	// hook instead of the operator (release.go).
+	releaseAll         bool
+	releaseTimeout     time.Duration
+	operatorDeployment string
+	operator           operator.Options
 }
 
 // The leader-election timings. A leader that cannot renew its Lease
@@ -127,6 +133,16 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; the scale endpoint then answers 401 to requests without "+
 			"Authorization: Bearer <one of them>. Re-read when it changes. Empty: no token required (env "+envWakeTokenFile+").")
 
+	fs.BoolVar(&o.releaseAll, "release-all", false,
+		"Do not run the operator: release every ElastiService and exit, as helm uninstall's pre-delete hook does. "+
+			"Stops the operator Deployment (--operator-deployment), takes its leader-election Lease, hands every Service back to its "+
+			"target's own pods (scaled up to minTargetReplicas, a ready pod, then the resolver slice and private Service removed) "+
+			"and removes elasti's finalizer; the ElastiServices stay. Exits non-zero, with the operator started again, if a "+
+			"target has no ready pod within --release-timeout.")
+	fs.DurationVar(&o.releaseTimeout, "release-timeout", 4*time.Minute, "How long --release-all waits for every target to serve.")
+	fs.StringVar(&o.operatorDeployment, "operator-deployment", env.String(envOperatorDeployment, "elasti-operator-controller-manager"),
+		"The operator Deployment, in --leader-elect-namespace, that --release-all stops first; empty stops none (env "+envOperatorDeployment+").")
+
 	finish := func() error {
 		op.ResolverProxyPort = int32(*proxyPort)
 		if !portalloc.IsPort(*proxyPort) {
@@ -157,6 +173,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		if o.leaderElect && (o.renewDeadline >= o.leaseDuration || o.retryPeriod >= o.renewDeadline) {
 			env.Errs = append(env.Errs, fmt.Errorf("leader election needs retry-period (%s) < renew-deadline (%s) < lease-duration (%s)",
 				o.retryPeriod, o.renewDeadline, o.leaseDuration))
+		}
+		if o.releaseAll && o.releaseTimeout <= 0 {
+			env.Errs = append(env.Errs, fmt.Errorf("--release-timeout=%s must be positive", o.releaseTimeout))
 		}
 		if err := op.Validate(); err != nil {
 			env.Errs = append(env.Errs, err)

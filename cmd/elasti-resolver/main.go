@@ -189,9 +189,9 @@ type shutdowner interface {
 	Shutdown(ctx context.Context) error
 }
 
-// shutdownTimeout bounds the servers' Shutdown after the grace period.
-// With the default --shutdown-grace the whole drain fits in Kubernetes'
-// default terminationGracePeriodSeconds of 30.
+// shutdownTimeout bounds the servers' Shutdown after the grace period,
+// held requests included. With the default --shutdown-grace the whole
+// drain fits in Kubernetes' default terminationGracePeriodSeconds of 30.
 const shutdownTimeout = 20 * time.Second
 
 // readyzUnlessDraining answers 503 once draining is set, next otherwise.
@@ -205,22 +205,42 @@ func readyzUnlessDraining(draining *atomic.Bool, next http.HandlerFunc) http.Han
 	}
 }
 
+// drainHold is how long after the grace the requests still held keep
+// waiting for their targets before they get 503: long enough for a target
+// that is starting when a rollout replaces this pod (helm upgrade) to
+// answer them, short enough that a client which retries on the 503 is
+// still held again by another resolver pod well within a 30 s deadline.
+const drainHold = 10 * time.Second
+
 // drain stops the resolver in an order that loses no request silently:
 //
 //  1. /readyz starts failing (draining is set), so the pod leaves the
 //     Service endpoints and the proxy-mode EndpointSlices;
 //  2. for grace, traffic still in flight towards the pod is served as usual
 //     while the endpoint removal propagates;
-//  3. closeResolver answers 503 to the requests still held;
-//  4. the servers stop accepting and are given timeout to finish the
-//     requests in flight, those 503s included.
+//  3. the servers stop accepting and are given timeout to finish the
+//     requests in flight. Held requests keep waiting for their targets
+//     meanwhile: one held here when a rollout replaced this pod (helm
+//     upgrade) is still answered by the target's pod once it is ready,
+//     not sent back to the client to retry elsewhere;
+//  4. drainHold after the grace (at most half of timeout), closeResolver
+//     answers 503 (with Retry-After) to the requests still held, which
+//     the servers then finish.
 func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, closeResolver func(), timeout time.Duration, servers ...shutdowner) {
 	draining.Store(true)
 	logger.Info("Shutting down: readiness now fails", "grace", grace)
 	time.Sleep(grace)
-	closeResolver()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var closeOnce sync.Once
+	closeHolds := func() { closeOnce.Do(closeResolver) }
+	hold := min(drainHold, timeout/2)
+	answerHeld := time.AfterFunc(hold, func() {
+		logger.Info("Answering the requests still held: the resolver stops")
+		closeHolds()
+	})
+	defer answerHeld.Stop()
+	logger.Info("Not accepting connections; held requests keep waiting for their targets", "for", hold)
 	var wg sync.WaitGroup
 	for _, srv := range servers {
 		wg.Go(func() {
@@ -230,4 +250,5 @@ func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, close
 		})
 	}
 	wg.Wait()
+	closeHolds()
 }

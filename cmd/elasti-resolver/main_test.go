@@ -87,8 +87,8 @@ func get(client *http.Client, req *http.Request) string {
 }
 
 // TestDrainOrder: /readyz fails first, held requests keep waiting through
-// the grace, then get their 503 over a live connection, then the servers
-// stop.
+// the grace and the servers' shutdown, then get their 503 over a live
+// connection, then the servers stop.
 func TestDrainOrder(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	operator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,5 +173,74 @@ func TestDrainOrder(t *testing.T) {
 	}
 	if _, err := client.Get(proxyURL + "/"); err == nil {
 		t.Error("proxy server still accepts after drain")
+	}
+}
+
+// TestDrainKeepsHoldingUntilTheTargetServes: a request held when the drain
+// begins (a rollout replacing this resolver pod) whose target gets a ready
+// pod after the grace is forwarded to it, not answered 503.
+func TestDrainKeepsHoldingUntilTheTargetServes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	operator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer operator.Close()
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "from the target")
+	}))
+	defer target.Close()
+	eps := resolver.NewMemoryEndpoints()
+	r, err := resolver.New(ctx, resolver.Config{OperatorURL: operator.URL}, resolver.Options{Endpoints: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	proxy := resolver.NewServer("", r)
+	proxyURL := serve(t, proxy)
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 20 * time.Second}
+
+	held := make(chan string, 1)
+	req, _ := http.NewRequest("GET", proxyURL+"/", nil)
+	req.Host = "web.team"
+	go func() { held <- get(client, req) }()
+	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(r.Metrics().Queued) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("request was not held")
+		}
+	}
+
+	const grace = 100 * time.Millisecond
+	var closed atomic.Bool
+	drained := make(chan struct{})
+	var draining atomic.Bool
+	go func() {
+		defer close(drained)
+		drain(ktesting.NewLogger(t, ktesting.DefaultConfig), &draining, grace, func() { closed.Store(true); r.Close() }, 15*time.Second, proxy)
+	}()
+	// The grace is over once the proxy no longer accepts connections.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := net.DialTimeout("tcp", strings.TrimPrefix(proxyURL, "http://"), time.Second); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy still accepts connections long after the grace")
+		}
+	}
+	if closed.Load() {
+		t.Fatal("held requests were answered at the end of the grace")
+	}
+	eps.Set(resolver.ServiceRef{Namespace: "team", Name: "web"}, strings.TrimPrefix(target.URL, "http://"))
+	select {
+	case got := <-held:
+		if got != "200 from the target" {
+			t.Errorf("held request got %q, want the target's answer", got)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("held request not answered")
+	}
+	select {
+	case <-drained:
+	case <-time.After(15 * time.Second):
+		t.Fatal("drain did not return once nothing was held")
 	}
 }

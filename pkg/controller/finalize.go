@@ -30,45 +30,21 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
 		return nil
 	}
-	logger := klog.FromContext(ctx)
 	if !c.managesService(es) {
 		return c.removeFinalizer(ctx, es)
 	}
-	ref := scaletarget.RefFor(es)
-	state, err := c.scaler.Get(ref)
-	targetPresent := err == nil
-	if err != nil && !scaletarget.IsNotFound(err) && !errors.Is(err, scaletarget.ErrUnsupportedKind) {
-		return err
-	}
 	deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
-	withinGrace := c.clock.Now().Before(deadline)
 	// Within the grace only: if something keeps the target at zero (KEDA,
 	// say), the finalizer must still go eventually.
-	if targetPresent && state.Replicas == 0 && withinGrace {
-		replicas := directory.EntryFor(es).MinTargetReplicas
-		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
-		if !scaletarget.Woken(err) {
-			return err
-		}
-		if err != nil {
-			// Retried below, on the pass the target's update event brings.
-			logger.Error(err, "Restored target before deletion; KEDA stays paused", "target", ref.String())
-		}
-		logger.V(2).Info("Restored target before deletion", "target", ref.String(), "replicas", replicas)
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
-			"Scaled %s %q to %d replicas before removing the ElastiService", ref.Kind, ref.Name, replicas)
+	step, unserved, err := c.restoreServing(ctx, es, c.clock.Now().Before(deadline))
+	switch {
+	case err != nil:
+		return err
+	case step == restoreScaled:
 		// The target's update event brings us back with a fresh cache.
 		return nil
-	}
-
-	// The idle poller may have paused KEDA at zero; an ElastiService that
-	// goes away must hand the target back to it.
-	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
-		return err
-	}
-
-	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && withinGrace {
-		logger.V(2).Info("Keeping the resolver slices until the target has a ready pod", "services", unserved, "deadline", deadline)
+	case step == restoreWaiting:
+		klog.FromContext(ctx).V(2).Info("Keeping the resolver slices until the target has a ready pod", "services", unserved, "deadline", deadline)
 		if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
 			msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %s",
 				c.cfg.DeletionGrace, strings.Join(quoted(unserved), ", "))
@@ -79,13 +55,70 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		return workloop.RequeueAfter(min(deadline.Sub(c.clock.Now()), 5*time.Second))
 	}
+	return c.removeFinalizer(ctx, es)
+}
+
+// restoreStep is how far one pass of restoreServing got.
+type restoreStep int
+
+const (
+	// restoreScaled: the target was at zero and has just been scaled up.
+	restoreScaled restoreStep = iota
+	// restoreWaiting: the resolver still fronts a Service whose target has
+	// no ready pod yet, so its slice stays.
+	restoreWaiting
+	// restoreDone: the target serves on its own and the resolver slices and
+	// private Services generated for es are gone.
+	restoreDone
+)
+
+// restoreServing is one pass of handing es's Services back to the target's
+// own pods, make before break: scale a target at zero up to
+// minTargetReplicas, hand it back to KEDA, wait for a ready pod, and only
+// then remove the resolver slices and the private Service. Both ways an
+// ElastiService lets go go through it: its deletion (finalize) and an
+// uninstall (Release). With wait false (a deletion past its grace) it
+// neither scales nor waits: whatever happens, the generated objects go.
+func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.ElastiService, wait bool) (step restoreStep, unserved []string, err error) {
+	logger := klog.FromContext(ctx)
+	ref := scaletarget.RefFor(es)
+	state, err := c.scaler.Get(ref)
+	targetPresent := err == nil
+	if err != nil && !scaletarget.IsNotFound(err) && !errors.Is(err, scaletarget.ErrUnsupportedKind) {
+		return 0, nil, err
+	}
+	if targetPresent && state.Replicas == 0 && wait {
+		replicas := directory.EntryFor(es).MinTargetReplicas
+		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
+		if !scaletarget.Woken(err) {
+			return 0, nil, err
+		}
+		if err != nil {
+			// Retried below, on the next pass.
+			logger.Error(err, "Restored target; KEDA stays paused", "target", ref.String())
+		}
+		logger.V(2).Info("Restored target", "target", ref.String(), "replicas", replicas)
+		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
+			"Scaled %s %q to %d replicas before elasti stops fronting Service %q", ref.Kind, ref.Name, replicas, es.Spec.Service)
+		return restoreScaled, nil, nil
+	}
+
+	// The idle poller may have paused KEDA at zero; a Service elasti lets
+	// go of must be handed back to it.
+	if err := scaletarget.ResumeKEDA(ctx, c.scaler, es.Namespace, es.Spec.Autoscaler); err != nil {
+		return 0, nil, err
+	}
+
+	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && wait {
+		return restoreWaiting, unserved, nil
+	}
 	if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
-		return err
+		return 0, nil, err
 	}
 	if err := c.deleteOwned(ctx, es, "", names.ResolverSlice(es.Spec.Service)); err != nil { // the resolver slice was handled above
-		return err
+		return 0, nil, err
 	}
-	return c.removeFinalizer(ctx, es)
+	return restoreDone, nil, nil
 }
 
 func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.ElastiService) error {

@@ -233,11 +233,48 @@ func sameObjects(t *testing.T, what string, got, want objects) {
 	}
 }
 
+// uninstallHook is what the chart renders beyond manifests/ and the
+// overlays: helm uninstall's pre-delete hook (templates/uninstall-hook.yaml),
+// which only Helm runs. kubectl apply -f manifests/ has no uninstall step;
+// the README's runbook is its uninstall.
+var uninstallHook = []string{
+	"Job elasti/elasti-uninstall",
+	"Role elasti/elasti-uninstall",
+	"RoleBinding elasti/elasti-uninstall",
+}
+
+// withoutHooks takes Helm's hooks out of a render, failing the test unless
+// they are exactly uninstallHook, each a pre-delete hook: the rest must
+// then equal manifests/ or an overlay, object for object.
+func withoutHooks(t *testing.T, objs objects) objects {
+	t.Helper()
+	var hooks []string
+	for k, o := range objs {
+		md := o["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		hook, ok := ann["helm.sh/hook"]
+		if !ok {
+			continue
+		}
+		if hook != "pre-delete" {
+			t.Errorf("%s is a %v hook; the chart's only hook is pre-delete", k, hook)
+		}
+		hooks = append(hooks, k)
+		delete(objs, k)
+	}
+	sort.Strings(hooks)
+	if !reflect.DeepEqual(hooks, uninstallHook) {
+		t.Errorf("the chart's hooks are %v, want %v", hooks, uninstallHook)
+	}
+	return objs
+}
+
 // TestChartDefaultsRenderManifests: the chart with its default values is
 // manifests/, object for object and field for field, except the Namespace
-// (Helm creates it) and Helm's own labels.
+// (Helm creates it), Helm's own labels and the uninstall hook, which only
+// Helm runs.
 func TestChartDefaultsRenderManifests(t *testing.T) {
-	got := withoutHelmLabels(t, render(t))
+	got := withoutHooks(t, withoutHelmLabels(t, render(t)))
 	want := withoutNamespace(t, plainManifests(t))
 	sameObjects(t, "default values", got, want)
 }
@@ -254,7 +291,7 @@ func TestChartOptionsRenderOverlays(t *testing.T) {
 		{"operator-egress-values.yaml", "operator-egress"},
 	} {
 		t.Run(tc.overlay, func(t *testing.T) {
-			got := withoutHelmLabels(t, render(t, "-f", repo(t, "charts", "elasti", "ci", tc.values)))
+			got := withoutHooks(t, withoutHelmLabels(t, render(t, "-f", repo(t, "charts", "elasti", "ci", tc.values))))
 			want := withoutNamespace(t, kustomize(t, repo(t, "deploy", "overlays", tc.overlay)))
 			sameObjects(t, "ci/"+tc.values+" against deploy/overlays/"+tc.overlay, got, want)
 		})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -262,4 +263,42 @@ func TestChartOptions(t *testing.T) {
 	want(t, "operator tolerations", len(field(t, op, "spec", "template", "spec", "tolerations").([]any)), 1)
 	want(t, "resolver spread", len(field(t, res, "spec", "template", "spec", "topologySpreadConstraints").([]any)), 1)
 	want(t, "HPA min", field(t, get(t, objs, "HorizontalPodAutoscaler elasti/elasti-resolver"), "spec", "minReplicas"), 2)
+}
+
+// TestUninstallHookRunsTheOperatorsConfiguration: helm uninstall's
+// pre-delete hook runs the operator's image, ServiceAccount, args and env,
+// plus --release-all, whatever the values: it must find the Lease, the
+// Deployment, the resolver and the watched namespace the operator uses.
+func TestUninstallHookRunsTheOperatorsConfiguration(t *testing.T) {
+	for _, values := range []string{"", "kubeelasti-values.yaml", "namespace-scoped-values.yaml", "wake-token-values.yaml", "scheduling-values.yaml"} {
+		t.Run(values, func(t *testing.T) {
+			var args []string
+			if values != "" {
+				args = []string{"-f", repo(t, "charts", "elasti", "ci", values)}
+			}
+			objs := render(t, args...)
+			op := get(t, objs, "Deployment elasti/elasti-operator-controller-manager")
+			job := get(t, objs, "Job elasti/elasti-uninstall")
+			opc, _ := container(t, op)
+			hookc, _ := container(t, job)
+			pod := func(o object) map[string]any { return field(t, o, "spec", "template", "spec").(map[string]any) }
+			want(t, "image", hookc["image"], opc["image"])
+			want(t, "env", hookc["env"], opc["env"])
+			want(t, "volumeMounts", hookc["volumeMounts"], opc["volumeMounts"])
+			want(t, "volumes", pod(job)["volumes"], pod(op)["volumes"])
+			want(t, "serviceAccountName", pod(job)["serviceAccountName"], pod(op)["serviceAccountName"])
+			want(t, "imagePullSecrets", pod(job)["imagePullSecrets"], pod(op)["imagePullSecrets"])
+			want(t, "nodeSelector", pod(job)["nodeSelector"], pod(op)["nodeSelector"])
+			want(t, "tolerations", pod(job)["tolerations"], pod(op)["tolerations"])
+			wantArgs := append(slices.Clone(opc["args"].([]any)), "--release-all", "--release-timeout=240s")
+			want(t, "args", hookc["args"], wantArgs)
+			want(t, "restartPolicy", pod(job)["restartPolicy"], "Never")
+			want(t, "backoffLimit", field(t, job, "spec", "backoffLimit"), 0)
+			// The operator's Services select its pods by this label; they
+			// must never send a scale request to the hook.
+			if l := field(t, job, "spec", "template", "metadata", "labels").(map[string]any); l["app.kubernetes.io/name"] == "elasti-operator" {
+				t.Errorf("the hook's pod carries the operator's labels %v", l)
+			}
+		})
+	}
 }

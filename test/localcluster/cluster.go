@@ -254,8 +254,9 @@ func (c *Cluster) startControllers(detach bool) error {
 	if _, err := c.start("kube-controller-manager", detach,
 		"--kubeconfig="+c.Kubeconfig,
 		// clusterrole-aggregation-controller fills the built-in edit, view
-		// and admin roles from aggregated ClusterRoles such as elasti's.
-		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
+		// and admin roles from aggregated ClusterRoles such as elasti's;
+		// job-controller runs Jobs, such as the chart's uninstall hook.
+		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,job-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--kube-api-qps=1000",

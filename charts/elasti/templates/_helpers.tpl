@@ -233,3 +233,67 @@ ClusterRole's, or with global.allowedNamespaces the watched namespace's Role.
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end }}
+
+{{/*
+The operator container's args and env, shared by its Deployment and by
+helm uninstall's pre-delete hook (uninstall-hook.yaml), which runs the
+same binary with the same configuration plus --release-all, so both find
+the same Lease, Deployment, resolver and watched namespace.
+*/}}
+{{- define "elasti.operatorArgs" -}}
+{{- toYaml .Values.elastiController.manager.args }}
+{{- with include "elasti.watchNamespace" . }}
+- --watch-namespace={{ . }}
+{{- end }}
+{{- end }}
+{{- define "elasti.operatorContainerEnv" -}}
+{{- $v := .Values -}}
+{{- $c := $v.elastiController -}}
+{{- include "elasti.wakeTokenEnv" . }}
+# The Go runtime collects harder as the heap nears the container's
+# memory limit instead of being OOM-killed past it.
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+{{- include "elasti.resolverEnv" . | nindent 0 }}
+{{- include "elasti.operatorEnv" . | nindent 0 }}
+- name: KUBERNETES_CLUSTER_DOMAIN
+  value: {{ $v.global.kubernetesClusterDomain }}
+- name: POLLING_INTERVAL
+  value: {{ include "elasti.duration" $c.manager.env.pollingInterval }}
+{{- with $c.manager.env.prometheusTriggerServerAddress }}
+# Default Prometheus for triggers that do not set serverAddress.
+- name: PROMETHEUS_TRIGGER_SERVER_ADDRESS
+  value: {{ . | quote }}
+{{- end }}
+{{- with $c.manager.env.prometheusTriggerAuthorizationHeader }}
+- name: PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER
+  value: {{ . | quote }}
+{{- end }}
+{{- if $c.manager.sentry.enabled }}
+- name: SENTRY_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.global.secretName }}
+      key: operatorSentryDsn
+- name: SENTRY_ENVIRONMENT
+  value: {{ $c.manager.sentry.environment | default "production" | quote }}
+{{- else }}
+# Error reporting is off unless the elasti-sentry Secret exists.
+- name: SENTRY_DSN
+  valueFrom:
+    secretKeyRef:
+      name: elasti-sentry
+      key: dsn
+      optional: true
+- name: SENTRY_ENVIRONMENT
+  value: {{ $c.manager.sentry.environment | default "production" | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The pod labels of helm uninstall's pre-delete hook (uninstall-hook.yaml). */}}
+{{- define "elasti.uninstallLabels" -}}
+app.kubernetes.io/name: elasti-uninstall
+app.kubernetes.io/part-of: elasti
+{{- end }}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -61,21 +63,20 @@ func startBed(t *testing.T) *bed {
 		t.Fatal(err)
 	}
 	b := &bed{cluster: c, root: root, helm: filepath.Join(c.BinDir, localcluster.HelmBinary), helmHome: t.TempDir()}
-	binDir := t.TempDir()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[helm-e2e] "+format+"\n", args...) }
-	logf("building elasti's images (the binaries the chart's pods run)")
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	logf("building elasti's images (the binaries the chart's pods run): %s, and %s for the upgrade", b.appVersion(t), upgradeTag)
+	installBins, upgradeBins := b.build(t, b.appVersion(t)), b.build(t, upgradeTag)
+	binaries := map[string]string{}
+	for _, name := range []string{"elasti-operator", "elasti-resolver"} {
+		// The chart's tag (appVersion) runs the install build; the upgrade's
+		// tag runs another binary, built as another release.
+		binaries[name] = filepath.Join(installBins, name)
+		binaries[name+":"+upgradeTag] = filepath.Join(upgradeBins, name)
 	}
 	b.Net, err = realnet.Start(ctx, realnet.Options{
-		Cluster: c,
-		Binaries: map[string]string{
-			"elasti-operator": filepath.Join(binDir, "elasti-operator"),
-			"elasti-resolver": filepath.Join(binDir, "elasti-resolver"),
-		},
-		Logf: logf,
+		Cluster:  c,
+		Binaries: binaries,
+		Logf:     logf,
 	})
 	if err != nil {
 		t.Fatalf("the real-traffic bed could not start: %v", err)
@@ -96,6 +97,63 @@ func startBed(t *testing.T) *bed {
 	go func() { _ = srv.Serve(ln) }()
 	return b
 }
+
+// build builds elasti's two binaries as release version, as make build
+// does (the version ldflag), into a directory of their own.
+func (b *bed) build(t *testing.T, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-ldflags", "-X "+command.VersionVariable+"="+version, "-o", dir+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
+	build.Dir = b.root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// chartMeta is what the tests read of charts/elasti/Chart.yaml.
+type chartMeta struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	AppVersion string `json:"appVersion"`
+}
+
+func (b *bed) chart(t *testing.T) chartMeta {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(b.root, "charts", "elasti", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c chartMeta
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// appVersion is the release the chart installs: its images' tag.
+func (b *bed) appVersion(t *testing.T) string { return b.chart(t).AppVersion }
+
+// startedVersion is the version the container last logged at its start
+// ("Starting" ... version="..."), read from the process node's log of it:
+// which build runs, not which image tag the pod names.
+func (b *bed) startedVersion(namespace, pod, container string) string {
+	data, err := os.ReadFile(b.Node.LogPath(namespace, pod, container))
+	if err != nil {
+		return err.Error()
+	}
+	version := "no start logged"
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"Starting"`) {
+			if m := versionRE.FindStringSubmatch(line); m != nil {
+				version = m[1]
+			}
+		}
+	}
+	return version
+}
+
+var versionRE = regexp.MustCompile(`version="([^"]+)"`)
 
 // echoReply is what the app pods answer: which pod served, and the path.
 type echoReply struct {
@@ -147,17 +205,7 @@ func (b *bed) publishChart(t *testing.T) (ref, version string) {
 	t.Helper()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
-	raw, err := os.ReadFile(filepath.Join(b.root, "charts", "elasti", "Chart.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var chart struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	}
-	if err := yaml.Unmarshal(raw, &chart); err != nil {
-		t.Fatal(err)
-	}
+	chart := b.chart(t)
 	dir := t.TempDir()
 	b.runHelm(t, time.Minute, "package", filepath.Join(b.root, "charts", "elasti"), "--destination", dir)
 	repo := strings.TrimPrefix(srv.URL, "http://") + "/charts"

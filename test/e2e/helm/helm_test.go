@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -16,9 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/test/install"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -26,7 +29,8 @@ import (
 
 const (
 	crdName = "elastiservices.elasti.truefoundry.com"
-	// upgradeTag is the image tag helm upgrade moves both Deployments to.
+	// upgradeTag is the image tag helm upgrade moves both Deployments to,
+	// and the release the binary behind it is built as.
 	upgradeTag  = "v0.1.0-upgrade"
 	wakeTimeout = 60 * time.Second
 	// handScaleDownBound is how long a Service may be dark after the test
@@ -42,11 +46,17 @@ const (
 // TestHelmInstallWakeUpgradeUninstall installs elasti with helm install,
 // from the chart pushed to a loopback OCI registry, and a KubeElasti
 // values file, unchanged; wakes a Service through the real
-// traffic path; upgrades to another image tag while a client sends
-// requests to an awake Service and a request to a sleeping one is held
-// across the rollout; then follows the README's uninstall: every Service
-// serves afterwards, and nothing but the CRD (and the namespace and the
-// operator's Lease) is left. The dark-Service watcher runs throughout.
+// traffic path; upgrades to another build (another image tag, run by a
+// binary built as another release) while a client sends requests to an
+// awake Service and a request to a sleeping one, whose pod cannot start
+// until the resolver has rolled out, is held by an old resolver pod across
+// the rollout and answered by the Service's pod; checks every elasti pod
+// then runs the new release; then runs a plain helm uninstall, with one Service
+// asleep and one awake and a client calling both: the pre-delete hook
+// hands both back to their pods, every request is answered, and nothing
+// but the CRD and the ElastiServices, without elasti's finalizer (and the
+// namespace and the operator's Lease), is left. The dark-Service watcher
+// runs throughout.
 func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	b := startBed(t)
 	ctx := t.Context()
@@ -157,35 +167,26 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	sleep("web")
 	woken("web", do(client, realnet.Request{URL: "http://web/installed", Timeout: wakeTimeout}))
 
-	t.Log("helm upgrade to " + upgradeTag + " while a client calls web and a request to the sleeping sleepy is held")
+	t.Log("helm upgrade to another build, " + upgradeTag + ", while a client calls web and a request to sleepy is held across the resolver's rollout")
+	b.wantVersions(t, kube, b.appVersion(t))
 	sleep("sleepy")
-	var sent, failed atomic.Int64
-	var firstFailure atomic.Value
-	stopLoad := make(chan struct{})
-	var loadDone sync.WaitGroup
-	loadDone.Add(1)
+	// sleepy's pods cannot start until the rollout is over, so the request
+	// stays held at the old resolver pod while the new ones roll out.
+	setUnschedulable(t, e, "sleepy", true)
+	upgradeLoad := startLoad(ctx, loadClient, "http://web/load")
+	heldResp := make(chan realnet.Response, 1)
 	go func() {
-		defer loadDone.Done()
-		for i := 0; i < loadRounds; i++ {
-			select {
-			case <-stopLoad:
-				return
-			default:
-			}
-			resp, err := loadClient.Do(ctx, realnet.Request{URL: fmt.Sprintf("http://web/load/%d", i), Timeout: 10 * time.Second, Repeat: loadRepeat})
-			switch {
-			case err != nil:
-				failed.Add(1)
-				firstFailure.CompareAndSwap(nil, err.Error())
-			case resp.Err != "" || resp.Status != 200:
-				sent.Add(int64(len(resp.Repeats)) + 1)
-				failed.Add(1)
-				firstFailure.CompareAndSwap(nil, resp.String())
-			default:
-				sent.Add(int64(len(resp.Repeats)) + 1)
-			}
+		resp, err := client.Do(ctx, realnet.Request{URL: "http://sleepy/held-across-the-upgrade", Timeout: 3 * time.Minute})
+		if err != nil {
+			resp.Err = err.Error()
 		}
+		heldResp <- resp
 	}()
+	e.Eventually("the request to sleepy to be held: the operator scaled sleepy up for it", func() (bool, string) {
+		r := e.Replicas(elastiv1alpha1.KindDeployment, "sleepy")
+		return r >= 1, fmt.Sprint("replicas ", r)
+	})
+	oldResolvers := podNames(t, kube, "app=elasti-resolver")
 	upgradeErr := make(chan error, 1)
 	go func() {
 		_, err := b.tryHelm(10*time.Minute, "upgrade", release, chart, "--version", chartVersion, "--plain-http", "--namespace", namespace, "-f", values,
@@ -196,7 +197,17 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 			"--wait", "--timeout", "8m")
 		upgradeErr <- err
 	}()
-	held := do(client, realnet.Request{URL: "http://sleepy/held-across-the-upgrade", Timeout: 3 * time.Minute})
+	e.EventuallyWithin("the resolver's rollout: every old pod ("+strings.Join(oldResolvers, ", ")+") terminating or gone, the new ones Ready", readyTimeout, func() (bool, string) {
+		select {
+		case r := <-heldResp:
+			t.Fatalf("the held request was answered before the rollout was over, so it spans nothing: %s", r)
+		default:
+		}
+		return resolverRolledOut(t, kube, oldResolvers)
+	})
+	t.Log("the resolver has rolled out; sleepy may start now")
+	setUnschedulable(t, e, "sleepy", false)
+	held := <-heldResp
 	if err := <-upgradeErr; err != nil {
 		t.Fatal(err)
 	}
@@ -205,53 +216,58 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	close(stopLoad)
-	loadDone.Wait()
 	woken("sleepy", held)
-	t.Logf("during the upgrade: %d requests to web, %d failed", sent.Load(), failed.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d requests failed during the upgrade; the first: %v", failed.Load(), firstFailure.Load())
+	if held.Header.Get(resolver.DefaultColdStartHeader) == "" {
+		t.Errorf("the request to sleepy was answered without %s, so not held by a resolver: %s", resolver.DefaultColdStartHeader, held)
 	}
-	if sent.Load() == 0 {
-		t.Error("no request reached web during the upgrade")
-	}
-	pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && !strings.HasSuffix(p.Spec.Containers[0].Image, ":"+upgradeTag) {
-			t.Errorf("pod %s runs %s after the upgrade; want tag %s", p.Name, p.Spec.Containers[0].Image, upgradeTag)
-		}
-	}
+	upgradeLoad.stop(t, "the upgrade")
+	b.wantVersions(t, kube, upgradeTag)
 
 	t.Log("a wake through the upgraded release")
 	sleep("web")
 	woken("web", do(client, realnet.Request{URL: "http://web/upgraded", Timeout: wakeTimeout}))
 
-	t.Log("uninstall as the README says: delete the ElastiServices, then helm uninstall")
+	t.Log("plain helm uninstall, sleepy asleep and web awake, while a client calls both")
 	sleep("sleepy")
-	e.FinalizeAll()
-	for _, app := range []string{"web", "sleepy"} {
-		if got := e.Replicas(elastiv1alpha1.KindDeployment, app); got < 1 {
-			t.Errorf("%s has %d replicas once its ElastiService is gone; want it restored", app, got)
+	uninstallErr := make(chan error, 1)
+	go func() {
+		_, err := b.tryHelm(6*time.Minute, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "5m")
+		uninstallErr <- err
+	}()
+	webLoad := startLoad(ctx, loadClient, "http://web/uninstalling")
+	// Requests to sleepy only once the hook has stopped the operator, so
+	// that no wake by the operator, only the hook, brings sleepy back.
+	e.Eventually("the uninstall hook to stop the operator", func() (bool, string) {
+		d, err := kube.AppsV1().Deployments(namespace).Get(ctx, "elasti-operator-controller-manager", metav1.GetOptions{})
+		if err != nil {
+			return apierrors.IsNotFound(err), err.Error()
 		}
-		if _, err := e.ResolverSlice(app); !apierrors.IsNotFound(err) {
-			t.Errorf("%s's resolver EndpointSlice: %v; want it gone", app, err)
-		}
-		if _, err := e.PrivateService(app); !apierrors.IsNotFound(err) {
-			t.Errorf("%s's private Service: %v; want it gone", app, err)
-		}
+		return ptr.Deref(d.Spec.Replicas, 1) == 0, fmt.Sprint("replicas ", ptr.Deref(d.Spec.Replicas, 1))
+	})
+	t.Logf("the hook stopped the operator; sleepy has %d replicas", e.Replicas(elastiv1alpha1.KindDeployment, "sleepy"))
+	sleepyLoad := startLoad(ctx, client, "http://sleepy/uninstalling")
+	if err := <-uninstallErr; err != nil {
+		t.Error(err)
 	}
-	b.runHelm(t, 5*time.Minute, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "4m")
+	webLoad.stop(t, "helm uninstall (web, awake)")
+	sleepyLoad.stop(t, "helm uninstall (sleepy, asleep)")
 	e.Eventually("elasti's pods to be gone", func() (bool, string) {
 		pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 0, fmt.Sprint(len(pods.Items), err)
 	})
 	for _, app := range []string{"web", "sleepy"} {
-		resp := do(client, realnet.Request{URL: "http://" + app + "/uninstalled", Timeout: 10 * time.Second})
-		if resp.Status != 200 {
-			t.Errorf("%s after helm uninstall: %s; want its pod's 200", app, resp)
+		answeredByPod(t, e, app, do(client, realnet.Request{URL: "http://" + app + "/uninstalled", Timeout: 10 * time.Second}))
+		if got := e.Replicas(elastiv1alpha1.KindDeployment, app); got < 1 {
+			t.Errorf("%s has %d replicas after helm uninstall; want it scaled back up", app, got)
+		}
+		// The ElastiService is the user's: it stays, and nothing keeps it
+		// from being deleted once no operator runs.
+		es, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Get(ctx, app, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			t.Errorf("%s's ElastiService after helm uninstall: %v; want it kept", app, err)
+		case slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer):
+			t.Errorf("%s's ElastiService keeps elasti's finalizer %v after helm uninstall", app, es.Finalizers)
 		}
 	}
 	if left := leftovers(t, kube, e.NS); len(left) > 0 {
@@ -259,6 +275,163 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	}
 	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 		t.Errorf("the CRD after helm uninstall: %v; Helm's CRD policy keeps it", err)
+	}
+}
+
+// setUnschedulable keeps app's new pods from being scheduled (a node
+// selector no node matches), or lets them be again.
+func setUnschedulable(t *testing.T, e *testenv.Env, app string, on bool) {
+	t.Helper()
+	deployments := e.Kube.AppsV1().Deployments(e.NS)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := deployments.Get(t.Context(), app, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if on {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{unschedulableLabel: "true"}
+		} else {
+			delete(d.Spec.Template.Spec.NodeSelector, unschedulableLabel)
+		}
+		_, err = deployments.Update(t.Context(), d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unschedulableLabel is a node label no node has.
+const unschedulableLabel = "elasti.test/unschedulable"
+
+// podNames lists the names of elasti's pods that selector selects and
+// that are not terminating.
+func podNames(t *testing.T, kube kubernetes.Interface, selector string) []string {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// resolverRolledOut reports whether the resolver Deployment has rolled
+// out, every pod of old terminating or gone.
+func resolverRolledOut(t *testing.T, kube kubernetes.Interface, old []string) (bool, string) {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(namespace).Get(t.Context(), "elasti-resolver", metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.ReadyReplicas < want {
+		return false, fmt.Sprintf("generation %d observed %d, %d updated and %d ready of %d", d.Generation, st.ObservedGeneration, st.UpdatedReplicas, st.ReadyReplicas, want)
+	}
+	live := podNames(t, kube, "app=elasti-resolver")
+	for _, o := range old {
+		if slices.Contains(live, o) {
+			return false, "old resolver pod " + o + " still serves"
+		}
+	}
+	return true, ""
+}
+
+// wantVersions fails the test unless every running elasti pod started the
+// build of version.
+func (b *bed) wantVersions(t *testing.T, kube kubernetes.Interface, version string) {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		c := p.Spec.Containers[0].Name
+		if got := b.startedVersion(namespace, p.Name, c); got != version {
+			t.Errorf("pod %s (%s) runs version %q; want %q", p.Name, p.Spec.Containers[0].Image, got, version)
+		}
+		seen++
+	}
+	if seen == 0 {
+		t.Errorf("no running elasti pod to check for version %s", version)
+	}
+	t.Logf("%d elasti pods run version %s", seen, version)
+}
+
+// answeredByPod fails the test unless resp is app's 200 from one of its
+// Ready pods.
+func answeredByPod(t *testing.T, e *testenv.Env, app string, resp realnet.Response) {
+	t.Helper()
+	var reply echoReply
+	if resp.Status != 200 || json.Unmarshal([]byte(resp.Body), &reply) != nil {
+		t.Errorf("%s: want its pod's 200, got %s", app, resp)
+		return
+	}
+	if ips := e.ReadyPodIPs(app); !slices.Contains(ips, reply.ServedBy) {
+		t.Errorf("%s answered by %s, not a Ready pod (Ready: %v)", app, reply.ServedBy, ips)
+	}
+}
+
+// load is a client calling Services in a loop, bounded by loadRounds.
+type load struct {
+	sent, failed atomic.Int64
+	firstFailure atomic.Value
+	quit         chan struct{}
+	done         sync.WaitGroup
+}
+
+// startLoad calls each URL in turn, loadRepeat+1 requests a round, until
+// stop or loadRounds rounds.
+func startLoad(ctx context.Context, c *realnet.Client, urls ...string) *load {
+	l := &load{quit: make(chan struct{})}
+	l.done.Go(func() {
+		for i := 0; i < loadRounds; i++ {
+			select {
+			case <-l.quit:
+				return
+			default:
+			}
+			url := fmt.Sprintf("%s/%d", urls[i%len(urls)], i)
+			// Long enough for a request held while a target starts.
+			resp, err := c.Do(ctx, realnet.Request{URL: url, Timeout: 30 * time.Second, Repeat: loadRepeat})
+			switch {
+			case err != nil:
+				l.failed.Add(1)
+				l.firstFailure.CompareAndSwap(nil, err.Error())
+			case resp.Err != "" || resp.Status != 200:
+				l.sent.Add(int64(len(resp.Repeats)) + 1)
+				l.failed.Add(1)
+				l.firstFailure.CompareAndSwap(nil, url+": "+resp.String())
+			default:
+				l.sent.Add(int64(len(resp.Repeats)) + 1)
+			}
+		}
+	})
+	return l
+}
+
+// stop ends the load and fails the test if any request failed during what,
+// or if none was sent.
+func (l *load) stop(t *testing.T, what string) {
+	t.Helper()
+	close(l.quit)
+	l.done.Wait()
+	t.Logf("during %s: %d requests, %d failed", what, l.sent.Load(), l.failed.Load())
+	if l.failed.Load() > 0 {
+		t.Errorf("%d requests failed during %s; the first: %v", l.failed.Load(), what, l.firstFailure.Load())
+	}
+	if l.sent.Load() == 0 {
+		t.Errorf("no request was answered during %s", what)
 	}
 }
 
@@ -323,6 +496,11 @@ func leftovers(t *testing.T, kube kubernetes.Interface, appNS string) []string {
 		add("HorizontalPodAutoscaler", names(l.Items, func(o metav1.Object) bool { return true }), nil)
 	} else {
 		add("HorizontalPodAutoscaler", nil, err)
+	}
+	if l, err := kube.BatchV1().Jobs(namespace).List(ctx, lo); err == nil {
+		add("Job", names(l.Items, func(o metav1.Object) bool { return true }), nil)
+	} else {
+		add("Job", nil, err)
 	}
 	if l, err := kube.CoordinationV1().Leases(namespace).List(ctx, lo); err == nil {
 		add("Lease", names(l.Items, func(o metav1.Object) bool { return o.GetName() != "elasti-operator-leader" }), nil)

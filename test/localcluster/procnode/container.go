@@ -45,6 +45,9 @@ type container struct {
 	restarts  int32
 	waiting   *corev1.ContainerStateWaiting
 	lastTerm  *corev1.ContainerStateTerminated
+	// finished is the exit the pod's restartPolicy does not restart
+	// after: the container stays terminated.
+	finished *corev1.ContainerStateTerminated
 
 	stopping chan struct{}
 	done     chan struct{}
@@ -76,7 +79,10 @@ func (c *container) setWaiting(reason, message string) {
 	c.changed()
 }
 
-// supervise runs the process until stop, restarting it with backoff.
+// supervise runs the process until stop, restarting it with backoff as the
+// pod's restartPolicy says: always (Always, the default), after a failure
+// only (OnFailure), or never (Never). A container not restarted stays
+// terminated, and its exit decides the pod's phase (pod.status).
 func (c *container) supervise(ctx context.Context) {
 	defer close(c.done)
 	logger := klog.FromContext(ctx)
@@ -87,6 +93,14 @@ func (c *container) supervise(ctx context.Context) {
 		case <-c.stopping:
 			return
 		default:
+		}
+		if err == nil && !restarts(c.pod.restartPolicy, exit.ExitCode) {
+			logger.Info("Container exited; not restarted", "exit", exit.ExitCode, "reason", exit.Reason, "restartPolicy", c.pod.restartPolicy)
+			c.mu.Lock()
+			c.finished = exit
+			c.mu.Unlock()
+			c.changed()
+			return
 		}
 		if err != nil {
 			logger.Info("Container could not start", "err", err)
@@ -176,6 +190,18 @@ func (c *container) runOnce(ctx context.Context) (*corev1.ContainerStateTerminat
 	c.proc, c.running, c.ready = nil, false, false
 	c.mu.Unlock()
 	return exit, nil
+}
+
+// restarts reports whether a container that exited with code is started
+// again under policy, as a kubelet decides.
+func restarts(policy corev1.RestartPolicy, code int32) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return true
 }
 
 func (c *container) setReady(ok bool) {
@@ -342,6 +368,8 @@ func (c *container) status() corev1.ContainerStatus {
 	switch {
 	case c.running:
 		s.State.Running = &corev1.ContainerStateRunning{StartedAt: c.startedAt}
+	case c.finished != nil:
+		s.State.Terminated = c.finished.DeepCopy()
 	case c.waiting != nil:
 		s.State.Waiting = c.waiting.DeepCopy()
 	}

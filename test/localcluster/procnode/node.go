@@ -3,7 +3,9 @@
 // (a podnet sandbox with a pod IP), a ServiceAccount token at the standard
 // path, a resolv.conf pointing at the cluster DNS, and one process per
 // container, started from a local binary chosen by the container's image.
-// Readiness and liveness come from the pod's own probes.
+// Readiness and liveness come from the pod's own probes; restartPolicy
+// decides whether a container that exits starts again, so a Job's pod
+// (restartPolicy Never or OnFailure) ends Succeeded or Failed.
 //
 // kwok runs the test apps on a tainted fake node; pods without that
 // toleration (elasti's manifests, CoreDNS, the ingress controller) land
@@ -72,8 +74,9 @@ type Options struct {
 	APIServer string
 	// CAFile is the apiserver's CA, written to each pod as ca.crt.
 	CAFile string
-	// Binaries maps an image's last path element (without tag or digest)
-	// to the local binary that runs it.
+	// Binaries maps an image's last path element, with its tag or
+	// without (and without digest), to the local binary that runs it; a
+	// key with the tag wins.
 	Binaries map[string]string
 	// StateDir holds the pods' token, resolv.conf, volumes and logs.
 	StateDir string
@@ -260,7 +263,7 @@ func (n *Node) syncPod(ctx context.Context, key cache.ObjectName) error {
 func (n *Node) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
 	key := cache.MetaObjectToName(obj)
 	logger := klog.FromContext(ctx)
-	p := &pod{uid: obj.UID, key: key, node: n, startTime: metav1.Now()}
+	p := &pod{uid: obj.UID, key: key, node: n, startTime: metav1.Now(), restartPolicy: obj.Spec.RestartPolicy}
 	if msg := unsupported(obj); msg != "" {
 		p.failure = msg
 		n.track(key, p)
@@ -349,7 +352,9 @@ func unsupported(obj *corev1.Pod) string {
 	return ""
 }
 
-// binaryFor maps an image to its local binary.
+// binaryFor maps an image to its local binary: the one registered for its
+// name and tag ("elasti-operator:v2"), else the one for its name, so a
+// test can run another build under another tag, as an upgrade does.
 func (n *Node) binaryFor(image string) (string, error) {
 	name := image
 	if i := strings.IndexByte(name, '@'); i >= 0 {
@@ -357,6 +362,9 @@ func (n *Node) binaryFor(image string) (string, error) {
 	}
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
+	}
+	if bin, ok := n.opts.Binaries[name]; ok && strings.Contains(name, ":") {
+		return bin, nil
 	}
 	if i := strings.IndexByte(name, ':'); i >= 0 {
 		name = name[:i]

@@ -37,6 +37,8 @@ type pod struct {
 	releaseSandbox func()
 	dir            string
 	startTime      metav1.Time
+	// restartPolicy says which exits its containers are restarted after.
+	restartPolicy corev1.RestartPolicy
 	// failure, when set, is why the pod cannot run at all.
 	failure string
 
@@ -357,16 +359,30 @@ func (p *pod) status(obj *corev1.Pod) corev1.PodStatus {
 		s.PodIPs = []corev1.PodIP{{IP: p.sandbox.IP}}
 	}
 	ready, started := len(p.containers) > 0, false
+	// A pod whose containers have all terminated for good (restartPolicy
+	// Never or OnFailure) is done: Succeeded if every one exited 0, else
+	// Failed, as a kubelet reports a Job's pod.
+	finished, failed := len(p.containers) > 0, false
 	for _, c := range p.containers {
 		cs := c.status()
 		s.ContainerStatuses = append(s.ContainerStatuses, cs)
 		ready = ready && cs.Ready
 		started = started || cs.State.Running != nil
+		if t := cs.State.Terminated; t == nil {
+			finished = false
+		} else if t.ExitCode != 0 {
+			failed = true
+		}
 	}
 	if p.failure != "" {
 		s.Reason, s.Message = "UnsupportedByProcessNode", p.failure
 	}
-	if started {
+	switch {
+	case finished && failed:
+		s.Phase = corev1.PodFailed
+	case finished:
+		s.Phase = corev1.PodSucceeded
+	case started:
 		s.Phase = corev1.PodRunning
 	}
 	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {

@@ -28,9 +28,11 @@ func TestExpandFollowsKubeletRules(t *testing.T) {
 }
 
 func TestBinaryForMatchesTheImageName(t *testing.T) {
-	n := &Node{opts: Options{Binaries: map[string]string{"elasti-operator": "/bin/op", "coredns": "/bin/dns"}}}
+	n := &Node{opts: Options{Binaries: map[string]string{"elasti-operator": "/bin/op", "elasti-operator:v2": "/bin/op2", "coredns": "/bin/dns"}}}
 	for image, want := range map[string]string{
-		"ghcr.io/elasti-dev/elasti-operator:latest": "/bin/op",
+		"ghcr.io/elasti-dev/elasti-operator:latest":                  "/bin/op",
+		"ghcr.io/elasti-dev/elasti-operator:v2":                      "/bin/op2",
+		"elasti-operator:v2@sha256:0123456789abcdef":                 "/bin/op2",
 		"elasti-operator":                                            "/bin/op",
 		"registry.k8s.io/coredns/coredns:v1.15.0":                    "/bin/dns",
 		"localhost:5000/coredns@sha256:0123456789abcdef0123456789ab": "/bin/dns",
@@ -41,7 +43,7 @@ func TestBinaryForMatchesTheImageName(t *testing.T) {
 		}
 	}
 	_, err := n.binaryFor("nginx:1.27")
-	if err == nil || !strings.Contains(err.Error(), "coredns, elasti-operator") {
+	if err == nil || !strings.Contains(err.Error(), "coredns, elasti-operator, elasti-operator:v2") {
 		t.Errorf("an unknown image must name what the node runs; got %v", err)
 	}
 }
@@ -137,5 +139,52 @@ func TestResourceFieldRefIsInUnitsOfItsDivisor(t *testing.T) {
 	}
 	if _, err := resourceValue(pod, &c, &corev1.ResourceFieldSelector{Resource: "limits.cpu"}); err == nil {
 		t.Error("an unset limit gave a value; a process node has no allocatable to fall back on")
+	}
+}
+
+// restartPolicy decides which exits a container comes back from, as a
+// kubelet decides for a Job's pod.
+func TestRestartsFollowsRestartPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy corev1.RestartPolicy
+		code   int32
+		want   bool
+	}{
+		{"", 0, true}, {corev1.RestartPolicyAlways, 0, true}, {corev1.RestartPolicyAlways, 1, true},
+		{corev1.RestartPolicyOnFailure, 0, false}, {corev1.RestartPolicyOnFailure, 2, true},
+		{corev1.RestartPolicyNever, 0, false}, {corev1.RestartPolicyNever, 1, false},
+	} {
+		if got := restarts(tc.policy, tc.code); got != tc.want {
+			t.Errorf("restarts(%q, exit %d) = %t, want %t", tc.policy, tc.code, got, tc.want)
+		}
+	}
+}
+
+// A pod whose containers all finished for good is Succeeded when each
+// exited 0 and Failed otherwise; while one still runs it is Running.
+func TestPodPhaseOfFinishedContainers(t *testing.T) {
+	exited := func(code int32) *container {
+		return &container{spec: &corev1.Container{Name: "c"}, finished: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed"}}
+	}
+	running := &container{spec: &corev1.Container{Name: "r"}, running: true}
+	for _, tc := range []struct {
+		name       string
+		containers []*container
+		want       corev1.PodPhase
+	}{
+		{"all exited 0", []*container{exited(0), exited(0)}, corev1.PodSucceeded},
+		{"one exited 1", []*container{exited(0), exited(1)}, corev1.PodFailed},
+		{"one still runs", []*container{exited(0), running}, corev1.PodRunning},
+	} {
+		p := &pod{containers: tc.containers}
+		s := p.status(&corev1.Pod{})
+		if s.Phase != tc.want {
+			t.Errorf("%s: phase %s, want %s", tc.name, s.Phase, tc.want)
+		}
+		for _, cs := range s.ContainerStatuses {
+			if cs.Ready {
+				t.Errorf("%s: container %s Ready", tc.name, cs.Name)
+			}
+		}
 	}
 }

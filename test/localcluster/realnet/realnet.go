@@ -75,7 +75,8 @@ var addons embed.FS
 type Options struct {
 	Cluster *localcluster.Cluster
 	// Binaries adds images the process node runs, by image name (the last
-	// path element without tag), e.g. "elasti-operator".
+	// path element, without tag, e.g. "elasti-operator", or with one,
+	// "elasti-operator:v2", which wins for that tag).
 	Binaries map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
