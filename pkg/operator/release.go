@@ -126,22 +126,14 @@ func (o *Operator) ReleaseAllLeading(ctx context.Context, u Uninstall) (err erro
 	electionCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	logger.Info("Waiting for the operator's Lease", "lease", klog.KRef(e.Lock.LeaseMeta.Namespace, e.Lock.LeaseMeta.Name))
-	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
-		Lock:            e.Lock,
-		LeaseDuration:   e.LeaseDuration,
-		RenewDeadline:   e.RenewDeadline,
-		RetryPeriod:     e.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            "elasti-operator-release",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				defer cancel()
-				logger.Info("Holding the operator's Lease; no operator acts")
-				err = o.ReleaseAll(leaderCtx, u.Parallelism)
-			},
-			OnStoppedLeading: func() {},
+	leaderelection.RunOrDie(electionCtx, e.config("elasti-operator-release", leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(leaderCtx context.Context) {
+			defer cancel()
+			logger.Info("Holding the operator's Lease; no operator acts")
+			err = o.ReleaseAll(leaderCtx, u.Parallelism)
 		},
-	})
+		OnStoppedLeading: func() {},
+	}))
 	return err
 }
 

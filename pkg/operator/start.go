@@ -29,6 +29,21 @@ type Election struct {
 	WatchDog *leaderelection.HealthzAdaptor
 }
 
+// config is the election of e, under name, with callbacks. The Lease is
+// released on cancel, so a clean exit hands it over at once.
+func (e *Election) config(name string, callbacks leaderelection.LeaderCallbacks) leaderelection.LeaderElectionConfig {
+	return leaderelection.LeaderElectionConfig{
+		Lock:            e.Lock,
+		LeaseDuration:   e.LeaseDuration,
+		RenewDeadline:   e.RenewDeadline,
+		RetryPeriod:     e.RetryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        e.WatchDog,
+		Name:            name,
+		Callbacks:       callbacks,
+	}
+}
+
 // NewLeaseLock returns the Lease namespace/name, held under an identity
 // unique to this process. It has a client of its own, so that renewing the
 // Lease never waits behind the operator's rate-limited writes.
@@ -87,33 +102,24 @@ func (o *Operator) runElected(ctx context.Context, e *Election) error {
 		cancelElection()
 	}()
 	logger.Info("Waiting for leadership", "lease", e.Lock.LeaseMeta.Namespace+"/"+e.Lock.LeaseMeta.Name, "identity", identity)
-	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
-		Lock:            e.Lock,
-		LeaseDuration:   e.LeaseDuration,
-		RenewDeadline:   e.RenewDeadline,
-		RetryPeriod:     e.RetryPeriod,
-		ReleaseOnCancel: true,
-		WatchDog:        e.WatchDog,
-		Name:            "elasti-operator",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				defer close(workersDone)
-				workCtx, cancel := context.WithCancel(leaderCtx)
-				defer cancel()
-				stopOnSignal := context.AfterFunc(ctx, cancel)
-				defer stopOnSignal()
-				logger.Info("Became leader", "identity", identity)
-				if err := o.runLeader(workCtx); err != nil {
-					logger.Error(err, "Controller stopped")
-				}
-			},
-			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					lost.Store(true)
-				}
-			},
+	leaderelection.RunOrDie(electionCtx, e.config("elasti-operator", leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(leaderCtx context.Context) {
+			defer close(workersDone)
+			workCtx, cancel := context.WithCancel(leaderCtx)
+			defer cancel()
+			stopOnSignal := context.AfterFunc(ctx, cancel)
+			defer stopOnSignal()
+			logger.Info("Became leader", "identity", identity)
+			if err := o.runLeader(workCtx); err != nil {
+				logger.Error(err, "Controller stopped")
+			}
 		},
-	})
+		OnStoppedLeading: func() {
+			if ctx.Err() == nil {
+				lost.Store(true)
+			}
+		},
+	}))
 	if lost.Load() {
 		// Another replica may already act; exit so this one restarts clean.
 		return errors.New("lost leadership")
