@@ -539,9 +539,6 @@ func (g *gate) fire(round int, began time.Time) {
 		for i, a := range answers[p.name] {
 			svc, req := p.service(i), reqs[p.name][i]
 			sent++
-			if p.tcp {
-				tcp++
-			}
 			servedBy, why := checkColdAnswer(p, req, a)
 			var ready time.Time
 			if why == "" {
@@ -556,9 +553,12 @@ func (g *gate) fire(round int, began time.Time) {
 			}
 			f.total = append(f.total, a.Answered.Sub(a.Sent))
 			f.beyondReady = append(f.beyondReady, a.Answered.Sub(ready))
-			if !p.tcp && a.ColdStart == "" {
+			switch {
+			case p.tcp:
+				tcp++
+			case a.ColdStart == "":
 				f.unheld = append(f.unheld, fmt.Sprintf("round %d, %s", round, svc))
-			} else if !p.tcp {
+			default:
 				headered++
 			}
 		}
