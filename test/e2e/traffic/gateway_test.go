@@ -41,7 +41,10 @@ func TestGatewayRouteWakesAService(t *testing.T) {
 
 // httpRoute routes host to web's port 80 through the bed's Gateway. web's
 // Service is left as testenv made it: no annotation, no label.
-func (s *scenario) httpRoute(name, host string) {
+func (s *scenario) httpRoute(name, host string) { s.t.Helper(); s.httpRouteTo(name, host, app) }
+
+// httpRouteTo routes host to service's port 80 through the bed's Gateway.
+func (s *scenario) httpRouteTo(name, host, service string) {
 	s.t.Helper()
 	dyn, err := dynamic.NewForConfig(s.bed.cluster.RESTConfig())
 	if err != nil {
@@ -55,7 +58,7 @@ func (s *scenario) httpRoute(name, host string) {
 			"parentRefs": []any{map[string]any{"name": realnet.GatewayName, "namespace": realnet.GatewayNamespace}},
 			"hostnames":  []any{host},
 			"rules": []any{map[string]any{
-				"backendRefs": []any{map[string]any{"name": app, "port": int64(80)}},
+				"backendRefs": []any{map[string]any{"name": service, "port": int64(80)}},
 			}},
 		},
 	}}

@@ -33,17 +33,23 @@ func (s *scenario) setProbeRule() {
 	s.t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		es := s.e.Get(app)
-		es.Spec.ProbeResponse = []elastiv1alpha1.ProbeResponseRule{{
-			Path:     &elastiv1alpha1.PathMatch{Type: elastiv1alpha1.MatchExact, Value: probePath},
-			Headers:  []elastiv1alpha1.NameValueMatch{{Name: "User-Agent", Type: elastiv1alpha1.MatchRegularExpression, Value: "kube-probe/.*"}},
-			Response: elastiv1alpha1.ProbeCannedAnswer{Status: http.StatusOK, Body: probeAnswer},
-		}}
+		es.Spec.ProbeResponse = probeRules()
 		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// probeRules is the probe rule: a kubelet-like GET of probePath is
+// answered probeAnswer while the target sleeps.
+func probeRules() []elastiv1alpha1.ProbeResponseRule {
+	return []elastiv1alpha1.ProbeResponseRule{{
+		Path:     &elastiv1alpha1.PathMatch{Type: elastiv1alpha1.MatchExact, Value: probePath},
+		Headers:  []elastiv1alpha1.NameValueMatch{{Name: "User-Agent", Type: elastiv1alpha1.MatchRegularExpression, Value: "kube-probe/.*"}},
+		Response: elastiv1alpha1.ProbeCannedAnswer{Status: http.StatusOK, Body: probeAnswer},
+	}}
 }
 
 // probe is a kubelet-like probe of web the way w says.

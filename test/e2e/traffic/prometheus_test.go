@@ -72,7 +72,7 @@ func appRate(ns, window string) string {
 // Prometheus (the annotations of its kubernetes-pods job) and an
 // ElastiService with cooldown seconds and the triggers trigs makes for
 // the test's namespace.
-func newPrometheusScenario(t *testing.T, cooldown int32, trigs func(ns string) []elastiv1alpha1.ScaleTrigger) *scenario {
+func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) []elastiv1alpha1.ScaleTrigger) *scenario {
 	t.Helper()
 	b := testBed(t)
 	e := testenv.New(t)

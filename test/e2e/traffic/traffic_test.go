@@ -338,7 +338,11 @@ func TestIngressWakesAService(t *testing.T) {
 }
 
 // ingress routes host to web through the ingress controller.
-func (s *scenario) ingress(name, host string) {
+func (s *scenario) ingress(name, host string) { s.t.Helper(); s.ingressTo(name, host, app) }
+
+// ingressTo routes host to service's port named http through the ingress
+// controller.
+func (s *scenario) ingressTo(name, host, service string) {
 	s.t.Helper()
 	ing := &networkingv1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.e.NS},
@@ -350,7 +354,7 @@ func (s *scenario) ingress(name, host string) {
 					Paths: []networkingv1.HTTPIngressPath{{
 						Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
 						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-							Name: app, Port: networkingv1.ServiceBackendPort{Name: "http"},
+							Name: service, Port: networkingv1.ServiceBackendPort{Name: "http"},
 						}},
 					}},
 				}},

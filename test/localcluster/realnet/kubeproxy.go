@@ -79,18 +79,28 @@ func (n *Net) removeKubeProxyRules(ctx context.Context) error {
 // kubeProxyBackends lists the "ip:port" backends kube-proxy's rules DNAT
 // service to, in the mode it runs in.
 func (n *Net) kubeProxyBackends(ctx context.Context, namespace, service string) ([]string, error) {
+	routes, err := n.KubeProxyRoutes(ctx, namespace, service)
+	return routes[service], err
+}
+
+// KubeProxyRoutes lists, for each of services in namespace, the "ip:port"
+// backends kube-proxy's rules DNAT it to now, from one read of the rules
+// in the mode it runs in: a check over many Services reads them once per
+// look, not once per Service.
+func (n *Net) KubeProxyRoutes(ctx context.Context, namespace string, services ...string) (map[string][]string, error) {
+	read, parse := []string{"nft", "list", "table", "ip", "kube-proxy"}, dnatBackends
 	if n.kubeProxyMode() == ProxyModeIPTables {
-		rules, err := n.NodeExec(ctx, "iptables-save", "-t", "nat")
-		if err != nil {
-			return nil, err
-		}
-		return iptablesDNATBackends(rules, namespace, service), nil
+		read, parse = []string{"iptables-save", "-t", "nat"}, iptablesDNATBackends
 	}
-	rules, err := n.NodeExec(ctx, "nft", "list", "table", "ip", "kube-proxy")
+	rules, err := n.NodeExec(ctx, read...)
 	if err != nil {
 		return nil, err
 	}
-	return dnatBackends(rules, namespace, service), nil
+	routes := make(map[string][]string, len(services))
+	for _, svc := range services {
+		routes[svc] = parse(rules, namespace, svc)
+	}
+	return routes, nil
 }
 
 // toDestination is an iptables DNAT target's address.
