@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -39,23 +38,7 @@ func TestDNSAndIngressRunAsContainersOnTheRealNode(t *testing.T) {
 	e := testenv.New(t)
 	b.sampleApp(t, e, app, 1, nil)
 	host := app + ".example"
-	ing := &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: e.NS},
-		Spec: networkingv1.IngressSpec{
-			IngressClassName: ptr.To(realnet.IngressClass),
-			Rules: []networkingv1.IngressRule{{
-				Host: host,
-				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{{
-						Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
-						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-							Name: app, Port: networkingv1.ServiceBackendPort{Name: "http"},
-						}},
-					}},
-				}},
-			}},
-		},
-	}
+	ing := realnet.Ingress(e.NS, app, host, app)
 	if _, err := e.Kube.NetworkingV1().Ingresses(e.NS).Create(t.Context(), ing, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

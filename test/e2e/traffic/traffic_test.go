@@ -11,11 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
@@ -344,23 +342,7 @@ func (s *scenario) ingress(name, host string) { s.t.Helper(); s.ingressTo(name, 
 // controller.
 func (s *scenario) ingressTo(name, host, service string) {
 	s.t.Helper()
-	ing := &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.e.NS},
-		Spec: networkingv1.IngressSpec{
-			IngressClassName: ptr.To(realnet.IngressClass),
-			Rules: []networkingv1.IngressRule{{
-				Host: host,
-				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{{
-						Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
-						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-							Name: service, Port: networkingv1.ServiceBackendPort{Name: "http"},
-						}},
-					}},
-				}},
-			}},
-		},
-	}
+	ing := realnet.Ingress(s.e.NS, name, host, service)
 	if _, err := s.e.Kube.NetworkingV1().Ingresses(s.e.NS).Create(s.ctx, ing, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}

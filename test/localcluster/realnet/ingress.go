@@ -13,9 +13,33 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 )
+
+// Ingress is an Ingress of the bed's ingress class that routes host, every
+// path, to service's port named http in namespace.
+func Ingress(namespace, name, host, service string) *networkingv1.Ingress {
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptr.To(IngressClass),
+			Rules: []networkingv1.IngressRule{{
+				Host: host,
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{
+						Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+							Name: service, Port: networkingv1.ServiceBackendPort{Name: "http"},
+						}},
+					}},
+				}},
+			}},
+		},
+	}
+}
 
 // ipv4Port matches an IPv4 address and a port as kube-proxy's nftables
 // rules write them ("10.244.0.5 . 8080") or as a URL does ("10.244.0.5:8080").
