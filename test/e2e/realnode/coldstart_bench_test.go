@@ -93,14 +93,9 @@ func watchFirstReady(tb testing.TB, e *testenv.Env, name string) <-chan time.Tim
 		defer close(out)
 		for ev := range w.ResultChan() {
 			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			for _, c := range pod.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					out <- time.Now()
-					return
-				}
+			if ok && ev.Type != watch.Deleted && testenv.PodReady(pod) {
+				out <- time.Now()
+				return
 			}
 		}
 	}()
