@@ -51,7 +51,8 @@ import (
 // A cold start counts only if it was one. Before a round, every Service is
 // seen at zero (the Deployment's replicas 0, no pod at all, the
 // ElastiService Ready in proxy mode), kube-proxy's rules send its
-// ClusterIP to resolver pods only, and a kubelet-like probe sent the way
+// ClusterIP to resolver pods only, so do Traefik's servers on the ingress
+// and gateway paths, and a kubelet-like probe sent the way
 // its cold start will come is answered by the resolver's probe rule
 // (which wakes nothing). After it, each answer must come from a pod of
 // that Service that became Ready after the round began, and the resolver
@@ -352,6 +353,10 @@ func (g *gate) waitAllAsleep() time.Time {
 		if err != nil {
 			g.t.Fatal(err)
 		}
+		routed, err := g.bed.IngressRoutes(g.ctx, g.client, g.e.NS, names...)
+		if err != nil {
+			g.t.Fatal(err)
+		}
 		probes := map[string][]string{} // by path
 		for svc, p := range pending {
 			if !atZero[svc] {
@@ -360,6 +365,16 @@ func (g *gate) waitAllAsleep() time.Time {
 			if ok, desc := toResolversOnly(routes[svc], resolvers); !ok {
 				why[svc] = "kube-proxy sends it to " + desc
 				continue
+			}
+			// Traefik dials its servers itself, and lags the slices by its
+			// throttle: until it drops the last round's pod, a request may
+			// go to that address, which the pod network may have given to
+			// another Service's new pod by then.
+			if p.route != nil {
+				if ok, desc := toResolversOnly(routed[svc], resolvers); !ok {
+					why[svc] = "the ingress controller sends it to " + desc
+					continue
+				}
 			}
 			probes[p.name] = append(probes[p.name], svc)
 		}
@@ -543,8 +558,8 @@ func (g *gate) fire(round int, began time.Time) {
 			var ready time.Time
 			if why == "" {
 				var ok bool
-				if ready, ok = g.ready.readyAfter(svc, servedBy, began); !ok {
-					why = fmt.Sprintf("answered by %s, not a pod of %s that became Ready in this round", servedBy, svc)
+				if ready, ok = g.ready.awaitReadyAfter(svc, servedBy, began); !ok {
+					why = fmt.Sprintf("answered by %s, not a pod of %s that became Ready in this round (%s)", servedBy, svc, g.ready.describe(servedBy, began))
 				}
 			}
 			if why != "" {
@@ -688,6 +703,42 @@ func (l *readyLog) readyAfter(app, ip string, after time.Time) (time.Time, bool)
 		}
 	}
 	return time.Time{}, false
+}
+
+// readyLogLag bounds how long the log's watch may trail an answer: the
+// pod was Ready before it answered, but the watch event that says so can
+// reach the test after the answer on a loaded machine.
+const readyLogLag = 10 * time.Second
+
+// awaitReadyAfter is readyAfter, given up to readyLogLag to see the pod.
+func (l *readyLog) awaitReadyAfter(app, ip string, after time.Time) (time.Time, bool) {
+	deadline := time.Now().Add(readyLogLag)
+	for {
+		at, ok := l.readyAfter(app, ip, after)
+		if ok || time.Now().After(deadline) {
+			return at, ok
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// describe says which pods the log saw Ready with ip, and when against
+// began: a failed cold start's answer from another Service's pod is a
+// misroute, one from a pod Ready before began was no cold start.
+func (l *readyLog) describe(ip string, began time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var seen []string
+	for _, p := range l.pods {
+		if p.ip == ip {
+			seen = append(seen, fmt.Sprintf("a pod of %s Ready %s after the round began", p.app, p.at.Sub(began).Round(time.Millisecond)))
+		}
+	}
+	if len(seen) == 0 {
+		return "no pod with that address was seen Ready"
+	}
+	slices.Sort(seen)
+	return strings.Join(seen, "; ")
 }
 
 // coldStartsProgram is a client-pod program (realnet.Program): many

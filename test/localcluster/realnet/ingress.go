@@ -126,6 +126,15 @@ func (n *Net) sliceAddresses(ctx context.Context, namespace, service string) ([]
 // ingressBackends lists the addresses the ingress controller sends
 // service's traffic to, from its API.
 func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service string) ([]string, error) {
+	routes, err := n.IngressRoutes(ctx, c, namespace, service)
+	return routes[service], err
+}
+
+// IngressRoutes lists, for each of services in namespace, the "ip:port"
+// servers the ingress controller sends it to now, by an Ingress or an
+// HTTPRoute, from one read of its API from client c: a check over many
+// Services reads it once per look, not once per Service.
+func (n *Net) IngressRoutes(ctx context.Context, c *Client, namespace string, services ...string) (map[string][]string, error) {
 	pods, err := n.Kube.CoreV1().Pods(IngressNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + IngressService})
 	if err != nil {
 		return nil, err
@@ -138,7 +147,7 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 	if err != nil {
 		return nil, err
 	}
-	var services []struct {
+	var all []struct {
 		Name         string `json:"name"`
 		LoadBalancer struct {
 			Servers []struct {
@@ -146,25 +155,28 @@ func (n *Net) ingressBackends(ctx context.Context, c *Client, namespace, service
 			} `json:"servers"`
 		} `json:"loadBalancer"`
 	}
-	if err := json.Unmarshal([]byte(resp.Body), &services); err != nil {
+	if err := json.Unmarshal([]byte(resp.Body), &all); err != nil {
 		return nil, fmt.Errorf("ingress API: %s", resp)
 	}
-	var out []string
-	for _, svc := range services {
-		// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes
-		// and an HTTPRoute's <namespace>-<service>-http-<port>@kubernetesgateway.
-		if !strings.HasPrefix(svc.Name, namespace+"-"+service+"-") {
-			continue
-		}
-		for _, s := range svc.LoadBalancer.Servers {
-			u, err := url.Parse(s.URL)
-			if err != nil {
-				return nil, err
+	routes := make(map[string][]string, len(services))
+	for _, service := range services {
+		routes[service] = nil
+		for _, svc := range all {
+			// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes
+			// and an HTTPRoute's <namespace>-<service>-http-<port>@kubernetesgateway.
+			if !strings.HasPrefix(svc.Name, namespace+"-"+service+"-") {
+				continue
 			}
-			out = append(out, u.Host)
+			for _, s := range svc.LoadBalancer.Servers {
+				u, err := url.Parse(s.URL)
+				if err != nil {
+					return nil, err
+				}
+				routes[service] = append(routes[service], u.Host)
+			}
 		}
 	}
-	return out, nil
+	return routes, nil
 }
 
 // dnatBackends reads the "ip:port" backends of service from kube-proxy's
