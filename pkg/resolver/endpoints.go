@@ -33,8 +33,10 @@ type Backends struct {
 	// appProtocol (kubernetes.io/h2c, h2c, grpc), so every request is
 	// forwarded over h2c.
 	H2C bool
-	// AppProtocol is the Service port's appProtocol, "" when unset. A
-	// resolver port uses it to tell HTTP from other TCP traffic.
+	// AppProtocol is the protocol the Service port declares: its
+	// appProtocol, or "http" for a port named http or http-<suffix>
+	// (declaredProtocol); "" when it declares none. A resolver port uses
+	// it to tell HTTP from other TCP traffic, sniffing only when it is "".
 	AppProtocol string
 	// Changed is closed when anything that may change the answer changes.
 	// It is only set when Addrs is empty: a caller that needs to wait for a

@@ -250,11 +250,24 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
-	b := Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol)}
-	if appProtocol != nil {
-		b.AppProtocol = *appProtocol
+	return Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol), AppProtocol: declaredProtocol(portName, appProtocol)}, nil
+}
+
+// declaredProtocol is what a Service port says it speaks: its appProtocol,
+// or without one "http" for a port named http or http-<suffix>, the
+// naming convention Istio's protocol selection reads. Either spares an
+// HTTP port the sniff, which takes a client that is slow to send its
+// first bytes (a loaded ingress controller, a probe) for a server-first
+// TCP protocol: it would be spliced, skipping the probe rules, and wake
+// the target. "" means nothing is declared.
+func declaredProtocol(portName string, appProtocol *string) string {
+	switch {
+	case appProtocol != nil:
+		return *appProtocol
+	case portName == "http" || strings.HasPrefix(portName, "http-"):
+		return "http"
 	}
-	return b, nil
+	return ""
 }
 
 func isH2CAppProtocol(p *string) bool {

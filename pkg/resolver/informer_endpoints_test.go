@@ -114,16 +114,19 @@ func TestResolveBackends(t *testing.T) {
 		hostPort string
 		want     []string
 		h2c      bool
+		proto    string // the protocol the port declares
 		wantErr  bool
 	}{
 		{
 			name:   "no host port picks the first port, named targetPort resolved by the slice",
+			proto:  "http",
 			pub:    twoPorts,
 			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"), ep("10.244.0.2"))},
 			want:   []string{"10.244.0.1:8080", "10.244.0.2:8080"},
 		},
 		{
-			name: "no host port prefers Service port 80 over the first port",
+			name:  "no host port prefers Service port 80 over the first port",
+			proto: "http",
 			pub: service("team", pubName,
 				svcPort("metrics", 9090, intstr.FromInt32(9100)),
 				svcPort("http", 80, intstr.FromString("web"))),
@@ -145,8 +148,9 @@ func TestResolveBackends(t *testing.T) {
 			want:   []string{"10.244.0.1:9100"},
 		},
 		{
-			name: "unknown host port falls back to the first port",
-			pub:  twoPorts, hostPort: "1234",
+			name:  "unknown host port falls back to the first port",
+			proto: "http",
+			pub:   twoPorts, hostPort: "1234",
 			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:8080"},
 		},
@@ -157,8 +161,9 @@ func TestResolveBackends(t *testing.T) {
 			want:   []string{"10.244.0.7:8000"},
 		},
 		{
-			name: "multiple slices, duplicates, not ready and terminating excluded",
-			pub:  twoPorts,
+			name:  "multiple slices, duplicates, not ready and terminating excluded",
+			proto: "http",
+			pub:   twoPorts,
 			slices: []*discoveryv1.EndpointSlice{
 				slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.3"), sliceEP{ip: "10.244.0.4", ready: ptr.To(false)}),
 				slice("team", "b", pubName, twoSlicePorts, ep("10.244.0.1"), sliceEP{ip: "10.244.0.5", ready: ptr.To(true), terminating: ptr.To(true)}, ep("10.244.0.3")),
@@ -167,8 +172,9 @@ func TestResolveBackends(t *testing.T) {
 			want: []string{"10.244.0.1:8080", "10.244.0.3:8080", "10.244.0.6:8080"},
 		},
 		{
-			name: "slice without the port is skipped",
-			pub:  twoPorts,
+			name:  "slice without the port is skipped",
+			proto: "http",
+			pub:   twoPorts,
 			slices: []*discoveryv1.EndpointSlice{
 				slice("team", "a", pubName, map[string]int32{"metrics": 9100}, ep("10.244.0.1")),
 				slice("team", "b", pubName, twoSlicePorts, ep("10.244.0.2")),
@@ -176,8 +182,9 @@ func TestResolveBackends(t *testing.T) {
 			want: []string{"10.244.0.2:8080"},
 		},
 		{
-			name: "FQDN slices are ignored",
-			pub:  twoPorts,
+			name:  "FQDN slices are ignored",
+			proto: "http",
+			pub:   twoPorts,
 			slices: func() []*discoveryv1.EndpointSlice {
 				s := slice("team", "a", pubName, twoSlicePorts, ep("pod.example"))
 				s.AddressType = discoveryv1.AddressTypeFQDN
@@ -185,8 +192,9 @@ func TestResolveBackends(t *testing.T) {
 			}(),
 		},
 		{
-			name: "IPv6",
-			pub:  twoPorts,
+			name:  "IPv6",
+			proto: "http",
+			pub:   twoPorts,
 			slices: func() []*discoveryv1.EndpointSlice {
 				s := slice("team", "a", pubName, twoSlicePorts, ep("fd00::1"))
 				s.AddressType = discoveryv1.AddressTypeIPv6
@@ -195,7 +203,8 @@ func TestResolveBackends(t *testing.T) {
 			want: []string{"[fd00::1]:8080"},
 		},
 		{
-			name: "h2c appProtocol",
+			name:  "h2c appProtocol",
+			proto: "kubernetes.io/h2c",
 			pub: func() *corev1.Service {
 				p := svcPort("grpc", 50051, intstr.FromInt32(50051))
 				p.AppProtocol = ptr.To("kubernetes.io/h2c")
@@ -204,6 +213,39 @@ func TestResolveBackends(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, map[string]int32{"grpc": 50051}, ep("10.244.0.1"))},
 			want:   []string{"10.244.0.1:50051"},
 			h2c:    true,
+		},
+		{
+			name:   "a port named http declares HTTP",
+			pub:    twoPorts,
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, twoSlicePorts, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:8080"},
+			proto:  "http",
+		},
+		{
+			name:     "a port named http-<suffix> declares HTTP",
+			pub:      service("team", pubName, svcPort("http-admin", 8081, intstr.FromInt32(8081))),
+			slices:   []*discoveryv1.EndpointSlice{slice("team", "a", pubName, map[string]int32{"http-admin": 8081}, ep("10.244.0.1"))},
+			hostPort: "8081",
+			want:     []string{"10.244.0.1:8081"},
+			proto:    "http",
+		},
+		{
+			name:     "a name that only starts with http declares nothing",
+			pub:      service("team", pubName, svcPort("https", 443, intstr.FromInt32(8443)), svcPort("httpbin", 81, intstr.FromInt32(8081))),
+			slices:   []*discoveryv1.EndpointSlice{slice("team", "a", pubName, map[string]int32{"https": 8443, "httpbin": 8081}, ep("10.244.0.1"))},
+			hostPort: "443",
+			want:     []string{"10.244.0.1:8443"},
+		},
+		{
+			name: "appProtocol wins over the name",
+			pub: func() *corev1.Service {
+				p := svcPort("http", 80, intstr.FromInt32(8080))
+				p.AppProtocol = ptr.To("mysql")
+				return service("team", pubName, p)
+			}(),
+			slices: []*discoveryv1.EndpointSlice{slice("team", "a", pubName, map[string]int32{"http": 8080}, ep("10.244.0.1"))},
+			want:   []string{"10.244.0.1:8080"},
+			proto:  "mysql",
 		},
 		{
 			name:    "service without ports",
@@ -228,6 +270,9 @@ func TestResolveBackends(t *testing.T) {
 			}
 			if got.H2C != tc.h2c {
 				t.Errorf("h2c = %v, want %v", got.H2C, tc.h2c)
+			}
+			if got.AppProtocol != tc.proto {
+				t.Errorf("declared protocol = %q, want %q", got.AppProtocol, tc.proto)
 			}
 		})
 	}

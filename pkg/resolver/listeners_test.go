@@ -236,6 +236,37 @@ func TestResolverPortSplicesServerFirstProtocols(t *testing.T) {
 	}
 }
 
+// A port that declares HTTP (by appProtocol, or by its name: see
+// declaredProtocol) is served as HTTP without the sniff: a client that
+// sends its request only after the sniff time is held as an HTTP request,
+// answered with the cold-start header, not spliced as a server-first
+// protocol.
+func TestDeclaredHTTPPortServesASlowClientAsHTTP(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.eps.SetAppProtocol(testSvc, "http")
+	pe.backend(t, "10.244.0.9:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "from the pod")
+	}))
+	pe.wakeOnPost("10.244.0.9:8080")
+
+	c := pe.dial(t)
+	time.Sleep(2 * sniffTimeout)
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != "from the pod" {
+		t.Fatalf("got %d %q, want 200 from the pod", resp.StatusCode, body)
+	}
+	if resp.Header.Get(DefaultColdStartHeader) == "" {
+		t.Fatalf("a slow client on a declared HTTP port was not held as HTTP: no %s header", DefaultColdStartHeader)
+	}
+}
+
 // A held connection is closed at the request timeout, and one whose
 // client resets it frees its slot at once.
 func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {

@@ -130,11 +130,13 @@ type pathFigures struct {
 	failed             []string
 	// unheld are HTTP cold starts answered without the resolver's
 	// cold-start header: the resolver did not hold them as HTTP requests.
-	// A client that sends nothing for the resolver's sniff time (250 ms)
-	// after it connects is taken for a server-first TCP protocol: its
-	// connection is held, wakes the Service and is spliced to the pod,
-	// which answers the request itself. Under heavy load Traefik was seen
-	// to be that slow. They count as cold starts, not as failures: the
+	// On a port that declares no protocol, a client that sends nothing
+	// for the resolver's sniff time (250 ms) after it connects is taken
+	// for a server-first TCP protocol: its connection is held, wakes the
+	// Service and is spliced to the pod, which answers the request
+	// itself. Under heavy load Traefik was seen to be that slow. The
+	// gate's HTTP ports are named http, which declares HTTP, so this
+	// should stay empty; they count as cold starts, not as failures: the
 	// Service was at zero behind the resolver, and a new pod answered.
 	unheld []string
 }
