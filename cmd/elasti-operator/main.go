@@ -82,7 +82,7 @@ func run(ctx context.Context, o *options) error {
 	if !o.leaderElect {
 		return op.Start(ctx, nil)
 	}
-	lock, err := operator.NewLeaseLock(cfg, o.leaderElectNamespace, o.leaderElectName)
+	lock, err := operator.NewLeaseLock(cfg, o.leaderElectNamespace, o.leaderElectName, o.renewDeadline)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ const releaseParallelism = 16
 func releaseAll(ctx context.Context, cfg *rest.Config, o *options, op *operator.Operator) error {
 	ctx, cancel := context.WithTimeout(ctx, o.releaseTimeout)
 	defer cancel()
-	lock, err := operator.NewLeaseLock(cfg, o.leaderElectNamespace, o.leaderElectName)
+	lock, err := operator.NewLeaseLock(cfg, o.leaderElectNamespace, o.leaderElectName, o.renewDeadline)
 	if err != nil {
 		return err
 	}

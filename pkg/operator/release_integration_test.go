@@ -33,7 +33,7 @@ func TestReleaseAllFailsClearlyThenReleases(t *testing.T) {
 	e := testenv.New(t)
 	cfg := clustertest.Get(t).RESTConfig()
 	election := func() *operator.Election {
-		lock, err := operator.NewLeaseLock(cfg, e.NS, leaseName)
+		lock, err := operator.NewLeaseLock(cfg, e.NS, leaseName, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

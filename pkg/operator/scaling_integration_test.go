@@ -415,7 +415,7 @@ func TestFollowerAnswers503(t *testing.T) {
 	if _, err := e.Kube.CoordinationV1().Leases(e.NS).Create(e.Ctx(), held, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := operator.NewLeaseLock(clustertest.Get(t).RESTConfig(), e.NS, leaseName)
+	lock, err := operator.NewLeaseLock(clustertest.Get(t).RESTConfig(), e.NS, leaseName, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,9 +46,15 @@ func (e *Election) config(name string, callbacks leaderelection.LeaderCallbacks)
 
 // NewLeaseLock returns the Lease namespace/name, held under an identity
 // unique to this process. It has a client of its own, so that renewing the
-// Lease never waits behind the operator's rate-limited writes.
-func NewLeaseLock(cfg *rest.Config, namespace, name string) (*resourcelock.LeaseLock, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+// Lease never waits behind the operator's rate-limited writes, and each of
+// its requests ends after requestTimeout (give it the renew deadline, as
+// kube-controller-manager does): the client may share the operator's
+// HTTP/2 connection to the apiserver, and a request stuck on it must fail
+// in time for the next try rather than outlive the Lease.
+func NewLeaseLock(cfg *rest.Config, namespace, name string, requestTimeout time.Duration) (*resourcelock.LeaseLock, error) {
+	leaseCfg := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	leaseCfg.Timeout = requestTimeout
+	kube, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		return nil, err
 	}
