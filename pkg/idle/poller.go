@@ -194,6 +194,11 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
+	// Whether the HPA spec.autoscaler names scales this target, for the
+	// HPAFound condition: a wrong name silently gives wakes without it.
+	if r, ok := p.evaluations.(HPAReporter); ok {
+		r.ReportHPA(ctx, es, scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).HPA)
+	}
 	f.now = p.clock.Now()
 	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
 	f.lastWake = p.lastWake(es)

@@ -122,6 +122,7 @@ func TestHPAOwnsTheTargetAboveZero(t *testing.T) {
 	// Every scale to zero here is elasti's, make before break: web is
 	// never dark.
 	e.WatchDark("web")
+	waitHPAFound(e, "web", metav1.ConditionTrue, elastiv1alpha1.ReasonHPAOwnsTarget)
 
 	// elasti's sleep: the HPA looks at the target at zero, disables itself
 	// and leaves it there.
@@ -323,4 +324,46 @@ func TestHPAScalesToZeroWithMinReplicasZero(t *testing.T) {
 		w := e.Get("web").Status.Wakes
 		return w > before, fmt.Sprintf("wakes %d, before %d", w, before)
 	})
+}
+
+// waitHPAFound waits for the ElastiService's HPAFound condition.
+func waitHPAFound(e *testenv.Env, name string, status metav1.ConditionStatus, reason string) {
+	e.T.Helper()
+	e.Eventually(fmt.Sprintf("%s HPAFound=%s (%s)", name, status, reason), func() (bool, string) {
+		for _, c := range e.Get(name).Status.Conditions {
+			if c.Type == elastiv1alpha1.ConditionHPAFound {
+				return c.Status == status && c.Reason == reason, fmt.Sprintf("%s (%s): %s", c.Status, c.Reason, c.Message)
+			}
+		}
+		return false, "no HPAFound condition"
+	})
+}
+
+// The HPAFound condition says whether the HPA spec.autoscaler names scales
+// the target: missing, an HPA of another workload, then the right one.
+func TestHPAFoundCondition(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	prom := testenv.NewFakePrometheus(t)
+	prom.Set("10", "1", testenv.PrometheusHealthy) // busy: no sleep here
+	startScaling(e, prom)
+	e.Resolver(1)
+	e.App("web", 1)
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Triggers = testenv.IdleTrigger("0.5")
+		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web-hpa"}
+	})
+	waitHPAFound(e, "web", metav1.ConditionFalse, elastiv1alpha1.ReasonHPANotFound)
+
+	e.Deployment("api", 1, nil)
+	hpa := hpaOf("api", 1, 3, cpuMetric)
+	hpa.Name = "web-hpa"
+	createHPA(e, hpa)
+	waitHPAFound(e, "web", metav1.ConditionFalse, elastiv1alpha1.ReasonHPAScalesAnotherTarget)
+
+	if _, err := e.Kube.AutoscalingV2().HorizontalPodAutoscalers(e.NS).Patch(e.Ctx(), "web-hpa", types.MergePatchType,
+		[]byte(`{"spec":{"scaleTargetRef":{"name":"web"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitHPAFound(e, "web", metav1.ConditionTrue, elastiv1alpha1.ReasonHPAOwnsTarget)
 }
