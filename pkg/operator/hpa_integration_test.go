@@ -113,12 +113,18 @@ func TestHPAOwnsTheTargetAboveZero(t *testing.T) {
 	e.Resolver(1)
 	e.App("web", 2)
 	createHPA(e, hpaOf("web", 2, 4, cpuMetric))
+	// Watched from when its pods and the resolver's serve.
+	e.Eventually("web's and the resolver's pods ready", func() (bool, string) {
+		web, resolver := e.ReadyPodIPs("web"), e.ReadyPodIPs(testenv.ResolverName)
+		return len(web) == 2 && len(resolver) == 1, fmt.Sprint(web, resolver)
+	})
 	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.MinTargetReplicas = 1 // below the HPA's minimum
 		es.Spec.CooldownPeriod = cooldownSeconds
 		es.Spec.Triggers = testenv.IdleTrigger("0.5")
 		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web"}
 	})
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
 	// Every scale to zero here is elasti's, make before break: web is
 	// never dark.
 	e.WatchDark("web")
@@ -283,6 +289,10 @@ func TestHPAScalesToZeroWithMinReplicasZero(t *testing.T) {
 	})
 	e.WaitMode("web", elastiv1alpha1.ModeServe)
 	waitHPACondition(e, "web", autoscalingv2.ScalingActive, corev1.ConditionTrue, "ValidMetricFound")
+	e.Eventually("the resolver's pod ready", func() (bool, string) {
+		ips := e.ReadyPodIPs(testenv.ResolverName)
+		return len(ips) == 1, fmt.Sprint(ips)
+	})
 	dark := e.WatchDark("web")
 
 	// The metric drops: the HPA scales the target to zero, and elasti puts
