@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
@@ -154,6 +155,10 @@ type Informers struct {
 	StatefulSets   appsinformers.StatefulSetInformer
 	// Rollouts is optional.
 	Rollouts *scaletarget.RolloutInformer
+	// HorizontalPodAutoscalers is optional. The controller only waits for
+	// it: the Scaler reads the HPA spec.autoscaler names from it, to wake
+	// a target the way its HPA would size it (scaletarget.GoalFor).
+	HorizontalPodAutoscalers autoscalingv2informers.HorizontalPodAutoscalerInformer
 }
 
 // Controller reconciles ElastiServices.
@@ -334,6 +339,9 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}
 	if inf.Rollouts != nil {
 		c.cacheSynced = append(c.cacheSynced, inf.Rollouts.HasSynced)
+	}
+	if inf.HorizontalPodAutoscalers != nil {
+		c.cacheSynced = append(c.cacheSynced, inf.HorizontalPodAutoscalers.Informer().HasSynced)
 	}
 	logger.V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
 	return c, nil

@@ -88,7 +88,7 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 		return 0, nil, err
 	}
 	if targetPresent && state.Replicas == 0 && wait {
-		replicas := directory.EntryFor(es).MinTargetReplicas
+		replicas := scaletarget.GoalFor(c.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
 		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
 		if !scaletarget.Woken(err) {
 			return 0, nil, err

@@ -192,7 +192,7 @@ func (c *Controller) wakeForMove(ctx context.Context, es *elastiv1alpha1.ElastiS
 	if state.Replicas > 0 || len(fronted) == 0 {
 		return state.Replicas, nil
 	}
-	replicas := directory.EntryFor(es).MinTargetReplicas
+	replicas := scaletarget.GoalFor(c.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
 	err = scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		return 0, err

@@ -11,6 +11,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -71,5 +72,67 @@ func (w ConditionWriter) Report(ctx context.Context, es *elastiv1alpha1.ElastiSe
 	meta.SetStatusCondition(&updated.Status.Conditions, cond)
 	if _, uerr := w.Client.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: w.FieldManager}); uerr != nil {
 		klog.FromContext(ctx).V(2).Info("Cannot record the triggers' condition; the next poll retries", "elastiService", klog.KObj(es), "err", uerr)
+	}
+}
+
+// HPAReporter is told, at every evaluation, how the HPA es names relates to
+// its target (ConditionWriter is one). The poller asks its
+// EvaluationReporter for it, so reporters without it need not change.
+type HPAReporter interface {
+	ReportHPA(ctx context.Context, es *elastiv1alpha1.ElastiService, fit scaletarget.HPAFit)
+}
+
+// HPACondition is the HPAFound condition for fit; ok is false when es names
+// no HPA (fit HPANone) and the condition must be absent.
+func HPACondition(es *elastiv1alpha1.ElastiService, fit scaletarget.HPAFit) (c metav1.Condition, ok bool) {
+	c = metav1.Condition{Type: elastiv1alpha1.ConditionHPAFound, Status: metav1.ConditionFalse, ObservedGeneration: es.Generation}
+	name := ""
+	if es.Spec.Autoscaler != nil {
+		name = es.Spec.Autoscaler.Name
+	}
+	const plain = "; wakes scale to minTargetReplicas as without an HPA"
+	switch fit {
+	case scaletarget.HPANone:
+		return c, false
+	case scaletarget.HPAOwns:
+		c.Status, c.Reason = metav1.ConditionTrue, elastiv1alpha1.ReasonHPAOwnsTarget
+		c.Message = "HorizontalPodAutoscaler " + name + " scales the target: wakes stay within its minReplicas and maxReplicas, and above zero it decides the count"
+	case scaletarget.HPANotFound:
+		c.Reason = elastiv1alpha1.ReasonHPANotFound
+		c.Message = "No HorizontalPodAutoscaler " + name + " in namespace " + es.Namespace + plain
+	case scaletarget.HPAOtherTarget:
+		c.Reason = elastiv1alpha1.ReasonHPAScalesAnotherTarget
+		c.Message = "HorizontalPodAutoscaler " + name + " scales another workload than spec.scaleTargetRef" + plain
+	default:
+		c.Reason = elastiv1alpha1.ReasonHPAUnreadable
+		c.Message = "HorizontalPodAutoscaler " + name + " cannot be read" + plain
+	}
+	return c, true
+}
+
+// ReportHPA writes the HPAFound condition for fit when it changed, and
+// removes it once es names no HPA. Like Report, a failed write is only
+// logged, and the next poll retries.
+func (w ConditionWriter) ReportHPA(ctx context.Context, es *elastiv1alpha1.ElastiService, fit scaletarget.HPAFit) {
+	cond, ok := HPACondition(es, fit)
+	old := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionHPAFound)
+	updated := es.DeepCopy()
+	switch {
+	case !ok && old == nil:
+		return
+	case !ok:
+		meta.RemoveStatusCondition(&updated.Status.Conditions, elastiv1alpha1.ConditionHPAFound)
+	case old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.ObservedGeneration == cond.ObservedGeneration:
+		return
+	default:
+		now := time.Now()
+		if w.Clock != nil {
+			now = w.Clock.Now()
+		}
+		cond.LastTransitionTime = metav1.NewTime(now)
+		meta.SetStatusCondition(&updated.Status.Conditions, cond)
+	}
+	if _, uerr := w.Client.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: w.FieldManager}); uerr != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot record the HPA condition; the next poll retries", "elastiService", klog.KObj(es), "err", uerr)
 	}
 }

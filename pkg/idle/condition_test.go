@@ -2,6 +2,7 @@ package idle
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +11,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -56,5 +58,60 @@ func TestConditionWriterRecordsFailuresAndClearsThem(t *testing.T) {
 	c = meta.FindStatusCondition(get().Status.Conditions, elastiv1alpha1.ConditionTriggersEvaluated)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != elastiv1alpha1.ReasonTriggersEvaluated {
 		t.Fatalf("after a clean evaluation: %+v", c)
+	}
+}
+
+// TestConditionWriterReportsTheHPA: HPAFound follows how the named HPA
+// relates to the target, written once per change, and goes away with
+// spec.autoscaler; an ElastiService without an HPA gets no write.
+func TestConditionWriterReportsTheHPA(t *testing.T) {
+	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Generation: 2},
+		Spec: elastiv1alpha1.ElastiServiceSpec{Autoscaler: &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web-hpa"}}}
+	client := fake.NewSimpleClientset(es)
+	w := ConditionWriter{Client: client, FieldManager: "test", Clock: clocktesting.NewFakePassiveClock(now)}
+	writes := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	get := func() *elastiv1alpha1.ElastiService {
+		got, err := client.ElastiV1alpha1().ElastiServices("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	cond := func() *metav1.Condition {
+		return meta.FindStatusCondition(get().Status.Conditions, elastiv1alpha1.ConditionHPAFound)
+	}
+
+	w.ReportHPA(t.Context(), get(), scaletarget.HPANotFound)
+	w.ReportHPA(t.Context(), get(), scaletarget.HPANotFound)
+	if c := cond(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != elastiv1alpha1.ReasonHPANotFound || !strings.Contains(c.Message, "web-hpa") {
+		t.Fatalf("named HPA missing: %+v", c)
+	}
+	if n := writes(); n != 1 {
+		t.Fatalf("the same answer twice wrote status %d times, want 1", n)
+	}
+	w.ReportHPA(t.Context(), get(), scaletarget.HPAOtherTarget)
+	if c := cond(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != elastiv1alpha1.ReasonHPAScalesAnotherTarget {
+		t.Fatalf("HPA of another workload: %+v", c)
+	}
+	w.ReportHPA(t.Context(), get(), scaletarget.HPAOwns)
+	if c := cond(); c == nil || c.Status != metav1.ConditionTrue || c.Reason != elastiv1alpha1.ReasonHPAOwnsTarget {
+		t.Fatalf("HPA that owns the target: %+v", c)
+	}
+	w.ReportHPA(t.Context(), get(), scaletarget.HPANone)
+	if c := cond(); c != nil {
+		t.Fatalf("no HPA named, yet %+v", c)
+	}
+	before := writes()
+	w.ReportHPA(t.Context(), get(), scaletarget.HPANone)
+	if n := writes(); n != before {
+		t.Fatalf("without an HPA named and no condition, status was written %d times", n-before)
 	}
 }

@@ -194,6 +194,11 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
+	// Whether the HPA spec.autoscaler names scales this target, for the
+	// HPAFound condition: a wrong name silently gives wakes without it.
+	if r, ok := p.evaluations.(HPAReporter); ok {
+		r.ReportHPA(ctx, es, scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).HPA)
+	}
 	f.now = p.clock.Now()
 	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
 	f.lastWake = p.lastWake(es)
@@ -207,11 +212,12 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 			return p.sleepOnRequest(ctx, es, ref, f.sleepRequestedAt, f.now), ""
 		}
 		if v.wake {
-			if !p.wakeOutsideWindow(ctx, es, ref, entry) {
+			replicas := scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).Replicas
+			if !p.wakeOutsideWindow(ctx, es, ref, replicas) {
 				return outcome.IdleScaleFailed, ""
 			}
 			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
-				"Outside the enabled period %s: scaled %s %q to %d", f.window, ref.Kind, ref.Name, entry.MinTargetReplicas)
+				"Outside the enabled period %s: scaled %s %q to %d", f.window, ref.Kind, ref.Name, replicas)
 		}
 		return p.conclude(es, v), ""
 	}
@@ -293,8 +299,8 @@ func (p *Poller) lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 
 // wakeOutsideWindow wakes the target outside the enabled period and
 // reports whether it is up (see scaletarget.Wake for the error policy).
-func (p *Poller) wakeOutsideWindow(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, entry directory.Entry) bool {
-	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
+func (p *Poller) wakeOutsideWindow(ctx context.Context, es *elastiv1alpha1.ElastiService, ref scaletarget.Ref, replicas int32) bool {
+	err := scaletarget.Wake(ctx, p.scaler, ref, replicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Scaling up outside the enabled period failed: %v", err)
 		return false

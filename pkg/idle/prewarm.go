@@ -30,7 +30,8 @@ func (p *Poller) preWarm(ctx context.Context, es *elastiv1alpha1.ElastiService, 
 	if replicas > 0 {
 		return outcome.IdlePreWarm
 	}
-	err := scaletarget.Wake(ctx, p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler)
+	wake := scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).Replicas
+	err := scaletarget.Wake(ctx, p.scaler, ref, wake, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Pre-warming before the enabled period closes failed: %v", err)
 		return outcome.IdleScaleFailed
@@ -41,6 +42,6 @@ func (p *Poller) preWarm(ctx context.Context, es *elastiv1alpha1.ElastiService, 
 	klog.FromContext(ctx).V(2).Info("Pre-warmed before the enabled period closes", "elastiService", klog.KObj(es),
 		"target", ref.String(), "closes", closes)
 	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonPreWarmed, "The enabled period closes at %s (%s): scaled %s %q to %d",
-		closes.UTC().Format(time.RFC3339), window, ref.Kind, ref.Name, entry.MinTargetReplicas)
+		closes.UTC().Format(time.RFC3339), window, ref.Kind, ref.Name, wake)
 	return outcome.IdlePreWarm
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -254,6 +255,11 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		}
 	})
 	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts)
+	// The HPAs spec.autoscaler names (type hpa): one shared watch, scoped
+	// like the others, read only, and only in an ElastiService's own
+	// namespace (scaletarget.GoalFor).
+	hpas := o.kubeFactory.Autoscaling().V2().HorizontalPodAutoscalers()
+	o.Scaler.SetHPALister(hpas.Lister())
 
 	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
 		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),
@@ -263,6 +269,8 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		Deployments:    deployments,
 		StatefulSets:   statefulSets,
 		Rollouts:       o.rollouts,
+
+		HorizontalPodAutoscalers: hpas,
 	}, controller.Config{
 		ResolverNamespace:    opts.ResolverNamespace,
 		ResolverService:      opts.ResolverService,
@@ -369,6 +377,9 @@ func protobuf(cfg *rest.Config) *rest.Config {
 //   - Other Services keep identity, selector and ports; other slices keep
 //     identity, the service-name and managed-by labels, addressType and each
 //     endpoint's addresses, conditions and targetRef.
+//   - HorizontalPodAutoscalers keep identity, the target reference and
+//     the replica bounds (scaletarget.CacheHPA); their status, rewritten
+//     at every HPA pass, is dropped.
 //   - ElastiServices lose annotations (status writes ignore metadata), save
 //     the sleep request the idle poller honours (AnnotationSleepRequestedAt).
 //
@@ -377,6 +388,8 @@ func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment, *appsv1.StatefulSet:
 		return scaletarget.CacheTarget(o), nil
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return scaletarget.CacheHPA(o), nil
 	case *corev1.Service:
 		o.ManagedFields = nil
 		if names.IsPrivateService(o.Name) || ownedByElastiService(o.OwnerReferences) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,25 @@ func TestTrimScaleTargets(t *testing.T) {
 		if c.Labels != nil || ptr.Deref(c.Replicas, 0) != 2 || !reflect.DeepEqual(c.PodLabels, wantPodLabels) {
 			t.Errorf("%T cached as %+v", obj, c)
 		}
+	}
+}
+
+// An HPA is cached with what scaletarget.GoalFor reads: its target and its
+// replica bounds, not its metrics, behavior or status.
+func TestTrimHPAs(t *testing.T) {
+	full := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: fullMeta("h"), Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		MinReplicas:    ptr.To[int32](2), MaxReplicas: 5,
+		Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType}},
+	}, Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 3}}
+	want := full.Spec.ScaleTargetRef
+	got := trimmed(t, full)
+	wantIdentity(t, got.ObjectMeta, "h")
+	if got.Spec.ScaleTargetRef != want || ptr.Deref(got.Spec.MinReplicas, 0) != 2 || got.Spec.MaxReplicas != 5 {
+		t.Errorf("HPA spec cached as %+v", got.Spec)
+	}
+	if got.Spec.Metrics != nil || got.Status.CurrentReplicas != 0 {
+		t.Errorf("HPA cached with its metrics or status: %+v", got)
 	}
 }
 

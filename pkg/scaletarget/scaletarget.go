@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	autoscalingv2listers "k8s.io/client-go/listers/autoscaling/v2"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -84,6 +85,8 @@ type Scaler struct {
 	deployments  cache.Store
 	statefulSets cache.Store
 	rollouts     *RolloutInformer
+	// hpas, when set (SetHPALister), makes the Scaler an HPAReader.
+	hpas autoscalingv2listers.HorizontalPodAutoscalerLister
 }
 
 // NewScaler wires a Scaler to the Deployment and StatefulSet informer

@@ -24,7 +24,9 @@ var ErrKEDANotResumed = errors.New("the target is up but its KEDA ScaledObject i
 // request, the idle poller outside the enabled period, a spec.service move
 // and an ElastiService's deletion all call it. It scales ref to replicas,
 // then hands the target back to the KEDA ScaledObject autoscaler names, if
-// any, which the scale-down paused at zero.
+// any, which the scale-down paused at zero. Callers take replicas, and
+// whether the target needs a wake at all, from GoalFor, which keeps a wake
+// inside the bounds of an HPA that owns the target.
 //
 // Its error policy is the same for every caller:
 //   - the scale write failing is an error, and the target is not up;

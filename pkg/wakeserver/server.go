@@ -157,7 +157,8 @@ func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg str
 		return outcome.WakeFailed, http.StatusBadGateway, err.Error()
 	}
 	if result == outcome.WakeScaled {
-		return result, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, entry.MinTargetReplicas)
+		goal := scaletarget.GoalFor(s.scaler, targetRef(entry), entry.MinTargetReplicas, entry.Autoscaler)
+		return result, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, goal.Replicas)
 	}
 	return result, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
 }
@@ -229,17 +230,20 @@ func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, error) 
 	if err != nil {
 		return outcome.WakeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
 	}
-	if state.Replicas >= entry.MinTargetReplicas {
+	// With an HPA that owns the target, one replica is up: above zero the
+	// HPA decides the count (see scaletarget.GoalFor).
+	goal := scaletarget.GoalFor(s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
+	if state.Replicas >= goal.UpAt {
 		return outcome.WakeAlreadyUp, state.Generation, nil
 	}
-	err = scaletarget.Wake(ctx, s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
+	err = scaletarget.Wake(ctx, s.scaler, ref, goal.Replicas, entry.Autoscaler)
 	if !scaletarget.Woken(err) {
 		return outcome.WakeFailed, 0, err
 	}
 	if err != nil {
 		logger.Error(err, "Woke the target; KEDA stays paused")
 	}
-	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", entry.MinTargetReplicas)
+	logger.V(2).Info("Scaled up from a request", "target", ref.String(), "replicas", goal.Replicas, "hpa", goal.HPA)
 	now := s.clock.Now()
 	s.observer.WakeStarted(entry.ElastiService, now)
 	s.wakes.Record(ctx, entry.ElastiService, now)

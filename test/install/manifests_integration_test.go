@@ -117,6 +117,10 @@ func TestOperatorRBACIsLeastPrivilege(t *testing.T) {
 		{group: "apps", resource: "deployments", verb: "create", namespace: "default"},
 		{group: "apps", resource: "deployments", verb: "update", namespace: "default"},
 		{group: "apps", resource: "statefulsets", verb: "patch", namespace: "default"},
+		// It reads the HPA spec.autoscaler names, and never writes one.
+		{group: "autoscaling", resource: "horizontalpodautoscalers", verb: "update", namespace: "default"},
+		{group: "autoscaling", resource: "horizontalpodautoscalers", verb: "patch", namespace: "default"},
+		{group: "autoscaling", resource: "horizontalpodautoscalers", verb: "create", namespace: "default"},
 		{group: "elasti.truefoundry.com", resource: "elastiservices", verb: "delete", namespace: "default"},
 		{group: "elasti.truefoundry.com", resource: "elastiservices", verb: "create", namespace: "default"},
 		{group: "apiextensions.k8s.io", resource: "customresourcedefinitions", verb: "create"},

@@ -451,6 +451,7 @@ func TestNamespaceScopedOverlay(t *testing.T) {
 		{overlayWatchNamespace, "apps", "statefulsets/scale", "patch"},
 		{overlayWatchNamespace, "argoproj.io", "rollouts", "watch"},
 		{overlayWatchNamespace, "keda.sh", "scaledobjects", "patch"},
+		{overlayWatchNamespace, "autoscaling", "horizontalpodautoscalers", "watch"},
 		{overlayWatchNamespace, "", "events", "create"},
 		{overlayElastiNamespace, "coordination.k8s.io", "leases", "update"},
 		{overlayElastiNamespace, "discovery.k8s.io", "endpointslices", "watch"},

@@ -45,6 +45,13 @@ const (
 	KwokPodCIDR = "10.244.0.0/17"
 	// ServiceCIDR is where ClusterIPs come from.
 	ServiceCIDR = "10.0.0.0/16"
+	// FeatureGates are the gates the apiserver and the controller manager
+	// run with. HPAScaleToZero (alpha since v1.16, still alpha and off by
+	// default in v1.36) lets an HPA with an Object or External metric
+	// have minReplicas 0.
+	FeatureGates = "HPAScaleToZero=true"
+	// HPASyncPeriod is how often the HPA controller looks at each HPA.
+	HPASyncPeriod = 2 * time.Second
 	// FakeNodeTaint keeps pods off the kwok node unless they tolerate it,
 	// as kwok's own documentation does: elasti's own pods (which carry no
 	// toleration) then land on the process node, where they really run.
@@ -231,6 +238,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, detach bool, etcdURL strin
 		// Without it a SIGTERM waits for every watch to end by itself, a
 		// minute (--request-timeout), before the apiserver exits.
 		"--shutdown-watch-termination-grace-period=2s",
+		// HPAScaleToZero is alpha and off by default in v1.36: without it
+		// the apiserver refuses an HPA with minReplicas 0. The HPA suites
+		// test elasti next to such an HPA (pkg/operator's
+		// hpa_integration_test.go).
+		"--feature-gates="+FeatureGates,
 	)
 	if err != nil {
 		return err
@@ -255,8 +267,18 @@ func (c *Cluster) startControllers(detach bool) error {
 		"--kubeconfig="+c.Kubeconfig,
 		// clusterrole-aggregation-controller fills the built-in edit, view
 		// and admin roles from aggregated ClusterRoles such as elasti's;
-		// job-controller runs Jobs, such as the chart's uninstall hook.
-		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,job-controller",
+		// job-controller runs Jobs, such as the chart's uninstall hook;
+		// horizontal-pod-autoscaler-controller runs the HPAs that share a
+		// target with an ElastiService (it only acts on HPA objects, so a
+		// suite without one pays nothing for it).
+		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,endpointslice-controller,garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,job-controller,horizontal-pod-autoscaler-controller",
+		// The HPA controller reads the gate too: it decides whether a
+		// target at zero is one the HPA scaled there itself.
+		"--feature-gates="+FeatureGates,
+		// 15s by default; the HPA suites wait for the HPA's passes, so a
+		// shorter period keeps them short. It changes only how often the
+		// HPA looks, not what it decides.
+		"--horizontal-pod-autoscaler-sync-period="+HPASyncPeriod.String(),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--kube-api-qps=1000",

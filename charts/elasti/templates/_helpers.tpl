@@ -217,6 +217,11 @@ ClusterRole's, or with global.allowedNamespaces the watched namespace's Role.
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts/scale"]
   verbs: ["get", "update", "patch"]
+# Read the HorizontalPodAutoscaler named in spec.autoscaler (type hpa), to
+# wake its target within its replica bounds. Never written.
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "watch"]
 # Pause and resume the KEDA ScaledObject named in spec.autoscaler so it does
 # not fight scale-to-zero.
 - apiGroups: ["keda.sh"]

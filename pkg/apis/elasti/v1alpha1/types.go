@@ -143,10 +143,26 @@ const (
 	// scaled to zero. It turns True (ReasonTriggersEvaluated) at the next
 	// clean evaluation, and is absent while no evaluation ever failed.
 	ConditionTriggersEvaluated = "TriggersEvaluated"
+	// ConditionHPAFound is present while spec.autoscaler names an HPA
+	// (type hpa). True (ReasonHPAOwnsTarget) while that HPA exists in the
+	// ElastiService's namespace and scales its target: wakes then stay
+	// inside the HPA's replica bounds. False (ReasonHPANotFound,
+	// ReasonHPAScalesAnotherTarget, ReasonHPAUnreadable) while elasti
+	// wakes the target as if no HPA were named. The idle poller writes it
+	// when it changes.
+	ConditionHPAFound = "HPAFound"
 
 	// ReasonTriggersEvaluated: the last evaluation of the triggers ran
 	// clean, whatever its verdict.
 	ReasonTriggersEvaluated = "Evaluated"
+	// ReasonHPAOwnsTarget: the named HPA scales the target.
+	ReasonHPAOwnsTarget = "HPAOwnsTarget"
+	// ReasonHPANotFound: no HPA of that name in the namespace.
+	ReasonHPANotFound = "HPANotFound"
+	// ReasonHPAScalesAnotherTarget: the named HPA scales another workload.
+	ReasonHPAScalesAnotherTarget = "HPAScalesAnotherTarget"
+	// ReasonHPAUnreadable: the operator could not read the HPA.
+	ReasonHPAUnreadable = "HPAUnreadable"
 	// ReasonResolverPortsAssigned: every TCP port of the Service has one.
 	ReasonResolverPortsAssigned = "ResolverPortsAssigned"
 	// ReasonResolverPortRangeExhausted: the operator's
