@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
 // StatusRecorder stores status.lastScaledUpTime.
@@ -124,6 +126,31 @@ func (w *Wakes) ObserveReplicas(ctx context.Context, es types.NamespacedName, re
 	klog.FromContext(ctx).V(2).Info("Target scaled up from zero by someone else: the cooldown starts now",
 		"elastiService", klog.KRef(es.Namespace, es.Name), "replicas", replicas)
 	w.Record(ctx, es, now)
+}
+
+// Pending reports whether a wake of es's group (spec.wakeWith) is under
+// way while its target is at zero: a wake recorded, here or in status
+// (lastScaledUpTime), after the target was last seen going to zero, here
+// or in status (lastScaledDownTime). The later of each pair counts, so a
+// sleep the poller just made, whose status is not written yet, is never
+// mistaken for a wake. A replica that starts during a group wake sees the
+// target at zero first and drops the wake; the resolver, which asks again
+// while it holds requests, starts it over.
+func (w *Wakes) Pending(es types.NamespacedName, st *elastiv1alpha1.ElastiServiceStatus) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	up, _ := w.lastWake(es)
+	if t := st.LastScaledUpTime; t != nil && t.After(up) {
+		up = t.Time
+	}
+	if up.IsZero() {
+		return false
+	}
+	down := w.atZero[es]
+	if t := st.LastScaledDownTime; t != nil && t.After(down) {
+		down = t.Time
+	}
+	return up.After(down)
 }
 
 // Forget drops what is known of an ElastiService that no longer exists.
