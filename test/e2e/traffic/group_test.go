@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,45 @@ func fmtConditions(es *elastiv1alpha1.ElastiService) string {
 		out += c.Type + "=" + string(c.Status) + " " + c.Reason + ": " + c.Message + "; "
 	}
 	return out
+}
+
+// TestDependencyNeverReadyEndsTheHoldNamingIt: web's group names a cache
+// whose pod can never be scheduled. A request by web's short name is held
+// while the cache is scaled and never Ready; web is never scaled, and when
+// the resolver's hold times out its 504 names the cache and its counts, as
+// the DependenciesReady condition does.
+func TestDependencyNeverReadyEndsTheHoldNamingIt(t *testing.T) {
+	s := newScenario(t)
+	s.setResolverArgs("--request-timeout=8s")
+	s.e.Deployment("cache", 0, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.NodeSelector = map[string]string{"elasti.test/nowhere": "true"}
+	})
+	s.sleep()
+	patch := []byte(`{"spec":{"wakeWith":[{"apiVersion":"apps/v1","kind":"Deployment","name":"cache"}]}}`)
+	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Patch(s.ctx, app, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.e.Eventually("DependenciesReady=False GroupAsleep", func() (bool, string) {
+		es := s.e.Get(app)
+		c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady)
+		return c != nil && c.Reason == elastiv1alpha1.ReasonGroupAsleep, fmtConditions(es)
+	})
+
+	const naming = `Deployment "cache", has 0/1 replicas ready`
+	resp := s.do(realnet.Request{URL: "http://" + app + "/never", Timeout: 30 * time.Second})
+	if resp.Status != 504 || !strings.Contains(resp.Body, naming) {
+		t.Fatalf("want a 504 naming the cache, got %s", resp)
+	}
+	t.Logf("the hold ended: %d %s", resp.Status, strings.TrimSpace(resp.Body))
+	es := s.e.Get(app)
+	c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady)
+	if c == nil || c.Reason != elastiv1alpha1.ReasonDependencyNotReady || !strings.Contains(c.Message, naming) {
+		t.Errorf("DependenciesReady: %s", fmtConditions(es))
+	}
+	if got := s.e.Replicas(elastiv1alpha1.KindDeployment, "cache"); got != 1 {
+		t.Errorf("cache has %d replicas, want 1", got)
+	}
+	if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 0 {
+		t.Errorf("web was woken past a dependency that is not Ready: %d replicas", got)
+	}
 }
