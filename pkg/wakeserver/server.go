@@ -285,7 +285,11 @@ func (s *Server) wakeGroup(ctx context.Context, entry directory.Entry) (string, 
 	if step.Action == group.WakeTarget {
 		return "", nil
 	}
-	s.wakes.Record(ctx, entry.ElastiService, s.clock.Now())
+	now := s.clock.Now()
+	// The cold start counts from here, the whole group's wake (the
+	// observer keeps the first start of a wake).
+	s.observer.WakeStarted(entry.ElastiService, now)
+	s.wakes.Record(ctx, entry.ElastiService, now)
 	blocking := group.Blocking(members, step)
 	if step.Action == group.ScaleUp {
 		m := members[step.Index]
