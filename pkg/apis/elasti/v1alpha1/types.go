@@ -377,8 +377,9 @@ type ElastiServiceStatus struct {
 	Mode string `json:"mode,omitempty"`
 	// ObservedGeneration is the spec generation the status describes.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions hold at least Ready, with a reason saying why not, and
-	// ResolverPortsAssigned once the Service's ports are known.
+	// Conditions hold at least Ready, with a reason saying why not,
+	// ResolverPortsAssigned once the Service's ports are known, and with
+	// spec.wakeWith DependenciesReady.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// ResolverPorts are the resolver ports that front the Service's ports:
 	// one per TCP port of spec.service, and while a change of spec.service
