@@ -139,7 +139,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, err
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
-		Endpoints: endpoints, Probes: probes, Named: named, Registerer: registry, WakeToken: o.wakeToken,
+		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Registerer: registry, WakeToken: o.wakeToken,
 	})
 	if err != nil {
 		return nil, err

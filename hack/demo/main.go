@@ -10,8 +10,11 @@
 // the manifests' securityContext and limits; it prints each elasti pod's
 // image digest and container ID), applies a sample app with an Ingress,
 // waits for it to go idle (its request rate, scraped by Prometheus from
-// the app's own /metrics, is 0) and scale to zero, and wakes it twice: once by its short name from
-// a client pod, once through the ingress by its public host. Only the story is printed; every
+// the app's own /metrics, is 0) and scale to zero, its wake group (a
+// database StatefulSet and a worker, spec.wakeWith) after it, and wakes it
+// twice: once by its short name from a client pod, once through the
+// ingress by its public host, each time showing the group waking in
+// dependency order. Only the story is printed; every
 // component's log goes to a folder named at the end. Everything it starts
 // on this machine it stops on exit; the control plane keeps running for
 // you to explore (make cluster-down stops it).
@@ -388,7 +391,7 @@ func (d *demo) waitIdle() error {
 			info("%s  %s  request rate=%s", time.Now().Format("15:04:05"), now, value)
 			last, lastValue = now, value
 		}
-		if ptr.Deref(dep.Spec.Replicas, 1) == 0 && es.Status.Mode == elastiv1alpha1.ModeProxy {
+		if ptr.Deref(dep.Spec.Replicas, 1) == 0 && es.Status.Mode == elastiv1alpha1.ModeProxy && d.groupAsleep(es) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -462,7 +465,9 @@ func (d *demo) wake(how string, req realnet.Request) error {
 	step("Waking the app %s", how)
 	info("%s", curl(req))
 	req.Timeout = 2 * time.Minute
+	order := d.watchGroup()
 	resp, err := d.client.Do(d.ctx, req)
+	order.stop()
 	if err != nil {
 		return err
 	}
@@ -477,7 +482,114 @@ func (d *demo) wake(how string, req realnet.Request) error {
 		return err
 	}
 	info("now: replicas=%d", ptr.Deref(dep.Spec.Replicas, 1))
+	order.show()
 	return nil
+}
+
+// member is one workload of the app's wake group, as the demo shows it.
+type member struct{ kind, name string }
+
+// group is the app's wake group in wake order: spec.wakeWith, then the
+// target.
+func (d *demo) group() ([]member, error) {
+	es, err := d.elasti.ElastiV1alpha1().ElastiServices(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []member
+	for _, w := range es.Spec.WakeWith {
+		out = append(out, member{w.Ref().Kind, w.Name})
+	}
+	return append(out, member{elastiv1alpha1.KindDeployment, appName}), nil
+}
+
+// replicas reads a group member's spec.replicas and ready replicas.
+func (d *demo) replicas(m member) (int32, int32, error) {
+	if m.kind == elastiv1alpha1.KindStatefulSet {
+		st, err := d.kube.AppsV1().StatefulSets(appNamespace).Get(d.ctx, m.name, metav1.GetOptions{})
+		if err != nil {
+			return 0, 0, err
+		}
+		return ptr.Deref(st.Spec.Replicas, 1), st.Status.ReadyReplicas, nil
+	}
+	dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, m.name, metav1.GetOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	return ptr.Deref(dep.Spec.Replicas, 1), dep.Status.ReadyReplicas, nil
+}
+
+// groupAsleep reports whether every dependency of es is at zero too, and
+// says so once.
+func (d *demo) groupAsleep(es *elastiv1alpha1.ElastiService) bool {
+	for _, w := range es.Spec.WakeWith {
+		r, _, err := d.replicas(member{w.Ref().Kind, w.Name})
+		if err != nil || r > 0 {
+			return false
+		}
+	}
+	if len(es.Spec.WakeWith) > 0 {
+		info("its wake group sleeps after it: %d dependencies at zero", len(es.Spec.WakeWith))
+	}
+	return true
+}
+
+// wakeOrder records, while a wake is under way, when each member of the
+// group was first seen scaled up and first seen Ready.
+type wakeOrder struct {
+	start   time.Time
+	members []member
+	scaled  []time.Duration
+	ready   []time.Duration
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+// watchGroup polls the group every 20ms until stop.
+func (d *demo) watchGroup() *wakeOrder {
+	o := &wakeOrder{start: time.Now(), done: make(chan struct{}), stopped: make(chan struct{})}
+	o.members, _ = d.group()
+	o.scaled = make([]time.Duration, len(o.members))
+	o.ready = make([]time.Duration, len(o.members))
+	go func() {
+		defer close(o.stopped)
+		for {
+			for i, m := range o.members {
+				r, ready, err := d.replicas(m)
+				if err != nil {
+					continue
+				}
+				if o.scaled[i] == 0 && r > 0 {
+					o.scaled[i] = time.Since(o.start)
+				}
+				if o.ready[i] == 0 && r > 0 && ready >= r {
+					o.ready[i] = time.Since(o.start)
+				}
+			}
+			select {
+			case <-o.done:
+				return
+			case <-d.ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return o
+}
+
+func (o *wakeOrder) stop() { close(o.done); <-o.stopped }
+
+// show prints the group in wake order, with when each was scaled and Ready.
+func (o *wakeOrder) show() {
+	if len(o.members) < 2 {
+		return
+	}
+	info("the wake group, in dependency order (each Ready before the next is scaled), after the request:")
+	for i, m := range o.members {
+		info("  %d. %-11s %-13s scaled +%-7s Ready +%s", i+1, m.kind, m.name,
+			o.scaled[i].Round(time.Millisecond), o.ready[i].Round(time.Millisecond))
+	}
 }
 
 // pluginStatus builds the kubectl plugin from this tree and shows what it

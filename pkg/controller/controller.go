@@ -93,7 +93,9 @@ const (
 const (
 	indexByService = "byService" // ElastiServices and EndpointSlices by namespace/public Service
 	indexByTarget  = "byTarget"  // ElastiServices by namespace/Kind/name of the target
-	indexByOwner   = "byOwner"   // generated objects by namespace/name of the owning ElastiService
+	// ElastiServices by namespace/Kind/name of each workload in spec.wakeWith
+	indexByDependency = "byDependency"
+	indexByOwner      = "byOwner" // generated objects by namespace/name of the owning ElastiService
 )
 
 // Observer receives the controller's measurements (metrics.Operator is
@@ -299,7 +301,8 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	c.newQueues(metrics)
 
 	esInformer := inf.ElastiServices.Informer()
-	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget}); err != nil {
+	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget,
+		indexByDependency: indexElastiServiceByDependency}); err != nil {
 		return nil, err
 	}
 	c.elastiServiceIndexer = esInformer.GetIndexer()

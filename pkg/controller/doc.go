@@ -6,7 +6,8 @@
 //     status, and in front of a Service the resolver EndpointSlice with
 //     the private Service it needs).
 //   - scale-target keys (Deployment, StatefulSet, Rollout): mapped to the
-//     ElastiServices that name them through an index.
+//     ElastiServices that name them through an index, as their target or
+//     as a dependency in spec.wakeWith.
 //   - Service keys from EndpointSlice events: a public Service's endpoints
 //     decide the mode; the resolver's endpoints feed every proxy slice.
 //   - ElastiService keys whose private Service is wanted: created apart
@@ -40,6 +41,11 @@
 //     message of the Ready condition.
 //   - resolver ports: one resolver port per Service port, for per-port
 //     routing.
+//   - group: an ElastiService's dependencies (spec.wakeWith), in order,
+//     then its target. A group wake scales them one at a time, each
+//     Ready before the next (pkg/group decides; the wake server takes the
+//     first step, the controller the rest, on each dependency's events);
+//     the idle poller sleeps the dependencies after the target.
 //
 // # Files
 //
@@ -64,6 +70,8 @@
 //     those left behind.
 //   - targetsync.go, slicesync.go: the scale-target and EndpointSlice
 //     queues, mapping their events to ElastiServices.
+//   - group.go: the next step of a group wake, the DependenciesReady
+//     condition, and the dependencies a deletion or release restores.
 //
 // A new not-Ready exit is a check in readiness.go; a new reaction to an
 // object's events starts in controller.go's handlers or the two *sync.go

@@ -87,6 +87,12 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 	if err != nil && !scaletarget.IsNotFound(err) && !errors.Is(err, scaletarget.ErrUnsupportedKind) {
 		return 0, nil, err
 	}
+	if wait {
+		// The group first, so the target wakes to what it needs.
+		if err := c.restoreDependencies(ctx, es); err != nil {
+			return 0, nil, err
+		}
+	}
 	if targetPresent && state.Replicas == 0 && wait {
 		replicas := scaletarget.GoalFor(c.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
 		err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)

@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/group"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -22,6 +23,20 @@ func indexElastiServiceByTarget(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{targetIndexKey(scaletarget.RefFor(es))}, nil
+}
+
+// indexElastiServiceByDependency finds the ElastiServices whose
+// spec.wakeWith names a workload, keyed as the target index is.
+func indexElastiServiceByDependency(obj any) ([]string, error) {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok || len(es.Spec.WakeWith) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(es.Spec.WakeWith))
+	for _, d := range es.Spec.WakeWith {
+		keys = append(keys, targetIndexKey(group.RefOf(es.Namespace, d)))
+	}
+	return keys, nil
 }
 
 func targetIndexKey(r scaletarget.Ref) string { return r.Namespace + "/" + r.Kind + "/" + r.Name }

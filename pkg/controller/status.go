@@ -83,6 +83,7 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 			meta.SetStatusCondition(&next.Conditions, cond)
 		}
 	}
+	c.setGroupCondition(ctx, es, next)
 	events := c.trackSleepAndWake(ctx, next)
 	if equality.Semantic.DeepEqual(&es.Status, next) {
 		return nil

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -150,6 +151,9 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	}
 
 	ctx = c.observeTarget(ctx, es, state.Replicas)
+	// A group's next step is taken before routing and never holds it up:
+	// a failed scale is returned after the routing, to be retried.
+	ctx, groupErr := c.advanceGroup(ctx, es, state)
 
 	// Serve needs a pod that can take traffic now. Proxy starts as soon as
 	// the target is scaled to zero, before the cluster has removed the
@@ -163,10 +167,11 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return err
 	}
 	if serving {
-		return c.serve(ctx, es, public, ports)
+		err = c.serve(ctx, es, public, ports)
+	} else {
+		err = c.proxy(ctx, es, public, ports, state.Replicas, slice == nil, fenced, now)
 	}
-
-	return c.proxy(ctx, es, public, ports, state.Replicas, slice == nil, fenced, now)
+	return cmp.Or(err, groupErr)
 }
 
 // proxy puts the resolver in front of the Service: the target is at zero,

@@ -19,8 +19,20 @@ import (
 // until that sync writes the slice. When thousands are scaled down at once,
 // their status writes and other syncs must not come first. Each
 // ElastiService's replicas observer is told the target's replicas too, so a
-// scale-up from zero by anyone starts its cooldown.
+// scale-up from zero by anyone starts its cooldown. The ElastiServices whose
+// spec.wakeWith names the workload are queued as well.
 func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) error {
+	// A dependency's change (its readiness, above all) takes the wake of
+	// each group that names it one step on.
+	groups, err := c.elastiServiceIndexer.ByIndex(indexByDependency, targetIndexKey(ref))
+	if err != nil {
+		return err
+	}
+	for _, obj := range groups {
+		es := obj.(*elastiv1alpha1.ElastiService)
+		klog.FromContext(ctx).V(4).Info("Dependency changed", "dependency", ref.String(), "elastiService", klog.KObj(es))
+		c.enqueue(es.Key())
+	}
 	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
 	if err != nil || len(objs) == 0 {
 		return err // most of a cluster's Deployments have no ElastiService

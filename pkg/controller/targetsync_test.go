@@ -100,3 +100,28 @@ func replicasOf(d *appsv1.Deployment) any {
 	}
 	return *d.Spec.Replicas
 }
+
+// A workload named in spec.wakeWith maps to every ElastiService that names
+// it, so its readiness takes each group's wake a step on; a namesake of
+// another kind or namespace maps to none.
+func TestDependencyEventEnqueuesTheGroupsNamingIt(t *testing.T) {
+	f := newFixture(t)
+	db := elastiv1alpha1.Dependency{APIVersion: "apps/v1", Kind: elastiv1alpha1.KindStatefulSet, Name: "db"}
+	shop := newElastiService("shop", "shop", "shop")
+	shop.Spec.WakeWith = []elastiv1alpha1.Dependency{db, {APIVersion: "apps/v1", Kind: elastiv1alpha1.LegacyKindDeployments, Name: "worker"}}
+	blog := newElastiService("blog", "blog", "blog")
+	blog.Spec.WakeWith = []elastiv1alpha1.Dependency{db}
+	f.elastiServices = append(f.elastiServices, shop, blog, newElastiService("web", "web", "web"))
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	keys := capture(c)
+
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindStatefulSet, Namespace: testNamespace, Name: "db"}))
+	wantKeys(t, "StatefulSet shop/db", keys(), "shop/blog", "shop/shop")
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: "worker"}))
+	wantKeys(t, "Deployment shop/worker", keys(), "shop/shop")
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: testNamespace, Name: "db"}))
+	wantKeys(t, "Deployment shop/db", keys())
+	wantNoError(t, c.enqueueForTarget(ctx, scaletarget.Ref{Kind: elastiv1alpha1.KindStatefulSet, Namespace: "elsewhere", Name: "db"}))
+	wantKeys(t, "StatefulSet elsewhere/db", keys())
+}

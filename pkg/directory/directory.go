@@ -22,6 +22,9 @@ type Entry struct {
 	MinTargetReplicas int32
 	// Autoscaler is nil when none is configured.
 	Autoscaler *elastiv1alpha1.AutoscalerSpec
+	// WakeWith are the workloads woken before the target, in order
+	// (spec.wakeWith); nil for most.
+	WakeWith []elastiv1alpha1.Dependency
 }
 
 // Directory is safe for concurrent use.
@@ -54,6 +57,7 @@ func EntryFor(es *elastiv1alpha1.ElastiService) Entry {
 		a := *es.Spec.Autoscaler
 		e.Autoscaler = &a
 	}
+	e.WakeWith = slices.Clone(es.Spec.WakeWith)
 	return e
 }
 

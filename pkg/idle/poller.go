@@ -211,6 +211,9 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		case v.sleepNow:
 			return p.sleepOnRequest(ctx, es, ref, f.sleepRequestedAt, f.now), ""
 		}
+		if v.outcome == outcome.IdleAlreadyZero {
+			p.sleepDependencies(ctx, es, time.Time{})
+		}
 		if v.wake {
 			replicas := scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).Replicas
 			if !p.wakeOutsideWindow(ctx, es, ref, replicas) {
@@ -244,6 +247,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 	logger.V(2).Info("Scaled to zero", "target", ref.String(), "detail", answer.Detail)
 	p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Idle for %s (%s): scaled %s %q to 0", f.cooldown, answer.Detail, ref.Kind, ref.Name)
+	p.sleepDependencies(ctx, es, f.now)
 	return outcome.IdleScaledToZero, ""
 }
 

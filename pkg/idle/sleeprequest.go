@@ -24,6 +24,7 @@ func (p *Poller) sleepOnRequest(ctx context.Context, es *elastiv1alpha1.ElastiSe
 		klog.FromContext(ctx).V(2).Info("Scaled to zero on request", "elastiService", klog.KObj(es), "target", ref.String(), "requestedAt", at)
 		p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonScaledToZero, "Sleep requested at %s: scaled %s %q to 0",
 			at.UTC().Format(time.RFC3339), ref.Kind, ref.Name)
+		p.sleepDependencies(ctx, es, now)
 	}
 	return result
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
 // StatusRecorder stores status.lastScaledUpTime.
@@ -39,6 +41,12 @@ type Wakes struct {
 	// atZero holds when each ElastiService's target was first seen at
 	// zero since its last scale-up was seen.
 	atZero map[types.NamespacedName]time.Time
+	// up holds the ElastiServices whose target was last seen above zero,
+	// and sleptAt when each target was last seen going from above zero to
+	// zero: a sleep seen happening, unlike atZero, which a first look at
+	// a target long asleep sets too (see Pending).
+	up      map[types.NamespacedName]struct{}
+	sleptAt map[types.NamespacedName]time.Time
 	// writes tracks the asynchronous status writes; stopping (under mu)
 	// refuses new ones once Wait has begun.
 	writes   sync.WaitGroup
@@ -51,8 +59,10 @@ type Wakes struct {
 func NewWakes(baseCtx context.Context, status StatusRecorder, writeTimeout time.Duration) *Wakes {
 	return &Wakes{
 		status: status, writeTimeout: writeTimeout, baseCtx: context.WithoutCancel(baseCtx), clock: clock.RealClock{},
-		woken:  cache.NewExpiring(),
-		atZero: map[types.NamespacedName]time.Time{},
+		woken:   cache.NewExpiring(),
+		atZero:  map[types.NamespacedName]time.Time{},
+		up:      map[types.NamespacedName]struct{}{},
+		sleptAt: map[types.NamespacedName]time.Time{},
 	}
 }
 
@@ -110,9 +120,14 @@ func (w *Wakes) ObserveReplicas(ctx context.Context, es types.NamespacedName, re
 		if _, ok := w.atZero[es]; !ok {
 			w.atZero[es] = now
 		}
+		if _, wasUp := w.up[es]; wasUp {
+			delete(w.up, es)
+			w.sleptAt[es] = now
+		}
 		w.mu.Unlock()
 		return
 	}
+	w.up[es] = struct{}{}
 	since, wasZero := w.atZero[es]
 	delete(w.atZero, es)
 	last, _ := w.lastWake(es)
@@ -126,11 +141,38 @@ func (w *Wakes) ObserveReplicas(ctx context.Context, es types.NamespacedName, re
 	w.Record(ctx, es, now)
 }
 
+// Pending reports whether a wake of es's group (spec.wakeWith) is under
+// way while its target is at zero: a wake recorded, here or in status
+// (lastScaledUpTime), after the target last went to zero, as seen here
+// (a change from above zero to zero) or in status (lastScaledDownTime).
+// The later of each pair counts, so a sleep the poller just made, whose
+// status is not written yet, is never mistaken for a wake; a first look at
+// a target already at zero is no sleep, so a wake recorded just before it
+// still stands.
+func (w *Wakes) Pending(es types.NamespacedName, st *elastiv1alpha1.ElastiServiceStatus) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	up, _ := w.lastWake(es)
+	if t := st.LastScaledUpTime; t != nil && t.After(up) {
+		up = t.Time
+	}
+	if up.IsZero() {
+		return false
+	}
+	down := w.sleptAt[es]
+	if t := st.LastScaledDownTime; t != nil && t.After(down) {
+		down = t.Time
+	}
+	return up.After(down)
+}
+
 // Forget drops what is known of an ElastiService that no longer exists.
 func (w *Wakes) Forget(es types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.atZero, es)
+	delete(w.up, es)
+	delete(w.sleptAt, es)
 	w.woken.Delete(es)
 }
 

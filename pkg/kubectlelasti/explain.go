@@ -23,7 +23,8 @@ var explainCommand = subcommand{
 	name: "explain", args: "NAME ",
 	summary: "Say why an ElastiService is not sleeping, or not waking",
 	help: `Reads the ElastiService and its target and lists what holds it where it is:
-its conditions (Ready, TriggersEvaluated, ResolverPortsAssigned), a pending
+its conditions (Ready, TriggersEvaluated, ResolverPortsAssigned,
+DependenciesReady), a pending
 sleep request, spec.enabledPeriod, the cooldown left since the last wake,
 and its triggers. The operator does not record the triggers' verdict, only
 a failure to evaluate them: when nothing else blocks a sleep, the triggers
@@ -171,6 +172,13 @@ func wakeBlockers(es *elastiv1alpha1.ElastiService) []string {
 	}
 	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionResolverPortsAssigned); c != nil && c.Status != metav1.ConditionTrue {
 		out = append(out, fmt.Sprintf("no resolver port of its own (%s: %s): requests reach the resolver only by their Host header", c.Reason, c.Message))
+	}
+	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady); c != nil &&
+		c.Status != metav1.ConditionTrue && c.Reason != elastiv1alpha1.ReasonGroupAsleep {
+		out = append(out, fmt.Sprintf("its wake group waits on a dependency (%s: %s): the target is scaled only once every dependency in spec.wakeWith is Ready", c.Reason, c.Message))
+	}
+	if n := len(es.Spec.WakeWith); n > 0 {
+		out = append(out, fmt.Sprintf("a wake first scales its %d dependencies in spec.wakeWith, in order, each Ready before the next", n))
 	}
 	if window, err := schedule.FromSpec(es.Spec.EnabledPeriod); err == nil && es.Spec.EnabledPeriod != nil {
 		out = append(out, fmt.Sprintf("outside the enabled period %s the operator wakes it by itself", window))

@@ -442,6 +442,14 @@ func TestExplain(t *testing.T) {
 			"1. prometheus query=sum(rate(x[1m])) threshold=0.5"}},
 		{"asleep", elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) { es.Status.Mode = elastiv1alpha1.ModeProxy }), 0,
 			[]string{"State:       asleep", `the next request to Service "web" wakes it`}},
+		{"asleep, its group waiting on a dependency", elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
+			es.Status.Mode = elastiv1alpha1.ModeProxy
+			es.Spec.WakeWith = []elastiv1alpha1.Dependency{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}}
+			es.Status.Conditions = append(es.Status.Conditions, metav1.Condition{Type: elastiv1alpha1.ConditionDependenciesReady,
+				Status: metav1.ConditionFalse, Reason: elastiv1alpha1.ReasonDependencyNotReady, LastTransitionTime: *at(time.Minute),
+				Message: `Waking in order, the target waits: dependency 1 of 1, StatefulSet "db", has 0/1 replicas ready`})
+		}), 0, []string{`its wake group waits on a dependency (DependencyNotReady: Waking in order, the target waits: dependency 1 of 1, StatefulSet "db", has 0/1 replicas ready)`,
+			"a wake first scales its 1 dependencies in spec.wakeWith"}},
 	} {
 		var b bytes.Buffer
 		Explain(&b, c.es, c.replicas, now)

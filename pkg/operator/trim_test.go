@@ -57,10 +57,10 @@ func TestTrimScaleTargets(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "a"}, Annotations: map[string]string{"x": "y"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}},
 			},
-		}, Status: appsv1.DeploymentStatus{Replicas: 2, Conditions: []appsv1.DeploymentCondition{{Type: "Available"}}}},
+		}, Status: appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 1, Conditions: []appsv1.DeploymentCondition{{Type: "Available"}}}},
 		&appsv1.StatefulSet{ObjectMeta: fullMeta("s"), Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To[int32](2), VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{}},
-		}},
+		}, Status: appsv1.StatefulSetStatus{Replicas: 2, ReadyReplicas: 1}},
 	} {
 		out, err := trimForCache(obj)
 		if err != nil {
@@ -75,7 +75,7 @@ func TestTrimScaleTargets(t *testing.T) {
 		if _, ok := obj.(*appsv1.Deployment); ok {
 			wantPodLabels = map[string]string{"app": "a"}
 		}
-		if c.Labels != nil || ptr.Deref(c.Replicas, 0) != 2 || !reflect.DeepEqual(c.PodLabels, wantPodLabels) {
+		if c.Labels != nil || ptr.Deref(c.Replicas, 0) != 2 || !reflect.DeepEqual(c.PodLabels, wantPodLabels) || c.ReadyReplicas != 1 {
 			t.Errorf("%T cached as %+v", obj, c)
 		}
 	}

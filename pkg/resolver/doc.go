@@ -69,7 +69,8 @@
 //   - [NewInformerEndpoints]: an [EndpointSource] fed by shared Service and
 //     EndpointSlice informers.
 //   - [NewProbeIndex]: a [ProbeMatcher] fed by the ElastiService informer.
-//   - [NewNamedIndex]: which Services an ElastiService names.
+//   - [NewNamedIndex]: which Services an ElastiService names, and what a
+//     wake group's wake waits on ([NamedIndex.WaitingOn]).
 //   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.
 //   - [New]: the [Resolver], an http.Handler, plus [Resolver.Healthz] and
 //     [Resolver.Readyz].

@@ -139,13 +139,17 @@ func testConfig() Config {
 	return c
 }
 
-func newEnv(t *testing.T, cfg Config) *testEnv {
+func newEnv(t *testing.T, cfg Config, options ...func(*Options)) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	e := &testEnv{eps: NewMemoryEndpoints(), net: newFakeNet(), op: newFakeOperator(t), reg: prometheus.NewRegistry()}
 	e.probe = NewStaticProbeIndex(ctx)
 	cfg.OperatorURL = e.op.srv.URL
-	r, err := New(ctx, cfg, Options{Endpoints: e.eps, Probes: e.probe, Registerer: e.reg, Dial: e.net.dial})
+	opts := Options{Endpoints: e.eps, Probes: e.probe, Registerer: e.reg, Dial: e.net.dial}
+	for _, o := range options {
+		o(&opts)
+	}
+	r, err := New(ctx, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,5 +73,26 @@ func (f *NamedIndex) Named(svc ServiceRef) bool {
 	return err == nil && len(objs) > 0
 }
 
+// WaitingOn says what a wake of svc waits on, when the ElastiService whose
+// spec.service it is has a group (spec.wakeWith) and a dependency not
+// Ready: its DependenciesReady condition's message, as the operator wrote
+// it. Empty otherwise.
+func (f *NamedIndex) WaitingOn(svc ServiceRef) string {
+	objs, err := f.indexer.ByIndex(namedIndex, svc.Namespace+"/"+svc.Name)
+	if err != nil {
+		return ""
+	}
+	for _, obj := range objs {
+		es, ok := obj.(*elastiv1alpha1.ElastiService)
+		if !ok || es.Spec.Service != svc.Name {
+			continue
+		}
+		if c := waitingConditions(es.Status.Conditions); c != nil {
+			return fmt.Sprintf("ElastiService %s/%s: %s", es.Namespace, es.Name, c[0].Message)
+		}
+	}
+	return ""
+}
+
 // HasSynced reports whether the ElastiService informer has synced.
 func (f *NamedIndex) HasSynced() bool { return f.synced() }

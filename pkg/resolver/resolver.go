@@ -25,6 +25,9 @@ type Options struct {
 	// ElastiService names the Service, and is answered 404 at once
 	// otherwise. Without it every such request is answered 404 at once.
 	Named interface{ Named(ServiceRef) bool }
+	// Waiting is optional; with it, a hold that times out names what the
+	// wake waits on, a dependency of a wake group (NamedIndex is one).
+	Waiting interface{ WaitingOn(ServiceRef) string }
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
@@ -52,6 +55,7 @@ type Resolver struct {
 	eps     EndpointSource
 	probes  ProbeMatcher
 	named   interface{ Named(ServiceRef) bool }
+	waiting interface{ WaitingOn(ServiceRef) string }
 	admit   *admission
 	holds   *holder
 	conn    *connector
@@ -89,10 +93,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources)
 	return &Resolver{
-		cfg:    cfg,
-		eps:    opts.Endpoints,
-		probes: opts.Probes,
-		named:  opts.Named,
+		cfg:     cfg,
+		eps:     opts.Endpoints,
+		probes:  opts.Probes,
+		named:   opts.Named,
+		waiting: opts.Waiting,
 		admit: newAdmission(admissionLimits{perService: cfg.PerServiceQueue, global: cfg.GlobalQueue,
 			perSource: cfg.PerSourceQueue, heldBytes: cfg.MaxHeldBytes}, wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
@@ -167,7 +172,13 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	switch {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded):
-		httpError(w, http.StatusGatewayTimeout, fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc))
+		msg := fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc)
+		if r.waiting != nil {
+			if on := r.waiting.WaitingOn(svc); on != "" {
+				msg += "; " + on
+			}
+		}
+		httpError(w, http.StatusGatewayTimeout, msg)
 	case errors.Is(err, errClosed):
 		// Another resolver pod, or by then the woken pod itself, takes the
 		// retry: this one left the endpoints during its shutdown grace.

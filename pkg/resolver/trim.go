@@ -53,8 +53,21 @@ func TrimForCache(obj any) (any, error) {
 			TypeMeta:   o.TypeMeta,
 			ObjectMeta: meta,
 			Spec:       elastiv1alpha1.ElastiServiceSpec{Service: o.Spec.Service, ProbeResponse: o.Spec.ProbeResponse},
-			Status:     elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts},
+			Status:     elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts, Conditions: waitingConditions(o.Status.Conditions)},
 		}, nil
 	}
 	return obj, nil
+}
+
+// waitingConditions keeps of an ElastiService's conditions only a False
+// DependenciesReady of a wake that waits on a dependency: its message is
+// what a hold that times out tells the client (see NamedIndex.WaitingOn).
+func waitingConditions(conds []metav1.Condition) []metav1.Condition {
+	for _, c := range conds {
+		if c.Type == elastiv1alpha1.ConditionDependenciesReady && c.Status == metav1.ConditionFalse &&
+			(c.Reason == elastiv1alpha1.ReasonDependencyNotReady || c.Reason == elastiv1alpha1.ReasonDependencyMissing) {
+			return []metav1.Condition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+		}
+	}
+	return nil
 }

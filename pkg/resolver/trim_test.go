@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -68,11 +69,31 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 			Conditions:    []metav1.Condition{{Type: "Ready"}},
 		},
 	}
+	waiting := es.DeepCopy()
 	bulk(&es.ObjectMeta)
 	got, _ = TrimForCache(es.DeepCopy())
 	te := got.(*elastiv1alpha1.ElastiService)
 	if te.Spec.Service != "web" || len(te.Spec.ProbeResponse) != 1 || len(te.Status.ResolverPorts) != 1 || te.Generation != 3 ||
 		!te.CreationTimestamp.Equal(&es.CreationTimestamp) || te.Spec.Triggers != nil || te.Status.Conditions != nil || te.Annotations != nil {
 		t.Errorf("trimmed ElastiService = %+v", te)
+	}
+
+	// Of the conditions, only a wake group's DependenciesReady=False
+	// waiting on a dependency is kept: a timed-out hold names it.
+	notReady := metav1.Condition{Type: elastiv1alpha1.ConditionDependenciesReady, Status: metav1.ConditionFalse,
+		Reason: elastiv1alpha1.ReasonDependencyNotReady, Message: `dependency 1 of 1, StatefulSet "db", has 0/1 replicas ready`,
+		LastTransitionTime: metav1.Now(), ObservedGeneration: 3}
+	waiting.Status.Conditions = append(waiting.Status.Conditions, notReady)
+	got, _ = TrimForCache(waiting)
+	want := []metav1.Condition{{Type: notReady.Type, Status: notReady.Status, Reason: notReady.Reason, Message: notReady.Message}}
+	if te := got.(*elastiv1alpha1.ElastiService); !reflect.DeepEqual(te.Status.Conditions, want) {
+		t.Errorf("trimmed conditions = %+v, want %+v", te.Status.Conditions, want)
+	}
+	for _, reason := range []string{elastiv1alpha1.ReasonGroupAsleep, elastiv1alpha1.ReasonDependenciesReady} {
+		other := waiting.DeepCopy()
+		other.Status.Conditions[1].Reason = reason
+		if got, _ := TrimForCache(other); got.(*elastiv1alpha1.ElastiService).Status.Conditions != nil {
+			t.Errorf("%s kept: %+v", reason, got.(*elastiv1alpha1.ElastiService).Status.Conditions)
+		}
 	}
 }

@@ -175,9 +175,9 @@ func trimCRD(obj any) (any, error) {
 
 // trimRollout keeps of a Rollout what Scaler.Get and notify read: its
 // identity, generation, spec.replicas, the pod template's labels and
-// spec.workloadRef's kind and name, as they came. The rest of the pod
-// template and the status, most of a Rollout, are never read from the
-// cache.
+// spec.workloadRef's kind and name, as they came, and status.readyReplicas
+// (a Rollout in spec.wakeWith is Ready by it). The rest of the pod template
+// and the status, most of a Rollout, are never read from the cache.
 func trimRollout(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -210,6 +210,9 @@ func trimRollout(obj any) (any, error) {
 	}
 	if len(spec) > 0 {
 		out.Object["spec"] = spec
+	}
+	if ready, found, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "readyReplicas"); found {
+		out.Object["status"] = map[string]any{"readyReplicas": ready}
 	}
 	return out, nil
 }

@@ -29,7 +29,7 @@ func TestTrimRolloutKeepsWhatGetReads(t *testing.T) {
 			"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "scaleDown": "never"},
 			"strategy":    map[string]any{"canary": map[string]any{}},
 		},
-		"status": map[string]any{"replicas": int64(3)},
+		"status": map[string]any{"replicas": int64(3), "readyReplicas": int64(2)},
 	}}
 	out, err := trimRollout(in)
 	if err != nil {
@@ -44,6 +44,7 @@ func TestTrimRolloutKeepsWhatGetReads(t *testing.T) {
 			"template":    map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "r"}}},
 			"workloadRef": map[string]any{"kind": "Deployment", "name": "d"},
 		},
+		"status": map[string]any{"readyReplicas": int64(2)},
 	}
 	if got := out.(*unstructured.Unstructured).Object; !reflect.DeepEqual(got, want) {
 		t.Errorf("trimmed Rollout = %v, want %v", got, want)

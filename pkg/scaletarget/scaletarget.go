@@ -68,6 +68,10 @@ type State struct {
 	// ElastiService's Service selects them. Shared with the cache: do not
 	// mutate.
 	PodLabels map[string]string
+	// ReadyReplicas is status.readyReplicas: how many of the target's pods
+	// are Ready. A dependency of spec.wakeWith is Ready when it reaches
+	// the replicas it wants.
+	ReadyReplicas int32
 }
 
 // Interface is what the idle poller and the scale server use of a Scaler,
@@ -109,6 +113,8 @@ type Cached struct {
 	// PodLabels is spec.template.metadata.labels, the decoded map itself
 	// (no copy, so it costs only what the labels do).
 	PodLabels map[string]string
+	// ReadyReplicas is status.readyReplicas.
+	ReadyReplicas int32
 }
 
 // CacheTarget is the Cached form of a Deployment or StatefulSet, keeping
@@ -119,19 +125,21 @@ func CacheTarget(obj any) any {
 	var replicas *int32
 	var podLabels map[string]string
 	var kind string
+	var ready int32
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		meta, replicas, podLabels, kind = &o.ObjectMeta, o.Spec.Replicas, o.Spec.Template.Labels, elastiv1alpha1.KindDeployment
+		meta, replicas, podLabels, kind, ready = &o.ObjectMeta, o.Spec.Replicas, o.Spec.Template.Labels, elastiv1alpha1.KindDeployment, o.Status.ReadyReplicas
 	case *appsv1.StatefulSet:
-		meta, replicas, podLabels, kind = &o.ObjectMeta, o.Spec.Replicas, o.Spec.Template.Labels, elastiv1alpha1.KindStatefulSet
+		meta, replicas, podLabels, kind, ready = &o.ObjectMeta, o.Spec.Replicas, o.Spec.Template.Labels, elastiv1alpha1.KindStatefulSet, o.Status.ReadyReplicas
 	default:
 		return obj
 	}
 	return &Cached{
-		TypeMeta:   metav1.TypeMeta{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind},
-		ObjectMeta: Identity(*meta),
-		Replicas:   replicas,
-		PodLabels:  podLabels,
+		TypeMeta:      metav1.TypeMeta{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind},
+		ObjectMeta:    Identity(*meta),
+		Replicas:      replicas,
+		PodLabels:     podLabels,
+		ReadyReplicas: ready,
 	}
 }
 
@@ -151,7 +159,7 @@ func Identity(m metav1.ObjectMeta) metav1.ObjectMeta {
 
 // DeepCopyObject implements runtime.Object.
 func (c *Cached) DeepCopyObject() runtime.Object {
-	out := &Cached{TypeMeta: c.TypeMeta}
+	out := &Cached{TypeMeta: c.TypeMeta, ReadyReplicas: c.ReadyReplicas}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if c.Replicas != nil {
 		out.Replicas = ptr.To(*c.Replicas)
@@ -171,11 +179,13 @@ func cachedState(c cache.Store, resource string, ref Ref) (State, error) {
 	}
 	switch o := obj.(type) {
 	case *Cached:
-		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation, PodLabels: o.PodLabels}, nil
+		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation, PodLabels: o.PodLabels, ReadyReplicas: o.ReadyReplicas}, nil
 	case *appsv1.Deployment:
-		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels}, nil
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels,
+			ReadyReplicas: o.Status.ReadyReplicas}, nil
 	case *appsv1.StatefulSet:
-		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels}, nil
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels,
+			ReadyReplicas: o.Status.ReadyReplicas}, nil
 	}
 	return State{}, fmt.Errorf("%s cache holds a %T", resource, obj)
 }
@@ -203,7 +213,8 @@ func (s *Scaler) Get(ref Ref) (State, error) {
 		if !found {
 			replicas = 1
 		}
-		return State{Replicas: int32(replicas), Generation: obj.GetGeneration(), PodLabels: s.rolloutPodLabels(obj)}, nil
+		ready, _, _ := unstructured.NestedInt64(obj.Object, "status", "readyReplicas")
+		return State{Replicas: int32(replicas), Generation: obj.GetGeneration(), PodLabels: s.rolloutPodLabels(obj), ReadyReplicas: int32(ready)}, nil
 	}
 	return State{}, fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
 }

@@ -44,6 +44,52 @@ func ValidateSpec(spec *v1alpha1.ElastiServiceSpec, path *field.Path) field.Erro
 	errs = append(errs, validateTriggers(spec.Triggers, path.Child("triggers"))...)
 	errs = append(errs, validateProbeResponse(spec.ProbeResponse, path.Child("probeResponse"))...)
 	errs = append(errs, validateEnabledPeriod(spec.EnabledPeriod, path.Child("enabledPeriod"))...)
+	errs = append(errs, validateWakeWith(spec.WakeWith, spec.ScaleTargetRef, path.Child("wakeWith"))...)
+	return errs
+}
+
+// dependencyAPIVersions maps each kind a dependency may have to its API
+// version.
+var dependencyAPIVersions = map[string]string{
+	v1alpha1.KindDeployment:  v1alpha1.APIVersionApps,
+	v1alpha1.KindStatefulSet: v1alpha1.APIVersionApps,
+	v1alpha1.KindRollout:     v1alpha1.APIVersionArgoV1,
+}
+
+// validateWakeWith checks spec.wakeWith: at most MaxWakeWith workloads the
+// operator can scale, each once, none of them the target itself. There is
+// no namespace to check: a dependency is always in the ElastiService's own
+// namespace.
+func validateWakeWith(deps []v1alpha1.Dependency, target v1alpha1.ScaleTargetRef, path *field.Path) field.ErrorList {
+	if len(deps) > v1alpha1.MaxWakeWith {
+		return field.ErrorList{field.TooMany(path, len(deps), v1alpha1.MaxWakeWith)}
+	}
+	var errs field.ErrorList
+	seen := map[v1alpha1.ScaleTargetRef]bool{}
+	target = target.Canonical()
+	for i, d := range deps {
+		p := path.Index(i)
+		ref := d.Ref()
+		want, ok := dependencyAPIVersions[ref.Kind]
+		switch {
+		case !ok:
+			errs = append(errs, field.NotSupported(p.Child("kind"), shorten(d.Kind),
+				[]string{v1alpha1.KindDeployment, v1alpha1.KindStatefulSet, v1alpha1.KindRollout}))
+		case d.APIVersion != want:
+			errs = append(errs, field.Invalid(p.Child("apiVersion"), shorten(d.APIVersion), fmt.Sprintf("a %s is %s", ref.Kind, want)))
+		}
+		errs = append(errs, validateName(p.Child("name"), d.Name, utilvalidation.IsDNS1123Subdomain)...)
+		if d.Replicas < 0 {
+			errs = append(errs, field.Invalid(p.Child("replicas"), d.Replicas, "must be 0 (meaning 1) or more"))
+		}
+		key := v1alpha1.ScaleTargetRef{Kind: ref.Kind, Name: ref.Name}
+		if ref.Kind == target.Kind && ref.Name == target.Name {
+			errs = append(errs, field.Invalid(p, ref.Kind+" "+shorten(ref.Name), "is the scaleTargetRef, which always wakes last"))
+		} else if seen[key] {
+			errs = append(errs, field.Duplicate(p, ref.Kind+" "+shorten(ref.Name)))
+		}
+		seen[key] = true
+	}
 	return errs
 }
 

@@ -55,6 +55,47 @@ func TestValidateElastiService(t *testing.T) {
 			}
 		}, nil},
 
+		{"a database and a worker", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{
+				{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Replicas: 3},
+				{APIVersion: "apps/v1", Kind: "deployments", Name: "worker"},
+				{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "cache"},
+			}
+		}, nil},
+		{"eight dependencies", func(s *v1alpha1.ElastiServiceSpec) {
+			for i := range v1alpha1.MaxWakeWith {
+				s.WakeWith = append(s.WakeWith, v1alpha1.Dependency{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("d%d", i)})
+			}
+		}, nil},
+		{"nine dependencies", func(s *v1alpha1.ElastiServiceSpec) {
+			for i := range v1alpha1.MaxWakeWith + 1 {
+				s.WakeWith = append(s.WakeWith, v1alpha1.Dependency{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("d%d", i)})
+			}
+		}, []string{"spec.wakeWith: Too many"}},
+		{"dependency of an unknown kind", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{{APIVersion: "batch/v1", Kind: "Job", Name: "migrate"}}
+		}, []string{"spec.wakeWith[0].kind: Unsupported value"}},
+		{"dependency with the wrong apiVersion", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{{APIVersion: "apps/v1", Kind: "Rollout", Name: "cache"}}
+		}, []string{"spec.wakeWith[0].apiVersion: Invalid value"}},
+		{"dependency in another namespace", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "other/db"}}
+		}, []string{"spec.wakeWith[0].name: Invalid value"}},
+		{"dependency without a name", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{{APIVersion: "apps/v1", Kind: "StatefulSet"}}
+		}, []string{"spec.wakeWith[0].name: Required value"}},
+		{"negative dependency replicas", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Replicas: -1}}
+		}, []string{"spec.wakeWith[0].replicas: Invalid value"}},
+		{"dependency named twice", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{
+				{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"},
+				{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Replicas: 2},
+			}
+		}, []string{"spec.wakeWith[1]: Duplicate value"}},
+		{"the target as its own dependency", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WakeWith = []v1alpha1.Dependency{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web-v2.1"}}
+		}, []string{"spec.wakeWith[0]: Invalid value"}},
 		{"empty service", func(s *v1alpha1.ElastiServiceSpec) { s.Service = "" }, []string{"spec.service: Required value"}},
 		{"service in another namespace", func(s *v1alpha1.ElastiServiceSpec) { s.Service = "other-ns/web" }, []string{"spec.service: Invalid value"}},
 		{"service path", func(s *v1alpha1.ElastiServiceSpec) { s.Service = "../other" }, []string{"spec.service: Invalid value"}},

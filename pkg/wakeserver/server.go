@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/group"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
@@ -152,9 +153,12 @@ func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg str
 	if !ok {
 		return outcome.WakeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
 	}
-	result, err = s.wake(svc, entry)
+	result, detail, err := s.wake(svc, entry)
 	if err != nil {
 		return outcome.WakeFailed, http.StatusBadGateway, err.Error()
+	}
+	if detail != "" {
+		return result, http.StatusOK, detail
 	}
 	if result == outcome.WakeScaled {
 		goal := scaletarget.GoalFor(s.scaler, targetRef(entry), entry.MinTargetReplicas, entry.Autoscaler)
@@ -183,18 +187,27 @@ func (s *Server) authorized(r *http.Request) bool {
 // wake was decided on: then the target changed since (someone scaled it
 // back down) and is looked at afresh. A call records its wake before it
 // ends, so a request either shares a call or sees the wake it made.
-func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.Wake, error) {
-	result, err, _ := s.calls.Do(svc.String(), func() (any, error) {
+func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.Wake, string, error) {
+	answer, err, _ := s.calls.Do(svc.String(), func() (any, error) {
 		if s.settledUp(svc, entry) {
-			return outcome.WakeAlreadyUp, nil
+			return wakeAnswer{result: outcome.WakeAlreadyUp}, nil
 		}
-		result, generation, err := s.wakeTarget(entry)
+		result, generation, detail, err := s.wakeTarget(entry)
 		if err == nil {
 			s.settle(svc, generation)
 		}
-		return result, err
+		return wakeAnswer{result: result, detail: detail}, err
 	})
-	return result.(outcome.Wake), err
+	a := answer.(wakeAnswer)
+	return a.result, a.detail, err
+}
+
+// wakeAnswer is what a coalesced wake call returns to every waiter.
+type wakeAnswer struct {
+	result outcome.Wake
+	// detail, when set, replaces the usual message (a group wake that has
+	// not reached the target yet).
+	detail string
 }
 
 // settledUp reports whether svc was woken within SettleWindow and its target
@@ -221,24 +234,33 @@ func targetRef(entry directory.Entry) scaletarget.Ref {
 
 // wakeTarget scales the target to its minimum unless it is already there. It
 // returns the generation of the cached target the decision was made on.
-func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, error) {
+// For a group (spec.wakeWith) it scales the target only once every
+// dependency is Ready; until then it records the wake, so the controller
+// carries it on as each dependency becomes Ready, and takes the next step
+// itself (see wakeGroup).
+func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, string, error) {
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.WakeTimeout)
 	defer cancel()
 	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name))
 	ref := targetRef(entry)
 	state, err := s.scaler.Get(ref)
 	if err != nil {
-		return outcome.WakeFailed, 0, fmt.Errorf("cannot read scale target %s: %w", ref, err)
+		return outcome.WakeFailed, 0, "", fmt.Errorf("cannot read scale target %s: %w", ref, err)
 	}
 	// With an HPA that owns the target, one replica is up: above zero the
 	// HPA decides the count (see scaletarget.GoalFor).
 	goal := scaletarget.GoalFor(s.scaler, ref, entry.MinTargetReplicas, entry.Autoscaler)
 	if state.Replicas >= goal.UpAt {
-		return outcome.WakeAlreadyUp, state.Generation, nil
+		return outcome.WakeAlreadyUp, state.Generation, "", nil
+	}
+	if len(entry.WakeWith) > 0 {
+		if detail, err := s.wakeGroup(ctx, entry); detail != "" || err != nil {
+			return outcome.WakeScaled, state.Generation, detail, err
+		}
 	}
 	err = scaletarget.Wake(ctx, s.scaler, ref, goal.Replicas, entry.Autoscaler)
 	if !scaletarget.Woken(err) {
-		return outcome.WakeFailed, 0, err
+		return outcome.WakeFailed, 0, "", err
 	}
 	if err != nil {
 		logger.Error(err, "Woke the target; KEDA stays paused")
@@ -247,5 +269,39 @@ func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, error) 
 	now := s.clock.Now()
 	s.observer.WakeStarted(entry.ElastiService, now)
 	s.wakes.Record(ctx, entry.ElastiService, now)
-	return outcome.WakeScaled, state.Generation, nil
+	return outcome.WakeScaled, state.Generation, "", nil
+}
+
+// wakeGroup takes the next step of a group wake whose target is at zero:
+// it records the wake (the controller carries a recorded wake on, one
+// dependency at a time, as each becomes Ready) and scales the first
+// dependency that is below what it wants, if every one before it is
+// Ready. It returns what the wake waits on, or "" once every dependency is
+// Ready and the target may be scaled.
+func (s *Server) wakeGroup(ctx context.Context, entry directory.Entry) (string, error) {
+	members := make([]group.Member, 0, len(entry.WakeWith))
+	for _, d := range entry.WakeWith {
+		ref := group.RefOf(entry.ElastiService.Namespace, d)
+		st, err := s.scaler.Get(ref)
+		members = append(members, group.Member{Ref: ref, Wanted: d.Wanted(), Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas, Err: err})
+	}
+	step := group.Next(members)
+	if step.Action == group.WakeTarget {
+		return "", nil
+	}
+	now := s.clock.Now()
+	// The cold start counts from here, the whole group's wake (the
+	// observer keeps the first start of a wake).
+	s.observer.WakeStarted(entry.ElastiService, now)
+	s.wakes.Record(ctx, entry.ElastiService, now)
+	blocking := group.Blocking(members, step)
+	if step.Action == group.ScaleUp {
+		m := members[step.Index]
+		if err := s.scaler.Scale(ctx, m.Ref, m.Wanted); err != nil {
+			return "", fmt.Errorf("waking the group of %s: %w", entry.ElastiService, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Scaled up a dependency from a request", "elastiService",
+			klog.KRef(entry.ElastiService.Namespace, entry.ElastiService.Name), "dependency", m.Ref.String(), "replicas", m.Wanted)
+	}
+	return fmt.Sprintf("waking the group of %s in order: %s", entry.ElastiService, blocking), nil
 }

@@ -55,7 +55,11 @@ var expectedEnums = map[string][]string{
 	"spec.probeResponse[].path.type":          {MatchExact, MatchPathPrefix, MatchRegularExpression},
 	"spec.probeResponse[].headers[].type":     {MatchExact, MatchRegularExpression},
 	"spec.probeResponse[].queryParams[].type": {MatchExact, MatchRegularExpression},
-	"status.mode":                             {ModeProxy, ModeServe},
+	"spec.wakeWith[].apiVersion":              {APIVersionApps, APIVersionArgoV1},
+	"spec.wakeWith[].kind": {
+		LegacyKindDeployments, LegacyKindRollouts, KindDeployment, KindStatefulSet, KindRollout,
+	},
+	"status.mode": {ModeProxy, ModeServe},
 	"status.conditions[].status": {
 		string(metav1.ConditionTrue), string(metav1.ConditionFalse), string(metav1.ConditionUnknown),
 	},
@@ -311,6 +315,7 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 		"spec.probeResponse[].headers":     MaxProbeMatches,
 		"spec.probeResponse[].queryParams": MaxProbeMatches,
 		"status.recentColdStarts":          MaxRecentColdStarts,
+		"spec.wakeWith":                    MaxWakeWith,
 	} {
 		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxItems, -1) != want {
 			t.Errorf("%s: want maxItems %d", path, want)
@@ -466,6 +471,18 @@ func TestCRDValidatesObjects(t *testing.T) {
 		{"target name of 254", func(e *ElastiService) { e.Spec.ScaleTargetRef.Name = strings.Repeat("n", 254) }, false},
 		{"10 triggers", func(e *ElastiService) { e.Spec.Triggers = slices.Repeat(e.Spec.Triggers[:1], MaxTriggers) }, true},
 		{"11 triggers", func(e *ElastiService) { e.Spec.Triggers = slices.Repeat(e.Spec.Triggers[:1], MaxTriggers+1) }, false},
+		{"8 wakeWith", func(e *ElastiService) {
+			e.Spec.WakeWith = slices.Repeat([]Dependency{{APIVersion: APIVersionApps, Kind: KindStatefulSet, Name: "db"}}, MaxWakeWith)
+		}, true},
+		{"9 wakeWith", func(e *ElastiService) {
+			e.Spec.WakeWith = slices.Repeat([]Dependency{{APIVersion: APIVersionApps, Kind: KindStatefulSet, Name: "db"}}, MaxWakeWith+1)
+		}, false},
+		{"wakeWith without a name", func(e *ElastiService) {
+			e.Spec.WakeWith = []Dependency{{APIVersion: APIVersionApps, Kind: KindStatefulSet}}
+		}, false},
+		{"wakeWith of an unknown kind", func(e *ElastiService) {
+			e.Spec.WakeWith = []Dependency{{APIVersion: APIVersionApps, Kind: "Job", Name: "db"}}
+		}, false},
 		{"unknown autoscaler type", func(e *ElastiService) { e.Spec.Autoscaler.Type = "vpa" }, false},
 		{"headers match PathPrefix", func(e *ElastiService) { e.Spec.ProbeResponse[0].Headers[0].Type = MatchPathPrefix }, false},
 		{"probe status 42", func(e *ElastiService) { e.Spec.ProbeResponse[0].Response.Status = 42 }, false},

@@ -128,9 +128,35 @@ const (
 	MaxProbeRegexpCost = 256
 )
 
+// MaxWakeWith bounds spec.wakeWith; the CRD schema's maxItems repeats it,
+// and the operator checks it too (pkg/validation). A real group is a
+// database, a cache and a worker or two; each entry is waited on in turn
+// while a request is held, so a long chain only makes a cold start longer.
+const MaxWakeWith = 8
+
 // Condition types and reasons in status.conditions.
 const (
 	ConditionReady = "Ready"
+	// ConditionDependenciesReady is present only on an ElastiService with
+	// spec.wakeWith. While the group is wanted up it is False as long as a
+	// dependency has fewer ready replicas than it wants, with the reason
+	// DependencyNotReady and a message naming the first such dependency and
+	// its ready/wanted counts; the target is not woken past it. True
+	// (DependenciesReady) once every dependency is Ready; False with
+	// GroupAsleep while the group sleeps.
+	ConditionDependenciesReady = "DependenciesReady"
+	// ReasonDependenciesReady: every dependency has its wanted replicas
+	// ready.
+	ReasonDependenciesReady = "DependenciesReady"
+	// ReasonDependencyNotReady: a wake waits on the dependency the message
+	// names.
+	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonDependencyMissing: a dependency does not exist (or its kind is
+	// not served); the wake waits on it.
+	ReasonDependencyMissing = "DependencyMissing"
+	// ReasonGroupAsleep: the target is asleep and no wake is under way;
+	// the dependencies may be at zero.
+	ReasonGroupAsleep = "GroupAsleep"
 	// ConditionResolverPortsAssigned is True when every TCP port of the
 	// public Service has a resolver port of its own (see ResolverPorts).
 	// False means the Service is reached through Host routing on the
@@ -215,6 +241,40 @@ type ElastiServiceSpec struct {
 	// ProbeResponse lists requests the resolver answers itself while the
 	// target is at zero, so health checkers do not wake it.
 	ProbeResponse []ProbeResponseRule `json:"probeResponse,omitempty"`
+	// WakeWith lists workloads, in the ElastiService's namespace, that wake
+	// with the target, in order: each is scaled up and Ready before the next
+	// is scaled, and the target last. After the target sleeps, each is
+	// scaled to zero unless another ElastiService that names it is awake or
+	// it is another ElastiService's scaleTargetRef. At most MaxWakeWith.
+	// KubeElasti has no such field; omitted, nothing changes.
+	WakeWith []Dependency `json:"wakeWith,omitempty"`
+}
+
+// Dependency is one workload of spec.wakeWith: a Deployment, StatefulSet or
+// Rollout in the ElastiService's own namespace (there is no namespace
+// field: an ElastiService never scales another namespace's workload).
+type Dependency struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// Replicas is what a wake scales the dependency to, and how many of
+	// its replicas must be ready before the next one is scaled; 0 or unset
+	// means 1.
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// Ref returns the dependency as a scale target reference, legacy kinds
+// canonicalised.
+func (d Dependency) Ref() ScaleTargetRef {
+	return ScaleTargetRef{APIVersion: d.APIVersion, Kind: d.Kind, Name: d.Name}.Canonical()
+}
+
+// Wanted is the replica count a wake scales the dependency to.
+func (d Dependency) Wanted() int32 {
+	if d.Replicas < 1 {
+		return 1
+	}
+	return d.Replicas
 }
 
 // ScaleTargetRef identifies a workload with a scale subresource.
@@ -333,8 +393,9 @@ type ElastiServiceStatus struct {
 	Mode string `json:"mode,omitempty"`
 	// ObservedGeneration is the spec generation the status describes.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions hold at least Ready, with a reason saying why not, and
-	// ResolverPortsAssigned once the Service's ports are known.
+	// Conditions hold at least Ready, with a reason saying why not,
+	// ResolverPortsAssigned once the Service's ports are known, and with
+	// spec.wakeWith DependenciesReady.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// ResolverPorts are the resolver ports that front the Service's ports:
 	// one per TCP port of spec.service, and while a change of spec.service
