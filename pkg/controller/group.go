@@ -100,7 +100,7 @@ func (c *Controller) advanceGroup(ctx context.Context, es *elastiv1alpha1.Elasti
 // Ready (see scaletarget.Wake for the error policy).
 func (c *Controller) wakeGroupTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
 	ref := scaletarget.RefFor(es)
-	replicas := directory.EntryFor(es).MinTargetReplicas
+	replicas := scaletarget.GoalFor(c.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
 	err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		return err
