@@ -191,7 +191,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	// No RolloutInformer: Rollout targets must report the CRD as missing.
 	f.replicas = &seenReplicas{}
-	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Informer().GetIndexer(), inf.StatefulSets.Informer().GetIndexer(), nil)
+	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Informer().GetIndexer(), inf.StatefulSets.Informer().GetIndexer(), nil, nil)
 
 	c, err := New(ctx, f.kubeClient, f.elastiClient, f.scaler, f.directory, inf, Config{
 		ResolverNamespace:    resolverNamespace,

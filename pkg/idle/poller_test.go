@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -55,6 +57,11 @@ func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) 
 	defer f.mu.Unlock()
 	f.keda = append(f.keda, paused)
 	return nil
+}
+
+// HPA finds no HorizontalPodAutoscaler: the tests here name none.
+func (f *fakeScaler) HPA(_, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	return nil, apierrors.NewNotFound(autoscalingv2.Resource("horizontalpodautoscalers"), name)
 }
 
 // fakeRouter manages every ElastiService, moves none and fronts at once,

@@ -254,12 +254,11 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 			ctrl.OnRolloutChange(r)
 		}
 	})
-	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts)
 	// The HPAs spec.autoscaler names (type hpa): one shared watch, scoped
 	// like the others, read only, and only in an ElastiService's own
 	// namespace (scaletarget.GoalFor).
 	hpas := o.kubeFactory.Autoscaling().V2().HorizontalPodAutoscalers()
-	o.Scaler.SetHPALister(hpas.Lister())
+	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts, hpas.Lister())
 
 	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
 		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),

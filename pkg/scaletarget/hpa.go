@@ -5,7 +5,6 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	autoscalingv2listers "k8s.io/client-go/listers/autoscaling/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
@@ -77,18 +76,12 @@ type WakeGoal struct {
 }
 
 // GoalFor is the wake goal of ref, an ElastiService's target, with
-// minTargetReplicas minTarget and spec.autoscaler autoscaler. src is asked
-// for the HPA if it is an HPAReader (a Scaler is one, once its HPA lister
-// is set); otherwise, and without an HPA that owns the target, the goal is
-// minTarget, as it always was.
-func GoalFor(src any, ref Ref, minTarget int32, autoscaler *elastiv1alpha1.AutoscalerSpec) WakeGoal {
+// minTargetReplicas minTarget and spec.autoscaler autoscaler, reading the
+// HPA through r (a Scaler reads its cache). Without an HPA that owns the
+// target, the goal is minTarget, as it always was.
+func GoalFor(r HPAReader, ref Ref, minTarget int32, autoscaler *elastiv1alpha1.AutoscalerSpec) WakeGoal {
 	plain := WakeGoal{Replicas: minTarget, UpAt: minTarget}
 	if autoscaler == nil || autoscaler.Type != elastiv1alpha1.AutoscalerTypeHPA {
-		return plain
-	}
-	r, ok := src.(HPAReader)
-	if !ok {
-		plain.HPA = HPAUnreadable
 		return plain
 	}
 	hpa, err := r.HPA(ref.Namespace, autoscaler.Name)
@@ -142,12 +135,8 @@ func groupOf(kind string) string {
 	return "apps"
 }
 
-// errHPAsNotWatched is HPA's answer while the Scaler has no HPA lister.
+// errHPAsNotWatched is HPA's answer for a Scaler made without an HPA cache.
 var errHPAsNotWatched = errors.New("HorizontalPodAutoscalers are not watched")
-
-// SetHPALister gives s the cache of HorizontalPodAutoscalers that HPA
-// reads, making s an HPAReader that answers.
-func (s *Scaler) SetHPALister(l autoscalingv2listers.HorizontalPodAutoscalerLister) { s.hpas = l }
 
 // HPA reads a HorizontalPodAutoscaler from the cache; a missing one is a
 // NotFound API error.

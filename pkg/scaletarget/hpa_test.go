@@ -31,9 +31,7 @@ func scalerWithHPAs(t *testing.T, hpas ...*autoscalingv2.HorizontalPodAutoscaler
 			t.Fatal(err)
 		}
 	}
-	s := NewScaler(nil, nil, nil, nil, nil)
-	s.SetHPALister(autoscalingv2listers.NewHorizontalPodAutoscalerLister(idx))
-	return s
+	return NewScaler(nil, nil, nil, nil, nil, autoscalingv2listers.NewHorizontalPodAutoscalerLister(idx))
 }
 
 func TestGoalFor(t *testing.T) {
@@ -54,7 +52,7 @@ func TestGoalFor(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name       string
-		src        any
+		src        HPAReader
 		minTarget  int32
 		autoscaler *elastiv1alpha1.AutoscalerSpec
 		want       WakeGoal
@@ -71,8 +69,7 @@ func TestGoalFor(t *testing.T) {
 		{"HPA of another group", s, 2, hpa("othergroup"), WakeGoal{Replicas: 2, UpAt: 2, HPA: HPAOtherTarget}},
 		{"HPA of another namespace", s, 2, hpa("elsewhere"), WakeGoal{Replicas: 2, UpAt: 2, HPA: HPANotFound}},
 		{"missing HPA", s, 2, hpa("missing"), WakeGoal{Replicas: 2, UpAt: 2, HPA: HPANotFound}},
-		{"HPAs not watched", NewScaler(nil, nil, nil, nil, nil), 2, hpa("floor3"), WakeGoal{Replicas: 2, UpAt: 2, HPA: HPAUnreadable}},
-		{"no HPA reader", struct{}{}, 2, hpa("floor3"), WakeGoal{Replicas: 2, UpAt: 2, HPA: HPAUnreadable}},
+		{"HPAs not watched", NewScaler(nil, nil, nil, nil, nil, nil), 2, hpa("floor3"), WakeGoal{Replicas: 2, UpAt: 2, HPA: HPAUnreadable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := GoalFor(tc.src, web, tc.minTarget, tc.autoscaler); got != tc.want {

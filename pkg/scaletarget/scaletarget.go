@@ -80,6 +80,7 @@ type Interface interface {
 	Get(ref Ref) (State, error)
 	Scale(ctx context.Context, ref Ref, replicas int32) error
 	KEDAPauser
+	HPAReader
 }
 
 // Scaler reads targets from caches and scales them.
@@ -89,15 +90,19 @@ type Scaler struct {
 	deployments  cache.Store
 	statefulSets cache.Store
 	rollouts     *RolloutInformer
-	// hpas, when set (SetHPALister), makes the Scaler an HPAReader.
+	// hpas is the cache of HorizontalPodAutoscalers GoalFor reads through
+	// HPA; nil when HPAs are not watched.
 	hpas autoscalingv2listers.HorizontalPodAutoscalerLister
 }
 
 // NewScaler wires a Scaler to the Deployment and StatefulSet informer
-// caches, which may hold Cached targets or the typed objects. rollouts may
-// be nil when Rollouts are not watched.
-func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments, statefulSets cache.Store, rollouts *RolloutInformer) *Scaler {
-	return &Scaler{kube: kube, dynamic: dyn, deployments: deployments, statefulSets: statefulSets, rollouts: rollouts}
+// caches, which may hold Cached targets or the typed objects, and to the
+// HorizontalPodAutoscaler cache wakes read (see GoalFor). rollouts may be
+// nil when Rollouts are not watched, hpas when HPAs are not: every HPA
+// then reads as Unreadable, and a wake goes by minTargetReplicas alone.
+func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments, statefulSets cache.Store, rollouts *RolloutInformer,
+	hpas autoscalingv2listers.HorizontalPodAutoscalerLister) *Scaler {
+	return &Scaler{kube: kube, dynamic: dyn, deployments: deployments, statefulSets: statefulSets, rollouts: rollouts, hpas: hpas}
 }
 
 // Cached is what the operator's informer caches keep of a Deployment or

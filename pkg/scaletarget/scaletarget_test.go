@@ -35,7 +35,7 @@ func TestGetFromCachedAndTypedObjects(t *testing.T) {
 	if err := statefulSets.Add(CacheTarget(&appsv1.StatefulSet{ObjectMeta: meta("sts"), Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}})); err != nil {
 		t.Fatal(err)
 	}
-	s := NewScaler(nil, nil, deployments, statefulSets, nil)
+	s := NewScaler(nil, nil, deployments, statefulSets, nil, nil)
 	for _, tc := range []struct {
 		kind, name string
 		want       State
@@ -92,7 +92,7 @@ func TestGetReturnsPodLabels(t *testing.T) {
 		trimmed, _ := trimRollout(u)
 		_ = rollouts.Add(trimmed)
 	}
-	s := NewScaler(nil, nil, deployments, statefulSets, &RolloutInformer{informer: fakeInformer{indexer: rollouts}})
+	s := NewScaler(nil, nil, deployments, statefulSets, &RolloutInformer{informer: fakeInformer{indexer: rollouts}}, nil)
 	for _, tc := range []struct {
 		ref  Ref
 		want map[string]string

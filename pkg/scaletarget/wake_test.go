@@ -58,7 +58,7 @@ func TestWakeErrorPolicy(t *testing.T) {
 					return true, nil, errors.New("admission webhook said no")
 				})
 			}
-			s := NewScaler(kube, dyn, nil, nil, nil)
+			s := NewScaler(kube, dyn, nil, nil, nil, nil)
 
 			err := Wake(t.Context(), s, Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: "ns", Name: tc.target}, 2, tc.autoscaler)
 			if Woken(err) != tc.wantWoken || errors.Is(err, ErrKEDANotResumed) != tc.wantKEDAErr {

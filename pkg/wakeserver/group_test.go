@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -29,6 +30,11 @@ func (g *groupScaler) Get(ref scaletarget.Ref) (scaletarget.State, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.states[ref.Name], nil
+}
+
+// HPA finds no HorizontalPodAutoscaler: the groups here name none.
+func (g *groupScaler) HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	return (*fakeScaler)(nil).HPA(namespace, name)
 }
 
 func (g *groupScaler) Scale(_ context.Context, ref scaletarget.Ref, n int32) error {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -66,6 +68,11 @@ func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) 
 	defer f.mu.Unlock()
 	f.keda = append(f.keda, paused)
 	return nil
+}
+
+// HPA finds no HorizontalPodAutoscaler: the tests here name none.
+func (f *fakeScaler) HPA(_, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	return nil, apierrors.NewNotFound(autoscalingv2.Resource("horizontalpodautoscalers"), name)
 }
 
 // fakeWakes counts the wakes recorded.
