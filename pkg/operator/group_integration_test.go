@@ -1,11 +1,9 @@
 package operator_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,80 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
-
-// groupLog records, from watches, when each workload of a namespace was
-// first seen scaled up (spec.replicas > 0) and first seen with its wanted
-// replicas ready, so a test can check the order a group woke in.
-type groupLog struct {
-	mu     sync.Mutex
-	scaled map[string]time.Time
-	ready  map[string]time.Time
-	// wanted is the ready count each workload counts as Ready at.
-	wanted map[string]int32
-}
-
-func watchGroup(e *testenv.Env, wanted map[string]int32) *groupLog {
-	e.T.Helper()
-	l := &groupLog{scaled: map[string]time.Time{}, ready: map[string]time.Time{}, wanted: wanted}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.T.Cleanup(cancel)
-	deps, err := e.Kube.AppsV1().Deployments(e.NS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	sets, err := e.Kube.AppsV1().StatefulSets(e.NS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	for _, w := range []watch.Interface{deps, sets} {
-		go func() {
-			defer w.Stop()
-			for ev := range w.ResultChan() {
-				switch o := ev.Object.(type) {
-				case *appsv1.Deployment:
-					l.see("Deployment/"+o.Name, *o.Spec.Replicas, o.Status.ReadyReplicas)
-				case *appsv1.StatefulSet:
-					l.see("StatefulSet/"+o.Name, *o.Spec.Replicas, o.Status.ReadyReplicas)
-				}
-			}
-		}()
-	}
-	return l
-}
-
-func (l *groupLog) see(key string, replicas, ready int32) {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.scaled[key]; !ok && replicas > 0 {
-		l.scaled[key] = now
-	}
-	if _, ok := l.ready[key]; !ok && replicas > 0 && ready >= max(l.wanted[key], 1) {
-		l.ready[key] = now
-	}
-}
-
-// before fails unless first was Ready before second was scaled up.
-func (l *groupLog) readyBeforeScaled(t *testing.T, first, second string) {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, ok1 := l.ready[first]
-	s, ok2 := l.scaled[second]
-	if !ok1 || !ok2 {
-		t.Fatalf("%s ready seen %v, %s scaled seen %v", first, ok1, second, ok2)
-	}
-	if !r.Before(s) {
-		t.Errorf("%s was scaled up at %s, before %s was Ready at %s", second, s.Format(time.StampMicro), first, r.Format(time.StampMicro))
-	}
-}
 
 func dependency(kind, name string, replicas int32) elastiv1alpha1.Dependency {
 	return elastiv1alpha1.Dependency{APIVersion: elastiv1alpha1.APIVersionApps, Kind: kind, Name: name, Replicas: replicas}
@@ -114,7 +44,7 @@ func TestGroupWakesInDependencyOrder(t *testing.T) {
 	e.StatefulSet("db", 0)
 	e.Deployment("worker", 0, nil)
 	e.App("app", 0)
-	log := watchGroup(e, map[string]int32{"StatefulSet/db": 2, "Deployment/worker": 1, "Deployment/app": 2})
+	log := e.WatchWakeOrder(map[string]int32{"StatefulSet/db": 2, "Deployment/worker": 1, "Deployment/app": 2})
 	e.ElastiServiceWith("app", "app", elastiv1alpha1.KindDeployment, "app", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = 3
 		es.Spec.Triggers = testenv.IdleTrigger("0.5")
@@ -138,8 +68,8 @@ func TestGroupWakesInDependencyOrder(t *testing.T) {
 		c, desc := groupCondition(e, "app")
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == elastiv1alpha1.ReasonDependenciesReady, desc
 	})
-	log.readyBeforeScaled(t, "StatefulSet/db", "Deployment/worker")
-	log.readyBeforeScaled(t, "Deployment/worker", "Deployment/app")
+	log.ReadyBeforeScaled(t, "StatefulSet/db", "Deployment/worker")
+	log.ReadyBeforeScaled(t, "Deployment/worker", "Deployment/app")
 	if got := e.Replicas(elastiv1alpha1.KindStatefulSet, "db"); got != 2 {
 		t.Errorf("db has %d replicas, want the 2 of wakeWith", got)
 	}

@@ -1,9 +1,7 @@
 package traffic
 
 import (
-	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,75 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 )
-
-// wakeOrder records, from watches, when each workload of a namespace was
-// first seen scaled up and first seen with what it wants ready.
-type wakeOrder struct {
-	mu            sync.Mutex
-	scaled, ready map[string]time.Time
-	wanted        map[string]int32
-}
-
-func watchWakeOrder(s *scenario, wanted map[string]int32) *wakeOrder {
-	s.t.Helper()
-	o := &wakeOrder{scaled: map[string]time.Time{}, ready: map[string]time.Time{}, wanted: wanted}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.t.Cleanup(cancel)
-	deps, err := s.e.Kube.AppsV1().Deployments(s.e.NS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	sets, err := s.e.Kube.AppsV1().StatefulSets(s.e.NS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for _, w := range []watch.Interface{deps, sets} {
-		go func() {
-			defer w.Stop()
-			for ev := range w.ResultChan() {
-				switch x := ev.Object.(type) {
-				case *appsv1.Deployment:
-					o.see("Deployment/"+x.Name, *x.Spec.Replicas, x.Status.ReadyReplicas)
-				case *appsv1.StatefulSet:
-					o.see("StatefulSet/"+x.Name, *x.Spec.Replicas, x.Status.ReadyReplicas)
-				}
-			}
-		}()
-	}
-	return o
-}
-
-func (o *wakeOrder) see(key string, replicas, ready int32) {
-	now := time.Now()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.scaled[key]; !ok && replicas > 0 {
-		o.scaled[key] = now
-	}
-	if _, ok := o.ready[key]; !ok && replicas > 0 && ready >= max(o.wanted[key], 1) {
-		o.ready[key] = now
-	}
-}
-
-func (o *wakeOrder) readyBeforeScaled(t testing.TB, first, second string) {
-	t.Helper()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	r, ok1 := o.ready[first]
-	sc, ok2 := o.scaled[second]
-	if !ok1 || !ok2 {
-		t.Fatalf("%s seen Ready: %v; %s seen scaled: %v", first, ok1, second, ok2)
-	}
-	if !r.Before(sc) {
-		t.Errorf("%s was scaled up at %s, before %s was Ready at %s", second, sc.Format(time.StampMicro), first, r.Format(time.StampMicro))
-	}
-	t.Logf("%s Ready at %s; %s scaled at %s", first, r.Format(time.StampMicro), second, sc.Format(time.StampMicro))
-}
 
 // TestOneRequestWakesAGroupInOrder: web names a database StatefulSet and a
 // worker in spec.wakeWith. At zero, one GET by web's short name from a
@@ -102,11 +35,11 @@ func TestOneRequestWakesAGroupInOrder(t *testing.T) {
 		c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady)
 		return c != nil && c.Reason == elastiv1alpha1.ReasonGroupAsleep, fmtConditions(es)
 	})
-	order := watchWakeOrder(s, map[string]int32{"StatefulSet/db": 2, "Deployment/worker": 1, "Deployment/" + app: 1})
+	order := s.e.WatchWakeOrder(map[string]int32{"StatefulSet/db": 2, "Deployment/worker": 1, "Deployment/" + app: 1})
 
 	s.expectWoken(s.do(realnet.Request{URL: "http://" + app + "/group", Timeout: wakeTimeout}))
-	order.readyBeforeScaled(t, "StatefulSet/db", "Deployment/worker")
-	order.readyBeforeScaled(t, "Deployment/worker", "Deployment/"+app)
+	order.ReadyBeforeScaled(t, "StatefulSet/db", "Deployment/worker")
+	order.ReadyBeforeScaled(t, "Deployment/worker", "Deployment/"+app)
 	if got := s.e.Replicas(elastiv1alpha1.KindStatefulSet, "db"); got != 2 {
 		t.Errorf("db has %d replicas, want 2", got)
 	}
