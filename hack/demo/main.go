@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -537,6 +538,7 @@ func (d *demo) groupAsleep(es *elastiv1alpha1.ElastiService) bool {
 // wakeOrder records, while a wake is under way, when each member of the
 // group was first seen scaled up and first seen Ready.
 type wakeOrder struct {
+	mu      sync.Mutex // guards scaled and ready, written by the watch
 	start   time.Time
 	members []member
 	scaled  []time.Duration
@@ -559,12 +561,14 @@ func (d *demo) watchGroup() *wakeOrder {
 				if err != nil {
 					continue
 				}
+				o.mu.Lock()
 				if o.scaled[i] == 0 && r > 0 {
 					o.scaled[i] = time.Since(o.start)
 				}
 				if o.ready[i] == 0 && r > 0 && ready >= r {
 					o.ready[i] = time.Since(o.start)
 				}
+				o.mu.Unlock()
 			}
 			select {
 			case <-o.done:
@@ -578,7 +582,31 @@ func (d *demo) watchGroup() *wakeOrder {
 	return o
 }
 
-func (o *wakeOrder) stop() { close(o.done); <-o.stopped }
+// stop ends the watch once every member was seen Ready, or after
+// readySeenWithin: the answer can come before the target's own status
+// shows the pod Ready, and an unseen Ready must not print as +0s.
+func (o *wakeOrder) stop() {
+	deadline := time.Now().Add(readySeenWithin)
+	for time.Now().Before(deadline) && slices.Contains(o.seenReady(), false) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(o.done)
+	<-o.stopped
+}
+
+// readySeenWithin bounds stop's wait for the last Ready.
+const readySeenWithin = 10 * time.Second
+
+// seenReady says, per member, whether it was seen Ready yet.
+func (o *wakeOrder) seenReady() []bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	seen := make([]bool, len(o.ready))
+	for i, r := range o.ready {
+		seen[i] = r > 0
+	}
+	return seen
+}
 
 // show prints the group in wake order, with when each was scaled and Ready.
 func (o *wakeOrder) show() {
@@ -587,8 +615,11 @@ func (o *wakeOrder) show() {
 	}
 	info("the wake group, in dependency order (each Ready before the next is scaled), after the request:")
 	for i, m := range o.members {
-		info("  %d. %-11s %-13s scaled +%-7s Ready +%s", i+1, m.kind, m.name,
-			o.scaled[i].Round(time.Millisecond), o.ready[i].Round(time.Millisecond))
+		ready := "not seen Ready"
+		if o.ready[i] > 0 {
+			ready = "Ready +" + o.ready[i].Round(time.Millisecond).String()
+		}
+		info("  %d. %-11s %-13s scaled +%-7s %s", i+1, m.kind, m.name, o.scaled[i].Round(time.Millisecond), ready)
 	}
 }
 
