@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,34 +44,65 @@ const (
 //
 // It creates CAConfigMap in namespace if it is missing.
 func (n *Node) PreparePod(ctx context.Context, cs kubernetes.Interface, namespace string, spec *corev1.PodSpec) error {
-	spec.Tolerations = append(spec.Tolerations, Toleration())
+	host, port, err := net.SplitHostPort(n.opts.Net.APIServer())
+	if err != nil {
+		return err
+	}
+	if !prepareSpec(spec, host, port) {
+		return nil
+	}
+	ca, err := os.ReadFile(n.opts.Cluster.CAFile)
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap},
+		Data:       map[string]string{"ca.crt": string(ca)},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("realnode: CA ConfigMap in %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// prepareSpec is PreparePod's change to spec, with the apiserver at
+// host:port; it reports whether the pod mounts its ServiceAccount token,
+// so that PreparePod makes the CA ConfigMap the token volume reads.
+func prepareSpec(spec *corev1.PodSpec, host, port string) (mountToken bool) {
+	// Idempotent: a spec prepared before (make demo run again on the
+	// cluster it left running) is left as it is, not given a second
+	// volume, mount or variable of the same name, which the apiserver
+	// refuses.
+	if !slices.ContainsFunc(spec.Tolerations, func(t corev1.Toleration) bool { return t == Toleration() }) {
+		spec.Tolerations = append(spec.Tolerations, Toleration())
+	}
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{}
 	}
 	for k, v := range NodeSelector() {
 		spec.NodeSelector[k] = v
 	}
-	host, port, err := net.SplitHostPort(n.opts.Net.APIServer())
-	if err != nil {
-		return err
-	}
-	mountToken := spec.ServiceAccountName != "" && (spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken)
+	mountToken = spec.ServiceAccountName != "" && (spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken)
 	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range list {
 			c := &list[i]
 			c.ImagePullPolicy = corev1.PullNever
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool {
+				return e.Name == "KUBERNETES_SERVICE_HOST" || e.Name == "KUBERNETES_SERVICE_PORT" || e.Name == "KUBERNETES_SERVICE_PORT_HTTPS"
+			})
 			c.Env = append(c.Env,
 				corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host},
 				corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port},
 				corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: port})
-			if mountToken {
+			if mountToken && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == serviceAccountDir }) {
 				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: apiAccessVolume, MountPath: serviceAccountDir, ReadOnly: true})
 			}
 		}
 	}
 	if !mountToken {
-		return nil
+		return false
 	}
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == apiAccessVolume })
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: apiAccessVolume, VolumeSource: corev1.VolumeSource{
 		Projected: &corev1.ProjectedVolumeSource{
 			DefaultMode: ptr.To[int32](0o444),
@@ -86,16 +118,5 @@ func (n *Node) PreparePod(ctx context.Context, cs kubernetes.Interface, namespac
 			},
 		},
 	}})
-	ca, err := os.ReadFile(n.opts.Cluster.CAFile)
-	if err != nil {
-		return err
-	}
-	_, err = cs.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: CAConfigMap},
-		Data:       map[string]string{"ca.crt": string(ca)},
-	}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("realnode: CA ConfigMap in %s: %w", namespace, err)
-	}
-	return nil
+	return true
 }
