@@ -9,11 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -27,16 +22,7 @@ func (fuzzTokens) Verify(_ context.Context, token string) bool { return token ==
 // newDirectServer is setup without a listener: the handler alone, for
 // shop/web, with the target at zero, and with a wake token if requireToken.
 func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeWakes) {
-	dir := directory.New()
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           "web",
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
-			MinTargetReplicas: 3,
-		},
-	}
-	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	dir := shopWebDirectory(3, nil)
 	cfg := DefaultConfig()
 	if requireToken {
 		cfg.Tokens = fuzzTokens{}

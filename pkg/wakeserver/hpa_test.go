@@ -11,11 +11,9 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/directory"
 )
 
 // hpaScaler is a fakeScaler that reads one HPA, as the operator's Scaler
@@ -36,17 +34,7 @@ func (h hpaScaler) HPA(namespace, name string) (*autoscalingv2.HorizontalPodAuto
 // minTargetReplicas minTarget and names the HPA web-hpa.
 func setupHPA(t *testing.T, scaler hpaScaler, minTarget int32) string {
 	t.Helper()
-	dir := directory.New()
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           "web",
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
-			MinTargetReplicas: minTarget,
-			Autoscaler:        &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web-hpa"},
-		},
-	}
-	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	dir := shopWebDirectory(minTarget, &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web-hpa"})
 	s := New(context.Background(), dir, scaler, &fakeWakes{}, func() bool { return true }, &outcomes{}, DefaultConfig())
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

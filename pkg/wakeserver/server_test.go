@@ -80,6 +80,23 @@ type fakeWakes struct{ writes atomic.Int32 }
 
 func (f *fakeWakes) Record(context.Context, types.NamespacedName, time.Time) { f.writes.Add(1) }
 
+// shopWebDirectory is a directory where ElastiService shop/web claims
+// Service web, waking Deployment web to minTarget, with autoscaler.
+func shopWebDirectory(minTarget int32, autoscaler *elastiv1alpha1.AutoscalerSpec) *directory.Directory {
+	dir := directory.New()
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           "web",
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinTargetReplicas: minTarget,
+			Autoscaler:        autoscaler,
+		},
+	}
+	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	return dir
+}
+
 func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeWakes, string) {
 	t.Helper()
 	return setupWith(t, ready, scaler, DefaultConfig())
@@ -87,17 +104,7 @@ func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeWakes, s
 
 func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Server, *fakeWakes, string) {
 	t.Helper()
-	dir := directory.New()
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           "web",
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
-			MinTargetReplicas: 3,
-			Autoscaler:        &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"},
-		},
-	}
-	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
+	dir := shopWebDirectory(3, &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"})
 	status := &fakeWakes{}
 	s := New(context.Background(), dir, scaler, status, func() bool { return ready }, &outcomes{}, cfg)
 	srv := httptest.NewServer(s.Handler())
