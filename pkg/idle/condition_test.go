@@ -21,24 +21,7 @@ import (
 // gets no condition and no write.
 func TestConditionWriterRecordsFailuresAndClearsThem(t *testing.T) {
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Generation: 3}}
-	client := fake.NewSimpleClientset(es)
-	w := ConditionWriter{Client: client, FieldManager: "test", Clock: clocktesting.NewFakePassiveClock(now)}
-	writes := func() int {
-		n := 0
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
-				n++
-			}
-		}
-		return n
-	}
-	get := func() *elastiv1alpha1.ElastiService {
-		got, err := client.ElastiV1alpha1().ElastiServices("ns").Get(t.Context(), "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	w, writes, get := conditionWriterOf(t, es)
 
 	w.Report(t.Context(), get(), nil)
 	if n := writes(); n != 0 {
@@ -61,15 +44,12 @@ func TestConditionWriterRecordsFailuresAndClearsThem(t *testing.T) {
 	}
 }
 
-// TestConditionWriterReportsTheHPA: HPAFound follows how the named HPA
-// relates to the target, written once per change, and goes away with
-// spec.autoscaler; an ElastiService without an HPA gets no write.
-func TestConditionWriterReportsTheHPA(t *testing.T) {
-	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Generation: 2},
-		Spec: elastiv1alpha1.ElastiServiceSpec{Autoscaler: &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web-hpa"}}}
+// conditionWriterOf is a ConditionWriter over a fake clientset holding es
+// (ns/web), with how many status writes it made and es as it is now.
+func conditionWriterOf(t *testing.T, es *elastiv1alpha1.ElastiService) (w ConditionWriter, writes func() int, get func() *elastiv1alpha1.ElastiService) {
 	client := fake.NewSimpleClientset(es)
-	w := ConditionWriter{Client: client, FieldManager: "test", Clock: clocktesting.NewFakePassiveClock(now)}
-	writes := func() int {
+	w = ConditionWriter{Client: client, FieldManager: "test", Clock: clocktesting.NewFakePassiveClock(now)}
+	writes = func() int {
 		n := 0
 		for _, a := range client.Actions() {
 			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
@@ -78,13 +58,23 @@ func TestConditionWriterReportsTheHPA(t *testing.T) {
 		}
 		return n
 	}
-	get := func() *elastiv1alpha1.ElastiService {
+	get = func() *elastiv1alpha1.ElastiService {
 		got, err := client.ElastiV1alpha1().ElastiServices("ns").Get(t.Context(), "web", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
+	return w, writes, get
+}
+
+// TestConditionWriterReportsTheHPA: HPAFound follows how the named HPA
+// relates to the target, written once per change, and goes away with
+// spec.autoscaler; an ElastiService without an HPA gets no write.
+func TestConditionWriterReportsTheHPA(t *testing.T) {
+	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Generation: 2},
+		Spec: elastiv1alpha1.ElastiServiceSpec{Autoscaler: &elastiv1alpha1.AutoscalerSpec{Type: elastiv1alpha1.AutoscalerTypeHPA, Name: "web-hpa"}}}
+	w, writes, get := conditionWriterOf(t, es)
 	cond := func() *metav1.Condition {
 		return meta.FindStatusCondition(get().Status.Conditions, elastiv1alpha1.ConditionHPAFound)
 	}

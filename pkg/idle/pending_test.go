@@ -43,17 +43,7 @@ func TestPending(t *testing.T) {
 			w := NewWakes(ctx, &statusWrites{}, time.Second)
 			clock := clocktesting.NewFakePassiveClock(now)
 			w.clock = clock
-			for _, step := range tc.steps {
-				clock.SetTime(clock.Now().Add(time.Second))
-				switch step {
-				case "wake":
-					w.Record(ctx, web, clock.Now())
-				case "0":
-					w.ObserveReplicas(ctx, web, 0)
-				default:
-					w.ObserveReplicas(ctx, web, 2)
-				}
-			}
+			replayWakeSteps(ctx, w, clock, web, tc.steps)
 			w.Wait()
 			st := &elastiv1alpha1.ElastiServiceStatus{LastScaledUpTime: tc.up, LastScaledDownTime: tc.down}
 			if got := w.Pending(web, st); got != tc.want {

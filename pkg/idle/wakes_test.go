@@ -52,17 +52,7 @@ func TestScaleUpFromZeroByAnyoneStartsTheCooldown(t *testing.T) {
 			w := NewWakes(ctx, status, time.Second)
 			clock := clocktesting.NewFakePassiveClock(now)
 			w.clock = clock
-			for _, step := range tc.steps {
-				clock.SetTime(clock.Now().Add(time.Second))
-				switch step {
-				case "wake":
-					w.Record(ctx, web, clock.Now())
-				case "0":
-					w.ObserveReplicas(ctx, web, 0)
-				default:
-					w.ObserveReplicas(ctx, web, 2)
-				}
-			}
+			replayWakeSteps(ctx, w, clock, web, tc.steps)
 			w.Wait()
 			// The writes run concurrently: compare them in time order.
 			slices.Sort(status.writes)
@@ -93,4 +83,21 @@ func TestLastWakeIsTheLatestScaleUp(t *testing.T) {
 		t.Error("LastWake remembers a forgotten ElastiService")
 	}
 	w.Wait()
+}
+
+// replayWakeSteps plays steps on w for web, one second apart on
+// clock: "wake" records a wake, "0" observes zero replicas, anything else
+// observes two.
+func replayWakeSteps(ctx context.Context, w *Wakes, clock *clocktesting.FakePassiveClock, web types.NamespacedName, steps []string) {
+	for _, step := range steps {
+		clock.SetTime(clock.Now().Add(time.Second))
+		switch step {
+		case "wake":
+			w.Record(ctx, web, clock.Now())
+		case "0":
+			w.ObserveReplicas(ctx, web, 0)
+		default:
+			w.ObserveReplicas(ctx, web, 2)
+		}
+	}
 }
