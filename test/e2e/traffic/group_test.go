@@ -27,14 +27,7 @@ func TestOneRequestWakesAGroupInOrder(t *testing.T) {
 	patch := []byte(`{"spec":{"wakeWith":[` +
 		`{"apiVersion":"apps/v1","kind":"StatefulSet","name":"db","replicas":2},` +
 		`{"apiVersion":"apps/v1","kind":"Deployment","name":"worker"}]}}`)
-	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Patch(s.ctx, app, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.e.Eventually("DependenciesReady=False GroupAsleep", func() (bool, string) {
-		es := s.e.Get(app)
-		c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady)
-		return c != nil && c.Reason == elastiv1alpha1.ReasonGroupAsleep, fmtConditions(es)
-	})
+	s.wakeWith(patch)
 	order := s.e.WatchWakeOrder(map[string]int32{"StatefulSet/db": 2, "Deployment/worker": 1, "Deployment/" + app: 1})
 
 	s.expectWoken(s.do(realnet.Request{URL: "http://" + app + "/group", Timeout: wakeTimeout}))
@@ -43,6 +36,21 @@ func TestOneRequestWakesAGroupInOrder(t *testing.T) {
 	if got := s.e.Replicas(elastiv1alpha1.KindStatefulSet, "db"); got != 2 {
 		t.Errorf("db has %d replicas, want 2", got)
 	}
+}
+
+// wakeWith merge-patches the sleeping app's ElastiService with patch, its
+// spec.wakeWith, and waits until its DependenciesReady says the group
+// sleeps.
+func (s *scenario) wakeWith(patch []byte) {
+	s.t.Helper()
+	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Patch(s.ctx, app, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.e.Eventually("DependenciesReady=False GroupAsleep", func() (bool, string) {
+		es := s.e.Get(app)
+		c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady)
+		return c != nil && c.Reason == elastiv1alpha1.ReasonGroupAsleep, fmtConditions(es)
+	})
 }
 
 func fmtConditions(es *elastiv1alpha1.ElastiService) string {
@@ -66,14 +74,7 @@ func TestDependencyNeverReadyEndsTheHoldNamingIt(t *testing.T) {
 	})
 	s.sleep()
 	patch := []byte(`{"spec":{"wakeWith":[{"apiVersion":"apps/v1","kind":"Deployment","name":"cache"}]}}`)
-	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Patch(s.ctx, app, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.e.Eventually("DependenciesReady=False GroupAsleep", func() (bool, string) {
-		es := s.e.Get(app)
-		c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionDependenciesReady)
-		return c != nil && c.Reason == elastiv1alpha1.ReasonGroupAsleep, fmtConditions(es)
-	})
+	s.wakeWith(patch)
 
 	const naming = `Deployment "cache", has 0/1 replicas ready`
 	resp := s.do(realnet.Request{URL: "http://" + app + "/never", Timeout: 30 * time.Second})
