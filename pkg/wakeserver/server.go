@@ -160,10 +160,6 @@ func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg str
 	if detail != "" {
 		return result, http.StatusOK, detail
 	}
-	if result == outcome.WakeScaled {
-		goal := scaletarget.GoalFor(s.scaler, targetRef(entry), entry.MinTargetReplicas, entry.Autoscaler)
-		return result, http.StatusOK, fmt.Sprintf("scaled %s %s to %d replicas", entry.Target.Kind, entry.Target.Name, goal.Replicas)
-	}
 	return result, http.StatusOK, fmt.Sprintf("%s %s is already scaled up", entry.Target.Kind, entry.Target.Name)
 }
 
@@ -205,8 +201,8 @@ func (s *Server) wake(svc types.NamespacedName, entry directory.Entry) (outcome.
 // wakeAnswer is what a coalesced wake call returns to every waiter.
 type wakeAnswer struct {
 	result outcome.Wake
-	// detail, when set, replaces the usual message (a group wake that has
-	// not reached the target yet).
+	// detail says what the call scaled: the target and its replicas, or
+	// the step a group wake took; empty when it scaled nothing.
 	detail string
 }
 
@@ -232,8 +228,9 @@ func targetRef(entry directory.Entry) scaletarget.Ref {
 	return scaletarget.Ref{Kind: entry.Target.Kind, Namespace: entry.ElastiService.Namespace, Name: entry.Target.Name}
 }
 
-// wakeTarget scales the target to its minimum unless it is already there. It
-// returns the generation of the cached target the decision was made on.
+// wakeTarget scales the target to its wake goal unless it is already up.
+// It returns the generation of the cached target the decision was made on,
+// and what it scaled, for the answer.
 // For a group (spec.wakeWith) it scales the target only once every
 // dependency is Ready; until then it records the wake, so the controller
 // carries it on as each dependency becomes Ready, and takes the next step
@@ -269,7 +266,7 @@ func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, string,
 	now := s.clock.Now()
 	s.observer.WakeStarted(entry.ElastiService, now)
 	s.wakes.Record(ctx, entry.ElastiService, now)
-	return outcome.WakeScaled, state.Generation, "", nil
+	return outcome.WakeScaled, state.Generation, fmt.Sprintf("scaled %s %s to %d replicas", ref.Kind, ref.Name, goal.Replicas), nil
 }
 
 // wakeGroup takes the next step of a group wake whose target is at zero:
