@@ -93,6 +93,9 @@ type Scaler struct {
 	// hpas is the cache of HorizontalPodAutoscalers GoalFor reads through
 	// HPA; nil when HPAs are not watched.
 	hpas autoscalingv2listers.HorizontalPodAutoscalerLister
+	// own lets Get read the Scaler's own writes before the caches show
+	// them (see ownWrites).
+	own ownWrites
 }
 
 // NewScaler wires a Scaler to the Deployment and StatefulSet informer
@@ -102,7 +105,7 @@ type Scaler struct {
 // then reads as Unreadable, and a wake goes by minTargetReplicas alone.
 func NewScaler(kube kubernetes.Interface, dyn dynamic.Interface, deployments, statefulSets cache.Store, rollouts *RolloutInformer,
 	hpas autoscalingv2listers.HorizontalPodAutoscalerLister) *Scaler {
-	return &Scaler{kube: kube, dynamic: dyn, deployments: deployments, statefulSets: statefulSets, rollouts: rollouts, hpas: hpas}
+	return &Scaler{kube: kube, dynamic: dyn, deployments: deployments, statefulSets: statefulSets, rollouts: rollouts, hpas: hpas, own: newOwnWrites()}
 }
 
 // Cached is what the operator's informer caches keep of a Deployment or
@@ -195,9 +198,20 @@ func cachedState(c cache.Store, resource string, ref Ref) (State, error) {
 	return State{}, fmt.Errorf("%s cache holds a %T", resource, obj)
 }
 
-// Get returns the cached state of a target; a missing target is a NotFound
-// API error so callers can use apierrors.IsNotFound.
+// Get returns the cached state of a target, with the replicas of this
+// Scaler's own latest write while the cache has not shown it (see
+// ownWrites); a missing target is a NotFound API error so callers can use
+// apierrors.IsNotFound.
 func (s *Scaler) Get(ref Ref) (State, error) {
+	state, err := s.cached(ref)
+	if err != nil {
+		return state, err
+	}
+	return s.own.apply(ref, state), nil
+}
+
+// cached returns what the informer cache says about a target.
+func (s *Scaler) cached(ref Ref) (State, error) {
 	switch ref.Kind {
 	case elastiv1alpha1.KindDeployment:
 		return cachedState(s.deployments, "deployment", ref)
@@ -248,7 +262,13 @@ func (s *Scaler) Scale(ctx context.Context, ref Ref, replicas int32) error {
 	if ref.Kind == elastiv1alpha1.KindRollout && (s.rollouts == nil || !s.rollouts.Available()) {
 		return ErrRolloutsUnavailable
 	}
-	return patchScale(ctx, s.kube, s.dynamic, ref, replicas)
+	before, readErr := s.cached(ref)
+	if err := patchScale(ctx, s.kube, s.dynamic, ref, replicas); err != nil || readErr != nil {
+		s.own.forget(ref)
+		return err
+	}
+	s.own.wrote(ref, before, replicas)
+	return nil
 }
 
 // patchScale writes ref's scale subresource.

@@ -12,6 +12,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -58,7 +59,7 @@ func TestWakeErrorPolicy(t *testing.T) {
 					return true, nil, errors.New("admission webhook said no")
 				})
 			}
-			s := NewScaler(kube, dyn, nil, nil, nil, nil)
+			s := NewScaler(kube, dyn, cache.NewStore(cache.MetaNamespaceKeyFunc), cache.NewStore(cache.MetaNamespaceKeyFunc), nil, nil)
 
 			err := Wake(t.Context(), s, Ref{Kind: elastiv1alpha1.KindDeployment, Namespace: "ns", Name: tc.target}, 2, tc.autoscaler)
 			if Woken(err) != tc.wantWoken || errors.Is(err, ErrKEDANotResumed) != tc.wantKEDAErr {
