@@ -203,13 +203,24 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 		r := kubectlElasti(t, viewer, "status")
 		return r.code == 0 && hasRow(r.stdout, "web", "proxy", "0"), r.err
 	})
-	e.Scale(elastiv1alpha1.KindDeployment, "web", 2)
+	// Awake again, by the admin's wake, which also withdraws the admin's
+	// sleep request: scaling by hand would leave that request standing,
+	// and the operator could honour it again before the viewer's sleep
+	// read the target, which then finds it asleep already and patches
+	// nothing.
+	r = kubectlElasti(t, admin, "wake", "web", "--timeout=2m")
+	if r.code != 0 || !strings.Contains(r.stdout, "elastiservice/web is awake") {
+		t.Fatalf("wake: exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
 	r = kubectlElasti(t, viewer, "sleep", "web", "--wait=false")
 	if want := fmt.Sprintf("error: forbidden: you may not patch elastiservices in namespace %q", e.NS); r.code != 1 || !strings.HasPrefix(r.err, want) {
 		t.Errorf("sleep as viewer: exit %d, stderr %q; want 1, %q", r.code, r.err, want)
 	}
-	if _, ok := e.Get("web").Annotations[elastiv1alpha1.AnnotationSleepRequestedAt]; !ok {
-		t.Errorf("the admin's sleep request is gone")
+	if at, ok := e.Get("web").Annotations[elastiv1alpha1.AnnotationSleepRequestedAt]; ok {
+		t.Errorf("the viewer's refused sleep left a request: %s=%s", elastiv1alpha1.AnnotationSleepRequestedAt, at)
+	}
+	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
+		t.Errorf("after the viewer's refused sleep: %d replicas, want 2", got)
 	}
 }
 
