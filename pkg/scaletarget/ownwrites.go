@@ -3,6 +3,7 @@ package scaletarget
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 )
 
@@ -14,12 +15,14 @@ import (
 const ownWriteTTL = 30 * time.Second
 
 // ownWrite is a scale write this process made: the replicas it wrote, and
-// the generation the cache held when it wrote them. The write bumps the
-// generation, so a cached generation above that one means the cache has
-// seen this write, or a later one, and speaks for itself again.
+// the object (UID) and generation the cache held when it wrote them. The
+// write bumps the generation, so a cached generation above that one means
+// the cache has seen this write, or a later one, and speaks for itself
+// again; so does a cached object with another UID, created since.
 type ownWrite struct {
 	replicas   int32
 	generation int64
+	uid        types.UID
 }
 
 // ownWrites makes a Scaler read its own writes. Without it, a read in the
@@ -41,7 +44,7 @@ func newOwnWrites() ownWrites { return ownWrites{writes: cache.NewExpiring()} }
 // second.
 func (o ownWrites) wrote(ref Ref, cached State, replicas int32) {
 	generation := cached.Generation
-	if v, ok := o.writes.Get(ref); ok && cached.Generation <= v.(ownWrite).generation {
+	if v, ok := o.writes.Get(ref); ok && v.(ownWrite).pending(cached) {
 		last := v.(ownWrite)
 		if last.replicas == replicas {
 			return
@@ -51,7 +54,7 @@ func (o ownWrites) wrote(ref Ref, cached State, replicas int32) {
 		o.writes.Delete(ref)
 		return
 	}
-	o.writes.Set(ref, ownWrite{replicas: replicas, generation: generation}, ownWriteTTL)
+	o.writes.Set(ref, ownWrite{replicas: replicas, generation: generation, uid: cached.UID}, ownWriteTTL)
 }
 
 // forget drops what is recorded for ref: a write that failed may or may
@@ -66,10 +69,15 @@ func (o ownWrites) apply(ref Ref, cached State) State {
 		return cached
 	}
 	w := v.(ownWrite)
-	if cached.Generation > w.generation {
+	if !w.pending(cached) {
 		o.writes.Delete(ref)
 		return cached
 	}
 	cached.Replicas = w.replicas
 	return cached
+}
+
+// pending reports whether the cache, holding cached, has yet to show w.
+func (w ownWrite) pending(cached State) bool {
+	return cached.UID == w.uid && cached.Generation <= w.generation
 }

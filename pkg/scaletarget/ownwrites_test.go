@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -19,9 +20,10 @@ import (
 // later change, and no longer: the idle poller's scale to zero is what a
 // wake request right after it must see.
 func TestScalerReadsItsOwnWritesUntilTheCacheCatchesUp(t *testing.T) {
+	uid := types.UID("first")
 	deployment := func(generation int64, replicas int32) *appsv1.Deployment {
 		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: generation},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: generation, UID: uid},
 			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
 		}
 	}
@@ -72,4 +74,12 @@ func TestScalerReadsItsOwnWritesUntilTheCacheCatchesUp(t *testing.T) {
 		t.Fatal("Scale: no error from a failed patch")
 	}
 	reads("a failed write is not read back", 3)
+	kube.ReactionChain = kube.ReactionChain[1:]
+
+	// Deleted and created again under the same name: generations start
+	// over, and the new object is believed at once.
+	scale(0)
+	uid = "second"
+	cacheShows(1, 4)
+	reads("created again since the write", 4)
 }

@@ -62,6 +62,9 @@ type State struct {
 	// with every spec change, scale writes included, so it tells whether
 	// the cache has seen a given write yet.
 	Generation int64
+	// UID is metadata.uid: an object deleted and created again under the
+	// same name starts its generations over, and only the UID tells.
+	UID types.UID
 	// PodLabels are the labels of the target's pod template
 	// (spec.template.metadata.labels; for a Rollout with a workloadRef,
 	// those of the Deployment it names). The controller checks that the
@@ -187,12 +190,12 @@ func cachedState(c cache.Store, resource string, ref Ref) (State, error) {
 	}
 	switch o := obj.(type) {
 	case *Cached:
-		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation, PodLabels: o.PodLabels, ReadyReplicas: o.ReadyReplicas}, nil
+		return State{Replicas: replicasOrDefault(o.Replicas), Generation: o.Generation, UID: o.UID, PodLabels: o.PodLabels, ReadyReplicas: o.ReadyReplicas}, nil
 	case *appsv1.Deployment:
-		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels,
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, UID: o.UID, PodLabels: o.Spec.Template.Labels,
 			ReadyReplicas: o.Status.ReadyReplicas}, nil
 	case *appsv1.StatefulSet:
-		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, PodLabels: o.Spec.Template.Labels,
+		return State{Replicas: replicasOrDefault(o.Spec.Replicas), Generation: o.Generation, UID: o.UID, PodLabels: o.Spec.Template.Labels,
 			ReadyReplicas: o.Status.ReadyReplicas}, nil
 	}
 	return State{}, fmt.Errorf("%s cache holds a %T", resource, obj)
@@ -233,7 +236,7 @@ func (s *Scaler) cached(ref Ref) (State, error) {
 			replicas = 1
 		}
 		ready, _, _ := unstructured.NestedInt64(obj.Object, "status", "readyReplicas")
-		return State{Replicas: int32(replicas), Generation: obj.GetGeneration(), PodLabels: s.rolloutPodLabels(obj), ReadyReplicas: int32(ready)}, nil
+		return State{Replicas: int32(replicas), Generation: obj.GetGeneration(), UID: obj.GetUID(), PodLabels: s.rolloutPodLabels(obj), ReadyReplicas: int32(ready)}, nil
 	}
 	return State{}, fmt.Errorf("%w: %q", ErrUnsupportedKind, ref.Kind)
 }
