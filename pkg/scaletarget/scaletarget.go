@@ -1,6 +1,7 @@
 // Package scaletarget reads and scales the workloads an ElastiService names.
-// Reads come from informer caches so request paths make no API read; writes
-// go through the scale subresource, which every supported kind has.
+// Reads come from informer caches so request paths make no API read, with
+// a Scaler's own writes read back until the caches show them (ownWrites);
+// writes go through the scale subresource, which every supported kind has.
 package scaletarget
 
 import (
