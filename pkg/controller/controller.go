@@ -118,6 +118,9 @@ type Replicas interface {
 	ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32)
 	// Forget drops what is known of an ElastiService that no longer exists.
 	Forget(es types.NamespacedName)
+	// Pending reports whether a wake of es's group (spec.wakeWith) is
+	// under way while its target is at zero.
+	Pending(es types.NamespacedName, st *elastiv1alpha1.ElastiServiceStatus) bool
 }
 
 // Config holds the operator's tunables.

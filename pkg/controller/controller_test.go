@@ -145,6 +145,12 @@ func (s *seenReplicas) Forget(es types.NamespacedName) {
 	s.seen = append(s.seen, "forget "+es.String())
 }
 
+// Pending knows of no group wake, so only a target above zero keeps a
+// group up.
+func (s *seenReplicas) Pending(types.NamespacedName, *elastiv1alpha1.ElastiServiceStatus) bool {
+	return false
+}
+
 // newController builds the controller over fake clientsets and seeds the
 // informers' indexers. The informers are never started.
 func (f *fixture) newController(ctx context.Context) *Controller {

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -29,21 +28,13 @@ const (
 	ReasonGroupTargetWoken = "GroupTargetWoken"
 )
 
-// groupWakes is what the controller's Replicas may also tell (idle.Wakes
-// does): whether a wake of a group is under way while its target is at
-// zero. Without it, only a target above zero keeps a group up.
-type groupWakes interface {
-	Pending(es types.NamespacedName, st *elastiv1alpha1.ElastiServiceStatus) bool
-}
-
 // groupConditionKey carries a sync's DependenciesReady condition from
 // advanceGroup to writeStatus, as targetObservationKey does the target.
 type groupConditionKey struct{}
 
 // wakePending reports whether a wake of es's group is under way.
 func (c *Controller) wakePending(es *elastiv1alpha1.ElastiService) bool {
-	g, ok := c.replicas.(groupWakes)
-	return ok && g.Pending(es.Key(), &es.Status)
+	return c.replicas.Pending(es.Key(), &es.Status)
 }
 
 // advanceGroup carries a wake of es's group on by one step: the group is
@@ -61,7 +52,7 @@ func (c *Controller) advanceGroup(ctx context.Context, es *elastiv1alpha1.Elasti
 		return ctx, nil
 	}
 	logger := klog.FromContext(ctx)
-	members := group.Members(es, c.scaler.Get)
+	members := group.Members(es.Namespace, es.Spec.WakeWith, c.scaler.Get)
 	step := group.Next(members)
 	wanted := target.Replicas > 0 || c.wakePending(es)
 	cond := metav1.Condition{Type: elastiv1alpha1.ConditionDependenciesReady}
@@ -132,7 +123,7 @@ func (c *Controller) setGroupCondition(ctx context.Context, es *elastiv1alpha1.E
 // to it, in list order, without waiting: an ElastiService that lets go
 // (deletion, uninstall) leaves its whole group up, as it leaves its target.
 func (c *Controller) restoreDependencies(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	for _, m := range group.Members(es, c.scaler.Get) {
+	for _, m := range group.Members(es.Namespace, es.Spec.WakeWith, c.scaler.Get) {
 		if m.Err != nil || m.Replicas >= m.Wanted {
 			continue // a missing dependency has nothing to restore
 		}

@@ -87,12 +87,13 @@ func Blocking(members []Member, s Step) string {
 		m.ReadyReplicas, m.Wanted)
 }
 
-// Members returns es's dependencies as refs in its namespace, with what each
-// wants; state fills in what the cache says of each.
-func Members(es *elastiv1alpha1.ElastiService, state func(scaletarget.Ref) (scaletarget.State, error)) []Member {
-	out := make([]Member, 0, len(es.Spec.WakeWith))
-	for _, d := range es.Spec.WakeWith {
-		ref := RefOf(es.Namespace, d)
+// Members returns the dependencies deps (an ElastiService's spec.wakeWith)
+// as refs in its namespace, with what each wants; state fills in what the
+// cache says of each.
+func Members(namespace string, deps []elastiv1alpha1.Dependency, state func(scaletarget.Ref) (scaletarget.State, error)) []Member {
+	out := make([]Member, 0, len(deps))
+	for _, d := range deps {
+		ref := RefOf(namespace, d)
 		m := Member{Ref: ref, Wanted: d.Wanted()}
 		st, err := state(ref)
 		m.Replicas, m.ReadyReplicas, m.Err = st.Replicas, st.ReadyReplicas, err

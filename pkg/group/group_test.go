@@ -96,7 +96,7 @@ func TestMembersCanonicalisesAndDefaults(t *testing.T) {
 		{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Replicas: 3},
 		{APIVersion: "apps/v1", Kind: "deployments", Name: "worker"},
 	}
-	got := Members(es, func(r scaletarget.Ref) (scaletarget.State, error) {
+	got := Members(es.Namespace, es.Spec.WakeWith, func(r scaletarget.Ref) (scaletarget.State, error) {
 		return scaletarget.State{Replicas: 1, ReadyReplicas: 1}, nil
 	})
 	if len(got) != 2 || got[0].Ref != db || got[0].Wanted != 3 || got[1].Ref != worker || got[1].Wanted != 1 {

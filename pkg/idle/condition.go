@@ -75,13 +75,6 @@ func (w ConditionWriter) Report(ctx context.Context, es *elastiv1alpha1.ElastiSe
 	}
 }
 
-// HPAReporter is told, at every evaluation, how the HPA es names relates to
-// its target (ConditionWriter is one). The poller asks its
-// EvaluationReporter for it, so reporters without it need not change.
-type HPAReporter interface {
-	ReportHPA(ctx context.Context, es *elastiv1alpha1.ElastiService, fit scaletarget.HPAFit)
-}
-
 // HPACondition is the HPAFound condition for fit; ok is false when es names
 // no HPA (fit HPANone) and the condition must be absent.
 func HPACondition(es *elastiv1alpha1.ElastiService, fit scaletarget.HPAFit) (c metav1.Condition, ok bool) {

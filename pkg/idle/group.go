@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -18,16 +17,8 @@ import (
 // after its group's target.
 const ReasonDependencyScaledToZero = "DependencyScaledToZero"
 
-// groupWakes is what the poller's WakeLog may also tell (Wakes does):
-// whether a wake of an ElastiService's group is under way while its target
-// is at zero. Without it, only a target above zero counts as awake.
-type groupWakes interface {
-	Pending(es types.NamespacedName, st *elastiv1alpha1.ElastiServiceStatus) bool
-}
-
 func (p *Poller) wakePending(es *elastiv1alpha1.ElastiService) bool {
-	g, ok := p.wakes.(groupWakes)
-	return ok && g.Pending(es.Key(), &es.Status)
+	return p.wakes.Pending(es.Key(), &es.Status)
 }
 
 // awake reports whether es counts as awake for a dependency it shares: its
@@ -68,7 +59,7 @@ func (p *Poller) sleepDependencies(ctx context.Context, es *elastiv1alpha1.Elast
 			peers = append(peers, group.PeerOf(other, p.awake(other)))
 		}
 	}
-	members := group.Members(es, p.scaler.Get)
+	members := group.Members(es.Namespace, es.Spec.WakeWith, p.scaler.Get)
 	for i := len(members) - 1; i >= 0; i-- {
 		m := members[i]
 		if m.Err != nil || m.Replicas == 0 {

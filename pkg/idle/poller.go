@@ -77,13 +77,18 @@ type WakeLog interface {
 	// poll that reads a target someone scaled up from zero before the
 	// controller has reported it still starts its cooldown.
 	ObserveReplicas(ctx context.Context, es types.NamespacedName, replicas int32)
+	// Pending reports whether a wake of es's group (spec.wakeWith) is
+	// under way while its target is at zero.
+	Pending(es types.NamespacedName, st *elastiv1alpha1.ElastiServiceStatus) bool
 }
 
 // EvaluationReporter is told the outcome of every evaluation of es's
 // triggers: nil when they ran clean, or why they could not (see
-// TriggersCondition; ConditionWriter is one).
+// TriggersCondition), and how the HPA es names relates to its target (see
+// HPACondition). ConditionWriter is one.
 type EvaluationReporter interface {
 	Report(ctx context.Context, es *elastiv1alpha1.ElastiService, err error)
+	ReportHPA(ctx context.Context, es *elastiv1alpha1.ElastiService, fit scaletarget.HPAFit)
 }
 
 // Observer receives each evaluation's outcome with the trigger failure
@@ -196,9 +201,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	entry := directory.EntryFor(es)
 	// Whether the HPA spec.autoscaler names scales this target, for the
 	// HPAFound condition: a wrong name silently gives wakes without it.
-	if r, ok := p.evaluations.(HPAReporter); ok {
-		r.ReportHPA(ctx, es, scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).HPA)
-	}
+	p.evaluations.ReportHPA(ctx, es, scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).HPA)
 	f.now = p.clock.Now()
 	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
 	f.lastWake = p.lastWake(es)

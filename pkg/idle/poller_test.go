@@ -97,6 +97,11 @@ func (w wakeLog) LastWake(es types.NamespacedName) (time.Time, bool) {
 
 func (w wakeLog) ObserveReplicas(context.Context, types.NamespacedName, int32) {}
 
+// Pending knows of no group wake; pending_test.go tests Wakes's.
+func (w wakeLog) Pending(types.NamespacedName, *elastiv1alpha1.ElastiServiceStatus) bool {
+	return false
+}
+
 // observer is an Observer; nil fields ignore what they are told.
 type observer struct {
 	evaluation func(outcome.Idle, triggers.Reason)
@@ -365,3 +370,5 @@ func TestScaleUpFromZeroByHandIsNotUndoneWithinTheCooldown(t *testing.T) {
 type noEvaluations struct{}
 
 func (noEvaluations) Report(context.Context, *elastiv1alpha1.ElastiService, error) {}
+
+func (noEvaluations) ReportHPA(context.Context, *elastiv1alpha1.ElastiService, scaletarget.HPAFit) {}

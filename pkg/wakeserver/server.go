@@ -276,12 +276,7 @@ func (s *Server) wakeTarget(entry directory.Entry) (outcome.Wake, int64, string,
 // Ready. It returns what the wake waits on, or "" once every dependency is
 // Ready and the target may be scaled.
 func (s *Server) wakeGroup(ctx context.Context, entry directory.Entry) (string, error) {
-	members := make([]group.Member, 0, len(entry.WakeWith))
-	for _, d := range entry.WakeWith {
-		ref := group.RefOf(entry.ElastiService.Namespace, d)
-		st, err := s.scaler.Get(ref)
-		members = append(members, group.Member{Ref: ref, Wanted: d.Wanted(), Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas, Err: err})
-	}
+	members := group.Members(entry.ElastiService.Namespace, entry.WakeWith, s.scaler.Get)
 	step := group.Next(members)
 	if step.Action == group.WakeTarget {
 		return "", nil
