@@ -46,7 +46,7 @@ REGISTRY ?=
 # never. Empty: only to a registry on loopback.
 PLAIN_HTTP ?=
 
-.PHONY: all build test unit generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push release clean
+.PHONY: all build test unit docs generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push release clean
 
 all: build
 
@@ -77,6 +77,9 @@ cluster-bins: ## Build or reuse the cached control-plane binaries (shows progres
 
 test: cluster-bins ## The full suite: unit, integration and end-to-end tests on the local control plane
 	$(GO) test -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(PKGS)
+
+docs: ## Rewrite the reference pages written from the code (docs/reference/api.md, conditions.md); test/release fails when they drift
+	UPDATE_DOCS=1 $(GO) test -count=1 -run 'Reference' ./test/release/
 
 generate: ## Regenerate deepcopy, clientset, listers and informers
 	hack/update-codegen.sh

@@ -160,9 +160,9 @@ func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
 	commandtest.CheckHelp(t, "elasti-operator", summary, bindFlags)
 }
 
-// The README's operator table documents every flag the operator defines.
-func TestReadmeFlagTableListsEveryFlag(t *testing.T) {
-	commandtest.CheckReadmeFlagTable(t, "../../README.md", "## The operator", bindFlags)
+// docs/reference/operator.md's table documents every flag the operator defines, and no other.
+func TestFlagReferenceListsEveryFlag(t *testing.T) {
+	commandtest.CheckReadmeFlagTable(t, "../../docs/reference/operator.md", "# The operator", bindFlags)
 }
 
 // The wake token is off unless a file is named, by flag or environment;

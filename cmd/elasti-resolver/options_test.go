@@ -101,9 +101,9 @@ func TestHelpSummaryThenOwnFlagsThenKlogFlags(t *testing.T) {
 	commandtest.CheckHelp(t, "elasti-resolver", summary, bindFlags)
 }
 
-// The README's resolver table documents every flag the resolver defines.
-func TestReadmeFlagTableListsEveryFlag(t *testing.T) {
-	commandtest.CheckReadmeFlagTable(t, "../../README.md", "## The resolver", bindFlags)
+// docs/reference/resolver.md's table documents every flag the resolver defines, and no other.
+func TestFlagReferenceListsEveryFlag(t *testing.T) {
+	commandtest.CheckReadmeFlagTable(t, "../../docs/reference/resolver.md", "# The resolver's flags", bindFlags)
 }
 
 // No token is sent unless a file is named, by flag or environment; a named

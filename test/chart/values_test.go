@@ -167,8 +167,8 @@ func isFreeForm(path string) bool {
 	return false
 }
 
-// TestReadmeListsEveryKubeElastiKey: the README's table says what becomes
-// of every key of the KubeElasti values file.
+// TestReadmeListsEveryKubeElastiKey: docs/install/helm.md's table says what
+// becomes of every key of the KubeElasti values file.
 func TestReadmeListsEveryKubeElastiKey(t *testing.T) {
 	src, err := os.ReadFile(repo(t, "charts", "elasti", "ci", kubeElastiValues))
 	if err != nil {
@@ -181,7 +181,7 @@ func TestReadmeListsEveryKubeElastiKey(t *testing.T) {
 	var keys []string
 	leafKeys("", values, &keys)
 	sort.Strings(keys)
-	readme, err := os.ReadFile(repo(t, "README.md"))
+	readme, err := os.ReadFile(repo(t, "docs", "install", "helm.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestReadmeListsEveryKubeElastiKey(t *testing.T) {
 	}
 	for _, k := range keys {
 		if !listed[k] {
-			t.Errorf("the README's KubeElasti values table has no row for `%s`", k)
+			t.Errorf("docs/install/helm.md's KubeElasti values table has no row for `%s`", k)
 		}
 	}
 }

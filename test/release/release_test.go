@@ -783,10 +783,10 @@ USER 0:0
 	}
 }
 
-// The README's "Images and releases" names the pins it explains; when one
-// changes, so must the README.
+// docs/development/releases.md names the pins it explains; when one
+// changes, so must that page.
 func TestReadmeNamesThePins(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "development", "releases.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -803,7 +803,7 @@ func TestReadmeNamesThePins(t *testing.T) {
 		global["RUNTIME_IMAGE"],
 	} {
 		if want == "" || !bytes.Contains(readme, []byte(want)) {
-			t.Errorf("README.md does not mention %q", want)
+			t.Errorf("docs/development/releases.md does not mention %q", want)
 		}
 	}
 }
