@@ -18,9 +18,10 @@ import (
 // could reach any Service's pods through the resolver, by Host or on a
 // resolver port, around the NetworkPolicies that guard them.
 type FrontSource interface {
-	// Front reports whether the resolver is in front of svc. When it is
-	// not, changed is closed on the next change that may make it so.
-	Front(svc ServiceRef) (inFront bool, changed <-chan struct{})
+	// Front reports whether the resolver is in front of svc. It keeps no
+	// state: svc comes from a client's Host. A caller that waits for a
+	// change watches through EndpointSource.Watch.
+	Front(svc ServiceRef) bool
 }
 
 // frontGrace is how long a request for a Service that an ElastiService
@@ -34,21 +35,32 @@ const frontGrace = 2 * time.Second
 // frontGrace for the resolver slice, which kube-proxy may have acted on
 // before this resolver's informer saw it.
 func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
-	in, changed := r.eps.Front(svc)
-	if in || r.named == nil || !r.named.Named(svc) {
-		return in
+	if r.eps.Front(svc) {
+		return true
+	}
+	// A Service no ElastiService names is answered at once, and only a
+	// named one is watched: the names a client sends cannot make the
+	// resolver keep state (see EndpointSource).
+	if r.named == nil || !r.named.Named(svc) {
+		return false
 	}
 	grace := time.NewTimer(frontGrace)
 	defer grace.Stop()
 	for {
+		changed, stop := r.eps.Watch(svc)
+		// Read after watching, so a change in between is not missed.
+		if r.eps.Front(svc) {
+			stop()
+			return true
+		}
 		select {
 		case <-changed:
-			if in, changed = r.eps.Front(svc); in {
-				return true
-			}
+			stop()
 		case <-grace.C:
+			stop()
 			return false
 		case <-ctx.Done():
+			stop()
 			return false
 		}
 	}

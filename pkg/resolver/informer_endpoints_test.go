@@ -323,12 +323,14 @@ func TestInformerEndpoints(t *testing.T) {
 	}
 
 	svc := ServiceRef{"team", "web"}
+	changed, stop := e.Watch(svc)
+	defer stop()
 	tgt, err := e.Lookup(svc, "80")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tgt.Addrs) != 0 || tgt.Changed == nil {
-		t.Fatalf("not-ready endpoint: got %+v, want no addresses and a Changed channel", tgt)
+	if len(tgt.Addrs) != 0 {
+		t.Fatalf("not-ready endpoint: got %+v, want no addresses", tgt)
 	}
 
 	// The endpoint turns Ready: the waiter wakes at once, with no polling.
@@ -337,12 +339,16 @@ func TestInformerEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-tgt.Changed:
+	case <-changed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Changed was not closed after the endpoint became Ready")
+		t.Fatal("the watch was not woken after the endpoint became Ready")
+	}
+	stop()
+	if n := e.b.watching(); n != 0 {
+		t.Fatalf("%d keys watched after the only watch ended", n)
 	}
 	tgt, err = e.Lookup(svc, "80")
-	if err != nil || !slices.Equal(tgt.Addrs, []string{"10.244.0.1:8080"}) || tgt.Changed != nil {
+	if err != nil || !slices.Equal(tgt.Addrs, []string{"10.244.0.1:8080"}) {
 		t.Fatalf("after Ready: got %+v, %v", tgt, err)
 	}
 
@@ -376,15 +382,16 @@ func TestInformerEndpoints(t *testing.T) {
 		tgt, _ := e.Lookup(svc, "")
 		return len(tgt.Addrs) == 0
 	})
-	tgt, _ = e.Lookup(svc, "")
+	changed, stop = e.Watch(svc)
+	defer stop()
 	s3 := slice("team", "web-ghi", "web", map[string]int32{"http": 8080}, ep("10.244.0.4"))
 	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, s3, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-tgt.Changed:
+	case <-changed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Changed was not closed by a new slice")
+		t.Fatal("the watch was not woken by a new slice")
 	}
 
 	// Deleting the public Service wakes waiters too; then it is unknown.
@@ -443,12 +450,13 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 	)
 	e := startEndpoints(t, client)
 	web, other := ServiceRef{"team", "web"}, ServiceRef{"team", "other"}
-	if in, _ := e.Front(other); in {
+	if e.Front(other) {
 		t.Fatal("a hand-made slice with the operator's managed-by label and no ElastiService controller put the resolver in front")
 	}
-	in, changed := e.Front(web)
-	if in || changed == nil {
-		t.Fatalf("before any resolver slice: Front = %v, %v; want false and a channel", in, changed)
+	changed, stop := e.Watch(web)
+	defer stop()
+	if e.Front(web) {
+		t.Fatal("in front before any resolver slice")
 	}
 
 	ctx := t.Context()
@@ -460,7 +468,7 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resolver slice's creation did not wake a waiter")
 	}
-	if in, _ := e.Front(web); !in {
+	if !e.Front(web) {
 		t.Fatal("not in front with a resolver slice")
 	}
 
@@ -472,13 +480,13 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the drain to start", func() bool { return e.drains.draining(web) })
-	if in, _ := e.Front(web); !in {
+	if !e.Front(web) {
 		t.Fatal("not in front right after the switch to serve: the drain must still forward")
 	}
 	e.drains.mu.Lock()
 	e.drains.now = func() time.Time { return now.Add(DefaultFrontDrain) }
 	e.drains.mu.Unlock()
-	if in, _ := e.Front(web); in {
+	if e.Front(web) {
 		t.Fatalf("still in front %v after the resolver slice went", DefaultFrontDrain)
 	}
 }

@@ -1,0 +1,230 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// The attacker here is any pod that can reach the resolver: it sends
+// requests whose Host names Services that do not exist, or exist but are
+// not asleep behind elasti, or are named by an ElastiService but not
+// fronted yet, or it holds requests for a sleeping Service and leaves. None
+// of it may leave state behind in the resolver's maps.
+
+// randomHost is a Host that names a Service and namespace nobody made.
+func randomHost(rng *rand.Rand) string {
+	return fmt.Sprintf("s%012x.n%08x.svc.cluster.local", rng.Uint64()>>16, rng.Uint32())
+}
+
+// watchedKeys is the number of keys the informer source's broadcaster
+// holds.
+func watchedKeys(e *InformerEndpoints) int {
+	e.b.mu.Lock()
+	defer e.b.mu.Unlock()
+	return len(e.b.chans)
+}
+
+// newMapsEnv runs a Resolver over an InformerEndpoints that knows the
+// Service team/web (fronted, no Ready endpoint), team/plain (not fronted,
+// named by nobody) and team/named (named by an ElastiService, not
+// fronted).
+func newMapsEnv(t *testing.T) (*Resolver, *InformerEndpoints) {
+	t.Helper()
+	client := fake.NewClientset(
+		service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))),
+		resolverSlice("team", "web"),
+		service("team", "plain", svcPort("http", 80, intstr.FromInt32(8080))),
+		service("team", "named", svcPort("http", 80, intstr.FromInt32(8080))),
+	)
+	e := startEndpoints(t, client)
+	op := newFakeOperator(t)
+	cfg := testConfig()
+	cfg.OperatorURL = op.srv.URL
+	// 100,000 refusals logged at -v=4 would fill the test's log.
+	ctx := klog.NewContext(t.Context(), logr.Discard())
+	r, err := New(ctx, cfg, Options{Endpoints: e, Named: namedSet{{Namespace: "team", Name: "named"}: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, e
+}
+
+// 100,000 requests with random Hosts, through the handler, leave no key
+// in the broadcaster: a Host that names no fronted Service is answered at
+// once and the resolver keeps nothing of it.
+func TestRandomHostsLeaveNoState(t *testing.T) {
+	checkNoLeaks(t)
+	r, e := newMapsEnv(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const requests = 100_000
+	// Variants of one unknown name: case, trailing dot, short forms,
+	// ports, and a Service that exists but is not behind elasti.
+	hosts := []string{"Plain.Team", "plain.team.", "plain.team.svc", "plain.team.svc.cluster.local.:80", "plain.team:8080", "PLAIN.TEAM.SVC.CLUSTER.LOCAL"}
+	for i := range requests {
+		host := randomHost(rng)
+		if i%10 == 0 {
+			host = hosts[(i/10)%len(hosts)]
+		}
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host = host
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		if w.Code != http.StatusNotFound {
+			t.Fatalf("request %d for %q: %d %q, want 404", i, host, w.Code, w.Body.String())
+		}
+		if n := watchedKeys(e); n != 0 {
+			t.Fatalf("after request %d (Host %q) the broadcaster holds %d keys, want 0", i, host, n)
+		}
+	}
+	if n := r.conn.tracked(); n != 0 {
+		t.Errorf("%d round-robin counters after requests that reached no pod", n)
+	}
+	if slots, sources, _ := r.admit.usage(); slots != 0 || sources != 0 {
+		t.Errorf("admission holds %d slots for %d sources after requests that were never held", slots, sources)
+	}
+}
+
+// A Service an ElastiService names but the resolver is not in front of is
+// watched for the front grace only: once its requests have been answered,
+// or their clients left, the key is gone.
+func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
+	checkNoLeaks(t)
+	r, e := newMapsEnv(t)
+	const waiters = 50
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	codes := make(chan int, waiters)
+	for range waiters {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+			req.Host = "named.team"
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			codes <- w.Code
+		})
+	}
+	eventually(t, 5*time.Second, "the waiters to watch", func() bool { return watchedKeys(e) == 1 })
+	cancel()
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusNotFound {
+			t.Errorf("a request that left during the front grace got %d, want 404", c)
+		}
+	}
+	if n := watchedKeys(e); n != 0 {
+		t.Fatalf("the broadcaster holds %d keys after every waiter left, want 0", n)
+	}
+
+	// One that waits out the grace leaves nothing either.
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Host = "named.team"
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, req)
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("after the grace: %d, want 404", w.Code)
+	}
+	if n := watchedKeys(e); n != 0 {
+		t.Fatalf("the broadcaster holds %d keys after the grace ran out, want 0", n)
+	}
+}
+
+// Requests held for a sleeping Service that leave before it wakes (the
+// client gave up, or the hold timed out) leave no key behind.
+func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
+	checkNoLeaks(t)
+	r, e := newMapsEnv(t)
+	const held = 20
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range held {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+			req.Host = "web.team"
+			req.RemoteAddr = "127.0.0.1:40000"
+			r.ServeHTTP(httptest.NewRecorder(), req)
+		})
+	}
+	web := ServiceRef{Namespace: "team", Name: "web"}
+	eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.held(web) == held })
+	if n := watchedKeys(e); n != 1 {
+		t.Errorf("%d keys watched while %d requests wait for one Service, want 1", n, held)
+	}
+	cancel()
+	wg.Wait()
+	eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
+	if n := watchedKeys(e); n != 0 {
+		t.Fatalf("the broadcaster holds %d keys after every held request left, want 0", n)
+	}
+}
+
+// The broadcaster's entry for a key lives while it has a watch: stop in
+// any order, twice, or after a broadcast, and the map is empty; a stop of
+// an old watch does not remove a newer one.
+func TestBroadcasterCountsItsWatches(t *testing.T) {
+	b := newBroadcaster[string]()
+	_, stop1 := b.watch("a")
+	ch2, stop2 := b.watch("a")
+	if n := b.watching(); n != 1 {
+		t.Fatalf("two watches of one key: %d keys, want 1", n)
+	}
+	stop1()
+	stop1()
+	if n := b.watching(); n != 1 {
+		t.Fatalf("one watch left (the first stopped twice): %d keys, want 1", n)
+	}
+	b.broadcast("a")
+	select {
+	case <-ch2:
+	default:
+		t.Fatal("broadcast did not close the watch's channel")
+	}
+	ch3, stop3 := b.watch("a")
+	stop2() // the watch from before the broadcast
+	if n := b.watching(); n != 1 {
+		t.Fatalf("a stale stop removed a newer watch: %d keys, want 1", n)
+	}
+	stop3()
+	if n := b.watching(); n != 0 {
+		t.Fatalf("every watch stopped: %d keys, want 0", n)
+	}
+	select {
+	case <-ch3:
+		t.Fatal("a stopped watch's channel was closed without a broadcast")
+	default:
+	}
+}
+
+// The round-robin counters are kept per Service that had endpoints, and
+// only up to maxRoundRobin of them: Services come and go for as long as
+// the resolver runs.
+func TestRoundRobinCountersAreBounded(t *testing.T) {
+	c := newConnector(NewMemoryEndpoints(), nil, time.Second, ktesting.NewLogger(t, ktesting.NewConfig()))
+	addrs := []string{"10.244.0.1:80", "10.244.0.2:80"}
+	for i := range maxRoundRobin + 1000 {
+		c.order(ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)}, addrs)
+	}
+	if n := c.tracked(); n > maxRoundRobin {
+		t.Fatalf("%d round-robin counters, want at most %d", n, maxRoundRobin)
+	}
+	// The counters still turn: one Service is sent to each endpoint in
+	// turn.
+	svc := ServiceRef{Namespace: "team", Name: "web"}
+	first, second := c.order(svc, addrs)[0], c.order(svc, addrs)[0]
+	if first == second {
+		t.Errorf("two requests in a row went to %s: the counter does not turn", first)
+	}
+}
