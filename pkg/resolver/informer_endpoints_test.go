@@ -418,7 +418,7 @@ func resolverSlice(ns, svcName string) *discoveryv1.EndpointSlice {
 
 // startEndpoints runs an InformerEndpoints over client until the test
 // ends, with the command's cache transform.
-func startEndpoints(t *testing.T, client *fake.Clientset) *InformerEndpoints {
+func startEndpoints(t testing.TB, client *fake.Clientset) *InformerEndpoints {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
