@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // The attacker here is any pod that can reach the resolver: it sends
@@ -286,5 +288,47 @@ func BenchmarkRandomHosts(b *testing.B) {
 	b.ReportMetric(float64(watchedKeys(e)), "watched-keys")
 	if grown >= 16 {
 		b.Errorf("the live heap grew %.1f MiB over %d requests with random Hosts, want under 16", grown, randomHostsRequests)
+	}
+}
+
+// The drain map holds a Service from the moment the resolver leaves its
+// front until the drain ends, and is swept by the next leave after that.
+func TestDrainsAreSwept(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d := newDrains(time.Minute, clk)
+	svc := func(i int) ServiceRef { return ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)} }
+	for i := range 1000 {
+		d.leave(svc(i))
+	}
+	clk.Step(time.Minute - time.Nanosecond)
+	if !d.draining(svc(0)) {
+		t.Fatal("the first Service no longer drains before the drain ended")
+	}
+	clk.Step(time.Nanosecond)
+	if d.draining(svc(0)) || d.draining(svc(999)) {
+		t.Fatal("a Service still drains after the drain")
+	}
+	d.leave(svc(1000))
+	if n := d.left.Len(); n != 1 {
+		t.Fatalf("%d Services remembered after the others' drains ended, want the one that just left", n)
+	}
+}
+
+// A client that rotates its source address (an IPv6 range, or many pods)
+// is tracked for at most SourceWakeTracked addresses.
+func TestWakeLimiterBoundsRotatingSources(t *testing.T) {
+	const maxSources = 1000
+	l := newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, maxSources)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prefix := netip.MustParseAddr("fd00::").As16()
+	for i := range 100_000 {
+		a := prefix
+		a[12], a[13], a[14], a[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
+		if _, ok := l.take(netip.AddrFrom16(a), now); !ok {
+			t.Fatalf("the first wake of source %d was refused", i)
+		}
+	}
+	if n := l.sources(); n != maxSources {
+		t.Fatalf("%d sources tracked, want the cap %d", n, maxSources)
 	}
 }

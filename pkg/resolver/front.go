@@ -2,11 +2,12 @@ package resolver
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
@@ -96,43 +97,25 @@ func indexByResolverSliceOf(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// drains remembers when the resolver last left the front of each Service,
-// for the drain. Entries older than that are swept at most once per
-// drain, so the map holds only the Services that switched to serve
-// within about twice the drain.
+// drains remembers the Services the resolver left the front of less than
+// the drain ago. The library's expiring map drops each entry when its drain
+// ends (on a later leave), so it holds only the Services that switched to
+// serve within about the drain.
 type drains struct {
-	mu        sync.Mutex
-	left      map[ServiceRef]time.Time
-	nextSweep time.Time
-	drain     time.Duration
-	now       func() time.Time
+	left  *utilcache.Expiring // ServiceRef -> struct{}
+	drain time.Duration
 }
 
-func newDrains(drain time.Duration) *drains {
-	return &drains{left: map[ServiceRef]time.Time{}, drain: drain, now: time.Now}
+func newDrains(drain time.Duration, clk clock.Clock) *drains {
+	return &drains{left: utilcache.NewExpiringWithClock(clk), drain: drain}
 }
 
 // leave records that the resolver left the front of svc now.
-func (d *drains) leave(svc ServiceRef) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.now()
-	if now.After(d.nextSweep) {
-		for k, t := range d.left {
-			if now.Sub(t) >= d.drain {
-				delete(d.left, k)
-			}
-		}
-		d.nextSweep = now.Add(d.drain)
-	}
-	d.left[svc] = now
-}
+func (d *drains) leave(svc ServiceRef) { d.left.Set(svc, struct{}{}, d.drain) }
 
 // draining reports whether the resolver left the front of svc less than
 // the drain ago.
 func (d *drains) draining(svc ServiceRef) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.left[svc]
-	return ok && d.now().Sub(t) < d.drain
+	_, ok := d.left.Get(svc)
+	return ok
 }

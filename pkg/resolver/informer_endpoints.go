@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
@@ -77,7 +78,7 @@ func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInf
 		services:    services.Lister(),
 		byClusterIP: services.Informer().GetIndexer(),
 		slices:      endpointSlices.Informer().GetIndexer(),
-		drains:      newDrains(drain),
+		drains:      newDrains(drain, clock.RealClock{}),
 		b:           newBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}

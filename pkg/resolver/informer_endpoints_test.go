@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -472,10 +473,10 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 		t.Fatal("not in front with a resolver slice")
 	}
 
-	now := time.Now()
-	e.drains.mu.Lock()
-	e.drains.now = func() time.Time { return now }
-	e.drains.mu.Unlock()
+	// The drain runs on a clock the test moves. No resolver slice has
+	// gone yet, so the informer's handler has not read drains.
+	clk := testingclock.NewFakeClock(time.Now())
+	e.drains = newDrains(DefaultFrontDrain, clk)
 	if err := client.DiscoveryV1().EndpointSlices("team").Delete(ctx, names.ResolverSlice("web"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -483,9 +484,11 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 	if !e.Front(web) {
 		t.Fatal("not in front right after the switch to serve: the drain must still forward")
 	}
-	e.drains.mu.Lock()
-	e.drains.now = func() time.Time { return now.Add(DefaultFrontDrain) }
-	e.drains.mu.Unlock()
+	clk.Step(DefaultFrontDrain - time.Nanosecond)
+	if !e.Front(web) {
+		t.Fatal("not in front just before the drain ends")
+	}
+	clk.Step(time.Nanosecond)
 	if e.Front(web) {
 		t.Fatalf("still in front %v after the resolver slice went", DefaultFrontDrain)
 	}

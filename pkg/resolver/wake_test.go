@@ -65,7 +65,7 @@ func writeTokenFile(t *testing.T, path, content string) {
 
 func newTestWakeClient(t *testing.T, url string, token TokenSource) (*wakeClient, *Metrics) {
 	t.Helper()
-	metrics, err := NewMetrics(nil)
+	metrics, err := NewMetrics(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
