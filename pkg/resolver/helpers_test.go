@@ -64,7 +64,7 @@ func (f *fakeNet) dialCount(addr string) int {
 	return f.dials[addr]
 }
 
-// fakeOperator counts scale-up POSTs.
+// fakeOperator counts wake POSTs.
 type fakeOperator struct {
 	srv   *httptest.Server
 	posts atomic.Int64

@@ -18,7 +18,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
-// tokenOperator stands in for an operator's scale endpoint that requires
+// tokenOperator stands in for an operator's wake endpoint that requires
 // want as its token when want is set, and records what it was sent.
 type tokenOperator struct {
 	srv *httptest.Server
