@@ -35,7 +35,7 @@ func main() { command.Main("elasti-resolver", summary, bindFlags, run) }
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
 	if o.wakeTokenFile != "" {
-		logger.Info("Scale requests carry the wake token", "file", o.wakeTokenFile)
+		logger.Info("Wake requests carry the wake token", "file", o.wakeTokenFile)
 	}
 	cfg, err := command.RestConfig(o.kubeconfig)
 	if err != nil {

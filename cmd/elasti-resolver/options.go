@@ -66,7 +66,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"How long the resolver still forwards for a Service after its resolver EndpointSlice is deleted (the switch to serve), for what kube-proxy and ingress controllers send before they follow; after it, a request is answered 404.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second,
 		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
-	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's scale endpoint (from env ELASTI_OPERATOR_*).")
+	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's wake endpoint (from env ELASTI_OPERATOR_*).")
 	fs.DurationVar(&r.RequestTimeout, "request-timeout", e.Seconds(envRequestTimeout, def.RequestTimeout), "How long a request is held before a 504 (env "+envRequestTimeout+", seconds).")
 	fs.StringVar(&r.HostHeader, "host-header", e.String(envHeaderForHost, ""), "Header naming the target host instead of Host (env "+envHeaderForHost+").")
 	fs.StringVar(&r.ClusterDomain, "cluster-domain", domain, "Cluster DNS domain accepted in hosts (env "+envClusterDomain+").")
@@ -87,14 +87,14 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"Largest held request body, in bytes, read into memory while the Service wakes; larger and chunked bodies stream to the pod once it is Ready.")
 	fs.Int64Var(&r.MaxBufferedBodies, "max-buffered-bodies", def.MaxBufferedBodies,
 		"Bytes that all buffered held bodies may take together; past it, bodies stream.")
-	fs.DurationVar(&r.OperatorRetryMax, "operator-retry-max", e.Seconds(envOperatorRetry, def.OperatorRetryMax), "Longest wait between scale requests to the operator (env "+envOperatorRetry+").")
+	fs.DurationVar(&r.OperatorRetryMax, "operator-retry-max", e.Seconds(envOperatorRetry, def.OperatorRetryMax), "Longest wait between wake requests to the operator (env "+envOperatorRetry+").")
 	fs.Float64Var(&r.SourceWakeRate, "source-wake-rate", def.SourceWakeRate,
 		"Wakes per second one client address may start once its burst is spent; a request over the limit gets 429 with Retry-After. "+
 			"Requests for a Service already waking or up cost nothing. Behind an ingress controller every client shares its address. 0 turns the limit off.")
 	fs.IntVar(&r.SourceWakeBurst, "source-wake-burst", def.SourceWakeBurst,
 		"Wakes one client address may start at once before --source-wake-rate applies. 0 turns the limit off.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, e.String(envWakeTokenFile, ""),
-		"File holding the wake token(s), one a line, e.g. a mounted Secret key; scale requests carry the first as Authorization: Bearer. "+
+		"File holding the wake token(s), one a line, e.g. a mounted Secret key; wake requests carry the first as Authorization: Bearer. "+
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")
 
 	finish := func() error {

@@ -10,6 +10,13 @@
 // compiled to find out. The operator's validation and the resolver charge
 // the same budget through this one package, so they refuse the same
 // patterns.
+//
+// The budget bounds memory; MaxInput bounds time. Go's regexp runs in time
+// linear in program size times input, but a request's header values may
+// together be 64 KiB, and the largest expression the budget allows took
+// some 200 ms of CPU on such a value. A probe rule's expression therefore
+// reads at most MaxInput bytes per condition and request, and matching CPU
+// per request is bounded by the budget's program size times MaxInput.
 package regexbudget
 
 import (
@@ -30,6 +37,25 @@ const (
 	// or three times over), so large classes are charged by their size.
 	runesPerUnit = 8
 )
+
+// MaxInput is the most bytes a probe rule's regular expression reads
+// for one condition of one request: a value longer than what is left of
+// it does not match, and is not read at all.
+//
+// Measured (BenchmarkWorstCaseRegexp, pkg/resolver, docs/benchmarks.md):
+// the costliest expression the budget allows that we know of,
+// (?s:.*a){60}, costs about a microsecond a byte: some 200 ms on 64 KiB,
+// about 0.5 ms on 512 bytes. Probe values are short: the User-Agents of
+// kube-probe, load balancers' and uptime checkers' health checks are under
+// 100 bytes, a browser's under 300, and health paths shorter still, so
+// 512 bytes reads every real probe value whole and bounds the worst case
+// at about half a millisecond per condition.
+//
+// Not matching is the safe side: a probe rule answers without waking, so
+// a value it did not read is treated as one no rule names, held and woken
+// for like any other request. Matching on a prefix instead would let a
+// rule answer a value it does not match whole.
+const MaxInput = 512
 
 // Budget is what is left of one ElastiService's allowance for regular
 // expressions. The zero value has nothing left.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -50,13 +50,28 @@ type connector struct {
 	dial        DialFunc
 	dialTimeout time.Duration
 	logger      klog.Logger
-	// next holds a round-robin counter per Service.
-	next sync.Map // ServiceRef -> *atomic.Uint64
+	// next holds a round-robin counter (*atomic.Uint64) per Service, for
+	// at most maxRoundRobin Services and roundRobinIdle after their last
+	// use: Services come and go for as long as the resolver runs.
+	next *utilcache.LRUExpireCache
 }
 
+// maxRoundRobin bounds the Services whose round-robin counter is kept,
+// and roundRobinIdle how long one is kept unused. A counter dropped
+// early only restarts its Service's rotation, which is harmless; 4,096
+// counters take under 1 MiB.
+const (
+	maxRoundRobin  = 4096
+	roundRobinIdle = 10 * time.Minute
+)
+
 func newConnector(eps EndpointSource, dial DialFunc, dialTimeout time.Duration, logger klog.Logger) *connector {
-	return &connector{eps: eps, dial: dial, dialTimeout: dialTimeout, logger: logger}
+	return &connector{eps: eps, dial: dial, dialTimeout: dialTimeout, logger: logger,
+		next: utilcache.NewLRUExpireCache(maxRoundRobin)}
 }
+
+// tracked returns the number of Services with a round-robin counter.
+func (c *connector) tracked() int { return len(c.next.Keys()) }
 
 // order returns at most two endpoints: the next in round-robin order, then
 // its successor, the fallback when the endpoints cannot be read again.
@@ -65,10 +80,15 @@ func (c *connector) order(svc ServiceRef, addrs []string) []string {
 	if n <= 1 {
 		return addrs
 	}
-	ctr, ok := c.next.Load(svc)
+	ctr, ok := c.next.Get(svc)
 	if !ok {
-		ctr, _ = c.next.LoadOrStore(svc, new(atomic.Uint64))
+		// Two requests that miss together may each start a counter; one
+		// is kept, and the rotation stays as fair.
+		ctr = new(atomic.Uint64)
 	}
+	// Added again on every use, so the counter lives roundRobinIdle after
+	// its last one.
+	c.next.Add(svc, ctr, roundRobinIdle)
 	i := int(ctr.(*atomic.Uint64).Add(1) % uint64(n))
 	return []string{addrs[i], addrs[(i+1)%n]}
 }

@@ -38,55 +38,89 @@ type Backends struct {
 	// (declaredProtocol); "" when it declares none. A resolver port uses
 	// it to tell HTTP from other TCP traffic, sniffing only when it is "".
 	AppProtocol string
-	// Changed is closed when anything that may change the answer changes.
-	// It is only set when Addrs is empty: a caller that needs to wait for a
-	// Ready endpoint blocks on it and then asks again.
-	Changed <-chan struct{}
 }
 
 // EndpointSource yields the Ready endpoints of the pods behind a public
 // Service, and whether the resolver is in front of it. Unit tests feed one
 // by hand (MemoryEndpoints); the command uses NewInformerEndpoints.
+//
+// Front and Lookup only read: a request keeps no state in the source
+// unless it waits, and then only through Watch, whose stop removes it.
+// Hosts are client input, so a read that left state behind for each name
+// asked about would let any client grow the resolver without bound.
 type EndpointSource interface {
 	FrontSource
 	// Lookup resolves the public Service svc. hostPort is the port from the
 	// Host, or "" when it had none; it selects the Service port. An
 	// unknown Service is ErrServiceNotFound.
 	Lookup(svc ServiceRef, hostPort string) (Backends, error)
+	// Watch returns a channel closed on the next change that may change
+	// what Front or Lookup say of svc, and stop, which the caller must
+	// call once it no longer waits (more than once is fine). A caller
+	// watches first and reads after, so a change in between is not
+	// missed. Callers watch only Services the resolver's own caches know
+	// (one in front, or one an ElastiService names), never a bare name a
+	// client sent.
+	Watch(svc ServiceRef) (changed <-chan struct{}, stop func())
 }
 
 // broadcaster hands out one channel per key and closes it on the next
-// broadcast for that key: every waiter sees it at once, nobody polls. A key is
-// only in the map while someone asked to watch it since its last change.
+// broadcast for that key: every waiter sees it at once, nobody polls. A key
+// is in the map only while someone watches it: its entry counts its
+// watchers, and the last one's stop removes it, as does a broadcast. So the
+// map never holds more entries than there are waits under way, whatever
+// keys clients name.
 type broadcaster[K comparable] struct {
 	mu    sync.Mutex
-	chans map[K]chan struct{}
+	chans map[K]*watchers
+}
+
+// watchers is one key's channel and the number of watches not stopped.
+type watchers struct {
+	ch chan struct{}
+	n  int
 }
 
 func newBroadcaster[K comparable]() *broadcaster[K] {
-	return &broadcaster[K]{chans: map[K]chan struct{}{}}
+	return &broadcaster[K]{chans: map[K]*watchers{}}
 }
 
-// watch returns the channel closed on the next broadcast(k).
-func (b *broadcaster[K]) watch(k K) <-chan struct{} {
+// watch returns the channel closed on the next broadcast(k), and stop,
+// which ends this watch; the entry for k goes with its last watch.
+func (b *broadcaster[K]) watch(k K) (<-chan struct{}, func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ch, ok := b.chans[k]
+	w, ok := b.chans[k]
 	if !ok {
-		ch = make(chan struct{})
-		b.chans[k] = ch
+		w = &watchers{ch: make(chan struct{})}
+		b.chans[k] = w
 	}
-	return ch
+	w.n++
+	return w.ch, sync.OnceFunc(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		// After a broadcast k may have a new entry: leave that one alone.
+		if w.n--; w.n == 0 && b.chans[k] == w {
+			delete(b.chans, k)
+		}
+	})
 }
 
 // broadcast closes the channel every watcher of k holds.
 func (b *broadcaster[K]) broadcast(k K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ch, ok := b.chans[k]; ok {
-		close(ch)
+	if w, ok := b.chans[k]; ok {
+		close(w.ch)
 		delete(b.chans, k)
 	}
+}
+
+// watching returns the number of keys watched.
+func (b *broadcaster[K]) watching() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.chans)
 }
 
 // MemoryEndpoints is an EndpointSource set by hand. Every Service it is
@@ -138,21 +172,14 @@ func (m *MemoryEndpoints) SetInFront(svc ServiceRef, inFront bool) {
 }
 
 // Front implements FrontSource.
-func (m *MemoryEndpoints) Front(svc ServiceRef) (bool, <-chan struct{}) {
-	get := func() bool {
-		m.mu.RLock()
-		defer m.mu.RUnlock()
-		return !m.behind[svc]
-	}
-	if get() {
-		return true, nil
-	}
-	ch := m.b.watch(svc)
-	if get() {
-		return true, nil
-	}
-	return false, ch
+func (m *MemoryEndpoints) Front(svc ServiceRef) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return !m.behind[svc]
 }
+
+// Watch implements EndpointSource.
+func (m *MemoryEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return m.b.watch(svc) }
 
 // SetH2C marks svc's port as speaking h2c.
 func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
@@ -166,19 +193,7 @@ func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
 
 // Lookup implements EndpointSource.
 func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
-	get := func() Backends {
-		m.mu.RLock()
-		defer m.mu.RUnlock()
-		return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc]}
-	}
-	if t := get(); len(t.Addrs) > 0 {
-		return t, nil
-	}
-	// Watch before the second read, so a Set in between is not missed.
-	ch := m.b.watch(svc)
-	t := get()
-	if len(t.Addrs) == 0 {
-		t.Changed = ch
-	}
-	return t, nil
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc]}, nil
 }

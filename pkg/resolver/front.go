@@ -2,11 +2,12 @@ package resolver
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
@@ -18,9 +19,10 @@ import (
 // could reach any Service's pods through the resolver, by Host or on a
 // resolver port, around the NetworkPolicies that guard them.
 type FrontSource interface {
-	// Front reports whether the resolver is in front of svc. When it is
-	// not, changed is closed on the next change that may make it so.
-	Front(svc ServiceRef) (inFront bool, changed <-chan struct{})
+	// Front reports whether the resolver is in front of svc. It keeps no
+	// state: svc comes from a client's Host. A caller that waits for a
+	// change watches through EndpointSource.Watch.
+	Front(svc ServiceRef) bool
 }
 
 // frontGrace is how long a request for a Service that an ElastiService
@@ -34,21 +36,32 @@ const frontGrace = 2 * time.Second
 // frontGrace for the resolver slice, which kube-proxy may have acted on
 // before this resolver's informer saw it.
 func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
-	in, changed := r.eps.Front(svc)
-	if in || r.named == nil || !r.named.Named(svc) {
-		return in
+	if r.eps.Front(svc) {
+		return true
+	}
+	// A Service no ElastiService names is answered at once, and only a
+	// named one is watched: the names a client sends cannot make the
+	// resolver keep state (see EndpointSource).
+	if r.named == nil || !r.named.Named(svc) {
+		return false
 	}
 	grace := time.NewTimer(frontGrace)
 	defer grace.Stop()
 	for {
+		changed, stop := r.eps.Watch(svc)
+		// Read after watching, so a change in between is not missed.
+		if r.eps.Front(svc) {
+			stop()
+			return true
+		}
 		select {
 		case <-changed:
-			if in, changed = r.eps.Front(svc); in {
-				return true
-			}
+			stop()
 		case <-grace.C:
+			stop()
 			return false
 		case <-ctx.Done():
+			stop()
 			return false
 		}
 	}
@@ -84,43 +97,25 @@ func indexByResolverSliceOf(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// drains remembers when the resolver last left the front of each Service,
-// for the drain. Entries older than that are swept at most once per
-// drain, so the map holds only the Services that switched to serve
-// within about twice the drain.
+// drains remembers the Services the resolver left the front of less than
+// the drain ago. The library's expiring map drops each entry when its drain
+// ends (on a later leave), so it holds only the Services that switched to
+// serve within about the drain.
 type drains struct {
-	mu        sync.Mutex
-	left      map[ServiceRef]time.Time
-	nextSweep time.Time
-	drain     time.Duration
-	now       func() time.Time
+	left  *utilcache.Expiring // ServiceRef -> struct{}
+	drain time.Duration
 }
 
-func newDrains(drain time.Duration) *drains {
-	return &drains{left: map[ServiceRef]time.Time{}, drain: drain, now: time.Now}
+func newDrains(drain time.Duration, clk clock.Clock) *drains {
+	return &drains{left: utilcache.NewExpiringWithClock(clk), drain: drain}
 }
 
 // leave records that the resolver left the front of svc now.
-func (d *drains) leave(svc ServiceRef) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.now()
-	if now.After(d.nextSweep) {
-		for k, t := range d.left {
-			if now.Sub(t) >= d.drain {
-				delete(d.left, k)
-			}
-		}
-		d.nextSweep = now.Add(d.drain)
-	}
-	d.left[svc] = now
-}
+func (d *drains) leave(svc ServiceRef) { d.left.Set(svc, struct{}{}, d.drain) }
 
 // draining reports whether the resolver left the front of svc less than
 // the drain ago.
 func (d *drains) draining(svc ServiceRef) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.left[svc]
-	return ok && d.now().Sub(t) < d.drain
+	_, ok := d.left.Get(svc)
+	return ok
 }

@@ -64,7 +64,7 @@ func (f *fakeNet) dialCount(addr string) int {
 	return f.dials[addr]
 }
 
-// fakeOperator counts scale-up POSTs.
+// fakeOperator counts wake POSTs.
 type fakeOperator struct {
 	srv   *httptest.Server
 	posts atomic.Int64
@@ -259,7 +259,7 @@ func metricValue(t *testing.T, c prometheus.Collector) float64 {
 }
 
 // eventually polls cond every 5ms for at most d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

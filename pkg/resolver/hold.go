@@ -223,16 +223,23 @@ func (hd *hold) missed() {
 // a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 	for {
+		// Watch, then read: a change in between closes changed. The watch
+		// ends with each turn, so nothing stays behind once the hold does.
+		changed, stop := hd.h.eps.Watch(hd.svc)
 		b, err := hd.h.eps.Lookup(hd.svc, port)
 		if err != nil || len(b.Addrs) > 0 {
+			stop()
 			return b, err
 		}
 		hd.missed()
 		select {
-		case <-b.Changed:
+		case <-changed:
+			stop()
 		case <-ctx.Done():
+			stop()
 			return Backends{}, ctx.Err()
 		case <-hd.h.ctx.Done():
+			stop()
 			return Backends{}, errClosed
 		}
 	}

@@ -139,7 +139,9 @@ func (f fuzzClusterIPs) Lookup(ServiceRef, string) (Backends, error) {
 	return Backends{}, ErrServiceNotFound
 }
 
-func (f fuzzClusterIPs) Front(ServiceRef) (bool, <-chan struct{}) { return true, nil }
+func (f fuzzClusterIPs) Front(ServiceRef) bool { return true }
+
+func (f fuzzClusterIPs) Watch(ServiceRef) (<-chan struct{}, func()) { return nil, func() {} }
 
 func (f fuzzClusterIPs) ServiceForClusterIP(ip string) (ServiceRef, bool) {
 	s, ok := f[ip]

@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
@@ -77,7 +78,7 @@ func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInf
 		services:    services.Lister(),
 		byClusterIP: services.Informer().GetIndexer(),
 		slices:      endpointSlices.Informer().GetIndexer(),
-		drains:      newDrains(drain),
+		drains:      newDrains(drain, clock.RealClock{}),
 		b:           newBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}
@@ -123,36 +124,21 @@ func (e *InformerEndpoints) HasSynced() bool {
 	return allSynced(e.synced)
 }
 
-// Lookup implements EndpointSource.
+// Lookup implements EndpointSource. It only reads the informers' caches.
 func (e *InformerEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, error) {
-	t, err := e.resolve(svc, hostPort)
-	if err != nil || len(t.Addrs) > 0 {
-		return t, err
-	}
-	// Watch, then read again: an event between the two reads closes ch.
-	// Informers update their store before they call handlers, so a change
-	// is either seen by the second read or wakes ch.
-	ch := e.b.watch(svc)
-	t, err = e.resolve(svc, hostPort)
-	if err == nil && len(t.Addrs) == 0 {
-		t.Changed = ch
-	}
-	return t, err
+	return e.resolve(svc, hostPort)
 }
 
 // Front implements FrontSource: the resolver is in front of svc while a
 // resolver slice for it exists, and for the drain after the last one goes.
-func (e *InformerEndpoints) Front(svc ServiceRef) (bool, <-chan struct{}) {
-	if e.inFront(svc) {
-		return true, nil
-	}
-	// Watch, then read again, as Lookup does.
-	ch := e.b.watch(svc)
-	if e.inFront(svc) {
-		return true, nil
-	}
-	return false, ch
-}
+// It only reads: a Host that names no fronted Service leaves nothing
+// behind.
+func (e *InformerEndpoints) Front(svc ServiceRef) bool { return e.inFront(svc) }
+
+// Watch implements EndpointSource. Informers update their store before
+// they call handlers, so a caller that watches and then reads either sees
+// a change or is woken by it.
+func (e *InformerEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return e.b.watch(svc) }
 
 func (e *InformerEndpoints) inFront(svc ServiceRef) bool {
 	objs, err := e.slices.ByIndex(resolverSlicesIndex, svc.Namespace+"/"+svc.Name)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -323,12 +324,14 @@ func TestInformerEndpoints(t *testing.T) {
 	}
 
 	svc := ServiceRef{"team", "web"}
+	changed, stop := e.Watch(svc)
+	defer stop()
 	tgt, err := e.Lookup(svc, "80")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tgt.Addrs) != 0 || tgt.Changed == nil {
-		t.Fatalf("not-ready endpoint: got %+v, want no addresses and a Changed channel", tgt)
+	if len(tgt.Addrs) != 0 {
+		t.Fatalf("not-ready endpoint: got %+v, want no addresses", tgt)
 	}
 
 	// The endpoint turns Ready: the waiter wakes at once, with no polling.
@@ -337,12 +340,16 @@ func TestInformerEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-tgt.Changed:
+	case <-changed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Changed was not closed after the endpoint became Ready")
+		t.Fatal("the watch was not woken after the endpoint became Ready")
+	}
+	stop()
+	if n := e.b.watching(); n != 0 {
+		t.Fatalf("%d keys watched after the only watch ended", n)
 	}
 	tgt, err = e.Lookup(svc, "80")
-	if err != nil || !slices.Equal(tgt.Addrs, []string{"10.244.0.1:8080"}) || tgt.Changed != nil {
+	if err != nil || !slices.Equal(tgt.Addrs, []string{"10.244.0.1:8080"}) {
 		t.Fatalf("after Ready: got %+v, %v", tgt, err)
 	}
 
@@ -376,15 +383,16 @@ func TestInformerEndpoints(t *testing.T) {
 		tgt, _ := e.Lookup(svc, "")
 		return len(tgt.Addrs) == 0
 	})
-	tgt, _ = e.Lookup(svc, "")
+	changed, stop = e.Watch(svc)
+	defer stop()
 	s3 := slice("team", "web-ghi", "web", map[string]int32{"http": 8080}, ep("10.244.0.4"))
 	if _, err := client.DiscoveryV1().EndpointSlices("team").Create(ctx, s3, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-tgt.Changed:
+	case <-changed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Changed was not closed by a new slice")
+		t.Fatal("the watch was not woken by a new slice")
 	}
 
 	// Deleting the public Service wakes waiters too; then it is unknown.
@@ -411,7 +419,7 @@ func resolverSlice(ns, svcName string) *discoveryv1.EndpointSlice {
 
 // startEndpoints runs an InformerEndpoints over client until the test
 // ends, with the command's cache transform.
-func startEndpoints(t *testing.T, client *fake.Clientset) *InformerEndpoints {
+func startEndpoints(t testing.TB, client *fake.Clientset) *InformerEndpoints {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -443,12 +451,13 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 	)
 	e := startEndpoints(t, client)
 	web, other := ServiceRef{"team", "web"}, ServiceRef{"team", "other"}
-	if in, _ := e.Front(other); in {
+	if e.Front(other) {
 		t.Fatal("a hand-made slice with the operator's managed-by label and no ElastiService controller put the resolver in front")
 	}
-	in, changed := e.Front(web)
-	if in || changed == nil {
-		t.Fatalf("before any resolver slice: Front = %v, %v; want false and a channel", in, changed)
+	changed, stop := e.Watch(web)
+	defer stop()
+	if e.Front(web) {
+		t.Fatal("in front before any resolver slice")
 	}
 
 	ctx := t.Context()
@@ -460,25 +469,27 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resolver slice's creation did not wake a waiter")
 	}
-	if in, _ := e.Front(web); !in {
+	if !e.Front(web) {
 		t.Fatal("not in front with a resolver slice")
 	}
 
-	now := time.Now()
-	e.drains.mu.Lock()
-	e.drains.now = func() time.Time { return now }
-	e.drains.mu.Unlock()
+	// The drain runs on a clock the test moves. No resolver slice has
+	// gone yet, so the informer's handler has not read drains.
+	clk := testingclock.NewFakeClock(time.Now())
+	e.drains = newDrains(DefaultFrontDrain, clk)
 	if err := client.DiscoveryV1().EndpointSlices("team").Delete(ctx, names.ResolverSlice("web"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the drain to start", func() bool { return e.drains.draining(web) })
-	if in, _ := e.Front(web); !in {
+	if !e.Front(web) {
 		t.Fatal("not in front right after the switch to serve: the drain must still forward")
 	}
-	e.drains.mu.Lock()
-	e.drains.now = func() time.Time { return now.Add(DefaultFrontDrain) }
-	e.drains.mu.Unlock()
-	if in, _ := e.Front(web); in {
+	clk.Step(DefaultFrontDrain - time.Nanosecond)
+	if !e.Front(web) {
+		t.Fatal("not in front just before the drain ends")
+	}
+	clk.Step(time.Nanosecond)
+	if e.Front(web) {
 		t.Fatalf("still in front %v after the resolver slice went", DefaultFrontDrain)
 	}
 }

@@ -53,8 +53,8 @@ type Metrics struct {
 	// closed (tcp) because the resolver was not in front of their Service.
 	NotInFront *prometheus.CounterVec
 	// WakeRateSources is the number of client addresses whose wakes are
-	// being counted.
-	WakeRateSources prometheus.Gauge
+	// being counted, read from the wake limiter when scraped.
+	WakeRateSources prometheus.GaugeFunc
 	// Timeouts counts held requests answered 504.
 	Timeouts prometheus.Counter
 	// ProbeResponses counts requests answered by a probeResponse rule.
@@ -80,8 +80,10 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
 // leaves them unregistered. Registering twice on one registry is an error.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := newMetrics()
+// wakeSources, when not nil, counts the client addresses the wake rate
+// limit tracks.
+func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, error) {
+	m := newMetrics(wakeSources)
 	m.initLabelValues()
 	if reg == nil {
 		return m, nil
@@ -96,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func newMetrics() *Metrics {
+func newMetrics(wakeSources func() int) *Metrics {
 	return &Metrics{
 		Queued: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_queued_requests",
@@ -127,9 +129,14 @@ func newMetrics() *Metrics {
 			Name: "elasti_resolver_not_in_front_total",
 			Help: "Requests answered 404 (protocol http) or connections closed (tcp) because the resolver was not in front of their Service: no resolver EndpointSlice, and none removed within the drain.",
 		}, []string{"protocol"}),
-		WakeRateSources: prometheus.NewGauge(prometheus.GaugeOpts{
+		WakeRateSources: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "elasti_resolver_wake_rate_limit_sources",
 			Help: "Client addresses whose recent wakes the per-source wake rate limit tracks.",
+		}, func() float64 {
+			if wakeSources == nil {
+				return 0
+			}
+			return float64(wakeSources())
 		}),
 		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_timeouts_total",

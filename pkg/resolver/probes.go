@@ -357,7 +357,9 @@ func (m *stringMatcher) match(s string) bool {
 		rest := s[len(m.value):]
 		return rest == "" || rest[0] == '/' || m.value == ""
 	case elastiv1alpha1.MatchRegularExpression:
-		return m.re.MatchString(s)
+		// A longer value is not read (see regexbudget.MaxInput); callers
+		// with several values share the bound (anyMatches).
+		return len(s) <= regexbudget.MaxInput && m.re.MatchString(s)
 	}
 	return false
 }
@@ -393,9 +395,19 @@ func (r *compiledRule) matches(req *http.Request, query map[string][]string) boo
 }
 
 // anyMatches: a header or parameter given several times matches if one of
-// its values does; an absent one never matches.
+// its values does; an absent one never matches. A regular expression reads
+// at most regexbudget.MaxInput bytes over all the values, so a header
+// repeated many times costs no more than one long value: a value that does
+// not fit in what is left is not read, and does not match.
 func anyMatches(m *stringMatcher, values []string) bool {
+	left := regexbudget.MaxInput
 	for _, v := range values {
+		if m.re != nil {
+			if len(v) > left {
+				continue
+			}
+			left -= len(v)
+		}
 		if m.match(v) {
 			return true
 		}

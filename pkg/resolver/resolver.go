@@ -80,7 +80,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if opts.Endpoints == nil {
 		return nil, errors.New("resolver: an EndpointSource is required")
 	}
-	metrics, err := NewMetrics(opts.Registerer)
+	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked)
+	metrics, err := NewMetrics(opts.Registerer, wakes.sources)
 	if err != nil {
 		return nil, fmt.Errorf("resolver metrics: %w", err)
 	}
@@ -91,7 +92,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	}
 	conn := newConnector(opts.Endpoints, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
 	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
-	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked, metrics.WakeRateSources)
 	return &Resolver{
 		cfg:     cfg,
 		eps:     opts.Endpoints,

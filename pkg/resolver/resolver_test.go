@@ -817,8 +817,10 @@ type notFoundSource struct{}
 func (notFoundSource) Lookup(ServiceRef, string) (Backends, error) {
 	return Backends{}, ErrServiceNotFound
 }
-func (notFoundSource) Front(ServiceRef) (bool, <-chan struct{}) { return true, nil }
-func (notFoundSource) HasSynced() bool                          { return false }
+func (notFoundSource) Front(ServiceRef) bool { return true }
+
+func (notFoundSource) Watch(ServiceRef) (<-chan struct{}, func()) { return nil, func() {} }
+func (notFoundSource) HasSynced() bool                            { return false }
 
 func TestBadRequestsAndHealth(t *testing.T) {
 	checkNoLeaks(t)

@@ -18,7 +18,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
-// tokenOperator stands in for an operator's scale endpoint that requires
+// tokenOperator stands in for an operator's wake endpoint that requires
 // want as its token when want is set, and records what it was sent.
 type tokenOperator struct {
 	srv *httptest.Server
@@ -65,7 +65,7 @@ func writeTokenFile(t *testing.T, path, content string) {
 
 func newTestWakeClient(t *testing.T, url string, token TokenSource) (*wakeClient, *Metrics) {
 	t.Helper()
-	metrics, err := NewMetrics(nil)
+	metrics, err := NewMetrics(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

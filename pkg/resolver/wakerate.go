@@ -1,12 +1,12 @@
 package resolver
 
 import (
-	"container/list"
 	"net/netip"
+	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 )
 
 // wakeLimiter is part of the admit layer: a token bucket per source
@@ -20,81 +20,92 @@ import (
 // which lets it start afresh; a client that rotates addresses faster than
 // that defeats any per-address limit anyway.
 //
-// It has no lock of its own: admission calls it under its lock.
+// Admission calls it under its lock, which also guards the clock the
+// cache reads (at); the cache locks itself.
 type wakeLimiter struct {
 	limit rate.Limit
 	burst int
-	max   int
 	// idle is how long an unused bucket takes to refill completely.
 	idle time.Duration
-	// lru holds *sourceBucket, most recently used first.
-	lru     *list.List
-	sources map[netip.Addr]*list.Element
-	tracked prometheus.Gauge
+	// buckets holds each source's *rate.Limiter by netip.Addr, least
+	// recently used dropped first past the cap, each kept until idle
+	// after its last use.
+	buckets *utilcache.LRUExpireCache
+	// at is the cache's clock: the time of the latest take, so one time
+	// decides both a bucket's tokens and whether it has expired.
+	at *takeClock
 }
 
-type sourceBucket struct {
-	addr netip.Addr
-	lim  *rate.Limiter
-	used time.Time
+// takeClock tells the time the wake limiter was last given by its
+// caller. It has a lock of its own: a scrape reads it (sources) outside
+// admission's lock.
+type takeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *takeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *takeClock) set(now time.Time) {
+	c.mu.Lock()
+	c.now = now
+	c.mu.Unlock()
 }
 
 // newWakeLimiter returns a limiter of perSecond wakes with bursts of
 // burst per source, tracking at most maxSources sources; nil when
 // perSecond or burst is 0, which turns the limit off.
-func newWakeLimiter(perSecond float64, burst, maxSources int, tracked prometheus.Gauge) *wakeLimiter {
+func newWakeLimiter(perSecond float64, burst, maxSources int) *wakeLimiter {
 	if perSecond <= 0 || burst <= 0 {
 		return nil
 	}
+	at := &takeClock{}
 	return &wakeLimiter{
-		limit: rate.Limit(perSecond), burst: burst, max: max(maxSources, 1),
+		limit: rate.Limit(perSecond), burst: burst,
 		idle:    time.Duration(float64(burst) / perSecond * float64(time.Second)),
-		lru:     list.New(),
-		sources: map[netip.Addr]*list.Element{},
-		tracked: tracked,
+		buckets: utilcache.NewLRUExpireCacheWithClock(max(maxSources, 1), at),
+		at:      at,
 	}
 }
 
 // take spends one wake from source's bucket at now. When the bucket is
 // empty it spends nothing and returns how long until a wake is available.
 func (l *wakeLimiter) take(source netip.Addr, now time.Time) (wait time.Duration, ok bool) {
-	l.forgetIdle(now)
-	b := l.bucket(source, now)
-	if b.lim.AllowN(now, 1) {
+	l.at.set(now)
+	lim := l.bucket(source)
+	if lim.AllowN(now, 1) {
 		return 0, true
 	}
-	missing := 1 - b.lim.TokensAt(now)
+	missing := 1 - lim.TokensAt(now)
 	return time.Duration(missing / float64(l.limit) * float64(time.Second)), false
 }
 
-// bucket returns source's bucket, marked used at now, making room for it
-// if it is new.
-func (l *wakeLimiter) bucket(source netip.Addr, now time.Time) *sourceBucket {
-	if e, ok := l.sources[source]; ok {
-		b := e.Value.(*sourceBucket)
-		b.used = now
-		l.lru.MoveToFront(e)
-		return b
+// bucket returns source's bucket, kept for idle from now. A bucket unused
+// for idle has refilled, the same as a new one, so the cache lets it
+// expire then: it keeps an entry up to and including its expiry, hence
+// one nanosecond less.
+func (l *wakeLimiter) bucket(source netip.Addr) *rate.Limiter {
+	v, found := l.buckets.Get(source)
+	lim, _ := v.(*rate.Limiter)
+	if !found {
+		lim = rate.NewLimiter(l.limit, l.burst)
 	}
-	for l.lru.Len() >= l.max {
-		l.remove(l.lru.Back())
-	}
-	b := &sourceBucket{addr: source, lim: rate.NewLimiter(l.limit, l.burst), used: now}
-	l.sources[source] = l.lru.PushFront(b)
-	l.tracked.Set(float64(l.lru.Len()))
-	return b
+	l.buckets.Add(source, lim, l.idle-time.Nanosecond)
+	return lim
 }
 
-// forgetIdle drops the buckets that have refilled since their last use.
-func (l *wakeLimiter) forgetIdle(now time.Time) {
-	for e := l.lru.Back(); e != nil && now.Sub(e.Value.(*sourceBucket).used) >= l.idle; e = l.lru.Back() {
-		l.remove(e)
+// sources returns the number of sources whose bucket had not expired at
+// the latest take; 0 when l is nil (no limit). It walks the cache, so it
+// is read when the metric is scraped, not on every take.
+func (l *wakeLimiter) sources() int {
+	if l == nil {
+		return 0
 	}
-}
-
-func (l *wakeLimiter) remove(e *list.Element) {
-	delete(l.sources, l.lru.Remove(e).(*sourceBucket).addr)
-	l.tracked.Set(float64(l.lru.Len()))
+	return len(l.buckets.Keys())
 }
 
 // sourceOf returns the address of a connection's remote end, written

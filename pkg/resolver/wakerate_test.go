@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -44,8 +43,7 @@ func cold(i int) ServiceRef { return ServiceRef{Namespace: "team", Name: fmt.Spr
 // wakes at once, the 101st waits for the bucket to refill, another client
 // is unaffected, and requests that join a wake under way cost nothing.
 func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
-	sources := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sources"})
-	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, DefaultSourceWakeTracked, sources),
+	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, DefaultSourceWakeTracked),
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "queued"}))
 	clock := newFakeClock()
 	a.now = clock.Now
@@ -72,7 +70,7 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 	if _, refused := a.admit(cold(100), quiet, 0); refused.scope != "" {
 		t.Fatalf("another client was refused (%q) because of the noisy one", refused.scope)
 	}
-	if got := testutil.ToFloat64(sources); got != 2 {
+	if got := a.wakes.sources(); got != 2 {
 		t.Errorf("tracked sources = %v, want 2", got)
 	}
 
@@ -89,7 +87,7 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 // A Service whose held requests all left is cold again: its next request
 // starts a new wake and pays for it.
 func TestAWakeCostsAgainOnceNothingIsHeld(t *testing.T) {
-	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(1, 2, 10, prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})),
+	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(1, 2, 10),
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
 	clock := newFakeClock()
 	a.now = clock.Now
@@ -109,8 +107,7 @@ func TestAWakeCostsAgainOnceNothingIsHeld(t *testing.T) {
 // Memory stays bounded: buckets that have refilled are forgotten, and no
 // more than the cap are tracked.
 func TestWakeLimiterForgetsIdleSourcesAndCapsThem(t *testing.T) {
-	sources := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sources"})
-	l := newWakeLimiter(10, 100, 3, sources) // refills completely in 10s
+	l := newWakeLimiter(10, 100, 3) // refills completely in 10s
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 244, 1, byte(i)}) }
 
@@ -118,11 +115,11 @@ func TestWakeLimiterForgetsIdleSourcesAndCapsThem(t *testing.T) {
 		if _, ok := l.take(addr(i), now); !ok {
 			t.Fatalf("first wake of source %d refused", i)
 		}
-		if n := l.lru.Len(); n > 3 || len(l.sources) != n {
-			t.Fatalf("%d sources tracked (map %d), cap 3", n, len(l.sources))
+		if n := l.sources(); n > 3 {
+			t.Fatalf("%d sources tracked, cap 3", n)
 		}
 	}
-	if got := testutil.ToFloat64(sources); got != 3 {
+	if got := l.sources(); got != 3 {
 		t.Errorf("tracked sources gauge = %v, want 3", got)
 	}
 	// Spend source 9's burst, then let 10s pass: its bucket is full again
@@ -137,8 +134,8 @@ func TestWakeLimiterForgetsIdleSourcesAndCapsThem(t *testing.T) {
 	if _, ok := l.take(addr(1), now); !ok {
 		t.Fatal("a new source was refused")
 	}
-	if n := l.lru.Len(); n != 1 || testutil.ToFloat64(sources) != 1 {
-		t.Errorf("after every bucket refilled %d sources are tracked (gauge %v), want only the new one", n, testutil.ToFloat64(sources))
+	if n := l.sources(); n != 1 {
+		t.Errorf("after every bucket refilled %d sources are tracked, want only the new one", n)
 	}
 	if _, ok := l.take(addr(9), now); !ok {
 		t.Error("source 9 was still out of wakes after its bucket refilled")
@@ -233,6 +230,9 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	hold(noisy, cold(7)) // already waking: joins, costs nothing
 	hold(quiet, cold(100))
 	eventually(t, 5*time.Second, "the join and the other client's wake held", func() bool { return queued() == 102 })
+	if got := metricValue(t, e.r.metrics.WakeRateSources); got != 2 {
+		t.Errorf("elasti_resolver_wake_rate_limit_sources = %v, want the 2 clients", got)
+	}
 	if e.r.admit.admitted(cold(7)) != 2 || e.r.admit.admitted(cold(100)) != 1 {
 		t.Errorf("slots: cold-7 %d, cold-100 %d; want 2 and 1", e.r.admit.admitted(cold(7)), e.r.admit.admitted(cold(100)))
 	}

@@ -1,0 +1,334 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// The attacker here is any pod that can reach the resolver: it sends
+// requests whose Host names Services that do not exist, or exist but are
+// not asleep behind elasti, or are named by an ElastiService but not
+// fronted yet, or it holds requests for a sleeping Service and leaves. None
+// of it may leave state behind in the resolver's maps.
+
+// randomHost is a Host that names a Service and namespace nobody made.
+func randomHost(rng *rand.Rand) string {
+	return fmt.Sprintf("s%012x.n%08x.svc.cluster.local", rng.Uint64()>>16, rng.Uint32())
+}
+
+// watchedKeys is the number of keys the informer source's broadcaster
+// holds.
+func watchedKeys(e *InformerEndpoints) int {
+	e.b.mu.Lock()
+	defer e.b.mu.Unlock()
+	return len(e.b.chans)
+}
+
+// newMapsEnv runs a Resolver over an InformerEndpoints that knows the
+// Service team/web (fronted, no Ready endpoint), team/plain (not fronted,
+// named by nobody) and team/named (named by an ElastiService, not
+// fronted).
+func newMapsEnv(t *testing.T) (*Resolver, *InformerEndpoints) {
+	t.Helper()
+	client := fake.NewClientset(
+		service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))),
+		resolverSlice("team", "web"),
+		service("team", "plain", svcPort("http", 80, intstr.FromInt32(8080))),
+		service("team", "named", svcPort("http", 80, intstr.FromInt32(8080))),
+	)
+	e := startEndpoints(t, client)
+	op := newFakeOperator(t)
+	cfg := testConfig()
+	cfg.OperatorURL = op.srv.URL
+	// 100,000 refusals logged at -v=4 would fill the test's log.
+	ctx := klog.NewContext(t.Context(), logr.Discard())
+	r, err := New(ctx, cfg, Options{Endpoints: e, Named: namedSet{{Namespace: "team", Name: "named"}: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, e
+}
+
+// 100,000 requests with random Hosts, through the handler, leave no key
+// in the broadcaster: a Host that names no fronted Service is answered at
+// once and the resolver keeps nothing of it.
+func TestRandomHostsLeaveNoState(t *testing.T) {
+	checkNoLeaks(t)
+	r, e := newMapsEnv(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const requests = 100_000
+	// Variants of one unknown name: case, trailing dot, short forms,
+	// ports, and a Service that exists but is not behind elasti.
+	hosts := []string{"Plain.Team", "plain.team.", "plain.team.svc", "plain.team.svc.cluster.local.:80", "plain.team:8080", "PLAIN.TEAM.SVC.CLUSTER.LOCAL"}
+	for i := range requests {
+		host := randomHost(rng)
+		if i%10 == 0 {
+			host = hosts[(i/10)%len(hosts)]
+		}
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host = host
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		if w.Code != http.StatusNotFound {
+			t.Fatalf("request %d for %q: %d %q, want 404", i, host, w.Code, w.Body.String())
+		}
+		if n := watchedKeys(e); n != 0 {
+			t.Fatalf("after request %d (Host %q) the broadcaster holds %d keys, want 0", i, host, n)
+		}
+	}
+	if n := r.conn.tracked(); n != 0 {
+		t.Errorf("%d round-robin counters after requests that reached no pod", n)
+	}
+	if slots, sources, _ := r.admit.usage(); slots != 0 || sources != 0 {
+		t.Errorf("admission holds %d slots for %d sources after requests that were never held", slots, sources)
+	}
+}
+
+// A Service an ElastiService names but the resolver is not in front of is
+// watched for the front grace only: once its requests have been answered,
+// or their clients left, the key is gone.
+func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
+	checkNoLeaks(t)
+	r, e := newMapsEnv(t)
+	const waiters = 50
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	codes := make(chan int, waiters)
+	for range waiters {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+			req.Host = "named.team"
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			codes <- w.Code
+		})
+	}
+	eventually(t, 5*time.Second, "the waiters to watch", func() bool { return watchedKeys(e) == 1 })
+	cancel()
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusNotFound {
+			t.Errorf("a request that left during the front grace got %d, want 404", c)
+		}
+	}
+	if n := watchedKeys(e); n != 0 {
+		t.Fatalf("the broadcaster holds %d keys after every waiter left, want 0", n)
+	}
+
+	// One that waits out the grace leaves nothing either.
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Host = "named.team"
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, req)
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("after the grace: %d, want 404", w.Code)
+	}
+	if n := watchedKeys(e); n != 0 {
+		t.Fatalf("the broadcaster holds %d keys after the grace ran out, want 0", n)
+	}
+}
+
+// Requests held for a sleeping Service that leave before it wakes (the
+// client gave up, or the hold timed out) leave no key behind.
+func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
+	checkNoLeaks(t)
+	r, e := newMapsEnv(t)
+	const held = 20
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range held {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+			req.Host = "web.team"
+			req.RemoteAddr = "127.0.0.1:40000"
+			r.ServeHTTP(httptest.NewRecorder(), req)
+		})
+	}
+	web := ServiceRef{Namespace: "team", Name: "web"}
+	eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.held(web) == held })
+	if n := watchedKeys(e); n != 1 {
+		t.Errorf("%d keys watched while %d requests wait for one Service, want 1", n, held)
+	}
+	cancel()
+	wg.Wait()
+	eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
+	if n := watchedKeys(e); n != 0 {
+		t.Fatalf("the broadcaster holds %d keys after every held request left, want 0", n)
+	}
+}
+
+// The broadcaster's entry for a key lives while it has a watch: stop in
+// any order, twice, or after a broadcast, and the map is empty; a stop of
+// an old watch does not remove a newer one.
+func TestBroadcasterCountsItsWatches(t *testing.T) {
+	b := newBroadcaster[string]()
+	_, stop1 := b.watch("a")
+	ch2, stop2 := b.watch("a")
+	if n := b.watching(); n != 1 {
+		t.Fatalf("two watches of one key: %d keys, want 1", n)
+	}
+	stop1()
+	stop1()
+	if n := b.watching(); n != 1 {
+		t.Fatalf("one watch left (the first stopped twice): %d keys, want 1", n)
+	}
+	b.broadcast("a")
+	select {
+	case <-ch2:
+	default:
+		t.Fatal("broadcast did not close the watch's channel")
+	}
+	ch3, stop3 := b.watch("a")
+	stop2() // the watch from before the broadcast
+	if n := b.watching(); n != 1 {
+		t.Fatalf("a stale stop removed a newer watch: %d keys, want 1", n)
+	}
+	stop3()
+	if n := b.watching(); n != 0 {
+		t.Fatalf("every watch stopped: %d keys, want 0", n)
+	}
+	select {
+	case <-ch3:
+		t.Fatal("a stopped watch's channel was closed without a broadcast")
+	default:
+	}
+}
+
+// The round-robin counters are kept per Service that had endpoints, and
+// only up to maxRoundRobin of them: Services come and go for as long as
+// the resolver runs.
+func TestRoundRobinCountersAreBounded(t *testing.T) {
+	c := newConnector(NewMemoryEndpoints(), nil, time.Second, ktesting.NewLogger(t, ktesting.NewConfig()))
+	addrs := []string{"10.244.0.1:80", "10.244.0.2:80"}
+	for i := range maxRoundRobin + 1000 {
+		c.order(ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)}, addrs)
+	}
+	if n := c.tracked(); n > maxRoundRobin {
+		t.Fatalf("%d round-robin counters, want at most %d", n, maxRoundRobin)
+	}
+	// The counters still turn: one Service is sent to each endpoint in
+	// turn.
+	svc := ServiceRef{Namespace: "team", Name: "web"}
+	first, second := c.order(svc, addrs)[0], c.order(svc, addrs)[0]
+	if first == second {
+		t.Errorf("two requests in a row went to %s: the counter does not turn", first)
+	}
+}
+
+// randomHostsRequests is how many requests BenchmarkRandomHosts sends per
+// iteration: the figure issue 30 asks to leave the heap flat.
+const randomHostsRequests = 100_000
+
+// BenchmarkRandomHosts sends randomHostsRequests requests with random
+// Hosts, naming Services nobody made, over one keep-alive connection to a
+// resolver over an InformerEndpoints, as one attacking pod would, and
+// reports how much the live heap grew (after GC): before the fix each
+// request left about 440 bytes behind for good. Run it with
+// -benchtime=1x.
+func BenchmarkRandomHosts(b *testing.B) {
+	client := fake.NewClientset(service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))), resolverSlice("team", "web"))
+	e := startEndpoints(b, client)
+	op := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer op.Close()
+	cfg := DefaultConfig()
+	cfg.OperatorURL = op.URL
+	r, err := New(klog.NewContext(b.Context(), logr.Discard()), cfg, Options{Endpoints: e, Named: namedSet{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	srv := httptest.NewUnstartedServer(r)
+	ConfigureServer(srv.Config)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	rng := rand.New(rand.NewPCG(3, 4))
+
+	var grown float64
+	for b.Loop() {
+		before := liveHeap()
+		for range randomHostsRequests {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Host = randomHost(rng)
+			resp, err := hc.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				b.Fatalf("a random Host got %d, want 404", resp.StatusCode)
+			}
+		}
+		grown = float64(int64(liveHeap())-int64(before)) / (1 << 20)
+	}
+	b.ReportMetric(grown, "heap-growth-MiB")
+	b.ReportMetric(float64(watchedKeys(e)), "watched-keys")
+	if grown >= 16 {
+		b.Errorf("the live heap grew %.1f MiB over %d requests with random Hosts, want under 16", grown, randomHostsRequests)
+	}
+}
+
+// The drain map holds a Service from the moment the resolver leaves its
+// front until the drain ends, and is swept by the next leave after that.
+func TestDrainsAreSwept(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d := newDrains(time.Minute, clk)
+	svc := func(i int) ServiceRef { return ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)} }
+	for i := range 1000 {
+		d.leave(svc(i))
+	}
+	clk.Step(time.Minute - time.Nanosecond)
+	if !d.draining(svc(0)) {
+		t.Fatal("the first Service no longer drains before the drain ended")
+	}
+	clk.Step(time.Nanosecond)
+	if d.draining(svc(0)) || d.draining(svc(999)) {
+		t.Fatal("a Service still drains after the drain")
+	}
+	d.leave(svc(1000))
+	if n := d.left.Len(); n != 1 {
+		t.Fatalf("%d Services remembered after the others' drains ended, want the one that just left", n)
+	}
+}
+
+// A client that rotates its source address (an IPv6 range, or many pods)
+// is tracked for at most SourceWakeTracked addresses.
+func TestWakeLimiterBoundsRotatingSources(t *testing.T) {
+	const maxSources = 1000
+	l := newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, maxSources)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prefix := netip.MustParseAddr("fd00::").As16()
+	for i := range 100_000 {
+		a := prefix
+		a[12], a[13], a[14], a[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
+		if _, ok := l.take(netip.AddrFrom16(a), now); !ok {
+			t.Fatalf("the first wake of source %d was refused", i)
+		}
+	}
+	if n := l.sources(); n != maxSources {
+		t.Fatalf("%d sources tracked, want the cap %d", n, maxSources)
+	}
+}
