@@ -226,6 +226,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
 	esLister := o.watched.elastiServices().Lister()
 	o.Metrics.RegisterSleepTotals(func() ([]*elastiv1alpha1.ElastiService, error) { return esLister.List(labels.Everything()) }, o.Leading)
+	o.Metrics.RegisterNotReady(func() ([]*elastiv1alpha1.ElastiService, error) { return esLister.List(labels.Everything()) }, o.Leading)
 	return o, nil
 }
 
