@@ -49,6 +49,7 @@ func Merge(namespaces []string, informers []cache.SharedIndexInformer) cache.Sha
 type merged struct {
 	byNamespace map[string]cache.SharedIndexInformer
 	all         []cache.SharedIndexInformer
+	synced      lazyDone
 }
 
 var (
@@ -58,7 +59,7 @@ var (
 )
 
 func (m *merged) add(add func(cache.SharedIndexInformer) (cache.ResourceEventHandlerRegistration, error)) (cache.ResourceEventHandlerRegistration, error) {
-	regs := make(registration, 0, len(m.all))
+	regs := &registration{regs: make([]cache.ResourceEventHandlerRegistration, 0, len(m.all))}
 	for _, inf := range m.all {
 		r, err := add(inf)
 		if err != nil {
@@ -66,7 +67,7 @@ func (m *merged) add(add func(cache.SharedIndexInformer) (cache.ResourceEventHan
 			_ = m.RemoveEventHandler(regs)
 			return nil, err
 		}
-		regs = append(regs, r)
+		regs.regs = append(regs.regs, r)
 	}
 	return regs, nil
 }
@@ -93,12 +94,12 @@ func (m *merged) AddEventHandlerWithOptions(handler cache.ResourceEventHandler, 
 
 // RemoveEventHandler removes a handler AddEventHandler returned.
 func (m *merged) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
-	regs, ok := handle.(registration)
+	regs, ok := handle.(*registration)
 	if !ok {
 		return errors.New("nsinformer: not a registration of this informer")
 	}
 	var errs []error
-	for i, r := range regs {
+	for i, r := range regs.regs {
 		errs = append(errs, m.all[i].RemoveEventHandler(r))
 	}
 	return errors.Join(errs...)
@@ -142,11 +143,13 @@ func (m *merged) HasSynced() bool {
 }
 
 func (m *merged) HasSyncedChecker() cache.DoneChecker {
-	checkers := make([]cache.DoneChecker, len(m.all))
-	for i, inf := range m.all {
-		checkers[i] = inf.HasSyncedChecker()
-	}
-	return allDone(checkers)
+	return m.synced.get(func() []cache.DoneChecker {
+		checkers := make([]cache.DoneChecker, len(m.all))
+		for i, inf := range m.all {
+			checkers[i] = inf.HasSyncedChecker()
+		}
+		return checkers
+	})
 }
 
 // LastSyncResourceVersion is empty: resourceVersions of different watches
@@ -190,10 +193,13 @@ func (m *merged) each(f func(cache.SharedIndexInformer) error) error {
 
 // registration is one registration per namespace's informer, in m.all's
 // order.
-type registration []cache.ResourceEventHandlerRegistration
+type registration struct {
+	regs   []cache.ResourceEventHandlerRegistration
+	synced lazyDone
+}
 
-func (r registration) HasSynced() bool {
-	for _, reg := range r {
+func (r *registration) HasSynced() bool {
+	for _, reg := range r.regs {
 		if !reg.HasSynced() {
 			return false
 		}
@@ -201,12 +207,26 @@ func (r registration) HasSynced() bool {
 	return true
 }
 
-func (r registration) HasSyncedChecker() cache.DoneChecker {
-	checkers := make([]cache.DoneChecker, len(r))
-	for i, reg := range r {
-		checkers[i] = reg.HasSyncedChecker()
-	}
-	return allDone(checkers)
+func (r *registration) HasSyncedChecker() cache.DoneChecker {
+	return r.synced.get(func() []cache.DoneChecker {
+		checkers := make([]cache.DoneChecker, len(r.regs))
+		for i, reg := range r.regs {
+			checkers[i] = reg.HasSyncedChecker()
+		}
+		return checkers
+	})
+}
+
+// lazyDone makes one allDone on first use, so that asking again does not
+// start another goroutine.
+type lazyDone struct {
+	once sync.Once
+	done cache.DoneChecker
+}
+
+func (l *lazyDone) get(checkers func() []cache.DoneChecker) cache.DoneChecker {
+	l.once.Do(func() { l.done = allDone(checkers()) })
+	return l.done
 }
 
 // allDone is done when every checker is.
@@ -217,8 +237,9 @@ func allDone(checkers []cache.DoneChecker) cache.DoneChecker {
 	}
 	done := make(chan struct{})
 	go func() {
-		// Ends when the last checker is done; informers that never sync
-		// are stopped with their context, which closes their checkers.
+		// Ends when the last checker is done. One per merged informer or
+		// registration (lazyDone); it outlives an informer that never
+		// syncs, which only happens once the process stops it.
 		for _, c := range checkers {
 			<-c.Done()
 		}
