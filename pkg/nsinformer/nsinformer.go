@@ -20,12 +20,22 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // ErrReadOnly is returned by writes to a merged Indexer: only the
 // namespaces' informers write their own stores.
 var ErrReadOnly = errors.New("nsinformer: the merged store is read-only")
+
+// OrAll is namespaces, or the one namespace "" (all) when there are none:
+// what a list of watched namespaces means to informer factories.
+func OrAll(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return namespaces
+}
 
 // Merge returns the informers as one, each informer watching its own
 // namespace, namespaces[i] for informers[i]. With one informer it is

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -71,7 +70,7 @@ type watched struct {
 }
 
 func newWatched(kube kubernetes.Interface, elasti versioned.Interface, opts Options) *watched {
-	w := &watched{namespaces: watchedOrAll(opts.WatchNamespaces)}
+	w := &watched{namespaces: nsinformer.OrAll(opts.WatchNamespaces)}
 	for _, ns := range w.namespaces {
 		w.kube = append(w.kube, informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTransform(trimForCache)))
@@ -79,14 +78,6 @@ func newWatched(kube kubernetes.Interface, elasti versioned.Interface, opts Opti
 			elastiinformers.WithNamespace(ns), elastiinformers.WithTransform(trimForCache)))
 	}
 	return w
-}
-
-// watchedOrAll is namespaces, or the one namespace "" (all) when empty.
-func watchedOrAll(namespaces []string) []string {
-	if len(namespaces) == 0 {
-		return []string{metav1.NamespaceAll}
-	}
-	return namespaces
 }
 
 func (w *watched) start(stop <-chan struct{}) {

@@ -42,16 +42,13 @@ type RolloutInformer struct {
 // Rollout added, updated or deleted in namespaces (empty: all) while it is
 // installed.
 func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interface, namespaces []string, onChange func(Ref)) *RolloutInformer {
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
 	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(apiext, 0,
 		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", RolloutCRDName).String()
 		}), apiextensionsinformers.WithTransform(trimCRD))
 	return &RolloutInformer{
 		dynamic:    dyn,
-		namespaces: namespaces,
+		namespaces: nsinformer.OrAll(namespaces),
 		onChange:   onChange,
 		crds:       factory.Apiextensions().V1().CustomResourceDefinitions().Informer(),
 		factory:    factory,
