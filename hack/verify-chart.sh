@@ -3,7 +3,9 @@
 # default values and with every values file in charts/elasti/ci/ (the
 # KubeElasti values file and one per option), using the pinned helm that
 # hack/build-cluster-bins.sh builds. test/chart's tests check what the
-# renders contain; this checks that each one lints and renders at all.
+# renders contain (and load ci/prometheus-rule-values.yaml's PrometheusRule
+# in the bed's Prometheus); this checks that each one lints and renders at
+# all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -99,7 +99,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Accepted for KubeElasti compatibility; serving metrics over TLS is not supported (terminate TLS in front).")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Accepted for KubeElasti compatibility; the operator's HTTP servers speak HTTP/1.1.")
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's net/http/pprof profiles under /debug/pprof/ on the metrics address (--metrics-bind-address).")
-	fs.StringVar(&op.WatchNamespace, "watch-namespace", "", "Only watch this namespace; empty watches all namespaces.")
+	watchNamespaces := fs.String("watch-namespace", "", "Only watch these namespaces, comma-separated (one informer each, so Roles in them suffice); empty watches all namespaces.")
 	fs.StringVar(&op.ResolverNamespace, "resolver-namespace", env.String(envResolverNamespace, def.ResolverNamespace), "Namespace of the resolver (env "+envResolverNamespace+").")
 	fs.StringVar(&op.ResolverService, "resolver-service", env.String(envResolverServiceName, def.ResolverService), "Service in front of the resolver pods (env "+envResolverServiceName+").")
 	proxyPort := fs.Int("resolver-proxy-port", env.Port(envResolverProxyPort, int(def.ResolverProxyPort)), "Resolver port that proxy-mode EndpointSlices point at when they route by Host (env "+envResolverProxyPort+").")
@@ -153,6 +153,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		} else {
 			op.ResolverPortRange = r
 		}
+		op.WatchNamespaces = operator.ParseWatchNamespaces(*watchNamespaces)
 		op.QPS = float32(*qps)
 		if list, err := triggers.ParseServerPrefixes(*allowedServers); err != nil {
 			env.Errs = append(env.Errs, fmt.Errorf("--prometheus-allowed-servers: %w", err))

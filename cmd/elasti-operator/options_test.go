@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,9 +113,41 @@ func TestKubeElastiFlagsAreAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.leaderElect || !disabled(o.metricsBindAddress) || o.operator.WatchNamespace != "team-a" {
+	if !o.leaderElect || !disabled(o.metricsBindAddress) || !slices.Equal(o.operator.WatchNamespaces, []string{"team-a"}) {
 		t.Errorf("parsed %+v", o)
 	}
+}
+
+// --watch-namespace takes KubeElasti's one namespace or a comma-separated
+// list (global.allowedNamespaces), up to operator.MaxWatchNamespaces.
+func TestWatchNamespaceTakesAList(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want []string
+	}{
+		{"", nil},
+		{"team-a", []string{"team-a"}},
+		{"team-a,team-b", []string{"team-a", "team-b"}},
+		{" team-a , team-b ", []string{"team-a", "team-b"}},
+		{namespaceList(100), strings.Split(namespaceList(100), ",")},
+	} {
+		o, err := parse(t, nil, "--watch-namespace="+c.flag)
+		if err != nil {
+			t.Fatalf("--watch-namespace=%q: %v", c.flag, err)
+		}
+		if !slices.Equal(o.operator.WatchNamespaces, c.want) {
+			t.Errorf("--watch-namespace=%q: watches %q, want %q", c.flag, o.operator.WatchNamespaces, c.want)
+		}
+	}
+}
+
+// namespaceList is n distinct namespace names, comma-separated.
+func namespaceList(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("ns-%d", i)
+	}
+	return strings.Join(names, ",")
 }
 
 func TestBadInputIsAClearError(t *testing.T) {
@@ -143,6 +176,11 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{nil, []string{"--resolver-proxy-port=20500"}, "contains the resolver proxy port 20500"},
 		{nil, []string{"--prometheus-allowed-servers=prometheus:9090"}, `--prometheus-allowed-servers: "prometheus:9090" is not an absolute http or https URL`},
 		{map[string]string{"ELASTI_PROMETHEUS_ALLOWED_SERVERS": "http://p?tenant=a"}, nil, "--prometheus-allowed-servers: "},
+		{nil, []string{"--watch-namespace=a,,b"}, `--watch-namespace: "" is not a namespace name`},
+		{nil, []string{"--watch-namespace=a,"}, `--watch-namespace: "" is not a namespace name`},
+		{nil, []string{"--watch-namespace=a,Team-B"}, `"Team-B" is not a namespace name`},
+		{nil, []string{"--watch-namespace=a,b,a"}, `--watch-namespace names "a" twice`},
+		{nil, []string{"--watch-namespace=" + namespaceList(101)}, "names 101 namespaces; at most 100"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.env, c.args...)

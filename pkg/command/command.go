@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -49,11 +50,16 @@ func WithKlog[O any](name, summary string, bind BindFunc[O]) BindFunc[O] {
 		fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
 		opts, check := bind(fs, getenv)
 		showVersion := fs.Bool("version", false, "print the version and exit")
+		var logFormat string
 		finish := func() error {
 			if *showVersion {
 				return ErrVersion
 			}
-			return check()
+			v, err := strconv.Atoi(fs.Lookup("v").Value.String())
+			if err != nil {
+				return err
+			}
+			return errors.Join(useLogFormat(logFormat, v), check())
 		}
 		var own, logging, other []*flag.Flag
 		fs.VisitAll(func(f *flag.Flag) {
@@ -67,6 +73,8 @@ func WithKlog[O any](name, summary string, bind BindFunc[O]) BindFunc[O] {
 			fs.Var(f.Value, f.Name, f.Usage)
 			logging = append(logging, fs.Lookup(f.Name))
 		})
+		fs.StringVar(&logFormat, LogFormatFlag, LogFormatText, "Log format: text (klog's) or json (one JSON object a line); -v sets the verbosity of both.")
+		logging = append(logging, fs.Lookup(LogFormatFlag))
 		// Flags some package registered on fs before us (none today).
 		fs.VisitAll(func(f *flag.Flag) {
 			if before[f.Name] {

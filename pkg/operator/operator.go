@@ -29,7 +29,6 @@ import (
 	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
-	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/names"
@@ -41,8 +40,9 @@ import (
 
 // Options configure the operator. Defaults suit thousands of ElastiServices.
 type Options struct {
-	// WatchNamespace scopes every informer; empty means all namespaces.
-	WatchNamespace string
+	// WatchNamespaces scopes every informer to these namespaces, one
+	// informer each (see watched); empty means all namespaces.
+	WatchNamespaces []string
 	// Resolver location (KubeElasti: ELASTI_RESOLVER_*).
 	ResolverNamespace string
 	ResolverService   string
@@ -121,6 +121,9 @@ func DefaultOptions() Options {
 
 // Validate reports the first unusable option.
 func (o Options) Validate() error {
+	if err := validateWatchNamespaces(o.WatchNamespaces); err != nil {
+		return err
+	}
 	switch {
 	case o.ResolverNamespace == "":
 		return fmt.Errorf("resolver namespace must be set (--resolver-namespace or ELASTI_RESOLVER_NAMESPACE)")
@@ -171,9 +174,8 @@ type Operator struct {
 
 	leading atomic.Bool
 
-	kubeFactory     informers.SharedInformerFactory
+	watched         *watched
 	resolverFactory informers.SharedInformerFactory
-	elastiFactory   elastiinformers.SharedInformerFactory
 	rollouts        *scaletarget.RolloutInformer
 }
 
@@ -210,7 +212,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	}
 	o.WakeServer = wakeserver.New(ctx, o.Directory, o.Scaler, o.Wakes, o.Ready, o.Metrics,
 		wakeserver.Config{WakeTimeout: opts.WakeTimeout, SettleWindow: opts.WakeSettleWindow, Tokens: opts.WakeTokens})
-	o.Poller = idle.New(o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister(), o.Scaler, o.Controller, o.Wakes,
+	o.Poller = idle.New(o.watched.elastiServices().Lister(), o.Scaler, o.Controller, o.Wakes,
 		o.Controller.Recorder(), o.Metrics, idle.ConditionWriter{Client: elasti, FieldManager: controller.AgentName}, idle.Config{
 			Interval:     opts.PollingInterval,
 			Parallelism:  opts.PollParallelism,
@@ -222,16 +224,16 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 			},
 		})
 	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
-	esLister := o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister()
+	esLister := o.watched.elastiServices().Lister()
 	o.Metrics.RegisterSleepTotals(func() ([]*elastiv1alpha1.ElastiService, error) { return esLister.List(labels.Everything()) }, o.Leading)
+	o.Metrics.RegisterNotReady(func() ([]*elastiv1alpha1.ElastiService, error) { return esLister.List(labels.Everything()) }, o.Leading)
 	return o, nil
 }
 
 // newInformerFactories makes the shared informer factories, scoped to
 // --watch-namespace.
 func (o *Operator) newInformerFactories(opts Options) {
-	o.kubeFactory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0,
-		informers.WithNamespace(opts.WatchNamespace), informers.WithTransform(trimForCache))
+	o.watched = newWatched(o.Kube, o.Elasti, opts)
 	// The resolver's slices may live outside --watch-namespace; one more
 	// narrow watch covers them.
 	o.resolverFactory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0,
@@ -239,17 +241,15 @@ func (o *Operator) newInformerFactories(opts Options) {
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: opts.ResolverService}).String()
 		}))
-	o.elastiFactory = elastiinformers.NewSharedInformerFactoryWithOptions(o.Elasti, opts.ResyncPeriod,
-		elastiinformers.WithNamespace(opts.WatchNamespace), elastiinformers.WithTransform(trimForCache))
 }
 
 // newController makes the scaler, the Rollout informer and the controller
 // on the informer factories, and the controller's own events client.
 func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface, apiext apiextensionsclient.Interface, opts Options) error {
-	deployments := o.kubeFactory.Apps().V1().Deployments()
-	statefulSets := o.kubeFactory.Apps().V1().StatefulSets()
+	deployments := o.watched.deployments()
+	statefulSets := o.watched.statefulSets()
 	var ctrl *controller.Controller
-	o.rollouts = scaletarget.NewRolloutInformer(dyn, apiext, opts.WatchNamespace, func(r scaletarget.Ref) {
+	o.rollouts = scaletarget.NewRolloutInformer(dyn, apiext, opts.WatchNamespaces, func(r scaletarget.Ref) {
 		if ctrl != nil {
 			ctrl.OnRolloutChange(r)
 		}
@@ -257,13 +257,13 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 	// The HPAs spec.autoscaler names (type hpa): one shared watch, scoped
 	// like the others, read only, and only in an ElastiService's own
 	// namespace (scaletarget.GoalFor).
-	hpas := o.kubeFactory.Autoscaling().V2().HorizontalPodAutoscalers()
+	hpas := o.watched.horizontalPodAutoscalers()
 	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts, hpas.Lister())
 
 	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
-		ElastiServices: o.elastiFactory.Elasti().V1alpha1().ElastiServices(),
-		Services:       o.kubeFactory.Core().V1().Services(),
-		EndpointSlices: o.kubeFactory.Discovery().V1().EndpointSlices(),
+		ElastiServices: o.watched.elastiServices(),
+		Services:       o.watched.services(),
+		EndpointSlices: o.watched.endpointSlices(),
 		ResolverSlices: o.resolverFactory.Discovery().V1().EndpointSlices(),
 		Deployments:    deployments,
 		StatefulSets:   statefulSets,
@@ -337,17 +337,15 @@ func (o *Operator) runLeader(ctx context.Context) error {
 // startInformers starts every watch. Followers run them too, so a new
 // leader starts with warm caches.
 func (o *Operator) startInformers(ctx context.Context) {
-	o.kubeFactory.Start(ctx.Done())
+	o.watched.start(ctx.Done())
 	o.resolverFactory.Start(ctx.Done())
-	o.elastiFactory.Start(ctx.Done())
 	go o.rollouts.Run(ctx)
 }
 
 // shutdownInformers waits for the informers' goroutines after ctx ends.
 func (o *Operator) shutdownInformers() {
-	o.kubeFactory.Shutdown()
+	o.watched.shutdown()
 	o.resolverFactory.Shutdown()
-	o.elastiFactory.Shutdown()
 }
 
 // protobuf makes a client speak protobuf to the apiserver, as the

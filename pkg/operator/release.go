@@ -42,7 +42,7 @@ func (o *Operator) ReleaseAll(ctx context.Context, parallelism int) error {
 	// Which ElastiService holds a contested Service is decided as the
 	// running operator decided it, so only the holder touches its target.
 	o.Controller.PrimeDirectory(ctx)
-	all, err := o.elastiFactory.Elasti().V1alpha1().ElastiServices().Lister().List(labels.Everything())
+	all, err := o.watched.elastiServices().Lister().List(labels.Everything())
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
@@ -25,11 +26,12 @@ import (
 // without it; instead one watch on that single CRD starts and stops the
 // Rollout informer.
 type RolloutInformer struct {
-	dynamic   dynamic.Interface
-	namespace string
-	onChange  func(Ref)
-	crds      cache.SharedIndexInformer
-	factory   apiextensionsinformers.SharedInformerFactory
+	dynamic dynamic.Interface
+	// namespaces are watched one informer each (nsinformer); [""] is all.
+	namespaces []string
+	onChange   func(Ref)
+	crds       cache.SharedIndexInformer
+	factory    apiextensionsinformers.SharedInformerFactory
 
 	mu       sync.RWMutex
 	informer cache.SharedIndexInformer
@@ -37,18 +39,19 @@ type RolloutInformer struct {
 }
 
 // NewRolloutInformer watches the Rollout CRD; onChange receives every
-// Rollout added, updated or deleted while it is installed.
-func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interface, namespace string, onChange func(Ref)) *RolloutInformer {
+// Rollout added, updated or deleted in namespaces (empty: all) while it is
+// installed.
+func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interface, namespaces []string, onChange func(Ref)) *RolloutInformer {
 	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(apiext, 0,
 		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", RolloutCRDName).String()
 		}), apiextensionsinformers.WithTransform(trimCRD))
 	return &RolloutInformer{
-		dynamic:   dyn,
-		namespace: namespace,
-		onChange:  onChange,
-		crds:      factory.Apiextensions().V1().CustomResourceDefinitions().Informer(),
-		factory:   factory,
+		dynamic:    dyn,
+		namespaces: nsinformer.OrAll(namespaces),
+		onChange:   onChange,
+		crds:       factory.Apiextensions().V1().CustomResourceDefinitions().Informer(),
+		factory:    factory,
 	}
 }
 
@@ -113,7 +116,11 @@ func (r *RolloutInformer) reconcile(ctx context.Context, obj any) {
 	if r.informer != nil {
 		return
 	}
-	informer := dynamicinformer.NewFilteredDynamicInformer(r.dynamic, RolloutGVR, r.namespace, 0, cache.Indexers{}, nil).Informer()
+	each := make([]cache.SharedIndexInformer, len(r.namespaces))
+	for i, ns := range r.namespaces {
+		each[i] = dynamicinformer.NewFilteredDynamicInformer(r.dynamic, RolloutGVR, ns, 0, cache.Indexers{}, nil).Informer()
+	}
+	informer := nsinformer.Merge(r.namespaces, each)
 	_ = informer.SetTransform(trimRollout)
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.notify,

@@ -217,7 +217,14 @@ func TestChartRefusesWithMessages(t *testing.T) {
 		{"mistyped", []string{"elastiController.replicas=two"}, []string{"replicas", "integer"}},
 		{"bad pull policy", []string{"elastiResolver.proxy.imagePullPolicy=Sometimes"}, []string{"imagePullPolicy"}},
 		{"bad digest", []string{"elastiController.manager.image.digest=latest"}, []string{"digest"}},
-		{"two namespaces", []string{"global.allowedNamespaces={a,b}"}, []string{"global.allowedNamespaces", "at most one"}},
+		{"101 namespaces", []string{"global.allowedNamespaces={" + namespaceList(101) + "}"}, []string{"/global/allowedNamespaces", "maxItems", "want 100"}},
+		{"a namespace twice", []string{"global.allowedNamespaces={a,b,a}"}, []string{"/global/allowedNamespaces", "equal"}},
+		{"a namespace that is no name", []string{"global.allowedNamespaces={Team-A}"}, []string{"/global/allowedNamespaces/0", "Team-A"}},
+		{"log format", []string{"elastiController.manager.log.format=logfmt"}, []string{"/elastiController/manager/log/format", "text", "json"}},
+		{"log level", []string{"elastiResolver.proxy.log.level=-1"}, []string{"/elastiResolver/proxy/log/level"}},
+		{"extra env without a name", []string{"elastiResolver.proxy.extraEnv[0].value=x"}, []string{"/elastiResolver/proxy/extraEnv/0", "name"}},
+		{"cold-start threshold", []string{"prometheusRule.coldStartP99Seconds=0"}, []string{"/prometheusRule/coldStartP99Seconds"}},
+		{"alert duration", []string{"prometheusRule.notReadyFor=soon"}, []string{"/prometheusRule/notReadyFor"}},
 		{"name override", []string{"global.fullnameOverride=x"}, []string{"global.fullnameOverride", "names", "fixed"}},
 		{"queue size", []string{"elastiResolver.proxy.env.queueSize=100"}, []string{"queueSize=100", "--global-queue"}},
 		{"queue concurrency", []string{"elastiResolver.proxy.env.maxQueueConcurrency=5"}, []string{"maxQueueConcurrency=5", "--per-service-queue"}},
@@ -270,7 +277,8 @@ func TestChartOptions(t *testing.T) {
 // plus --release-all, whatever the values: it must find the Lease, the
 // Deployment, the resolver and the watched namespace the operator uses.
 func TestUninstallHookRunsTheOperatorsConfiguration(t *testing.T) {
-	for _, values := range []string{"", "kubeelasti-values.yaml", "namespace-scoped-values.yaml", "wake-token-values.yaml", "scheduling-values.yaml"} {
+	for _, values := range []string{"", "kubeelasti-values.yaml", "namespace-scoped-values.yaml", "allowed-namespaces-values.yaml",
+		"wake-token-values.yaml", "scheduling-values.yaml", "extras-values.yaml"} {
 		t.Run(values, func(t *testing.T) {
 			var args []string
 			if values != "" {
@@ -290,6 +298,7 @@ func TestUninstallHookRunsTheOperatorsConfiguration(t *testing.T) {
 			want(t, "imagePullSecrets", pod(job)["imagePullSecrets"], pod(op)["imagePullSecrets"])
 			want(t, "nodeSelector", pod(job)["nodeSelector"], pod(op)["nodeSelector"])
 			want(t, "tolerations", pod(job)["tolerations"], pod(op)["tolerations"])
+			want(t, "priorityClassName", pod(job)["priorityClassName"], pod(op)["priorityClassName"])
 			wantArgs := append(slices.Clone(opc["args"].([]any)), "--release-all", "--release-timeout=240s")
 			want(t, "args", hookc["args"], wantArgs)
 			want(t, "restartPolicy", pod(job)["restartPolicy"], "Never")

@@ -106,7 +106,7 @@ func New(t testing.TB) *Env {
 		Elasti: versioned.NewForConfigOrDie(cfg),
 	}
 	e.Opts = operator.DefaultOptions()
-	e.Opts.WatchNamespace = e.NS
+	e.Opts.WatchNamespaces = []string{e.NS}
 	e.Opts.ResolverNamespace = e.NS
 	e.Opts.ResolverService = ResolverName
 	e.Opts.ResolverProxyPort = ResolverProxyPort

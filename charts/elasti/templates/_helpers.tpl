@@ -95,9 +95,12 @@ image values), component (elasti-operator or elasti-resolver).
 {{- end -}}
 {{- end }}
 
-{{/* The namespace the operator watches, or "" for all. */}}
+{{/*
+The namespaces the operator watches, comma-separated as --watch-namespace
+takes them, or "" for all.
+*/}}
 {{- define "elasti.watchNamespace" -}}
-{{- with .Values.global.allowedNamespaces }}{{ first . }}{{ end -}}
+{{- join "," (.Values.global.allowedNamespaces | default list) -}}
 {{- end }}
 
 {{/* Whole seconds (older KubeElasti charts) become a Go duration. */}}
@@ -246,11 +249,31 @@ same binary with the same configuration plus --release-all, so both find
 the same Lease, Deployment, resolver and watched namespace.
 */}}
 {{- define "elasti.operatorArgs" -}}
-{{- toYaml .Values.elastiController.manager.args }}
+{{- $m := .Values.elastiController.manager -}}
+{{- toYaml $m.args }}
 {{- with include "elasti.watchNamespace" . }}
 - --watch-namespace={{ . }}
 {{- end }}
+{{- include "elasti.logArgs" $m.log }}
+{{- with $m.extraArgs }}
+{{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/*
+elasti.logArgs: a component's log values as flags, each only when it is not
+the binaries' default (so the defaults render manifests/): -v (klog's
+verbosity) and --log-format. Argument: the component's log values.
+*/}}
+{{- define "elasti.logArgs" -}}
+{{- if .level }}
+- -v={{ .level }}
+{{- end }}
+{{- if ne .format "text" }}
+- --log-format={{ .format }}
+{{- end }}
+{{- end }}
+
 {{- define "elasti.operatorContainerEnv" -}}
 {{- $v := .Values -}}
 {{- $c := $v.elastiController -}}
@@ -294,6 +317,9 @@ the same Lease, Deployment, resolver and watched namespace.
       optional: true
 - name: SENTRY_ENVIRONMENT
   value: {{ $c.manager.sentry.environment | default "production" | quote }}
+{{- end }}
+{{- with $c.manager.extraEnv }}
+{{ toYaml . }}
 {{- end }}
 {{- end }}
 
