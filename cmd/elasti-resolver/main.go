@@ -64,7 +64,7 @@ func run(ctx context.Context, o *options) error {
 	// with the metrics, on the port a NetworkPolicy can keep to the
 	// cluster's own components, not on a port every client reaches.
 	internal.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
-	proxy := resolver.NewServer(o.proxyBindAddress, dp.resolver)
+	proxy := dp.resolver.NewServer(o.proxyBindAddress)
 	servers := []*http.Server{
 		proxy,
 		command.Server(o.internalBindAddress, internal),

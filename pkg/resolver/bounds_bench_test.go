@@ -65,7 +65,7 @@ func BenchmarkFilledBounds(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer("", r)
+	srv := r.NewServer("")
 	go func() { _ = srv.Serve(r.LimitListener(ln)) }()
 	defer srv.Close()
 	proxy := ln.Addr().String()

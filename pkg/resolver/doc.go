@@ -74,5 +74,5 @@
 //   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.
 //   - [New]: the [Resolver], an http.Handler, plus [Resolver.Healthz] and
 //     [Resolver.Readyz].
-//   - [NewServer]: an HTTP/1.1 and h2c server for proxied traffic.
+//   - [Resolver.NewServer]: an HTTP/1.1 and h2c server for proxied traffic.
 package resolver
