@@ -42,7 +42,7 @@ func TestProxyServerLimits(t *testing.T) {
 // is refused with 431 before the handler runs.
 func TestInternalServerLimits(t *testing.T) {
 	var reached atomic.Int32
-	url := serve(t, command.Server("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
+	url := serve(t, command.Server("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }), command.WriteTimeout))
 	req, err := http.NewRequest("GET", url+"/readyz", nil)
 	if err != nil {
 		t.Fatal(err)
