@@ -227,9 +227,15 @@ func (a *admission) requestUsage() (bytes int64, namespaces int) {
 // requestOverheadBytes is what every request in flight is charged besides
 // its headers (requestBytes): the handler's goroutine stack, the parsed
 // request, the response writer's buffer and, for HTTP/2, the stream's
-// state. BenchmarkFilledBounds measures the true figure (KiB/h2-stream,
-// KiB/stalled-request in docs/benchmarks.md).
+// state. BenchmarkFilledBounds measures the true figure, with
+// forwardOverheadBytes (KiB/stalled-stream in docs/benchmarks.md).
 const requestOverheadBytes = 16 << 10
+
+// forwardOverheadBytes is what a request is charged besides requestBytes
+// while it is forwarded: the connection to the pod, its buffers and its
+// two goroutines, and the deeper stack of the handler. A request held is
+// not charged it until it is forwarded.
+const forwardOverheadBytes = 20 << 10
 
 // requestBytes is what an HTTP request in flight, held or not, is charged
 // against Config.MaxRequestBytes while it is served: what heldRequestBytes

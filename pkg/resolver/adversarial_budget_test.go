@@ -67,11 +67,12 @@ func stallingPod(t *testing.T, e *testEnv, svc ServiceRef, fake string) *atomic.
 }
 
 // fillHeader makes every request of these tests charged about the same:
-// requestOverheadBytes, this header and a few hundred bytes of the
+// requestOverheadBytes, forwardOverheadBytes (they are forwarded), this
+// header and a few hundred bytes of the
 // client's own.
 var fillHeader = strings.Repeat("f", 32<<10)
 
-const fillCharge = requestOverheadBytes + 32<<10 // and < 1 KiB more
+const fillCharge = requestOverheadBytes + forwardOverheadBytes + 32<<10 // and < 1 KiB more
 
 // Requests that are not held are charged too: HTTP/2 requests forwarded
 // to a pod that never answers take the request budget, up to the last one

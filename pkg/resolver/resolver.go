@@ -149,13 +149,27 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		return
 	}
 	if len(b.Addrs) > 0 {
-		r.fwd.serve(w, req, svc, port, b, 0)
+		r.forward(w, req, logger, svc, port, b, 0)
 		return
 	}
 	if r.answerProbe(w, req, logger, svc) {
 		return
 	}
 	r.holdRequest(w, req, logger, svc, port)
+}
+
+// forward sends req on to a pod, charging the request budget
+// forwardOverheadBytes more while it does: past the budget it is answered
+// 503 instead.
+func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string, b Backends, waited time.Duration) {
+	uncharge, refused := r.admit.charge(svc.Namespace, forwardOverheadBytes)
+	if refused.scope != "" {
+		r.countRefusal(holdSpec{protocol: ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+		r.writeRefusal(w, svc, refused)
+		return
+	}
+	defer uncharge()
+	r.fwd.serve(w, req, svc, port, b, waited)
 }
 
 // holdRequest holds req with try (hold.go), its body read into memory
@@ -185,7 +199,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	}
 	err := r.try(req.Context(), s,
 		func(refused refusal) { r.writeRefusal(w, svc, refused) },
-		func(b Backends, waited time.Duration) { r.fwd.serve(w, req, svc, port, b, waited) })
+		func(b Backends, waited time.Duration) { r.forward(w, req, logger, svc, port, b, waited) })
 	switch {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded):

@@ -72,8 +72,8 @@ func newServer(addr string, h http.Handler, cfg Config) *http.Server {
 // maxRequestCharge is the most one request is charged against
 // Config.MaxRequestBytes without a buffered body: requestBytes of a
 // request with headers at serverMaxHeaderBytes and an HTTP/2 body that
-// streams.
-const maxRequestCharge = requestOverheadBytes + serverMaxHeaderBytes + serverMaxReceiveBufferPerStream
+// streams, forwarded.
+const maxRequestCharge = requestOverheadBytes + forwardOverheadBytes + serverMaxHeaderBytes + serverMaxReceiveBufferPerStream
 
 // maxConcurrentStreams is how many HTTP/2 streams one connection may have
 // open at once: as many requests, each charged its most, as one
