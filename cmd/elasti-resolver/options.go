@@ -84,7 +84,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.IntVar(&r.MaxConnectionsPerSource, "max-connections-per-source", def.MaxConnectionsPerSource,
 		"Of --max-connections, those one client address may keep open; one more from it is closed as soon as it is accepted.")
 	fs.Int64Var(&r.MaxRequestBytes, "max-request-bytes", def.MaxRequestBytes,
-		"Bytes every HTTP request in flight, held or not, is charged together (headers, HTTP/2 stream window, buffered body, 16 KiB each); past it 503 with Retry-After. "+
+		"Bytes every HTTP request in flight, held or not, is charged together (headers, HTTP/2 stream window, buffered body, 16 KiB each and 20 KiB more while forwarded); past it 503 with Retry-After. "+
 			"HTTP/2 connections may open as many concurrent streams as a namespace's share of it holds at their largest.")
 	fs.IntVar(&r.NamespaceShare, "namespace-share", def.NamespaceShare,
 		"Percentage of --global-queue, --max-held-bytes and --max-request-bytes that the requests for one namespace's Services may take; past it 503 with Retry-After. 100 turns it off.")

@@ -53,11 +53,11 @@ const (
 	// cannot take them all, and an ingress controller or a SNAT gateway,
 	// whose clients all share one address, still gets many.
 	DefaultMaxConnectionsPerSource = 1000
-	// Every request in flight is charged (requestBytes); 64 MiB holds the
-	// full global queue with the held-bytes budget full (2000 ×
-	// requestOverheadBytes + MaxHeldBytes) and leaves the rest to requests
-	// not held.
-	DefaultMaxRequestBytes = 64 << 20
+	// Every request in flight is charged (requestBytes); 96 MiB holds the
+	// full global queue with the held-bytes and buffered-body budgets full
+	// (2000 × requestOverheadBytes + MaxHeldBytes + MaxBufferedBodies ≈
+	// 79 MiB) and leaves the rest to requests not held.
+	DefaultMaxRequestBytes = 96 << 20
 	// A namespace may take half of each pool: as much of the global queue
 	// as one Service's queue (PerServiceQueue) may, so a namespace with one
 	// Service loses nothing, while any one namespace leaves half of every
@@ -78,7 +78,15 @@ const (
 //	  dearest kind of connection not held)             2000 × 20 KiB ≈  39 MiB
 //	                                                                  ≈ 155 MiB
 //
-// That leaves about 100 MiB of the manifests' 256Mi limit for the
+// MaxRequestBytes (96 MiB) charges every request in flight, held or not,
+// about what it costs (BenchmarkFilledBounds' h2-stalled fills: 34 KiB a
+// stalled stream, charged 36 KiB); the held requests above take 79 MiB of
+// it, so requests not held add at most the 17 MiB left, about 165 MiB in
+// all. Filled with stalled HTTP/2 streams instead, the budget measured
+// 91 MiB steady and 132 MiB at its peak, the refused streams' garbage
+// included.
+//
+// That leaves about 90 MiB of the manifests' 256Mi limit for the
 // informer caches, the runtime and the collector's headroom (the manifests
 // set GOMEMLIMIT to the limit, so the collector works harder near it). The
 // bounds are per resolver pod: more replicas hold more. Kernel socket
@@ -129,7 +137,8 @@ type Config struct {
 	// MaxRequestBytes bounds the memory of every HTTP request in flight,
 	// held or not, HTTP/1 or HTTP/2, from the moment its handler runs
 	// until it is answered: its headers, its HTTP/2 stream window, a
-	// buffered body, and requestOverheadBytes each (see requestBytes).
+	// buffered body, requestOverheadBytes each and forwardOverheadBytes
+	// while forwarded (see requestBytes).
 	// Past it a request is answered 503 with Retry-After. HTTP/2
 	// connections may open as many concurrent streams as a namespace's
 	// share of it holds at their largest (see maxConcurrentStreams).
