@@ -110,6 +110,20 @@ func (a *admission) forgetLocked(ns string, u *namespaceUse) {
 // ScopeNamespace) it takes nothing; otherwise release gives the bytes back
 // and may be called more than once.
 func (a *admission) charge(ns string, size int64) (release func(), refused refusal) {
+	return a.chargeIf(ns, size, false)
+}
+
+// chargeAnyway is charge without the bounds: for a held request as it is
+// forwarded, which waited its turn within the held queue and is not
+// refused when its Service wakes. Those together exceed the budget by at
+// most GlobalQueue × forwardOverheadBytes, and meanwhile every other
+// request sees the budget as full.
+func (a *admission) chargeAnyway(ns string, size int64) (release func()) {
+	release, _ = a.chargeIf(ns, size, true)
+	return release
+}
+
+func (a *admission) chargeIf(ns string, size int64, anyway bool) (release func(), refused refusal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var use namespaceUse
@@ -117,6 +131,7 @@ func (a *admission) charge(ns string, size int64) (release func(), refused refus
 		use = *u
 	}
 	switch {
+	case anyway:
 	case a.requests+size > a.maxRequests:
 		return nil, refusal{scope: ScopeRequests}
 	case use.requests+size > a.maxNSRequests:

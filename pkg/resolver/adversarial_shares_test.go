@@ -128,3 +128,34 @@ func TestAdversarialNamespaceFillingItsRequestShareLeavesAnotherAdmitted(t *test
 	stall(otherHost)
 	eventually(t, 5*time.Second, "another namespace's request at its pod", func() bool { return other.Load() == 1 })
 }
+
+// Requests held while the request budget is full are all forwarded when
+// their Service wakes, not refused for the pod connection they then take:
+// they waited their turn within the held queue.
+func TestAdversarialHeldRequestsGoOnWhenTheBudgetIsFull(t *testing.T) {
+	checkNoLeaks(t)
+	const held = 3
+	cfg := testConfig()
+	cfg.MaxRequestBytes = held * (requestOverheadBytes + 32<<10 + 1<<10)
+	e := newEnv(t, cfg)
+	client := newClient(t)
+	answers := make(chan string, held)
+	for range held {
+		req := e.request(t, context.Background(), "GET", "/", nil)
+		req.Header.Set("X-Fill", fillHeader)
+		go func() { answers <- fetch(client, req) }()
+	}
+	eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == held })
+	req := e.request(t, context.Background(), "GET", "/", nil)
+	req.Header.Set("X-Fill", fillHeader)
+	if got := fetch(client, req); !strings.HasPrefix(got, "503 ") {
+		t.Fatalf("one past the budget: %q, want 503", got)
+	}
+	e.backend(t, "10.0.0.1:80", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("pod")) }))
+	e.eps.Set(testSvc, "10.0.0.1:80")
+	for range held {
+		if got := <-answers; got != "200 pod" {
+			t.Fatalf("a held request after the wake: %q, want the pod's answer", got)
+		}
+	}
+}

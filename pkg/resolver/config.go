@@ -82,7 +82,8 @@ const (
 // about what it costs (BenchmarkFilledBounds' h2-stalled fills: 34 KiB a
 // stalled stream, charged 36 KiB); the held requests above take 79 MiB of
 // it, so requests not held add at most the 17 MiB left, about 165 MiB in
-// all. Filled with stalled HTTP/2 streams instead, the budget measured
+// all; held requests released by a wake are forwarded past it
+// (chargeAnyway), at most GlobalQueue × forwardOverheadBytes ≈ 39 MiB. Filled with stalled HTTP/2 streams instead, the budget measured
 // 91 MiB steady and 132 MiB at its peak, the refused streams' garbage
 // included.
 //

@@ -160,8 +160,14 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 
 // forward sends req on to a pod, charging the request budget
 // forwardOverheadBytes more while it does: past the budget it is answered
-// 503 instead.
+// 503 instead, unless it was held (waited > 0): the requests a wake
+// releases all go on (see chargeAnyway).
 func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string, b Backends, waited time.Duration) {
+	if waited > 0 {
+		defer r.admit.chargeAnyway(svc.Namespace, forwardOverheadBytes)()
+		r.fwd.serve(w, req, svc, port, b, waited)
+		return
+	}
 	uncharge, refused := r.admit.charge(svc.Namespace, forwardOverheadBytes)
 	if refused.scope != "" {
 		r.countRefusal(holdSpec{protocol: ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
