@@ -114,14 +114,27 @@ func reportErrors(ctx context.Context, op *operator.Operator) (*errreport.Report
 // unless its address is "0", until ctx ends.
 func startServers(ctx context.Context, o *options, op *operator.Operator, watchdog *leaderelection.HealthzAdaptor) {
 	if !disabled(o.healthProbeBindAddress) {
-		go serve(ctx, "health", o.healthProbeBindAddress, probes(op, watchdog))
+		go serve(ctx, "health", o.healthProbeBindAddress, probes(op, watchdog), command.WriteTimeout)
 	}
 	if !disabled(o.metricsBindAddress) {
-		go serve(ctx, "metrics", o.metricsBindAddress, metricsHandler(op.Metrics.Registry, o.profiling))
+		go serve(ctx, "metrics", o.metricsBindAddress, metricsHandler(op.Metrics.Registry, o.profiling), metricsWriteTimeout(o.profiling))
 	}
 	if !disabled(o.wakeServerBindAddress) {
-		go serve(ctx, "scale", o.wakeServerBindAddress, op.WakeServer.Handler())
+		// A scale request waits for its scale call, at most --scale-timeout.
+		go serve(ctx, "scale", o.wakeServerBindAddress, op.WakeServer.Handler(), o.operator.WakeTimeout+command.WriteTimeout)
 	}
+}
+
+// profileWriteTimeout is the metrics server's write timeout with
+// --profiling on: a CPU profile or trace streams for the seconds asked
+// (30 by default), and net/http/pprof refuses a longer one than this.
+const profileWriteTimeout = 2 * time.Minute
+
+func metricsWriteTimeout(profiling bool) time.Duration {
+	if profiling {
+		return profileWriteTimeout
+	}
+	return command.WriteTimeout
 }
 
 // metricsHandler serves /metrics and, with profiling on, Go's runtime
@@ -165,16 +178,19 @@ func probes(op *operator.Operator, watchdog *leaderelection.HealthzAdaptor) http
 	return mux
 }
 
-// serve serves h on addr until ctx ends; it logs the address it bound
-// (the real port for ":0"), and exits the process if it cannot serve.
-func serve(ctx context.Context, name, addr string, h http.Handler) {
+// serve serves h on addr until ctx ends, its connections capped
+// (command.Limit) and its answers bounded by writeTimeout; it logs the
+// address it bound (the real port for ":0"), and exits the process if it
+// cannot serve.
+func serve(ctx context.Context, name, addr string, h http.Handler, writeTimeout time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("server", name)
-	srv := command.Server(addr, h)
+	srv := command.Server(addr, h, writeTimeout)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		logger.Error(err, "Server failed", "address", addr)
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
+	ln = command.Limit(ln)
 	logger = logger.WithValues("address", ln.Addr().String())
 	go func() {
 		<-ctx.Done()

@@ -25,7 +25,7 @@ func TestServeLogsTheBoundAddress(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serve(ctx, "test", "127.0.0.1:0", http.NotFoundHandler())
+		serve(ctx, "test", "127.0.0.1:0", http.NotFoundHandler(), command.WriteTimeout)
 	}()
 	defer func() { cancel(); <-done }()
 

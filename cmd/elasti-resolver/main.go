@@ -64,19 +64,21 @@ func run(ctx context.Context, o *options) error {
 	// with the metrics, on the port a NetworkPolicy can keep to the
 	// cluster's own components, not on a port every client reaches.
 	internal.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
-	proxy := resolver.NewServer(o.proxyBindAddress, dp.resolver)
+	proxy := dp.resolver.NewServer(o.proxyBindAddress)
 	servers := []*http.Server{
 		proxy,
-		command.Server(o.internalBindAddress, internal),
+		command.Server(o.internalBindAddress, internal, command.WriteTimeout),
 		// The per-port-routing port only declares per-port routing to the
 		// operator (through the EndpointSlices of the resolver Service);
 		// it serves nothing.
-		command.Server(o.routesBindAddress, http.NotFoundHandler()),
+		command.Server(o.routesBindAddress, http.NotFoundHandler(), command.WriteTimeout),
 	}
 	// The proxy port's connections count against --max-connections with
 	// the resolver ports'; 8013 and 8014 serve the cluster's own
-	// components and have bounds of their own (command.Server).
-	limits := map[*http.Server]func(net.Listener) net.Listener{proxy: dp.resolver.LimitListener}
+	// components and have bounds of their own (command.Server,
+	// command.Limit).
+	limits := map[*http.Server]func(net.Listener) net.Listener{proxy: dp.resolver.LimitListener,
+		servers[1]: command.Limit, servers[2]: command.Limit}
 	errs, err := serveAll(logger, servers, limits)
 	if err != nil {
 		return err

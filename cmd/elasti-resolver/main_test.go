@@ -19,7 +19,16 @@ import (
 )
 
 func TestProxyServerLimits(t *testing.T) {
-	srv := resolver.NewServer(":8012", http.NotFoundHandler())
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := resolver.New(ctx, resolver.Config{}, resolver.Options{Endpoints: resolver.NewMemoryEndpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	srv := r.NewServer(":8012")
+	if srv.HTTP2 == nil || srv.HTTP2.MaxConcurrentStreams < 1 || srv.HTTP2.MaxConcurrentStreams > 250 || srv.HTTP2.MaxReadFrameSize != 16<<10 {
+		t.Errorf("HTTP/2 bounds %+v; want streams capped and 16 KiB frames", srv.HTTP2)
+	}
 	if srv.MaxHeaderBytes != 64<<10 || srv.IdleTimeout != 2*time.Minute || srv.ReadHeaderTimeout == 0 {
 		t.Errorf("MaxHeaderBytes %d, IdleTimeout %v, ReadHeaderTimeout %v; want 64 KiB, 2m, set",
 			srv.MaxHeaderBytes, srv.IdleTimeout, srv.ReadHeaderTimeout)
@@ -33,7 +42,7 @@ func TestProxyServerLimits(t *testing.T) {
 // is refused with 431 before the handler runs.
 func TestInternalServerLimits(t *testing.T) {
 	var reached atomic.Int32
-	url := serve(t, command.Server("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })))
+	url := serve(t, command.Server("", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }), command.WriteTimeout))
 	req, err := http.NewRequest("GET", url+"/readyz", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +113,7 @@ func TestDrainOrder(t *testing.T) {
 	var draining atomic.Bool
 	internal := http.NewServeMux()
 	internal.HandleFunc("/readyz", readyzUnlessDraining(&draining, r.Readyz()))
-	proxy := resolver.NewServer("", r)
+	proxy := r.NewServer("")
 	internalSrv := &http.Server{Handler: internal, ReadHeaderTimeout: 10 * time.Second}
 	proxyURL, internalURL := serve(t, proxy), serve(t, internalSrv)
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
@@ -195,7 +204,7 @@ func TestDrainKeepsHoldingUntilTheTargetServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	proxy := resolver.NewServer("", r)
+	proxy := r.NewServer("")
 	proxyURL := serve(t, proxy)
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 20 * time.Second}
 

@@ -81,6 +81,13 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"A spliced TCP connection on which no byte moves either way for this long is closed (after between it and twice it).")
 	fs.IntVar(&r.MaxConnections, "max-connections", def.MaxConnections,
 		"Client connections open at once on the proxy port and every resolver port together; one more is closed as soon as it is accepted.")
+	fs.IntVar(&r.MaxConnectionsPerSource, "max-connections-per-source", def.MaxConnectionsPerSource,
+		"Of --max-connections, those one client address may keep open; one more from it is closed as soon as it is accepted.")
+	fs.Int64Var(&r.MaxRequestBytes, "max-request-bytes", def.MaxRequestBytes,
+		"Bytes every HTTP request in flight, held or not, is charged together (headers, HTTP/2 stream window, buffered body, 16 KiB each and 20 KiB more while forwarded); past it 503 with Retry-After. "+
+			"HTTP/2 connections may open as many concurrent streams as a namespace's share of it holds at their largest.")
+	fs.IntVar(&r.NamespaceShare, "namespace-share", def.NamespaceShare,
+		"Percentage of --global-queue, --max-held-bytes and --max-request-bytes that the requests for one namespace's Services may take; past it 503 with Retry-After. 100 turns it off.")
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.Int64Var(&r.MaxBufferedBody, "max-buffered-body", def.MaxBufferedBody,
@@ -127,6 +134,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		if r.MaxBufferedBody < 1 || r.MaxBufferedBodies < r.MaxBufferedBody {
 			e.Errs = append(e.Errs, fmt.Errorf("--max-buffered-body=%d and --max-buffered-bodies=%d must satisfy 1 <= per body <= all bodies",
 				r.MaxBufferedBody, r.MaxBufferedBodies))
+		}
+		if r.MaxConnectionsPerSource < 1 || r.MaxRequestBytes < 1 || r.NamespaceShare < 1 || r.NamespaceShare > 100 {
+			e.Errs = append(e.Errs, fmt.Errorf("--max-connections-per-source=%d and --max-request-bytes=%d must be positive, --namespace-share=%d in 1-100",
+				r.MaxConnectionsPerSource, r.MaxRequestBytes, r.NamespaceShare))
 		}
 		if r.FrontDrain <= 0 {
 			e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))

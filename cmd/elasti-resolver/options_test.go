@@ -69,6 +69,11 @@ func TestResourceBoundFlags(t *testing.T) {
 	if err != nil || r.PerSourceQueue != 50 || r.MaxHeldBytes != 1<<20 || r.SpliceIdleTimeout != time.Minute || r.MaxConnections != 800 {
 		t.Errorf("parsed %d, %d, %v, %d, err %v", r.PerSourceQueue, r.MaxHeldBytes, r.SpliceIdleTimeout, r.MaxConnections, err)
 	}
+	o, err = parse(t, nil, "--max-connections-per-source=10", "--max-request-bytes=2097152", "--namespace-share=25")
+	r = o.resolver
+	if err != nil || r.MaxConnectionsPerSource != 10 || r.MaxRequestBytes != 2<<20 || r.NamespaceShare != 25 {
+		t.Errorf("parsed %d, %d, %d, err %v", r.MaxConnectionsPerSource, r.MaxRequestBytes, r.NamespaceShare, err)
+	}
 }
 
 func TestBadResolverInput(t *testing.T) {
@@ -89,6 +94,10 @@ func TestBadResolverInput(t *testing.T) {
 		{nil, []string{"--max-held-bytes=0"}, "--max-held-bytes=0"},
 		{nil, []string{"--splice-idle-timeout=0s"}, "--splice-idle-timeout=0s"},
 		{nil, []string{"--max-connections=-1"}, "--max-connections=-1"},
+		{nil, []string{"--max-connections-per-source=0"}, "--max-connections-per-source=0"},
+		{nil, []string{"--max-request-bytes=0"}, "--max-request-bytes=0"},
+		{nil, []string{"--namespace-share=0"}, "--namespace-share=0"},
+		{nil, []string{"--namespace-share=101"}, "--namespace-share=101"},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)

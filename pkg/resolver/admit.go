@@ -10,14 +10,21 @@ import (
 )
 
 // admission is the admit layer: it bounds how many requests and
-// connections wait for a Service at once, per Service, per client address
-// and in all, and the header bytes they keep in memory, so one sleeping
-// Service or one client cannot take every slot and a flood cannot exhaust
-// memory; and, per client address, how many wakes a client may start. It
-// only counts; waiting is the hold layer's.
+// connections wait for a Service at once, per Service, per namespace, per
+// client address and in all, and the header bytes they keep in memory, so
+// one sleeping Service, one namespace or one client cannot take every slot
+// and a flood cannot exhaust memory; and, per client address, how many
+// wakes a client may start. It also keeps the budget every request in
+// flight is charged to, held or not (charge). It only counts; waiting is
+// the hold layer's.
 type admission struct {
 	maxPer, maxGlobal, maxSource int
 	maxBytes                     int64
+	// maxNSHeld, maxNSBytes and maxNSRequests are one namespace's shares
+	// of maxGlobal, maxBytes and maxRequests (Config.NamespaceShare).
+	maxNSHeld                 int
+	maxNSBytes, maxNSRequests int64
+	maxRequests               int64
 	// wakes limits the wakes each source starts; nil means no limit.
 	wakes *wakeLimiter
 	now   func() time.Time
@@ -27,17 +34,30 @@ type admission struct {
 	mu    sync.Mutex
 	total int
 	bytes int64
-	per   map[ServiceRef]int
+	// requests is the bytes charged for every request in flight.
+	requests int64
+	per      map[ServiceRef]int
 	// sources counts the slots each client address holds. An entry is
 	// removed when its count reaches zero, so the map never has more
 	// entries than slots are taken (at most maxGlobal).
 	sources map[netip.Addr]int
+	// namespaces is what each namespace takes of the pools. An entry is
+	// removed when it takes nothing, so the map never has more entries
+	// than requests are in flight.
+	namespaces map[string]*namespaceUse
 }
 
-// refusal says why admit took nothing: a full queue (scope ScopeService,
-// ScopeGlobal or ScopeClient), a full header byte budget (ScopeBytes), or
-// a source out of wakes (ScopeSource, which may try again after
-// retryAfter). The zero refusal admits.
+// namespaceUse is what one namespace takes of the pools.
+type namespaceUse struct {
+	held            int
+	bytes, requests int64
+}
+
+// refusal says why admit or charge took nothing: a full queue (scope
+// ScopeService, ScopeGlobal or ScopeClient), a full header byte budget
+// (ScopeBytes), a namespace at its share (ScopeNamespace), a full request
+// budget (ScopeRequests), or a source out of wakes (ScopeSource, which may
+// try again after retryAfter). The zero refusal admits.
 type refusal struct {
 	scope      string
 	retryAfter time.Duration
@@ -47,12 +67,87 @@ type refusal struct {
 // of the same names.
 type admissionLimits struct {
 	perService, global, perSource int
-	heldBytes                     int64
+	heldBytes, requestBytes       int64
+	// namespaceShare is the percentage of global, heldBytes and
+	// requestBytes one namespace may take.
+	namespaceShare int
+}
+
+func admissionLimitsOf(cfg Config) admissionLimits {
+	return admissionLimits{perService: cfg.PerServiceQueue, global: cfg.GlobalQueue, perSource: cfg.PerSourceQueue,
+		heldBytes: cfg.MaxHeldBytes, requestBytes: cfg.MaxRequestBytes, namespaceShare: cfg.NamespaceShare}
 }
 
 func newAdmission(lim admissionLimits, wakes *wakeLimiter, queued prometheus.Gauge) *admission {
+	share := func(n int64) int64 { return n * int64(lim.namespaceShare) / 100 }
 	return &admission{maxPer: lim.perService, maxGlobal: lim.global, maxSource: lim.perSource, maxBytes: lim.heldBytes,
-		wakes: wakes, now: time.Now, queued: queued, per: map[ServiceRef]int{}, sources: map[netip.Addr]int{}}
+		maxRequests: lim.requestBytes, maxNSHeld: int(share(int64(lim.global))), maxNSBytes: share(lim.heldBytes),
+		maxNSRequests: share(lim.requestBytes),
+		wakes:         wakes, now: time.Now, queued: queued, per: map[ServiceRef]int{}, sources: map[netip.Addr]int{},
+		namespaces: map[string]*namespaceUse{}}
+}
+
+// namespaceLocked returns ns's entry, made if it has none; a.mu is held.
+func (a *admission) namespaceLocked(ns string) *namespaceUse {
+	u := a.namespaces[ns]
+	if u == nil {
+		u = &namespaceUse{}
+		a.namespaces[ns] = u
+	}
+	return u
+}
+
+// forgetLocked drops ns's entry once it takes nothing; a.mu is held.
+func (a *admission) forgetLocked(ns string, u *namespaceUse) {
+	if u.held <= 0 && u.bytes <= 0 && u.requests <= 0 {
+		delete(a.namespaces, ns)
+	}
+}
+
+// charge takes size bytes of the request budget (Config.MaxRequestBytes)
+// for a request in flight for a Service of namespace ns, held or not,
+// within ns's share of it. When it refuses (ScopeRequests or
+// ScopeNamespace) it takes nothing; otherwise release gives the bytes back
+// and may be called more than once.
+func (a *admission) charge(ns string, size int64) (release func(), refused refusal) {
+	return a.chargeIf(ns, size, false)
+}
+
+// chargeAnyway is charge without the bounds: for a held request as it is
+// forwarded, which waited its turn within the held queue and is not
+// refused when its Service wakes. Those together exceed the budget by at
+// most GlobalQueue × forwardOverheadBytes, and meanwhile every other
+// request sees the budget as full.
+func (a *admission) chargeAnyway(ns string, size int64) (release func()) {
+	release, _ = a.chargeIf(ns, size, true)
+	return release
+}
+
+func (a *admission) chargeIf(ns string, size int64, anyway bool) (release func(), refused refusal) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var use namespaceUse
+	if u := a.namespaces[ns]; u != nil {
+		use = *u
+	}
+	switch {
+	case anyway:
+	case a.requests+size > a.maxRequests:
+		return nil, refusal{scope: ScopeRequests}
+	case use.requests+size > a.maxNSRequests:
+		return nil, refusal{scope: ScopeNamespace}
+	}
+	u := a.namespaceLocked(ns)
+	u.requests += size
+	a.requests += size
+	return sync.OnceFunc(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.requests -= size
+		u := a.namespaces[ns]
+		u.requests -= size
+		a.forgetLocked(ns, u)
+	}), refusal{}
 }
 
 // admit takes a slot for svc on behalf of the client at source, and size
@@ -78,6 +173,13 @@ func (a *admission) admit(svc ServiceRef, source netip.Addr, size int64) (releas
 	case a.bytes+size > a.maxBytes:
 		return nil, refusal{scope: ScopeBytes}
 	}
+	var use namespaceUse
+	if u := a.namespaces[svc.Namespace]; u != nil {
+		use = *u
+	}
+	if use.held >= a.maxNSHeld || use.bytes+size > a.maxNSBytes {
+		return nil, refusal{scope: ScopeNamespace}
+	}
 	// Decided under the lock that counts the slots, so of two clients that
 	// arrive together for a cold Service exactly one pays for its wake.
 	if a.per[svc] == 0 && a.wakes != nil {
@@ -87,6 +189,9 @@ func (a *admission) admit(svc ServiceRef, source netip.Addr, size int64) (releas
 	}
 	a.per[svc]++
 	a.sources[source]++
+	u := a.namespaceLocked(svc.Namespace)
+	u.held++
+	u.bytes += size
 	a.total++
 	a.bytes += size
 	a.queued.Inc()
@@ -102,6 +207,10 @@ func (a *admission) release(svc ServiceRef, source netip.Addr, size int64) {
 	if a.sources[source]--; a.sources[source] <= 0 {
 		delete(a.sources, source)
 	}
+	u := a.namespaces[svc.Namespace]
+	u.held--
+	u.bytes -= size
+	a.forgetLocked(svc.Namespace, u)
 	a.total--
 	a.bytes -= size
 	a.queued.Dec()
@@ -120,6 +229,35 @@ func (a *admission) usage() (slots, sources int, bytes int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.total, len(a.sources), a.bytes
+}
+
+// requestUsage returns the bytes charged to the request budget and the
+// namespaces charged.
+func (a *admission) requestUsage() (bytes int64, namespaces int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.requests, len(a.namespaces)
+}
+
+// requestOverheadBytes is what every request in flight is charged besides
+// its headers (requestBytes): the handler's goroutine stack, the parsed
+// request, the response writer's buffer and, for HTTP/2, the stream's
+// state. BenchmarkFilledBounds measures the true figure, with
+// forwardOverheadBytes (KiB/stalled-stream in docs/benchmarks.md).
+const requestOverheadBytes = 16 << 10
+
+// forwardOverheadBytes is what a request is charged besides requestBytes
+// while it is forwarded: the connection to the pod, its buffers and its
+// two goroutines, and the deeper stack of the handler. A request held is
+// not charged it until it is forwarded.
+const forwardOverheadBytes = 20 << 10
+
+// requestBytes is what an HTTP request in flight, held or not, is charged
+// against Config.MaxRequestBytes while it is served: what heldRequestBytes
+// counts, as if its body streamed, plus requestOverheadBytes. A body
+// read into memory is charged on its own when it is (holdRequest).
+func requestBytes(req *http.Request) int64 {
+	return requestOverheadBytes + heldRequestBytes(req, false)
 }
 
 // heldRequestBytes is what a held HTTP request is charged against

@@ -13,7 +13,7 @@ import (
 
 // queueLimits bounds the queues per Service and in all, and nothing else.
 func queueLimits(perService, global int) admissionLimits {
-	return admissionLimits{perService: perService, global: global, perSource: global, heldBytes: 1 << 40}
+	return admissionLimits{perService: perService, global: global, perSource: global, heldBytes: 1 << 40, requestBytes: 1 << 40, namespaceShare: 100}
 }
 
 func TestAdmissionBoundsPerServiceThenGlobally(t *testing.T) {
@@ -52,7 +52,7 @@ func TestAdmissionBoundsPerServiceThenGlobally(t *testing.T) {
 // a Service's whole queue: past its share it is refused while another
 // client still gets in, and its entry is gone once it holds nothing.
 func TestAdmissionBoundsEachSource(t *testing.T) {
-	a := newAdmission(admissionLimits{perService: 10, global: 100, perSource: 4, heldBytes: 1 << 20}, nil,
+	a := newAdmission(admissionLimits{perService: 10, global: 100, perSource: 4, heldBytes: 1 << 20, requestBytes: 1 << 40, namespaceShare: 100}, nil,
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
 	web := ServiceRef{"shop", "web"}
 	noisy, quiet := netip.MustParseAddr("10.244.0.7"), netip.MustParseAddr("10.244.0.8")
@@ -91,7 +91,7 @@ func TestAdmissionBoundsEachSource(t *testing.T) {
 // Held bytes have one budget: a request that would pass it is refused
 // whatever the queues say, and released bytes are reusable.
 func TestAdmissionBoundsHeldBytes(t *testing.T) {
-	a := newAdmission(admissionLimits{perService: 100, global: 100, perSource: 100, heldBytes: 10 << 10}, nil,
+	a := newAdmission(admissionLimits{perService: 100, global: 100, perSource: 100, heldBytes: 10 << 10, requestBytes: 1 << 40, namespaceShare: 100}, nil,
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
 	web, client := ServiceRef{"shop", "web"}, netip.MustParseAddr("10.244.0.7")
 	r1, _ := a.admit(web, client, 6<<10)

@@ -32,6 +32,10 @@ func (r *Resolver) writeRefusal(w http.ResponseWriter, svc ServiceRef, refused r
 	switch refused.scope {
 	case ScopeGlobal, ScopeBytes:
 		msg = "too many requests are waiting for services to start; retry later"
+	case ScopeRequests:
+		msg = "too many requests are in flight; retry later"
+	case ScopeNamespace:
+		msg = fmt.Sprintf("too many requests are in flight for services of namespace %s; retry later", svc.Namespace)
 	case ScopeClient:
 		code, msg = http.StatusTooManyRequests, fmt.Sprintf("this client has too many requests waiting for services to start; service %s is asleep, retry later", svc)
 	}

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,11 +13,15 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"k8s.io/klog/v2"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -30,7 +35,25 @@ import (
 // filledBoundsShare, which MiB-extrapolated reports.
 const filledBoundsShare = 1
 
+// BenchmarkFilledBounds fills the resolver's bounds and reports its
+// memory: "held" fills the queue, the held bytes, the buffered bodies and
+// every connection; "h2-stalled-large" and "h2-stalled-small" open
+// HTTP/2 connections with every stream they may open, each a request
+// that is not held but forwarded to a pod that never answers, with 60 KB
+// of HPACK-amplified headers or with none, until the request budget is
+// full and the rest are refused. Each reports the peak of heap and stacks
+// during its fill.
 func BenchmarkFilledBounds(b *testing.B) {
+	b.Run("held", benchmarkFilledHeld)
+	b.Run("h2-stalled-large", func(b *testing.B) { benchmarkFilledStreams(b, 15, false) })
+	b.Run("h2-stalled-small", func(b *testing.B) { benchmarkFilledStreams(b, 0, false) })
+	// Before the request budget: no charge and Go's 250 streams per
+	// connection, on 8 connections, not 64, to keep the run's memory
+	// within the machine; multiply by 8 for the same load.
+	b.Run("h2-stalled-large-unbudgeted", func(b *testing.B) { benchmarkFilledStreams(b, 15, true) })
+}
+
+func benchmarkFilledHeld(b *testing.B) {
 	d := DefaultConfig()
 	held := d.GlobalQueue / filledBoundsShare
 	bodies := int(d.MaxBufferedBodies / d.MaxBufferedBody / filledBoundsShare)
@@ -50,6 +73,10 @@ func BenchmarkFilledBounds(b *testing.B) {
 	cfg.GlobalQueue = held
 	cfg.PerServiceQueue = held / services
 	cfg.PerSourceQueue = held // every client here is 127.0.0.1
+	cfg.MaxConnectionsPerSource = conns
+	// Every held request here is for a Service of namespace "bench"; the
+	// memory is the same whichever namespaces share the pools.
+	cfg.NamespaceShare = 100
 	cfg.MaxHeldBytes = headerBudget
 	cfg.MaxBufferedBodies = int64(bodies) * d.MaxBufferedBody
 	cfg.MaxConnections = conns
@@ -65,7 +92,7 @@ func BenchmarkFilledBounds(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer("", r)
+	srv := r.NewServer("")
 	go func() { _ = srv.Serve(r.LimitListener(ln)) }()
 	defer srv.Close()
 	proxy := ln.Addr().String()
@@ -161,6 +188,179 @@ func BenchmarkFilledBounds(b *testing.B) {
 	b.ReportMetric(float64(afterSpliced.goMem-afterHeld.goMem)/float64(spliced)/1024, "KiB/spliced-conn")
 	b.ReportMetric(float64(filled.goMem-afterSpliced.goMem)/float64(idle)/1024, "KiB/idle-conn")
 	b.ReportMetric(took.Seconds(), "s-to-fill")
+}
+
+// benchmarkFilledStreams fills the request budget with HTTP/2 streams
+// forwarded to a pod that never answers: h2Conns connections, each with
+// every stream the server allows, each stream carrying amplify copies of
+// a 4000-byte header that HPACK's dynamic table sends once per
+// connection.
+//
+// unbudgeted turns the request budget off, as before it was charged, on
+// an eighth of the connections.
+func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
+	h2Conns := 64
+	d := DefaultConfig()
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	op := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer op.Close()
+	cfg := d
+	cfg.OperatorURL = op.URL
+	if unbudgeted {
+		h2Conns /= 8
+		cfg.MaxRequestBytes = 1 << 40
+	}
+	eps := NewMemoryEndpoints()
+	r, err := New(ctx, cfg, Options{Endpoints: eps})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := r.NewServer("")
+	go func() { _ = srv.Serve(r.LimitListener(ln)) }()
+	defer srv.Close()
+	// Every namespace's share of the budget together is the whole budget:
+	// the streams go to Services of several namespaces.
+	namespaces := 100 / cfg.NamespaceShare
+	pod := parkingTCP(b)
+	for ns := range namespaces {
+		eps.Set(ServiceRef{Namespace: fmt.Sprintf("ns%d", ns), Name: "web"}, pod)
+	}
+	streams := maxConcurrentStreams(cfg)
+
+	peak := newPeakSampler()
+	defer peak.stop()
+	base := memNow()
+	began := time.Now()
+	var answered, resets atomic.Int64
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	var block bytes.Buffer
+	for i := range h2Conns {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+		_, _ = c.Write([]byte(http2.ClientPreface))
+		fr := http2.NewFramer(c, c)
+		_ = fr.WriteSettings()
+		// The answers (503 past the budget) are read and counted. The
+		// server's SETTINGS stay unacknowledged, so a stream past its
+		// cap would be refused, not an error.
+		go func() {
+			rf := http2.NewFramer(io.Discard, c)
+			for {
+				f, err := rf.ReadFrame()
+				if err != nil {
+					return
+				}
+				switch f.(type) {
+				case *http2.HeadersFrame:
+					answered.Add(1)
+				case *http2.RSTStreamFrame:
+					resets.Add(1)
+				}
+			}
+		}()
+		enc := hpack.NewEncoder(&block)
+		host := fmt.Sprintf("web.ns%d.svc.cluster.local", i%namespaces)
+		for s := range streams {
+			block.Reset()
+			for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+				{Name: ":authority", Value: host}, {Name: ":path", Value: "/"}} {
+				_ = enc.WriteField(f)
+			}
+			for range amplify {
+				_ = enc.WriteField(hpack.HeaderField{Name: "x-amp", Value: strings.Repeat("a", 4000)})
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*s + 1), BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+				b.Fatalf("connection %d stream %d: %v", i, s, err)
+			}
+		}
+	}
+	attempts := int64(h2Conns) * int64(streams)
+	// Filled when the charge and the answers stop moving.
+	var last int64 = -1
+	for deadline, still := time.Now().Add(2*time.Minute), 0; still < 5; time.Sleep(200 * time.Millisecond) {
+		charged, _ := r.admit.requestUsage()
+		if now := charged + answered.Load()<<32; now == last {
+			still++
+		} else {
+			last, still = now, 0
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("timed out waiting for the streams to settle")
+		}
+	}
+	filled := memNow()
+	took := time.Since(began)
+	charged, _ := r.admit.requestUsage()
+	refused := testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(ScopeRequests)) + testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(ScopeNamespace))
+	stalled := attempts - answered.Load() - resets.Load()
+	if !unbudgeted && charged < cfg.MaxRequestBytes*9/10 || stalled <= 0 {
+		b.Fatalf("%d of %d bytes charged, %d streams stalled: the budget was not filled as planned", charged, cfg.MaxRequestBytes, stalled)
+	}
+	for range b.N {
+		// The fill above is the measure; b.N only repeats the report.
+	}
+	b.ReportMetric(float64(peak.stop()-base.goMem)/(1<<20), "MiB-peak-heap+stacks")
+	b.ReportMetric(float64(filled.goMem-base.goMem)/(1<<20), "MiB-heap+stacks")
+	b.ReportMetric(float64(filled.rss)/(1<<20), "MiB-rss-process")
+	if !unbudgeted {
+		b.ReportMetric(float64(charged)/(1<<20), "MiB-charged")
+		b.ReportMetric(float64(charged)/float64(stalled)/1024, "KiB-charged/stalled-stream")
+	}
+	b.ReportMetric(float64(stalled), "stalled-streams")
+	b.ReportMetric(refused, "refused-streams")
+	b.ReportMetric(float64(int64(filled.goMem-base.goMem))/float64(stalled)/1024, "KiB/stalled-stream")
+	b.ReportMetric(took.Seconds(), "s-to-fill")
+}
+
+// peakSampler follows the largest heap and stacks in use, sampled every
+// 20 ms, until stop, which returns it.
+type peakSampler struct {
+	done chan struct{}
+	max  atomic.Uint64
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newPeakSampler() *peakSampler {
+	p := &peakSampler{done: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if v := ms.HeapInuse + ms.StackInuse; v > p.max.Load() {
+				p.max.Store(v)
+			}
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *peakSampler) stop() uint64 {
+	p.once.Do(func() { close(p.done); p.wg.Wait() })
+	return p.max.Load()
 }
 
 type memSample struct{ goMem, rss uint64 }

@@ -202,7 +202,7 @@ func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer("", pe.r)
+	srv := pe.r.NewServer("")
 	go func() { _ = srv.Serve(pe.r.LimitListener(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	proxy := ln.Addr().String()

@@ -49,6 +49,20 @@ const (
 	DefaultMaxHeldBytes      = 32 << 20
 	DefaultSpliceIdleTimeout = 5 * time.Minute
 	DefaultMaxConnections    = 4000
+	// One client address may keep a quarter of the connections: a pod
+	// cannot take them all, and an ingress controller or a SNAT gateway,
+	// whose clients all share one address, still gets many.
+	DefaultMaxConnectionsPerSource = 1000
+	// Every request in flight is charged (requestBytes); 96 MiB holds the
+	// full global queue with the held-bytes and buffered-body budgets full
+	// (2000 × requestOverheadBytes + MaxHeldBytes + MaxBufferedBodies ≈
+	// 79 MiB) and leaves the rest to requests not held.
+	DefaultMaxRequestBytes = 96 << 20
+	// A namespace may take half of each pool: as much of the global queue
+	// as one Service's queue (PerServiceQueue) may, so a namespace with one
+	// Service loses nothing, while any one namespace leaves half of every
+	// pool to the others.
+	DefaultNamespaceShare = 50
 )
 
 // The worst case of the defaults: every bound filled at once. The
@@ -64,7 +78,16 @@ const (
 //	  dearest kind of connection not held)             2000 × 20 KiB ≈  39 MiB
 //	                                                                  ≈ 155 MiB
 //
-// That leaves about 100 MiB of the manifests' 256Mi limit for the
+// MaxRequestBytes (96 MiB) charges every request in flight, held or not,
+// about what it costs (BenchmarkFilledBounds' h2-stalled fills: 34 KiB a
+// stalled stream, charged 36 KiB); the held requests above take 79 MiB of
+// it, so requests not held add at most the 17 MiB left, about 165 MiB in
+// all; held requests released by a wake are forwarded past it
+// (chargeAnyway), at most GlobalQueue × forwardOverheadBytes ≈ 39 MiB. Filled with stalled HTTP/2 streams instead, the budget measured
+// 91 MiB steady and 132 MiB at its peak, the refused streams' garbage
+// included.
+//
+// That leaves about 90 MiB of the manifests' 256Mi limit for the
 // informer caches, the runtime and the collector's headroom (the manifests
 // set GOMEMLIMIT to the limit, so the collector works harder near it). The
 // bounds are per resolver pod: more replicas hold more. Kernel socket
@@ -109,6 +132,24 @@ type Config struct {
 	// proxy port and every resolver port together; one more is closed as
 	// soon as it is accepted (see LimitListener).
 	MaxConnections int
+	// MaxConnectionsPerSource bounds, within MaxConnections, those of one
+	// client address; one more from it is closed the same way.
+	MaxConnectionsPerSource int
+	// MaxRequestBytes bounds the memory of every HTTP request in flight,
+	// held or not, HTTP/1 or HTTP/2, from the moment its handler runs
+	// until it is answered: its headers, its HTTP/2 stream window, a
+	// buffered body, requestOverheadBytes each and forwardOverheadBytes
+	// while forwarded (see requestBytes).
+	// Past it a request is answered 503 with Retry-After. HTTP/2
+	// connections may open as many concurrent streams as a namespace's
+	// share of it holds at their largest (see maxConcurrentStreams).
+	MaxRequestBytes int64
+	// NamespaceShare is the percentage of GlobalQueue, MaxHeldBytes and
+	// MaxRequestBytes that the requests for the Services of one namespace
+	// may take; past it they are answered 503 with Retry-After, and a TCP
+	// connection is closed. It keeps one namespace from starving the
+	// others; 100 turns it off.
+	NamespaceShare int
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
@@ -166,29 +207,32 @@ type Config struct {
 // DefaultConfig returns a Config with every field set to its default.
 func DefaultConfig() Config {
 	return Config{
-		ProxyPort:            DefaultProxyPort,
-		PortRange:            portalloc.DefaultRange,
-		RequestTimeout:       DefaultRequestTimeout,
-		PerServiceQueue:      DefaultPerServiceQueue,
-		GlobalQueue:          DefaultGlobalQueue,
-		OperatorURL:          DefaultOperatorURL,
-		OperatorTimeout:      DefaultOperatorTimeout,
-		OperatorRetryInitial: DefaultOperatorRetryInitial,
-		OperatorRetryMax:     DefaultOperatorRetryMax,
-		ClusterDomain:        DefaultClusterDomain,
-		DialTimeout:          DefaultDialTimeout,
-		FrontDrain:           DefaultFrontDrain,
-		RetryAfter:           DefaultRetryAfter,
-		ColdStartHeader:      DefaultColdStartHeader,
-		SourceWakeRate:       DefaultSourceWakeRate,
-		SourceWakeBurst:      DefaultSourceWakeBurst,
-		SourceWakeTracked:    DefaultSourceWakeTracked,
-		MaxBufferedBody:      DefaultMaxBufferedBody,
-		MaxBufferedBodies:    DefaultMaxBufferedBodies,
-		PerSourceQueue:       DefaultPerSourceQueue,
-		MaxHeldBytes:         DefaultMaxHeldBytes,
-		SpliceIdleTimeout:    DefaultSpliceIdleTimeout,
-		MaxConnections:       DefaultMaxConnections,
+		ProxyPort:               DefaultProxyPort,
+		PortRange:               portalloc.DefaultRange,
+		RequestTimeout:          DefaultRequestTimeout,
+		PerServiceQueue:         DefaultPerServiceQueue,
+		GlobalQueue:             DefaultGlobalQueue,
+		OperatorURL:             DefaultOperatorURL,
+		OperatorTimeout:         DefaultOperatorTimeout,
+		OperatorRetryInitial:    DefaultOperatorRetryInitial,
+		OperatorRetryMax:        DefaultOperatorRetryMax,
+		ClusterDomain:           DefaultClusterDomain,
+		DialTimeout:             DefaultDialTimeout,
+		FrontDrain:              DefaultFrontDrain,
+		RetryAfter:              DefaultRetryAfter,
+		ColdStartHeader:         DefaultColdStartHeader,
+		SourceWakeRate:          DefaultSourceWakeRate,
+		SourceWakeBurst:         DefaultSourceWakeBurst,
+		SourceWakeTracked:       DefaultSourceWakeTracked,
+		MaxBufferedBody:         DefaultMaxBufferedBody,
+		MaxBufferedBodies:       DefaultMaxBufferedBodies,
+		PerSourceQueue:          DefaultPerSourceQueue,
+		MaxHeldBytes:            DefaultMaxHeldBytes,
+		SpliceIdleTimeout:       DefaultSpliceIdleTimeout,
+		MaxConnections:          DefaultMaxConnections,
+		MaxConnectionsPerSource: DefaultMaxConnectionsPerSource,
+		MaxRequestBytes:         DefaultMaxRequestBytes,
+		NamespaceShare:          DefaultNamespaceShare,
 	}
 }
 
@@ -215,6 +259,9 @@ func (c Config) complete() (Config, error) {
 	c.MaxHeldBytes = cmp.Or(c.MaxHeldBytes, d.MaxHeldBytes)
 	c.SpliceIdleTimeout = cmp.Or(c.SpliceIdleTimeout, d.SpliceIdleTimeout)
 	c.MaxConnections = cmp.Or(c.MaxConnections, d.MaxConnections)
+	c.MaxConnectionsPerSource = cmp.Or(c.MaxConnectionsPerSource, d.MaxConnectionsPerSource)
+	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, d.MaxRequestBytes)
+	c.NamespaceShare = cmp.Or(c.NamespaceShare, d.NamespaceShare)
 
 	switch {
 	case !portalloc.IsPort(c.ProxyPort):
@@ -239,6 +286,10 @@ func (c Config) complete() (Config, error) {
 	case c.PerSourceQueue < 0 || c.MaxHeldBytes < 0 || c.SpliceIdleTimeout < 0 || c.MaxConnections < 0:
 		return c, fmt.Errorf("per-source queue %d, held header bytes %d, splice idle timeout %v and max connections %d must not be negative",
 			c.PerSourceQueue, c.MaxHeldBytes, c.SpliceIdleTimeout, c.MaxConnections)
+	case c.MaxConnectionsPerSource < 0 || c.MaxRequestBytes < 0:
+		return c, fmt.Errorf("max connections per source %d and max request bytes %d must not be negative", c.MaxConnectionsPerSource, c.MaxRequestBytes)
+	case c.NamespaceShare < 0 || c.NamespaceShare > 100:
+		return c, fmt.Errorf("namespace share %d%% is not in 1-100", c.NamespaceShare)
 	case c.MaxBufferedBody < 0 || c.MaxBufferedBodies < c.MaxBufferedBody:
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
 	}

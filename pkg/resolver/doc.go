@@ -12,13 +12,18 @@
 // the files that hold them. resolver.go holds only their order:
 // serveService and holdRequest for HTTP, serveConn for TCP.
 //
-//   - limit (connlimit.go): one bound on the client connections open on
-//     every listener together. server.go builds the HTTP server.
+//   - limit (connlimit.go, pkg/connlimit): one bound on the client
+//     connections open on every listener together, and one per client
+//     address. server.go builds the HTTP server, its HTTP/2 streams capped
+//     to what the request budget holds.
 //   - identify: which Service and port. On the shared proxy port the Host
 //     names it, as a Service DNS name or ClusterIP (identify.go, host.go).
 //     On a resolver port of its own (the ports the operator records in
 //     status.resolverPorts) the local port alone does (listeners.go, which
 //     also tells HTTP from other TCP, and routes.go).
+//   - charge (admit.go): every HTTP request, held or not, is charged to
+//     the request budget, within its namespace's share, until it is
+//     answered; past it 503.
 //   - front (front.go, named.go): whether the resolver is in front of that
 //     Service; one it is not in front of is answered 404, after a short
 //     grace when an ElastiService names it.
@@ -27,12 +32,12 @@
 //   - probe (probes.go): while no pod is Ready, a health checker's request
 //     matching a probe rule is answered without waking the target.
 //   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
-//     (admit.go, wakerate.go: per-Service, per-client and global bounds,
-//     and per client a bound on the wakes it starts), joins the Service's
-//     waiter, whose wake loop asks the operator to wake the Service
-//     (wake.go; coalesced, with capped exponential backoff), and waits for
-//     a Ready endpoint. HTTP reads a small body in first (body.go, where
-//     body buffering is explained).
+//     (admit.go, wakerate.go: per-Service, per-namespace, per-client and
+//     global bounds, and per client a bound on the wakes it starts), joins
+//     the Service's waiter, whose wake loop asks the operator to wake the
+//     Service (wake.go; coalesced, with capped exponential backoff), and
+//     waits for a Ready endpoint. HTTP reads a small body in first
+//     (body.go, where body buffering is explained).
 //   - forward: HTTP reverse-proxied to a pod IP:port (proxy.go), other TCP
 //     spliced byte for byte (splice.go), both through the one connect
 //     strategy (connect.go: connect rounds over the endpoints as they are
@@ -74,5 +79,5 @@
 //   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.
 //   - [New]: the [Resolver], an http.Handler, plus [Resolver.Healthz] and
 //     [Resolver.Readyz].
-//   - [NewServer]: an HTTP/1.1 and h2c server for proxied traffic.
+//   - [Resolver.NewServer]: an HTTP/1.1 and h2c server for proxied traffic.
 package resolver

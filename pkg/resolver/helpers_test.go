@@ -136,6 +136,10 @@ func testConfig() Config {
 	c.OperatorRetryMax = 5 * time.Second
 	c.OperatorTimeout = 2 * time.Second
 	c.DialTimeout = time.Second
+	// Most tests hold for Services of one namespace and test another
+	// bound; the namespace shares have tests of their own
+	// (adversarial_shares_test.go).
+	c.NamespaceShare = 100
 	return c
 }
 

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// serveResolver serves h with the server the command runs (NewServer) on
+// serveResolver serves h with the server the command runs (newServer) on
 // a loopback port, and returns its address.
 func serveResolver(t *testing.T, h http.Handler) string {
 	t.Helper()
@@ -24,7 +24,7 @@ func serveResolver(t *testing.T, h http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(ln.Addr().String(), h)
+	srv := newServer(ln.Addr().String(), h, DefaultConfig())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()

@@ -72,7 +72,7 @@ func NewPortListeners(r *Resolver, routes *RouteTable, opts PortListenersOptions
 		p.listen = net.Listen
 	}
 	p.dropCtx, p.drop = context.WithCancel(context.Background())
-	p.server = NewServer("", http.HandlerFunc(r.servePortHTTP))
+	p.server = newServer("", http.HandlerFunc(r.servePortHTTP), r.cfg)
 	p.server.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if pc, ok := c.(*peekedConn); ok {
 			return context.WithValue(ctx, portRouteContextKey{}, pc.route)

@@ -24,6 +24,11 @@ const (
 	// Config.MaxHeldBytes).
 	ScopeClient = "client"
 	ScopeBytes  = "bytes"
+	// ScopeNamespace is the namespace of the Service asked for holding its
+	// share of a pool (see Config.NamespaceShare); ScopeRequests the
+	// budget of every request in flight full (see Config.MaxRequestBytes).
+	ScopeNamespace = "namespace"
+	ScopeRequests  = "requests"
 
 	ProtocolHTTP = "http"
 	ProtocolTCP  = "tcp"
@@ -73,7 +78,8 @@ type Metrics struct {
 	ListenFailures prometheus.Counter
 	// Connections is the number of client connections open on the proxy
 	// port and the resolver ports; ConnectionsRefused counts those closed
-	// at once because Config.MaxConnections were open.
+	// at once because Config.MaxConnections were open, or
+	// Config.MaxConnectionsPerSource of the client's address.
 	Connections        prometheus.Gauge
 	ConnectionsRefused prometheus.Counter
 }
@@ -168,7 +174,7 @@ func newMetrics(wakeSources func() int) *Metrics {
 		}),
 		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "elasti_resolver_client_connections_refused_total",
-			Help: "Client connections closed as soon as they were accepted because --max-connections were open.",
+			Help: "Client connections closed as soon as they were accepted because --max-connections, or --max-connections-per-source of the client address, were open.",
 		}),
 	}
 }
@@ -185,7 +191,7 @@ func (m *Metrics) initLabelValues() {
 	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
 		m.Spliced.WithLabelValues(o)
 	}
-	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes} {
+	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
 		m.Overflow.WithLabelValues(s)
 	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {

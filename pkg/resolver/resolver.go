@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/connlimit"
 )
 
 // Options are the resolver's collaborators.
@@ -65,7 +67,7 @@ type Resolver struct {
 
 	// conns bounds the client connections of the proxy port and the
 	// resolver ports together.
-	conns *connLimit
+	conns *connlimit.Limiter
 	// buffered counts the bytes of held request bodies in memory (body.go).
 	buffered atomic.Int64
 }
@@ -98,12 +100,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		probes:  opts.Probes,
 		named:   opts.Named,
 		waiting: opts.Waiting,
-		admit: newAdmission(admissionLimits{perService: cfg.PerServiceQueue, global: cfg.GlobalQueue,
-			perSource: cfg.PerSourceQueue, heldBytes: cfg.MaxHeldBytes}, wakes, metrics.Queued),
+		admit:   newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
 		conn:    conn,
 		fwd:     newForwarder(cfg, conn, metrics, logger),
-		conns:   newConnLimit(cfg.MaxConnections, metrics.Connections, metrics.ConnectionsRefused),
+		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
 		metrics: metrics,
 		logger:  logger,
 	}, nil
@@ -126,6 +127,16 @@ func (r *Resolver) Close() {
 // probe answer, or hold, then forward.
 func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string) {
 	logger := r.logger.WithValues("service", svc.kref())
+	// Charged before anything waits, and given back when the request is
+	// answered: the front grace, a hold and a pod that stalls all keep
+	// the request in memory.
+	uncharge, refused := r.admit.charge(svc.Namespace, requestBytes(req))
+	if refused.scope != "" {
+		r.countRefusal(holdSpec{protocol: ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+		r.writeRefusal(w, svc, refused)
+		return
+	}
+	defer uncharge()
 	if !r.inFront(req.Context(), svc) {
 		logger.V(4).Info("Refusing request for a Service the resolver is not in front of")
 		r.metrics.NotInFront.WithLabelValues(ProtocolHTTP).Inc()
@@ -138,13 +149,33 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		return
 	}
 	if len(b.Addrs) > 0 {
-		r.fwd.serve(w, req, svc, port, b, 0)
+		r.forward(w, req, logger, svc, port, b, 0)
 		return
 	}
 	if r.answerProbe(w, req, logger, svc) {
 		return
 	}
 	r.holdRequest(w, req, logger, svc, port)
+}
+
+// forward sends req on to a pod, charging the request budget
+// forwardOverheadBytes more while it does: past the budget it is answered
+// 503 instead, unless it was held (waited > 0): the requests a wake
+// releases all go on (see chargeAnyway).
+func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string, b Backends, waited time.Duration) {
+	if waited > 0 {
+		defer r.admit.chargeAnyway(svc.Namespace, forwardOverheadBytes)()
+		r.fwd.serve(w, req, svc, port, b, waited)
+		return
+	}
+	uncharge, refused := r.admit.charge(svc.Namespace, forwardOverheadBytes)
+	if refused.scope != "" {
+		r.countRefusal(holdSpec{protocol: ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+		r.writeRefusal(w, svc, refused)
+		return
+	}
+	defer uncharge()
+	r.fwd.serve(w, req, svc, port, b, waited)
 }
 
 // holdRequest holds req with try (hold.go), its body read into memory
@@ -157,6 +188,12 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	buffer := r.bufferable(req) && r.reserveBuffer(req.ContentLength)
 	if buffer {
 		defer r.buffered.Add(-req.ContentLength)
+		// The buffered body is charged to the request budget too; when
+		// its namespace's share has no room for it, it streams.
+		uncharge, refused := r.admit.charge(svc.Namespace, req.ContentLength)
+		if buffer = refused.scope == ""; buffer {
+			defer uncharge()
+		}
 	}
 	s := holdSpec{svc: svc, port: port, protocol: ProtocolHTTP, client: req.RemoteAddr,
 		bytes: heldRequestBytes(req, buffer), logger: logger}
@@ -168,7 +205,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	}
 	err := r.try(req.Context(), s,
 		func(refused refusal) { r.writeRefusal(w, svc, refused) },
-		func(b Backends, waited time.Duration) { r.fwd.serve(w, req, svc, port, b, waited) })
+		func(b Backends, waited time.Duration) { r.forward(w, req, logger, svc, port, b, waited) })
 	switch {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded):

@@ -21,6 +21,10 @@ const (
 	// in the path only while a Service wakes, so the smaller window costs
 	// little.
 	serverMaxReceiveBufferPerStream = 64 << 10
+	// serverHeaderTableSize is HPACK's dynamic table size per connection.
+	serverHeaderTableSize = 4096
+	// serverMaxReadFrameSize is the largest HTTP/2 frame a client may send.
+	serverMaxReadFrameSize = 16 << 10
 )
 
 // ConfigureServer makes srv speak HTTP/1.1 and HTTP/2 cleartext with prior
@@ -32,17 +36,54 @@ func ConfigureServer(srv *http.Server) {
 	srv.Protocols = p
 }
 
-// NewServer returns an HTTP server for proxied traffic on addr: HTTP/1.1
-// and h2c, with bounds fit for holding many requests.
-func NewServer(addr string, h http.Handler) *http.Server {
+// NewServer returns the HTTP server for proxied traffic on addr, serving
+// r: HTTP/1.1 and h2c, with bounds fit for holding many requests and
+// HTTP/2 streams capped to what r's request budget holds.
+func (r *Resolver) NewServer(addr string) *http.Server {
+	return newServer(addr, r, r.cfg)
+}
+
+// newServer returns a server for proxied traffic serving h, bounded for
+// cfg; the resolver ports' server is one too.
+func newServer(addr string, h http.Handler, cfg Config) *http.Server {
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
 		MaxHeaderBytes:    serverMaxHeaderBytes,
 		IdleTimeout:       serverIdleTimeout,
-		HTTP2:             &http.HTTP2Config{MaxReceiveBufferPerStream: serverMaxReceiveBufferPerStream},
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:      maxConcurrentStreams(cfg),
+			MaxReceiveBufferPerStream: serverMaxReceiveBufferPerStream,
+			// HPACK's dynamic table, per connection: the protocol's
+			// default, set here so no release of Go changes it unseen.
+			MaxDecoderHeaderTableSize: serverHeaderTableSize,
+			// A connection keeps a read buffer as large as the largest
+			// frame it was sent; Go's default would let each of
+			// MaxConnections keep 1 MiB. 16 KiB is the protocol's
+			// smallest, and what clients send unless told otherwise.
+			MaxReadFrameSize: serverMaxReadFrameSize,
+		},
 	}
 	ConfigureServer(srv)
 	return srv
+}
+
+// maxRequestCharge is the most one request is charged against
+// Config.MaxRequestBytes without a buffered body: requestBytes of a
+// request with headers at serverMaxHeaderBytes and an HTTP/2 body that
+// streams, forwarded.
+const maxRequestCharge = requestOverheadBytes + forwardOverheadBytes + serverMaxHeaderBytes + serverMaxReceiveBufferPerStream
+
+// maxConcurrentStreams is how many HTTP/2 streams one connection may have
+// open at once: as many requests, each charged its most, as one
+// namespace's share of the request budget holds (Config.NamespaceShare of
+// Config.MaxRequestBytes), at least 1 and at most Go's default of 250. A
+// client that opens more is refused them by the protocol (the server
+// advertises SETTINGS_MAX_CONCURRENT_STREAMS and resets streams past it
+// with REFUSED_STREAM, which a client may retry); within it, each stream
+// is charged and answered 503 past the budget (serveService).
+func maxConcurrentStreams(cfg Config) int {
+	share := cfg.MaxRequestBytes * int64(cfg.NamespaceShare) / 100
+	return int(min(max(share/maxRequestCharge, 1), 250))
 }

@@ -42,7 +42,11 @@ func newWakeClient(cfg Config, client *http.Client, token TokenSource, metrics *
 			Proxy:               nil, // never an HTTP proxy from the environment
 			DialContext:         (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     90 * time.Second,
+			// The operator's scale endpoint closes a client address's
+			// connections past 64 (command.MaxConnectionsPerSource): many
+			// Services waking at once wait here for a connection instead.
+			MaxConnsPerHost: 32,
+			IdleConnTimeout: 90 * time.Second,
 		}}
 	}
 	return &wakeClient{client: client, url: strings.TrimRight(cfg.OperatorURL, "/") + wakeapi.Path,

@@ -112,7 +112,11 @@ func TestHeldBytesBudgetRefusesPastItAndHoldsWithin(t *testing.T) {
 	)
 	a := newScenario(t)
 	b := newScenario(t)
-	a.setResolverArgs("--max-held-bytes="+strconv.Itoa(budget), "--per-source-queue="+strconv.Itoa(perSource))
+	// --namespace-share=100: what is tested here is the one budget and
+	// the per-source share; at the default 50% team A's share of this
+	// small budget would refuse its second request (namespace shares are
+	// tested in pkg/resolver's adversarial_shares_test.go).
+	a.setResolverArgs("--max-held-bytes="+strconv.Itoa(budget), "--per-source-queue="+strconv.Itoa(perSource), "--namespace-share=100")
 	a.waitEveryResolverListens(1)
 	b.waitEveryResolverListens(1)
 	a.sleep()
