@@ -25,7 +25,8 @@ zero. The request holds only until the next scale-up from zero, and only
 inside spec.enabledPeriod (outside it elasti keeps the target up, so sleep
 refuses). It needs an operator that honours it (this release or later).
 
-Needs: get elastiservices; patch elastiservices; get <kind>s/scale.
+Needs: get elastiservices; patch elastiservices; get <kind>s/scale; list
+and watch elastiservices with --wait.
 
 Examples:
   kubectl elasti sleep web -n shop

@@ -36,7 +36,8 @@ scale-up from zero: the resolver stays in front until a pod is Ready, and
 the cooldown starts. A sleep request still pending is withdrawn first.
 
 Needs: get elastiservices; get and patch <kind>s/scale of the target;
-patch elastiservices when a sleep request is pending.
+patch elastiservices when a sleep request is pending; list and watch
+elastiservices with --wait.
 
 Examples:
   kubectl elasti wake web -n shop
