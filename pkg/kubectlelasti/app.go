@@ -45,9 +45,12 @@ type Clients struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
 	// ElastiWatch serves watches. Elasti's requests are bounded by a
-	// timeout that would cut a watch short; this one's only by
-	// --request-timeout, as kubectl's watches. Nil: Elasti.
+	// timeout that would cut a watch short; this one's are not. Nil:
+	// Elasti.
 	ElastiWatch versioned.Interface
+	// WatchTimeout is --request-timeout when given: how long status
+	// --watch watches. Zero: until interrupted.
+	WatchTimeout time.Duration
 	// Namespace is -n, else the current context's namespace, else
 	// "default".
 	Namespace string

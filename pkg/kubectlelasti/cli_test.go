@@ -103,6 +103,21 @@ current-context: ctx
 	if code := f.run("status", "--kubeconfig", kubeconfig, "--request-timeout=soon"); code != ExitError || !strings.HasPrefix(f.err.String(), "error: kubeconfig: Invalid timeout value") {
 		t.Errorf("--request-timeout=soon: exit %d, %q", code, f.err.String())
 	}
+	// Connect's watches are bounded by --request-timeout only when given.
+	for _, c := range []struct {
+		timeout string
+		want    time.Duration
+	}{{"0", 0}, {"7s", 7 * time.Second}} {
+		flags := genericclioptions.NewConfigFlags(false)
+		flags.KubeConfig, flags.Timeout = &kubeconfig, &c.timeout
+		clients, err := Connect(flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if clients.WatchTimeout != c.want || clients.ElastiWatch == nil || clients.Namespace != "ctxns" {
+			t.Errorf("--request-timeout=%s: watch timeout %v, watch client %v, namespace %q", c.timeout, clients.WatchTimeout, clients.ElastiWatch != nil, clients.Namespace)
+		}
+	}
 	if code := f.run("status", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--context=nope"); code != ExitError ||
 		!strings.HasPrefix(f.err.String(), "error: kubeconfig: ") {
 		t.Errorf("a missing kubeconfig: exit %d, %q", code, f.err.String())
@@ -172,6 +187,22 @@ web    serve   2          -           -                -
 	if f.out.String() != want || !slices.Equal(watched, []string{"shop"}) {
 		t.Errorf("watches %q, out:\n%s\nwant:\n%s", watched, f.out.String(), want)
 	}
+
+	// --request-timeout ends a watch, as kubectl get --watch's.
+	connect := f.app.Connect
+	f.app.Connect = func(flags *genericclioptions.ConfigFlags) (*Clients, error) {
+		c, err := connect(flags)
+		if err == nil {
+			c.WatchTimeout = 50 * time.Millisecond
+		}
+		return c, err
+	}
+	w = watch.NewFakeWithChanSize(1, false)
+	start := time.Now()
+	if code := f.run("status", "web", "-w", "-o", "name"); code != ExitOK || f.out.String() != "elastiservice.elasti.truefoundry.com/web\n" || time.Since(start) > 10*time.Second {
+		t.Errorf("exit %d after %v, out %q", code, time.Since(start), f.out.String())
+	}
+	f.app.Connect = connect
 
 	// -o json: the List, then each change by itself.
 	w = watch.NewFakeWithChanSize(1, false)

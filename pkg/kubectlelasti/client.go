@@ -64,12 +64,12 @@ func Connect(f *genericclioptions.ConfigFlags) (*Clients, error) {
 	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	// A watch lasts as long as the command waits: bounded by
-	// --request-timeout only when it is given, as kubectl's own.
+	// A watch lasts as long as the command waits; status --watch, as
+	// kubectl get --watch, ends after --request-timeout when it is given.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
 	if f.Timeout != nil && *f.Timeout != "" && *f.Timeout != "0" {
-		watchCfg.Timeout = cfg.Timeout
+		c.WatchTimeout = cfg.Timeout
 	}
 	if c.ElastiWatch, err = versioned.NewForConfig(watchCfg); err != nil {
 		return nil, err

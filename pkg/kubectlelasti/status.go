@@ -254,6 +254,11 @@ func (a *App) status(ctx context.Context, c *Clients, names []string, o statusOp
 	if !o.watch {
 		return nil
 	}
+	if c.WatchTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.WatchTimeout)
+		defer cancel()
+	}
 	rv := list.ResourceVersion
 	relist := func(ctx context.Context) (string, bool, error) {
 		if rv != "" {
