@@ -146,6 +146,8 @@ func (a *App) Command() *cobra.Command {
 	root.SetVersionTemplate(command.VersionLine("kubectl-elasti") + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	s.flags.AddFlags(root.PersistentFlags())
+	_ = root.RegisterFlagCompletionFunc("namespace", s.completeNamespaces)
+	_ = root.RegisterFlagCompletionFunc("context", s.completeContexts)
 	root.AddCommand(s.statusCommand(), s.wakeCommand(), s.sleepCommand(), s.explainCommand(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the plugin's version",
@@ -201,6 +203,43 @@ func (s *session) completeNames(ctx context.Context, args []string, toComplete s
 			names = append(names, es.Name)
 		}
 	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeNamespaces lists the cluster's namespaces, for -n.
+func (s *session) completeNamespaces(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	c, err := s.clients()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+	defer cancel()
+	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []cobra.Completion
+	for _, ns := range list.Items {
+		if strings.HasPrefix(ns.Name, toComplete) {
+			names = append(names, ns.Name)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeContexts lists the kubeconfig's contexts, for --context.
+func (s *session) completeContexts(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	cfg, err := s.flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []cobra.Completion
+	for name := range cfg.Contexts {
+		if strings.HasPrefix(name, toComplete) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -103,6 +105,10 @@ current-context: ctx
 	if code := f.run("status", "--kubeconfig", kubeconfig, "--request-timeout=soon"); code != ExitError || !strings.HasPrefix(f.err.String(), "error: kubeconfig: Invalid timeout value") {
 		t.Errorf("--request-timeout=soon: exit %d, %q", code, f.err.String())
 	}
+	// --context completes from the kubeconfig.
+	if code := f.run("__complete", "--kubeconfig", kubeconfig, "status", "--context", ""); code != ExitOK || f.out.String() != "ctx\n:4\n" {
+		t.Errorf("--context completion: exit %d, %q", code, f.out.String())
+	}
 	// Connect's watches are bounded by --request-timeout only when given.
 	for _, c := range []struct {
 		timeout string
@@ -126,6 +132,11 @@ current-context: ctx
 
 func TestCompletion(t *testing.T) {
 	f := statusFixture(t)
+	for _, ns := range []string{"shop", "other", "kube-system"} {
+		if _, err := f.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		if code := f.run("completion", shell); code != ExitOK || !strings.Contains(f.out.String(), "kubectl-elasti") || !strings.Contains(f.out.String(), "__complete") {
 			t.Errorf("completion %s: exit %d, %d bytes", shell, code, f.out.Len())
@@ -142,6 +153,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"__complete", "wake", "web", ""}, []string{":4"}},
 		{[]string{"__complete", "status", "web", ""}, []string{"api", "new", ":4"}},
 		{[]string{"__complete", "-n", "other", "explain", ""}, []string{"db", ":4"}},
+		{[]string{"__complete", "status", "-n", "o"}, []string{"other", ":4"}},
 		{[]string{"__complete", "status", "-o", ""}, []string{"wide", "json", "yaml", "name", "jsonpath=", "jsonpath-as-json=", "custom-columns=", "go-template=", ":6"}},
 	} {
 		if code := f.run(c.args...); code != ExitOK {
