@@ -242,3 +242,50 @@ func TestWaitEndsWhenDeleted(t *testing.T) {
 }
 
 var _ runtime.Object = &Summary{}
+
+// A wait resumes a watch the server closed from the last version it saw,
+// and lists again after 410 Gone; the state it prints stays the same.
+func TestWaitResumesAndRelists(t *testing.T) {
+	proxy := func(rv string) *elastiv1alpha1.ElastiService {
+		return elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
+			es.ResourceVersion = rv
+			es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, ptr.To[int32](0)
+		})
+	}
+	f := newFixture(t, proxy(""))
+	f.replicas["web"] = 0
+	var watches []string
+	lists := 0
+	f.elasti.PrependReactor("list", "elastiservices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		return true, &elastiv1alpha1.ElastiServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "3"}, Items: []elastiv1alpha1.ElastiService{*proxy("3")}}, nil
+	})
+	f.elasti.PrependWatchReactor("elastiservices", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		watches = append(watches, a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
+		w := watch.NewFakeWithChanSize(2, false)
+		switch len(watches) {
+		case 1: // seen up to 5, then too old
+			w.Modify(proxy("5"))
+			w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+		case 2: // seen up to 9, then closed by the server
+			w.Modify(proxy("9"))
+			w.Stop()
+		default:
+			w.Modify(elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) { es.ResourceVersion = "12" }))
+		}
+		return true, w, nil
+	})
+	if code := f.run("wake", "web", "--timeout=1m"); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, f.err.String())
+	}
+	if !slices.Equal(watches, []string{"3", "3", "9"}) || lists != 2 {
+		t.Errorf("watched from %q after %d lists; want from 3, 3 again after the relist, then 9; 2 lists", watches, lists)
+	}
+	want := "elastiservice/web: scaled Deployment/web from 0 to 2 replicas\n" +
+		"  0s: mode proxy, Deployment/web at 2 replicas\n" +
+		"  0s: mode serve, Deployment/web at 2 replicas\n" +
+		"elastiservice/web is awake: serving from Deployment/web after 0s\n"
+	if f.out.String() != want {
+		t.Errorf("out:\n%s\nwant:\n%s", f.out.String(), want)
+	}
+}
