@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/command"
 )
 
 func TestStatusOutputNameJSONPathCustomColumns(t *testing.T) {
@@ -287,5 +288,23 @@ func TestWaitResumesAndRelists(t *testing.T) {
 		"elastiservice/web is awake: serving from Deployment/web after 0s\n"
 	if f.out.String() != want {
 		t.Errorf("out:\n%s\nwant:\n%s", f.out.String(), want)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	f := statusFixture(t)
+	want := command.VersionLine("kubectl-elasti") + "\n"
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code := f.run(args...); code != ExitOK || f.out.String() != want {
+			t.Errorf("%q: exit %d, %q; want %q", args, code, f.out.String(), want)
+		}
+	}
+	for _, args := range [][]string{{}, {"--help"}, {"help"}} {
+		if code := f.run(args...); code != ExitOK || !strings.Contains(f.out.String(), "kubectl elasti [command]") || !strings.Contains(f.out.String(), "--as string") {
+			t.Errorf("%q: exit %d\n%s", args, code, f.out.String())
+		}
+	}
+	if code := f.run("status", "--bogus"); code != ExitUsage || f.err.String() != "error: unknown flag: --bogus\nSee 'kubectl elasti status --help'.\n" {
+		t.Errorf("--bogus: exit %d, %q", code, f.err.String())
 	}
 }
