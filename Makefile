@@ -65,9 +65,22 @@ push: ## make images, then push both indexes to REGISTRY/elasti-operator:VERSION
 	@$(MAKE) --no-print-directory images
 	$(GO) run ./hack/images -out $(BIN)/images -version $(VERSION) -push '$(REGISTRY)' -plain-http '$(PLAIN_HTTP)'
 
-release: ## make images, push them as make push does, then package charts/elasti with its values pinned to the pushed images' digests and push it to oci://REGISTRY/elasti; prints every digest to pin
+# make release's kubectl plugin archives, beside make images' platforms,
+# and where krew's manifest (bin/release/elasti.yaml) says they are
+# downloaded from: upload bin/release/kubectl-elasti_*.tar.gz there.
+PLUGIN_PLATFORMS := $(IMAGE_PLATFORMS) darwin/amd64 darwin/arm64
+PLUGIN_URL       ?= https://github.com/elasti-dev/elasti/releases/download/$(VERSION)
+comma := ,
+space := $() $()
+
+release: ## make images, push them as make push does, then package charts/elasti with its values pinned to the pushed images' digests and push it to oci://REGISTRY/elasti; prints every digest to pin. Also writes kubectl-elasti_VERSION_OS_ARCH.tar.gz for PLUGIN_PLATFORMS and krew's manifest elasti.yaml with their sha256 sums into bin/release
 	@[[ -n '$(REGISTRY)' ]] || { echo 'make release: set REGISTRY=host[:port]/path' >&2; exit 1; }
 	@$(MAKE) --no-print-directory images
+	for platform in $(filter-out $(IMAGE_PLATFORMS),$(PLUGIN_PLATFORMS)); do \
+		$(GO_BUILD_ENV) GOOS=$${platform%/*} GOARCH=$${platform#*/} $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/$${platform/\//_}/ ./cmd/kubectl-elasti; \
+	done
+	$(GO) run ./hack/images -plugin -bin $(BIN) -chart-out $(BIN)/release -version $(VERSION) -source-date-epoch '$(SOURCE_DATE_EPOCH)' \
+		-plugin-platforms '$(subst $(space),$(comma),$(strip $(PLUGIN_PLATFORMS)))' -plugin-url '$(PLUGIN_URL)' $(if $(wildcard LICENSE),-license LICENSE)
 	helm_dir=$$(hack/build-cluster-bins.sh helm); \
 	$(GO) run ./hack/images -out $(BIN)/images -version $(VERSION) -push '$(REGISTRY)' -plain-http '$(PLAIN_HTTP)' \
 		-chart charts/elasti -chart-out $(BIN)/release -helm "$$helm_dir/helm"

@@ -6,6 +6,7 @@
 //	go run ./hack/images -version v0.1.0 -revision <commit> -source-date-epoch <unix> [-bin bin] [-out bin/images]
 //	go run ./hack/images -version v0.1.0 -push registry.example.com/elasti [-out bin/images]
 //	go run ./hack/images -version v0.1.0 -push registry.example.com/elasti -chart charts/elasti -helm <helm> [-chart-out bin/release] [-plain-http true]
+//	go run ./hack/images -version v0.1.0 -source-date-epoch <unix> -plugin -plugin-url <url> [-bin bin] [-plugin-platforms linux/amd64,...] [-license LICENSE] [-chart-out bin/release]
 package main
 
 import (
@@ -61,6 +62,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.helm, "helm", "helm", "the helm binary that packages and pushes -chart")
 	fs.StringVar(&o.plainHTTP, "plain-http", "", "reach REGISTRY over plain HTTP: true, false, or empty for only a loopback registry")
 	fs.Int64Var(&epoch, "source-date-epoch", -1, "the commit time, in seconds since 1970: every timestamp in the images")
+	var plugin bool
+	var pluginPlatforms string
+	var po pluginOptions
+	fs.BoolVar(&plugin, "plugin", false, "instead of images: archive <bin>/<os>_<arch>/kubectl-elasti per platform and write krew's manifest "+pluginManifest+" with their sha256 sums, into -chart-out")
+	fs.StringVar(&pluginPlatforms, "plugin-platforms", "linux/amd64,linux/arm64", "with -plugin: the platforms, os/arch, comma-separated")
+	fs.StringVar(&po.url, "plugin-url", "", "with -plugin: the `URL` the archives will be downloaded from (the manifest's uri is URL/<archive>)")
+	fs.StringVar(&po.license, "license", "", "with -plugin: a licence `FILE` to ship in each archive")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +85,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.chart != "" && o.push == "" {
 		return errors.New("-chart needs -push")
+	}
+	if plugin {
+		if epoch < 0 {
+			return errors.New("-source-date-epoch is required with -plugin")
+		}
+		po.bin, po.out, po.version, po.created = o.bin, o.chartOut, o.meta.Version, time.Unix(epoch, 0).UTC()
+		po.platforms = strings.Split(pluginPlatforms, ",")
+		return packagePlugin(po, stdout)
 	}
 	if o.push != "" {
 		return push(ctx, o, stdout)

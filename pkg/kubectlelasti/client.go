@@ -8,42 +8,50 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 )
 
-// Connect loads the client configuration as kubectl does: --kubeconfig,
-// else the files $KUBECONFIG lists, else ~/.kube/config (else in-cluster),
-// with --context, --cluster and --user choosing within it, and the
-// namespace from -n, else the context's, else default.
-func Connect(f ConnFlags) (*Clients, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.Kubeconfig
-	overrides := &clientcmd.ConfigOverrides{
-		CurrentContext: f.Context,
-		Context:        clientcmdapi.Context{Cluster: f.Cluster, AuthInfo: f.User, Namespace: f.Namespace},
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+// RESTConfig is the client configuration kubectl's flags in f describe:
+// --kubeconfig, else the files $KUBECONFIG lists, else ~/.kube/config
+// (else in-cluster), overridden by --context, --cluster, --user, --server,
+// --token, --as and the rest, and the namespace from -n, else the
+// context's, else default. Its Timeout is --request-timeout, else
+// requestTimeout.
+func RESTConfig(f *genericclioptions.ConfigFlags) (*rest.Config, string, error) {
+	loader := f.ToRawKubeConfigLoader()
 	cfg, err := loader.ClientConfig()
 	switch {
 	case clientcmd.IsEmptyConfig(err):
-		return nil, errors.New("no kubeconfig: set KUBECONFIG, pass --kubeconfig=PATH, or write ~/.kube/config")
+		return nil, "", errors.New("no kubeconfig: set KUBECONFIG, pass --kubeconfig=PATH, or write ~/.kube/config")
 	case err != nil:
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	ns, _, err := loader.Namespace()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig namespace: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig namespace: %w", err)
 	}
 	cfg.UserAgent = "kubectl-elasti/" + command.Version()
-	// Every call is a short read or write; none may hang a --wait past
-	// its --timeout for long.
-	cfg.Timeout = requestTimeout
+	// Every call but a watch is a short read or write; none may hang a
+	// --wait past its --timeout for long.
+	if cfg.Timeout == 0 {
+		cfg.Timeout = requestTimeout
+	}
+	return cfg, ns, nil
+}
+
+// Connect makes the clients kubectl's flags in f describe (RESTConfig).
+func Connect(f *genericclioptions.ConfigFlags) (*Clients, error) {
+	cfg, ns, err := RESTConfig(f)
+	if err != nil {
+		return nil, err
+	}
 	clock := &serverClock{}
 	cfg.Wrap(clock.wrap)
 	c := &Clients{Namespace: ns, ServerNow: clock.Now}
@@ -54,6 +62,16 @@ func Connect(f ConnFlags) (*Clients, error) {
 		return nil, err
 	}
 	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	// A watch lasts as long as the command waits; status --watch, as
+	// kubectl get --watch, ends after --request-timeout when it is given.
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.Timeout = 0
+	if f.Timeout != nil && *f.Timeout != "" && *f.Timeout != "0" {
+		c.WatchTimeout = cfg.Timeout
+	}
+	if c.ElastiWatch, err = versioned.NewForConfig(watchCfg); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -3,12 +3,12 @@ package kubectlelasti
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -19,10 +19,8 @@ import (
 	"github.com/elasti-dev/elasti/pkg/schedule"
 )
 
-var explainCommand = subcommand{
-	name: "explain", args: "NAME ",
-	summary: "Say why an ElastiService is not sleeping, or not waking",
-	help: `Reads the ElastiService and its target and lists what holds it where it is:
+func (s *session) explainCommand() *cobra.Command {
+	return s.subcommand("explain NAME", "Say why an ElastiService is not sleeping, or not waking", `Reads the ElastiService and its target and lists what holds it where it is:
 its conditions (Ready, TriggersEvaluated, ResolverPortsAssigned,
 DependenciesReady), a pending
 sleep request, spec.enabledPeriod, the cooldown left since the last wake,
@@ -34,25 +32,22 @@ Needs: get elastiservices; get <kind>s/scale of the target.
 
 Examples:
   kubectl elasti explain web -n shop
-`,
-	bind: func(a *App, fs *flag.FlagSet) func(context.Context, *Clients, []string) error {
-		return func(ctx context.Context, c *Clients, args []string) error {
-			name, err := oneName(args)
-			if err != nil {
-				return err
-			}
-			es, err := getElastiService(ctx, c, name)
-			if err != nil {
-				return err
-			}
-			replicas, err := targetReplicas(ctx, scaletarget.NewDirect(c.Kube, c.Dynamic), scaletarget.RefFor(es))
-			if err != nil {
-				return err
-			}
-			Explain(a.Out, es, replicas, serverNow(c))
-			return nil
+`, noName, func(ctx context.Context, c *Clients, args []string) error {
+		name, err := oneName(args)
+		if err != nil {
+			return err
 		}
-	},
+		es, err := getElastiService(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		replicas, err := targetReplicas(ctx, scaletarget.NewDirect(c.Kube, c.Dynamic), scaletarget.RefFor(es))
+		if err != nil {
+			return err
+		}
+		Explain(s.app.Out, es, replicas, serverNow(c))
+		return nil
+	})
 }
 
 // Explain writes why es, whose target has replicas, is where it is at now.

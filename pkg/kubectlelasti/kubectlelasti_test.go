@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -72,7 +74,7 @@ type fixture struct {
 	kube     *kubefake.Clientset
 	replicas map[string]int32
 	ns       string
-	flags    ConnFlags
+	flags    *genericclioptions.ConfigFlags
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -100,10 +102,10 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		// The typed client decodes a scale patch's answer as the workload.
 		return true, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: p.GetName(), Namespace: p.GetNamespace()}}, nil
 	})
-	f.app = &App{Out: &f.out, Err: &f.err, Now: func() time.Time { return now }, PollInterval: time.Millisecond}
-	f.app.Connect = func(c ConnFlags) (*Clients, error) {
+	f.app = &App{Out: &f.out, Err: &f.err, Now: func() time.Time { return now }}
+	f.app.Connect = func(c *genericclioptions.ConfigFlags) (*Clients, error) {
 		f.flags = c
-		ns := c.Namespace
+		ns := *c.Namespace
 		if ns == "" {
 			ns = "shop"
 		}
@@ -230,6 +232,15 @@ func TestStatusJSONAndYAML(t *testing.T) {
 	if len(list.Items) != 2 || list.Items[0].Name != "web" || list.Items[1].Name != "api" {
 		t.Fatalf("items %+v", list.Items)
 	}
+	// A typed List, as kubectl prints one, of typed items.
+	if list.APIVersion != "v1" || list.Kind != "List" {
+		t.Errorf("list apiVersion %q kind %q, want v1 List", list.APIVersion, list.Kind)
+	}
+	for _, it := range list.Items {
+		if it.APIVersion != "elasti.truefoundry.com/v1alpha1" || it.Kind != "ElastiServiceSummary" {
+			t.Errorf("item %s: apiVersion %q kind %q", it.Name, it.APIVersion, it.Kind)
+		}
+	}
 	web, api := list.Items[0], list.Items[1]
 	if web.ColdStartP50.Duration != 1200*time.Millisecond || web.Wakes != 3 || web.Asleep || web.TimeAsleep.Duration != 2*time.Hour {
 		t.Errorf("web %+v", web)
@@ -237,7 +248,8 @@ func TestStatusJSONAndYAML(t *testing.T) {
 	if !api.Asleep || api.TimeAsleep.Duration != 3*time.Hour || api.ColdStartP50 != nil {
 		t.Errorf("api %+v", api)
 	}
-	if code := f.run("status", "web", "-o", "yaml"); code != ExitOK || !strings.Contains(f.out.String(), "coldStartP50: 1.2s") {
+	if code := f.run("status", "web", "-o", "yaml"); code != ExitOK || !strings.Contains(f.out.String(), "coldStartP50: 1.2s") ||
+		!strings.HasPrefix(f.out.String(), "apiVersion: v1\nitems:\n- apiVersion: elasti.truefoundry.com/v1alpha1\n") || !strings.Contains(f.out.String(), "\nkind: List\n") {
 		t.Errorf("yaml (exit %d):\n%s", code, f.out.String())
 	}
 }
@@ -265,8 +277,8 @@ func TestFlags(t *testing.T) {
 	if code := f.run("explain", "web", "-nshop", "--context", "prod", "--kubeconfig=/k"); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
-	if f.flags != (ConnFlags{Namespace: "shop", Context: "prod", Kubeconfig: "/k"}) {
-		t.Errorf("connection flags %+v", f.flags)
+	if *f.flags.Namespace != "shop" || *f.flags.Context != "prod" || *f.flags.KubeConfig != "/k" {
+		t.Errorf("connection flags -n %q --context %q --kubeconfig %q", *f.flags.Namespace, *f.flags.Context, *f.flags.KubeConfig)
 	}
 	for _, c := range []struct {
 		args []string
@@ -276,7 +288,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"status", "-o", "xml"}, ExitUsage, `error: unknown output format "xml": use json, yaml or wide`},
 		{[]string{"wake"}, ExitUsage, "error: NAME is required"},
 		{[]string{"wake", "a", "b"}, ExitUsage, "error: one NAME expected, got 2: a b"},
-		{[]string{"sleep", "--wait=maybe", "web"}, ExitUsage, `error: invalid boolean value "maybe" for -wait`},
+		{[]string{"sleep", "--wait=maybe", "web"}, ExitUsage, `error: invalid argument "maybe" for "--wait" flag`},
 		{[]string{"nap"}, ExitUsage, `error: unknown command "nap"`},
 		{[]string{"status", "--", "-n"}, ExitError, `error: elastiservice "-n" not found`},
 	} {
@@ -350,15 +362,12 @@ func TestWakeWaitsForServe(t *testing.T) {
 		es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, ptr.To[int32](0)
 	}))
 	f.replicas["web"] = 0
-	gets := 0
-	f.elasti.PrependReactor("get", "elastiservices", func(k8stesting.Action) (bool, runtime.Object, error) {
-		gets++
-		mode := elastiv1alpha1.ModeProxy
-		if gets > 4 {
-			mode = elastiv1alpha1.ModeServe
-		}
-		return true, elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) { es.Status.Mode = mode }), nil
-	})
+	// The watch reports the operator's status writes: one that changes
+	// nothing shown, then serve. No read but the watch's sees them.
+	w := watch.NewFakeWithChanSize(2, false)
+	w.Modify(elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) { es.Status.Mode = elastiv1alpha1.ModeProxy }))
+	w.Modify(elastiService("shop", "web", nil))
+	f.elasti.PrependWatchReactor("elastiservices", func(k8stesting.Action) (bool, watch.Interface, error) { return true, w, nil })
 	if code := f.run("wake", "web", "--timeout=1m"); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
@@ -371,7 +380,10 @@ func TestWakeWaitsForServe(t *testing.T) {
 	}
 
 	// Never serving: a timeout, non-zero, pointing at explain.
-	gets = -1 << 30
+	f = newFixture(t, elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Status.Mode, es.Status.TargetReplicas = elastiv1alpha1.ModeProxy, ptr.To[int32](0)
+	}))
+	f.replicas["web"] = 0
 	if code := f.run("wake", "web", "--timeout=20ms"); code != ExitError || !strings.Contains(f.err.String(), "timed out after 20ms waiting for elastiservice \"web\" to serve") ||
 		!strings.Contains(f.err.String(), "kubectl elasti explain web -n shop") {
 		t.Errorf("exit %d, err %q", code, f.err.String())

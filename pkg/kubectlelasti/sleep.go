@@ -2,10 +2,10 @@ package kubectlelasti
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,11 +14,10 @@ import (
 	"github.com/elasti-dev/elasti/pkg/schedule"
 )
 
-var sleepCommand = subcommand{
-	name: "sleep", args: "NAME ",
-	summary: "Have the operator scale an ElastiService's target to zero now, make-before-break",
-	help: `Does not scale the target itself: it asks the operator to, by stamping the
-ElastiService with the annotation ` + elastiv1alpha1.AnnotationSleepRequestedAt + `.
+func (s *session) sleepCommand() *cobra.Command {
+	var w waitFlags
+	cmd := s.subcommand("sleep NAME", "Have the operator scale an ElastiService's target to zero now, make-before-break", `Does not scale the target itself: it asks the operator to, by stamping the
+ElastiService with the annotation `+elastiv1alpha1.AnnotationSleepRequestedAt+`.
 At its next poll the operator treats the target as idle, whatever its
 triggers say and however much cooldown is left, and scales it down its
 usual way: the resolver in front of the Service first, then the target to
@@ -26,23 +25,21 @@ zero. The request holds only until the next scale-up from zero, and only
 inside spec.enabledPeriod (outside it elasti keeps the target up, so sleep
 refuses). It needs an operator that honours it (this release or later).
 
-Needs: get elastiservices; patch elastiservices; get <kind>s/scale.
+Needs: get elastiservices; patch elastiservices; get <kind>s/scale; list
+and watch elastiservices with --wait.
 
 Examples:
   kubectl elasti sleep web -n shop
   kubectl elasti sleep web --timeout=2m
-`,
-	bind: func(a *App, fs *flag.FlagSet) func(context.Context, *Clients, []string) error {
-		var w waitFlags
-		w.bind(fs, "the resolver is in front (status.mode proxy) and the target is at 0 replicas")
-		return func(ctx context.Context, c *Clients, args []string) error {
-			name, err := oneName(args)
-			if err != nil {
-				return err
-			}
-			return a.sleep(ctx, c, name, w)
+`, noName, func(ctx context.Context, c *Clients, args []string) error {
+		name, err := oneName(args)
+		if err != nil {
+			return err
 		}
-	},
+		return s.app.sleep(ctx, c, name, w)
+	})
+	w.bind(cmd.Flags(), "the resolver is in front (status.mode proxy) and the target is at 0 replicas")
+	return cmd
 }
 
 func (a *App) sleep(ctx context.Context, c *Clients, name string, w waitFlags) error {

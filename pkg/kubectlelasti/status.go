@@ -3,66 +3,91 @@ package kubectlelasti
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"text/tabwriter"
+	"strings"
 	"time"
 
+	"github.com/liggitt/tabwriter"
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
-// Output formats of -o.
+// Output formats of -o that are the plugin's own; the others are
+// cli-runtime's printers and custom-columns=.
 const (
 	OutputTable = ""
 	OutputWide  = "wide"
-	OutputJSON  = "json"
-	OutputYAML  = "yaml"
+	OutputName  = "name"
 )
 
 // none is what a table shows for a value the status does not have yet.
 const none = "-"
 
-var statusCommand = subcommand{
-	name: "status", args: "[NAME...] ",
-	summary: "List ElastiServices: mode, replicas, last wake, cold-start p50 and time asleep",
-	help: `Reads each ElastiService's status as the operator wrote it; "-" is a value
+func (s *session) statusCommand() *cobra.Command {
+	var o statusOptions
+	o.print = genericclioptions.NewPrintFlags("")
+	cmd := s.subcommand("status [NAME...]", "List ElastiServices: mode, replicas, last wake, cold-start p50 and time asleep", `Reads each ElastiService's status as the operator wrote it; "-" is a value
 it has not written (yet). COLD START P50 is the median of the latest cold
 starts (status.recentColdStarts); TIME ASLEEP adds the current sleep, if
 any, to the sleeps that have ended.
+
+-o json and -o yaml print a List (apiVersion v1, kind List, as kubectl
+prints objects that are not one API list) of ElastiServiceSummary items,
+the columns' values; -o jsonpath=, go-template= and custom-columns= read
+the same. -o name prints the ElastiServices' names, as kubectl get does.
+--watch prints each change after the list, by a watch.
 
 Examples:
   kubectl elasti status -n shop
   kubectl elasti status -A -o wide
   kubectl elasti status web -o json
-`,
-	bind: func(a *App, fs *flag.FlagSet) func(context.Context, *Clients, []string) error {
-		var all bool
-		var output string
-		fs.BoolVar(&all, "all-namespaces", false, "List ElastiServices in every namespace.")
-		fs.BoolVar(&all, "A", false, "")
-		fs.StringVar(&output, "output", "", "Output format: json, yaml or wide; a table when empty.")
-		fs.StringVar(&output, "o", "", "")
-		return func(ctx context.Context, c *Clients, names []string) error {
-			return a.status(ctx, c, names, all, output)
-		}
-	},
+  kubectl elasti status -o jsonpath='{.items[*].coldStartP50}'
+  kubectl elasti status -o custom-columns=NAME:.name,WAKES:.wakes
+  kubectl elasti status web --watch
+`, anyNames, func(ctx context.Context, c *Clients, names []string) error {
+		return s.app.status(ctx, c, names, o)
+	})
+	fs := cmd.Flags()
+	fs.BoolVarP(&o.all, "all-namespaces", "A", false, "List ElastiServices in every namespace.")
+	fs.BoolVarP(&o.watch, "watch", "w", false, "After listing, print each change, until interrupted or --request-timeout.")
+	fs.StringVarP(o.print.OutputFormat, "output", "o", "",
+		"Output format: wide, json, yaml, name, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE, custom-columns=SPEC, go-template=TEMPLATE; a table when empty.")
+	o.print.TemplatePrinterFlags.AddFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"wide", "json", "yaml", "name", "jsonpath=", "jsonpath-as-json=", "custom-columns=", "go-template="},
+			cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	})
+	return cmd
+}
+
+// statusOptions are status's flags.
+type statusOptions struct {
+	all, watch bool
+	print      *genericclioptions.PrintFlags
 }
 
 // Summary is one ElastiService as status shows it, and as -o json and -o
 // yaml print it.
 type Summary struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Service   string `json:"service"`
+	// TypeMeta is elasti's API group and kind ElastiServiceSummary: the
+	// plugin's view of an ElastiService, not a resource the apiserver
+	// serves.
+	metav1.TypeMeta `json:",inline"`
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	Service         string `json:"service"`
 	// Target is Kind/name.
 	Target string `json:"target"`
 	Mode   string `json:"mode,omitempty"`
@@ -82,9 +107,47 @@ type Summary struct {
 	SleepRequestedAt *metav1.Time `json:"sleepRequestedAt,omitempty"`
 }
 
-// SummaryList is what -o json and -o yaml print.
+// SummaryKind is Summary's kind.
+const SummaryKind = "ElastiServiceSummary"
+
+// SummaryList is what -o json and -o yaml print: a v1 List, as kubectl
+// prints objects that are not one resource's list. ElastiServiceList
+// would say its items are ElastiServices, which kubectl apply could take.
 type SummaryList struct {
-	Items []Summary `json:"items"`
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+	Items           []Summary `json:"items"`
+}
+
+// NewSummaryList is items as a v1 List.
+func NewSummaryList(items []Summary) *SummaryList {
+	return &SummaryList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: items}
+}
+
+// DeepCopyObject is runtime.Object's, so that cli-runtime's printers
+// print a Summary.
+func (s *Summary) DeepCopyObject() runtime.Object {
+	out := *s
+	out.LastWake = s.LastWake.DeepCopy()
+	out.LastSleep = s.LastSleep.DeepCopy()
+	out.SleepRequestedAt = s.SleepRequestedAt.DeepCopy()
+	for _, d := range []**metav1.Duration{&out.LastColdStart, &out.ColdStartP50, &out.TimeAsleep} {
+		if *d != nil {
+			c := **d
+			*d = &c
+		}
+	}
+	return &out
+}
+
+// DeepCopyObject is runtime.Object's.
+func (l *SummaryList) DeepCopyObject() runtime.Object {
+	out := &SummaryList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Summary))
+	}
+	return out
 }
 
 // Summarize is es's Summary at now.
@@ -92,6 +155,7 @@ func Summarize(es *elastiv1alpha1.ElastiService, now time.Time) Summary {
 	st := es.Status
 	target := es.Spec.ScaleTargetRef.Canonical()
 	s := Summary{
+		TypeMeta:  metav1.TypeMeta{APIVersion: elastiv1alpha1.SchemeGroupVersion.String(), Kind: SummaryKind},
 		Namespace: es.Namespace, Name: es.Name, Service: es.Spec.Service,
 		Target: target.Kind + "/" + target.Name,
 		Mode:   st.Mode, TargetReplicas: st.Replicas(), Asleep: st.Asleep(),
@@ -145,14 +209,13 @@ func TimeAsleep(st elastiv1alpha1.ElastiServiceStatus, now time.Time) (time.Dura
 	return st.AsleepFor(now), st.TimeAsleep != nil || st.Asleep()
 }
 
-func (a *App) status(ctx context.Context, c *Clients, names []string, all bool, output string) error {
-	switch output {
-	case OutputTable, OutputWide, OutputJSON, OutputYAML:
-	default:
-		return usageError{fmt.Sprintf("unknown output format %q: use json, yaml or wide", output)}
+func (a *App) status(ctx context.Context, c *Clients, names []string, o statusOptions) error {
+	p, err := newStatusPrinter(o)
+	if err != nil {
+		return err
 	}
 	ns := c.Namespace
-	if all {
+	if o.all {
 		ns = ""
 	}
 	list, err := c.Elasti.ElastiV1alpha1().ElastiServices(ns).List(ctx, metav1.ListOptions{})
@@ -179,50 +242,168 @@ func (a *App) status(ctx context.Context, c *Clients, names []string, all bool, 
 		}
 		items = picked
 	}
-	now := a.Now()
-	summaries := make([]Summary, 0, len(items))
-	for i := range items {
-		summaries = append(summaries, Summarize(&items[i], now))
-	}
-	switch output {
-	case OutputJSON:
-		out, err := json.MarshalIndent(SummaryList{Items: summaries}, "", "    ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(a.Out, "%s\n", out)
-		return err
-	case OutputYAML:
-		out, err := yaml.Marshal(SummaryList{Items: summaries})
-		if err != nil {
-			return err
-		}
-		_, err = a.Out.Write(out)
-		return err
-	}
-	if len(summaries) == 0 {
-		if all {
+	if len(items) == 0 && p.table() {
+		if o.all {
 			fmt.Fprintln(a.Err, "No resources found")
 		} else {
 			fmt.Fprintf(a.Err, "No resources found in %s namespace.\n", ns)
 		}
+	} else if err := p.print(a.Out, items, a.Now(), true); err != nil {
+		return err
+	}
+	if !o.watch {
 		return nil
 	}
-	return PrintTable(a.Out, summaries, all, output == OutputWide, now)
+	if c.WatchTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.WatchTimeout)
+		defer cancel()
+	}
+	rv := list.ResourceVersion
+	relist := func(ctx context.Context) (string, bool, error) {
+		if rv != "" {
+			v := rv
+			rv = ""
+			return v, false, nil
+		}
+		// A watch too old to resume: list again, and print what is there.
+		l, err := listElastiServices(ctx, c, ns, "")
+		if err != nil {
+			return "", false, err
+		}
+		l.Items = slices.DeleteFunc(l.Items, func(es elastiv1alpha1.ElastiService) bool { return len(names) > 0 && !slices.Contains(names, es.Name) })
+		if err := p.print(a.Out, l.Items, a.Now(), false); err != nil {
+			return "", false, err
+		}
+		return l.ResourceVersion, false, nil
+	}
+	err = followElastiServices(ctx, c, ns, "", relist, func(_ watch.EventType, es *elastiv1alpha1.ElastiService) (bool, error) {
+		if len(names) > 0 && !slices.Contains(names, es.Name) {
+			return false, nil
+		}
+		return false, p.print(a.Out, []elastiv1alpha1.ElastiService{*es}, a.Now(), false)
+	})
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Interrupted: what kubectl get --watch does too.
+		return nil
+	}
+	return err
+}
+
+// statusPrinter prints ElastiServices as -o says.
+type statusPrinter struct {
+	format     string
+	namespaces bool
+	// printer prints a SummaryList or a Summary: the formats not the
+	// plugin's own.
+	printer printers.ResourcePrinter
+	// headed: the table's header is out.
+	headed bool
+	// tw aligns the rows a watch adds with those before, as kubectl's
+	// (it remembers the columns' widths).
+	tw *tabwriter.Writer
+}
+
+func newStatusPrinter(o statusOptions) (*statusPrinter, error) {
+	p := &statusPrinter{format: *o.print.OutputFormat, namespaces: o.all}
+	var err error
+	switch {
+	case p.format == OutputTable && o.print.TemplatePrinterFlags.TemplateArgument != nil && *o.print.TemplatePrinterFlags.TemplateArgument != "":
+		p.printer, err = o.print.ToPrinter()
+	case p.format == OutputTable, p.format == OutputWide:
+	case p.format == OutputName:
+		p.printer, err = o.print.ToPrinter()
+	case strings.HasPrefix(p.format, "custom-columns="):
+		p.printer, err = newCustomColumnsPrinter(strings.TrimPrefix(p.format, "custom-columns="))
+	default:
+		p.printer, err = o.print.ToPrinter()
+		if genericclioptions.IsNoCompatiblePrinterError(err) {
+			return nil, usageError{fmt.Sprintf("unknown output format %q: use json, yaml or wide, or name, jsonpath=TEMPLATE, custom-columns=SPEC or go-template=TEMPLATE", p.format)}
+		}
+	}
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return p, nil
+}
+
+// writer is p's tabwriter onto w.
+func (p *statusPrinter) writer(w io.Writer) *tabwriter.Writer {
+	if p.tw == nil {
+		p.tw = printers.GetNewTabWriter(w)
+	}
+	return p.tw
+}
+
+// table is whether p prints the plugin's table.
+func (p *statusPrinter) table() bool { return p.printer == nil }
+
+// print prints items at now: as a List in -o json or yaml when list (the
+// command's list; a watch's changes come one by one, as kubectl's), and
+// in a table under the header the first time.
+func (p *statusPrinter) print(w io.Writer, items []elastiv1alpha1.ElastiService, now time.Time, list bool) error {
+	if p.format == OutputName {
+		for i := range items {
+			es := items[i].DeepCopy()
+			es.SetGroupVersionKind(elastiv1alpha1.SchemeGroupVersion.WithKind("ElastiService"))
+			if err := p.printer.PrintObj(es, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	summaries := make([]Summary, 0, len(items))
+	for i := range items {
+		summaries = append(summaries, Summarize(&items[i], now))
+	}
+	if p.table() {
+		if len(summaries) == 0 {
+			return nil
+		}
+		printTable(p.writer(w), summaries, p.namespaces, p.format == OutputWide, !p.headed, now)
+		p.headed = true
+		return p.tw.Flush()
+	}
+	if columns, ok := p.printer.(*customColumnsPrinter); ok {
+		if err := columns.print(p.writer(w), summaries, !p.headed); err != nil {
+			return err
+		}
+		p.headed = p.headed || len(summaries) > 0
+		return p.tw.Flush()
+	}
+	if list {
+		return p.printer.PrintObj(NewSummaryList(summaries), w)
+	}
+	// After the list, a watch prints each object by itself, as kubectl's.
+	for i := range summaries {
+		if err := p.printer.PrintObj(&summaries[i], w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PrintTable writes summaries as kubectl prints a table: a NAMESPACE
 // column with -A, more columns with -o wide.
 func PrintTable(w io.Writer, summaries []Summary, namespaces, wide bool, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
-	header := "NAME\tMODE\tREPLICAS\tLAST WAKE\tCOLD START P50\tTIME ASLEEP"
+	tw := printers.GetNewTabWriter(w)
+	printTable(tw, summaries, namespaces, wide, true, now)
+	return tw.Flush()
+}
+
+// printTable is PrintTable, with the header row or without.
+// It does not flush tw.
+func printTable(tw io.Writer, summaries []Summary, namespaces, wide, header bool, now time.Time) {
+	head := "NAME\tMODE\tREPLICAS\tLAST WAKE\tCOLD START P50\tTIME ASLEEP"
 	if namespaces {
-		header = "NAMESPACE\t" + header
+		head = "NAMESPACE\t" + head
 	}
 	if wide {
-		header += "\tWAKES\tLAST COLD START\tREADY\tSERVICE\tTARGET"
+		head += "\tWAKES\tLAST COLD START\tREADY\tSERVICE\tTARGET"
 	}
-	fmt.Fprintln(tw, header)
+	if header {
+		fmt.Fprintln(tw, head)
+	}
 	for _, s := range summaries {
 		replicas := none
 		if s.Mode != "" {
@@ -237,7 +418,6 @@ func PrintTable(w io.Writer, summaries []Summary, namespaces, wide bool, now tim
 		}
 		fmt.Fprintln(tw, row)
 	}
-	return tw.Flush()
 }
 
 func orNone(s string) string {

@@ -2,9 +2,11 @@ package kubectlelasti
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
@@ -14,38 +16,41 @@ import (
 // defaultWaitTimeout bounds --wait unless --timeout says otherwise.
 const defaultWaitTimeout = 5 * time.Minute
 
-func (w *waitFlags) bind(fs *flag.FlagSet, what string) {
-	fs.BoolVar(&w.wait, "wait", true, "Wait until "+what+", printing progress.")
+// waitFlags are wake's and sleep's.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) bind(fs *pflag.FlagSet, what string) {
+	fs.BoolVar(&w.wait, "wait", true, "Wait until "+what+", printing progress; by a watch, not by polling.")
 	fs.DurationVar(&w.timeout, "timeout", defaultWaitTimeout, "How long --wait waits before giving up with an error.")
 }
 
-var wakeCommand = subcommand{
-	name: "wake", args: "NAME ",
-	summary: "Scale an ElastiService's target up now, make-before-break",
-	help: `Scales the target up through its scale subresource to spec.minTargetReplicas,
+func (s *session) wakeCommand() *cobra.Command {
+	var w waitFlags
+	cmd := s.subcommand("wake NAME", "Scale an ElastiService's target up now, make-before-break", `Scales the target up through its scale subresource to spec.minTargetReplicas,
 unless it already has that many, and resumes a KEDA ScaledObject the
 scale-down paused, as a request's wake does. The operator takes it as any
 scale-up from zero: the resolver stays in front until a pod is Ready, and
 the cooldown starts. A sleep request still pending is withdrawn first.
 
 Needs: get elastiservices; get and patch <kind>s/scale of the target;
-patch elastiservices when a sleep request is pending.
+patch elastiservices when a sleep request is pending; list and watch
+elastiservices with --wait.
 
 Examples:
   kubectl elasti wake web -n shop
   kubectl elasti wake web --wait=false
-`,
-	bind: func(a *App, fs *flag.FlagSet) func(context.Context, *Clients, []string) error {
-		var w waitFlags
-		w.bind(fs, "the operator serves from the target's pods (status.mode serve)")
-		return func(ctx context.Context, c *Clients, args []string) error {
-			name, err := oneName(args)
-			if err != nil {
-				return err
-			}
-			return a.wake(ctx, c, name, w)
+`, noName, func(ctx context.Context, c *Clients, args []string) error {
+		name, err := oneName(args)
+		if err != nil {
+			return err
 		}
-	},
+		return s.app.wake(ctx, c, name, w)
+	})
+	w.bind(cmd.Flags(), "the operator serves from the target's pods (status.mode serve)")
+	return cmd
 }
 
 func (a *App) wake(ctx context.Context, c *Clients, name string, w waitFlags) error {

@@ -3,5 +3,6 @@
 // against the local control plane's apiserver and an operator watching the
 // test's namespace. It checks status, wake and sleep (both make-before-
 // break, under a dark-Service watcher), explain, and the errors and exit
-// codes of a missing object and of a ServiceAccount without permission.
+// codes of a missing object and of a ServiceAccount without permission,
+// kubectl's printers and --as, completion, and status --watch.
 package kubectl

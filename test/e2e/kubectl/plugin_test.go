@@ -2,6 +2,7 @@ package kubectl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -71,7 +72,13 @@ type result struct {
 // its own, so nothing of the machine's ~/.kube is read.
 func kubectlElasti(t *testing.T, kubeconfig string, args ...string) result {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), plugin(t), args...)
+	return run(t, plugin(t), kubeconfig, args...)
+}
+
+// run runs the plugin's binary at bin (or a link to it) as kubectlElasti.
+func run(t *testing.T, bin, kubeconfig string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -147,6 +154,38 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 	if r.code != 0 || !hasRow(r.stdout, "web", "proxy", "0") {
 		t.Fatalf("status: exit %d, want a row web proxy 0:\n%s%s", r.code, r.stdout, r.err)
 	}
+	// kubectl's printers: -o name pipes into kubectl, -o jsonpath reads
+	// the summary.
+	r = kubectlElasti(t, admin, "status", "-o", "name")
+	if r.code != 0 || r.stdout != "elastiservice.elasti.truefoundry.com/web\n" {
+		t.Errorf("status -o name: exit %d, %q%s", r.code, r.stdout, r.err)
+	}
+	r = kubectlElasti(t, admin, "status", "-o", "jsonpath={.kind} {.items[0].name} {.items[0].mode} {.items[0].targetReplicas}")
+	if r.code != 0 || r.stdout != "List web proxy 0" {
+		t.Errorf("status -o jsonpath: exit %d, %q%s", r.code, r.stdout, r.err)
+	}
+	// Completion: the script, the commands, and the ElastiServices'
+	// names read from the apiserver, also through the name kubectl 1.26
+	// and later run for a plugin's completion.
+	r = kubectlElasti(t, admin, "completion", "bash")
+	if r.code != 0 || !strings.Contains(r.stdout, "__start_kubectl-elasti") {
+		t.Errorf("completion bash: exit %d, %d bytes%s", r.code, len(r.stdout), r.err)
+	}
+	r = kubectlElasti(t, admin, "__complete", "")
+	if r.code != 0 || !hasLines(r.stdout, "status", "wake", "sleep", "explain") {
+		t.Errorf("__complete: exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	complete := filepath.Join(t.TempDir(), "kubectl_complete-elasti")
+	if err := os.Symlink(plugin(t), complete); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, complete, admin, "wake", "")
+	if r.code != 0 || !hasLines(r.stdout, "web") {
+		t.Errorf("kubectl_complete-elasti wake '': exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
+
+	// status --watch, started before the wake, prints the change to serve.
+	watching := startPlugin(t, admin, "status", "web", "--watch")
 
 	r = kubectlElasti(t, admin, "wake", "web", "--timeout=2m")
 	if r.code != 0 || !strings.Contains(r.stdout, "elastiservice/web is awake") {
@@ -157,6 +196,9 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 	}
 	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
 		t.Errorf("after wake: %d replicas, want minTargetReplicas 2", got)
+	}
+	if out := watching.until(t, 30*time.Second, func(out string) bool { return hasRow(out, "web", "serve") }); !hasRow(out, "web", "proxy", "0") {
+		t.Errorf("status --watch: no first row web proxy 0:\n%s", out)
 	}
 
 	// Just woken, with a cooldown of an hour: that is what holds it.
@@ -196,6 +238,12 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 	if want := fmt.Sprintf("error: forbidden: you may not list elastiservices in namespace %q", e.NS); r.code != 1 || !strings.HasPrefix(r.err, want) {
 		t.Errorf("status as viewer: exit %d, stderr %q; want 1, %q", r.code, r.err, want)
 	}
+	// The admin impersonating the viewer (--as) is refused the same.
+	asViewer := "--as=system:serviceaccount:" + e.NS + ":viewer"
+	r = kubectlElasti(t, admin, "status", asViewer)
+	if want := fmt.Sprintf("error: forbidden: you may not list elastiservices in namespace %q", e.NS); r.code != 1 || !strings.HasPrefix(r.err, want) {
+		t.Errorf("status %s: exit %d, stderr %q; want 1, %q", asViewer, r.code, r.err, want)
+	}
 	grant(t, e, "viewer",
 		rbacv1.PolicyRule{APIGroups: []string{elastiv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"elastiservices"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get"}})
@@ -216,12 +264,95 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 	if want := fmt.Sprintf("error: forbidden: you may not patch elastiservices in namespace %q", e.NS); r.code != 1 || !strings.HasPrefix(r.err, want) {
 		t.Errorf("sleep as viewer: exit %d, stderr %q; want 1, %q", r.code, r.err, want)
 	}
+	// Impersonated, the viewer may read, and still not write.
+	r = kubectlElasti(t, admin, "status", "web", asViewer, "-o", "jsonpath={.items[0].mode}")
+	if r.code != 0 || r.stdout != "serve" {
+		t.Errorf("status %s: exit %d, %q%s", asViewer, r.code, r.stdout, r.err)
+	}
+	r = kubectlElasti(t, admin, "sleep", "web", "--wait=false", asViewer)
+	if want := fmt.Sprintf("error: forbidden: you may not patch elastiservices in namespace %q", e.NS); r.code != 1 || !strings.HasPrefix(r.err, want) {
+		t.Errorf("sleep %s: exit %d, stderr %q; want 1, %q", asViewer, r.code, r.err, want)
+	}
 	if at, ok := e.Get("web").Annotations[elastiv1alpha1.AnnotationSleepRequestedAt]; ok {
 		t.Errorf("the viewer's refused sleep left a request: %s=%s", elastiv1alpha1.AnnotationSleepRequestedAt, at)
 	}
 	if got := e.Replicas(elastiv1alpha1.KindDeployment, "web"); got != 2 {
 		t.Errorf("after the viewer's refused sleep: %d replicas, want 2", got)
 	}
+}
+
+// running is a plugin process still running, its stdout so far.
+type running struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	out    bytes.Buffer
+}
+
+func (r *running) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.Write(p)
+}
+
+func (r *running) stdout() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.String()
+}
+
+// startPlugin starts the plugin with args; the test's end stops it.
+func startPlugin(t *testing.T, kubeconfig string, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &running{cancel: cancel}
+	r.cmd = exec.CommandContext(ctx, plugin(t), args...)
+	r.cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	r.cmd.Stdout = r
+	var stderr bytes.Buffer
+	r.cmd.Stderr = &stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = r.cmd.Wait()
+		t.Logf("kubectl elasti %s:\n%s%s", strings.Join(args, " "), r.stdout(), stderr.String())
+	})
+	return r
+}
+
+// until waits at most timeout for r's stdout to satisfy done, then stops
+// r and returns the stdout.
+func (r *running) until(t *testing.T, timeout time.Duration, done func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !done(r.stdout()) {
+		if time.Now().After(deadline) {
+			r.cancel()
+			t.Errorf("timed out after %s waiting for the output of %s:\n%s", timeout, strings.Join(r.cmd.Args, " "), r.stdout())
+			return r.stdout()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.cancel()
+	return r.stdout()
+}
+
+// hasLines reports whether out has each of lines, a line's text up to a
+// tab (a completion's description follows one).
+func hasLines(out string, lines ...string) bool {
+	have := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		name, _, _ := strings.Cut(l, "\t")
+		have[name] = true
+	}
+	for _, l := range lines {
+		if !have[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // hasRow reports whether table has a row starting with fields.
