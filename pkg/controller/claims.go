@@ -35,7 +35,7 @@ func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (claimant types.Nam
 		// claimant's new claim stands.
 	case err == nil && c.shouldClaim(es, other):
 		// Tell the displaced claimant, so it reports the conflict.
-		c.enqueue(claimant)
+		c.queue.Add(claimant)
 	default:
 		return claimant, false
 	}

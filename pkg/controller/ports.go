@@ -122,7 +122,7 @@ func (c *Controller) enqueuePortWaiters(ctx context.Context, freedBy portalloc.O
 	for _, w := range c.ports.Waiting() {
 		if w != freedBy {
 			klog.FromContext(ctx).V(4).Info("Resolver port freed; retrying a waiting ElastiService", "waiting", klog.KRef(w.Namespace, w.Name))
-			c.enqueue(w)
+			c.queue.Add(w)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha
 func (c *Controller) requestPrivateService(es *elastiv1alpha1.ElastiService) bool {
 	_, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service))
 	if apierrors.IsNotFound(err) {
-		c.wantPrivateService(es.Key())
+		c.privateServices.Add(es.Key())
 		return false
 	}
 	return err == nil

@@ -18,7 +18,7 @@ import (
 // resolver maps a port to its Service by that status, so new ports are
 // never deferred.
 func (c *Controller) statusCanWait(es *elastiv1alpha1.ElastiService, ports *portStatus) bool {
-	if c.backlog() == 0 {
+	if c.queue.Len() == 0 {
 		return false
 	}
 	return equality.Semantic.DeepEqual(ports.assigned, es.Status.ResolverPorts)
