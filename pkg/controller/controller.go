@@ -213,6 +213,9 @@ type Controller struct {
 	// read (live.go).
 	readForbidden sync.Once
 
+	// front puts the resolver in front of Services.
+	front *resolverFront
+
 	// queue takes the ElastiService keys to sync: elastiServiceQueue
 	// unless Options.Queue replaces it.
 	queue Queue
@@ -338,6 +341,11 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName})
 	}
 	c.newQueues(opts)
+	c.front = &resolverFront{
+		kubeClient: kube, cfg: cfg, ports: c.ports, elastiServices: c.elastiServices, services: c.services,
+		slices: c.slices, resolverSlices: c.resolverSlices, recorder: c.recorder,
+		queue: c.queue, privateServices: c.privateServices,
+	}
 
 	esInformer := inf.ElastiServices.Informer()
 	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget,
@@ -349,6 +357,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		return nil, err
 	}
 	c.sliceIndexer = inf.EndpointSlices.Informer().GetIndexer()
+	c.front.sliceIndexer = c.sliceIndexer
 	if err := inf.Services.Informer().AddIndexers(cache.Indexers{indexByOwner: indexByOwnerElastiService}); err != nil {
 		return nil, err
 	}
@@ -401,7 +410,9 @@ func (c *Controller) newQueues(opts Options) {
 	}, metrics, drops.elastiService)
 	c.targetQueue = workloop.New(targetQueueName, c.enqueueForTarget, metrics, drops.target)
 	c.sliceQueue = workloop.New(sliceQueueName, c.enqueueForSliceService, metrics, drops.service)
-	c.privateServiceQueue = workloop.New(privateServiceQueueName, c.syncPrivateService, metrics, drops.privateService)
+	c.privateServiceQueue = workloop.New(privateServiceQueueName, func(ctx context.Context, key types.NamespacedName) error {
+		return c.front.syncPrivateService(ctx, key)
+	}, metrics, drops.privateService)
 	c.queue = cmp.Or[Queue](opts.Queue, c.elastiServiceQueue)
 	c.privateServices = cmp.Or[KeyAdder](opts.PrivateServices, c.privateServiceQueue)
 }

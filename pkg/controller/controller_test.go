@@ -167,7 +167,7 @@ func (f *fixture) options(ctx context.Context, c **Controller) Options {
 	opts := Options{Clock: f.clock, Recorder: f.recorder, Queue: f.queue}
 	if !f.queuePrivateServices {
 		opts.PrivateServices = inlinePrivateServices(func(key types.NamespacedName) {
-			if err := (*c).syncPrivateService(ctx, key); err != nil {
+			if err := (*c).front.syncPrivateService(ctx, key); err != nil {
 				f.t.Errorf("create the private service of %v: %v", key, err)
 			}
 		})

@@ -118,7 +118,7 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && wait {
 		return restoreWaiting, unserved, nil
 	}
-	if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+	if err := c.front.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 		return 0, nil, err
 	}
 	if err := c.deleteOwned(ctx, es, "", names.ResolverSlice(es.Spec.Service)); err != nil { // the resolver slice was handled above
@@ -132,7 +132,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 	// ElastiService for the same Service can claim it as soon as it hears of
 	// the deletion. If the patch fails, the queue retries the finalizer.
 	c.directory.ReleaseAll(es.Key())
-	c.releasePorts(ctx, es.Key())
+	c.front.releasePorts(ctx, es.Key())
 	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
 	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
 		if apierrors.IsNotFound(err) {

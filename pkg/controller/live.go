@@ -33,7 +33,7 @@ const (
 // away for a pod that does.
 func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiService, service string, replicas int32,
 	resolverSlice *discoveryv1.EndpointSlice, f fence) (bool, error) {
-	if replicas == 0 || !c.hasReadyEndpoints(es.Namespace, service, f) {
+	if replicas == 0 || !c.front.hasReadyEndpoints(es.Namespace, service, f) {
 		return false, nil
 	}
 	if resolverSlice == nil {
@@ -61,7 +61,7 @@ func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiServ
 // at all once the controllers catch up.
 func (c *Controller) liveEndpoint(ctx context.Context, namespace, service string, f fence) (bool, error) {
 	var candidates []discoveryv1.Endpoint
-	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+	c.front.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
 		if !f.has(endpointKey(ep)) {
 			candidates = append(candidates, ep)
 		}
@@ -152,9 +152,9 @@ func (c *Controller) readOutcome(ctx context.Context, err error, kind, namespace
 // fence. Judging from the Service's slices rather than the target's replica
 // count means serve mode starts only once traffic can really reach a ready
 // pod.
-func (c *Controller) hasReadyEndpoints(namespace, service string, f fence) bool {
+func (r *resolverFront) hasReadyEndpoints(namespace, service string, f fence) bool {
 	found := false
-	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+	r.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
 		found = found || !f.has(endpointKey(ep))
 	})
 	return found

@@ -165,7 +165,7 @@ func (c *Controller) leaveStep(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		if err != nil || !serving {
 			return leaving{svc: svc, fronted: true}, false, err
 		}
-		if err := c.deleteResolverSlice(ctx, es.Namespace, svc.Name); err != nil {
+		if err := c.front.deleteResolverSlice(ctx, es.Namespace, svc.Name); err != nil {
 			return leaving{}, false, err
 		}
 		c.drains.start(key, svc.Name, now)
@@ -215,12 +215,12 @@ func (c *Controller) frontOldServices(ctx context.Context, es *elastiv1alpha1.El
 	if !slices.ContainsFunc(old, func(l leaving) bool { return l.fronted }) {
 		return nil
 	}
-	endpoints, perPort := c.resolverEndpoints()
+	endpoints, perPort := c.front.resolverEndpoints()
 	for _, l := range old {
 		if !l.fronted {
 			continue
 		}
-		if err := c.ensureResolverSlice(ctx, es, l.svc, endpoints, perPortRoutes(es, ports, l.svc.Name, perPort), nil); err != nil {
+		if err := c.front.ensureResolverSlice(ctx, es, l.svc, endpoints, perPortRoutes(es, ports, l.svc.Name, perPort), nil); err != nil {
 			return err
 		}
 	}
@@ -232,10 +232,10 @@ func (c *Controller) frontOldServices(ctx context.Context, es *elastiv1alpha1.El
 // theirs, and their resolver slices stay current.
 func (c *Controller) portsWithoutService(ctx context.Context, es *elastiv1alpha1.ElastiService, old []leaving) (*portStatus, error) {
 	if len(old) == 0 {
-		c.releasePorts(ctx, es.Key())
+		c.front.releasePorts(ctx, es.Key())
 		return noPorts, nil
 	}
-	ports := c.assignPorts(ctx, es, nil, old)
+	ports := c.front.assignPorts(ctx, es, nil, old)
 	return ports, c.frontOldServices(ctx, es, old, ports)
 }
 

@@ -32,9 +32,9 @@ import (
 // which listens on the proxy port alone) lands in a slice without it. One
 // such pod is enough to keep every Service on Host routing: its share of
 // the traffic would otherwise reach ports it does not listen on.
-func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bool) {
-	list, err := c.resolverSlices.EndpointSlices(c.cfg.ResolverNamespace).List(
-		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: c.cfg.ResolverService}))
+func (r *resolverFront) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bool) {
+	list, err := r.resolverSlices.EndpointSlices(r.cfg.ResolverNamespace).List(
+		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: r.cfg.ResolverService}))
 	if err != nil {
 		return nil, false
 	}
@@ -77,10 +77,10 @@ func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bo
 // its own resolver port, carrying the Service port's appProtocol, so the
 // resolver knows the Service from the port alone; any other port points at
 // the resolver's proxy port, where it routes by Host.
-func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
+func (r *resolverFront) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
 	endpoints []discoveryv1.Endpoint, routes map[int32]int32, f *fence) error {
 	name := names.ResolverSlice(public.Name)
-	ports := c.resolverSlicePorts(public, routes)
+	ports := r.resolverSlicePorts(public, routes)
 	if endpoints == nil {
 		endpoints = []discoveryv1.Endpoint{}
 	}
@@ -93,9 +93,9 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 		f.annotate(wantAnnotations)
 	}
 
-	existing, err := c.slices.EndpointSlices(es.Namespace).Get(name)
+	existing, err := r.slices.EndpointSlices(es.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		return c.createResolverSlice(ctx, es, &discoveryv1.EndpointSlice{
+		return r.createResolverSlice(ctx, es, &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:            name,
 				Namespace:       es.Namespace,
@@ -137,7 +137,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	}
 	if existing.AddressType != discoveryv1.AddressTypeIPv4 {
 		// addressType is immutable: replace the slice.
-		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+		if err := r.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 			return err
 		}
 		return fmt.Errorf("replaced resolver slice %s with a non-IPv4 address type", name)
@@ -158,7 +158,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 	}
 	updated.Endpoints = endpoints
 	updated.Ports = ports
-	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+	if _, err := r.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
 		return fmt.Errorf("update resolver slice %s: %w", name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
@@ -169,7 +169,7 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 // Service, named like it: its own resolver port when routes assigns one
 // (per-port routing, keeping the port's appProtocol), else the shared
 // proxy port (Host routing).
-func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32]int32) []discoveryv1.EndpointPort {
+func (r *resolverFront) resolverSlicePorts(public *corev1.Service, routes map[int32]int32) []discoveryv1.EndpointPort {
 	var ports []discoveryv1.EndpointPort
 	for _, p := range public.Spec.Ports {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
@@ -177,7 +177,7 @@ func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32
 		}
 		port := discoveryv1.EndpointPort{
 			Name:     ptr.To(p.Name),
-			Port:     ptr.To(c.cfg.ResolverProxyPort),
+			Port:     ptr.To(r.cfg.ResolverProxyPort),
 			Protocol: ptr.To(corev1.ProtocolTCP),
 		}
 		if rp, ok := routes[p.Port]; ok {
@@ -189,8 +189,8 @@ func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32
 	return ports
 }
 
-func (c *Controller) createResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, slice *discoveryv1.EndpointSlice) error {
-	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+func (r *resolverFront) createResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, slice *discoveryv1.EndpointSlice) error {
+	if _, err := r.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
 		return fmt.Errorf("create resolver slice %s: %w", slice.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KObj(slice), "endpoints", len(slice.Endpoints))
@@ -214,18 +214,18 @@ func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
 	return true
 }
 
-func (c *Controller) resolverSliceExists(namespace, service string) bool {
-	_, err := c.slices.EndpointSlices(namespace).Get(names.ResolverSlice(service))
+func (r *resolverFront) resolverSliceExists(namespace, service string) bool {
+	_, err := r.slices.EndpointSlices(namespace).Get(names.ResolverSlice(service))
 	return err == nil
 }
 
 // deleteResolverSlice deletes the resolver slice of namespace/service.
-func (c *Controller) deleteResolverSlice(ctx context.Context, namespace, service string) error {
+func (r *resolverFront) deleteResolverSlice(ctx context.Context, namespace, service string) error {
 	name := names.ResolverSlice(service)
-	if !c.resolverSliceExists(namespace, service) {
+	if !r.resolverSliceExists(namespace, service) {
 		return nil
 	}
-	err := c.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	err := r.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete resolver slice %s: %w", name, err)
 	}

@@ -65,7 +65,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key types.Namespaced
 		c.handoffs.end(key, nil)
 		c.drains.forget(key)
 		c.directory.ReleaseAll(key)
-		c.releasePorts(ctx, key)
+		c.front.releasePorts(ctx, key)
 		c.observer.ForgetElastiService(key)
 		c.replicas.Forget(key)
 		return nil
@@ -113,7 +113,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	old := c.leavingServices(es)
 	f.claimant, f.claimed = c.claimServices(es, old)
 	if v := serviceClaimedByAnother(f); v != nil {
-		c.releasePorts(ctx, esKey)
+		c.front.releasePorts(ctx, esKey)
 		return c.setNotReady(ctx, es, noPorts, "", v.reason, v.message, v.then)
 	}
 	leaving, err := c.leaveOldServices(ctx, es, old)
@@ -133,10 +133,10 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return f.serviceErr
 	}
 	public := f.service
-	if err := c.mirrorPrivateService(ctx, es, public); err != nil {
+	if err := c.front.mirrorPrivateService(ctx, es, public); err != nil {
 		return err
 	}
-	ports := c.assignPorts(ctx, es, public, leaving)
+	ports := c.front.assignPorts(ctx, es, public, leaving)
 	if err := c.frontOldServices(ctx, es, leaving, ports); err != nil {
 		return err
 	}
@@ -182,18 +182,18 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 	var refence *fence // nil keeps the slice's fence as it is
 	if replicas == 0 {
 		// Whatever serves now is going away, however ready it looks.
-		if more := fenced.with(c.servingKeys(es.Namespace, es.Spec.Service), now); len(more.keys) > len(fenced.keys) {
+		if more := fenced.with(c.front.servingKeys(es.Namespace, es.Spec.Service), now); len(more.keys) > len(fenced.keys) {
 			refence, fenced = &more, more
 		}
 	}
-	endpoints, perPort := c.resolverEndpoints()
-	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), refence); err != nil {
+	endpoints, perPort := c.front.resolverEndpoints()
+	if err := c.front.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), refence); err != nil {
 		return err
 	}
 	// After the slice, so a slow Service create never keeps the resolver
 	// away. Our resolver never needs it; KubeElasti's holds a request until
 	// it exists.
-	c.requestPrivateService(es)
+	c.front.requestPrivateService(es)
 	if replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
 		c.handoffs.end(es.Key(), nil)
@@ -232,7 +232,7 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 // unless a scale-down is under way: then the resolver stays in front too.
 func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus) error {
 	handingOff, err := c.holdForHandoff(ctx, es, func() (frontResult, error) {
-		endpoints, perPort := c.resolverEndpoints()
+		endpoints, perPort := c.front.resolverEndpoints()
 		if len(endpoints) == 0 {
 			return frontNoResolver, nil
 		}
@@ -240,14 +240,14 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// the scale-down lands. Only KubeElasti's resolver, which a pod
 		// without per-port routing is, dials the private Service; ours
 		// reads the public Service's own slices, so it needs no wait.
-		published := c.requestPrivateService(es) && c.privateServicePublished(es)
+		published := c.front.requestPrivateService(es) && c.front.privateServicePublished(es)
 		if !published && !perPort {
 			return frontPending, nil
 		}
-		return frontDone, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
+		return frontDone, c.front.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
 	})
 	if !handingOff {
-		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+		if err := c.front.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 			return err
 		}
 	}
@@ -269,13 +269,13 @@ const statusFollowUp = time.Second
 func (c *Controller) frontedWithoutPods(es *elastiv1alpha1.ElastiService) []string {
 	var out []string
 	for _, name := range append([]string{es.Spec.Service}, c.oldFrontedServices(es)...) {
-		if !c.resolverSliceExists(es.Namespace, name) {
+		if !c.front.resolverSliceExists(es.Namespace, name) {
 			continue
 		}
 		if _, err := c.services.Services(es.Namespace).Get(name); err != nil {
 			continue
 		}
-		if !c.hasReadyEndpoints(es.Namespace, name, fence{}) {
+		if !c.front.hasReadyEndpoints(es.Namespace, name, fence{}) {
 			out = append(out, name)
 		}
 	}

@@ -129,7 +129,7 @@ func TestSyncProxyLeavesThePrivateServiceToItsQueue(t *testing.T) {
 	}
 
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
-	wantNoError(t, c.syncPrivateService(ctx, keyOf(es)))
+	wantNoError(t, c.front.syncPrivateService(ctx, keyOf(es)))
 	f.verify()
 }
 

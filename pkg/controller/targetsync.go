@@ -44,7 +44,7 @@ func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) 
 		if err == nil && es.DeletionTimestamp == nil {
 			c.replicas.ObserveReplicas(ctx, es.Key(), state.Replicas)
 		}
-		urgent := atZero && !c.resolverSliceExists(es.Namespace, es.Spec.Service)
+		urgent := atZero && !c.front.resolverSliceExists(es.Namespace, es.Spec.Service)
 		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es), "urgent", urgent)
 		if urgent {
 			c.queue.AddUrgent(es.Key())
