@@ -203,7 +203,7 @@ type Controller struct {
 	// writes replaced, so a sync that sees one knows the cache is behind
 	// and waits for the newer object's event instead of writing on stale
 	// state (which would only conflict).
-	superseded supersededVersions
+	superseded *supersededVersions
 	// handoffs are the idle poller's scale-downs under way (handoff.go).
 	handoffs handoffs
 	// drains are the old Services of moves that wait to be let go of
@@ -215,6 +215,8 @@ type Controller struct {
 
 	// front puts the resolver in front of Services.
 	front *resolverFront
+	// status writes the ElastiServices' status.
+	status *statusWriter
 
 	// queue takes the ElastiService keys to sync: elastiServiceQueue
 	// unless Options.Queue replaces it.
@@ -336,11 +338,14 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		broadcaster:    broadcaster,
 		recorder:       opts.Recorder,
 		events:         cmp.Or[kubernetes.Interface](opts.EventClient, kube),
+		superseded:     &supersededVersions{},
 	}
 	if c.recorder == nil {
 		c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName})
 	}
 	c.newQueues(opts)
+	c.status = &statusWriter{elastiClient: elasti, observer: observer, clock: c.clock, recorder: c.recorder,
+		queue: c.queue, superseded: c.superseded}
 	c.front = &resolverFront{
 		kubeClient: kube, cfg: cfg, ports: c.ports, elastiServices: c.elastiServices, services: c.services,
 		slices: c.slices, resolverSlices: c.resolverSlices, recorder: c.recorder,

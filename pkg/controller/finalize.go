@@ -48,7 +48,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
 			msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %s",
 				c.cfg.DeletionGrace, strings.Join(quoted(unserved), ", "))
-			if err := c.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
+			if err := c.status.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
 				return err
 			}
 			c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)

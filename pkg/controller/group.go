@@ -105,7 +105,7 @@ func (c *Controller) wakeGroupTarget(ctx context.Context, es *elastiv1alpha1.Ela
 // setGroupCondition is writeStatus's hook: it sets the DependenciesReady
 // condition the sync decided on, or removes it from an ElastiService
 // without dependencies.
-func (c *Controller) setGroupCondition(ctx context.Context, es *elastiv1alpha1.ElastiService, next *elastiv1alpha1.ElastiServiceStatus) {
+func (w *statusWriter) setGroupCondition(ctx context.Context, es *elastiv1alpha1.ElastiService, next *elastiv1alpha1.ElastiServiceStatus) {
 	if len(es.Spec.WakeWith) == 0 {
 		meta.RemoveStatusCondition(&next.Conditions, elastiv1alpha1.ConditionDependenciesReady)
 		return
@@ -115,7 +115,7 @@ func (c *Controller) setGroupCondition(ctx context.Context, es *elastiv1alpha1.E
 		return
 	}
 	cond.ObservedGeneration = es.Generation
-	cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
+	cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 	meta.SetStatusCondition(&next.Conditions, cond)
 }
 

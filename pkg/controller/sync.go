@@ -92,7 +92,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	// The not-Ready exits are checks on facts (readiness.go).
 	f := &facts{es: es, target: scaletarget.RefFor(es)}
 	if v := invalidSpec(f); v != nil {
-		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
+		return c.status.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
 	}
 	// Before the claim too, and for the same reason: a Service that does
 	// not route to the target's pods gets nothing (no claim, resolver
@@ -107,14 +107,14 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if v := selectorChecks.First(f); v != nil {
 		// A poller waiting to scale the target down must not.
 		c.handoffs.settle(es.Key(), errors.New(v.message))
-		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
+		return c.status.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
 	}
 	esKey := es.Key()
 	old := c.leavingServices(es)
 	f.claimant, f.claimed = c.claimServices(es, old)
 	if v := serviceClaimedByAnother(f); v != nil {
 		c.front.releasePorts(ctx, esKey)
-		return c.setNotReady(ctx, es, noPorts, "", v.reason, v.message, v.then)
+		return c.status.setNotReady(ctx, es, noPorts, "", v.reason, v.message, v.then)
 	}
 	leaving, err := c.leaveOldServices(ctx, es, old)
 	if err != nil {
@@ -127,7 +127,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		if err != nil {
 			return err
 		}
-		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
+		return c.status.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
 	}
 	if f.serviceErr != nil {
 		return f.serviceErr
@@ -144,7 +144,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	state, err := c.scaler.Get(f.target)
 	f.targetErr = err
 	if v := targetChecks.First(f); v != nil {
-		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
+		return c.status.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
 	}
 	if err != nil {
 		return err
@@ -202,9 +202,9 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 	}
 	if v := resolverUnavailable(&facts{es: es, resolverPods: len(endpoints),
 		resolverNamespace: c.cfg.ResolverNamespace, resolverService: c.cfg.ResolverService}); v != nil {
-		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, v.reason, v.message, v.then)
+		return c.status.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, v.reason, v.message, v.then)
 	}
-	if fronting && c.statusCanWait(es, ports) {
+	if fronting && c.status.statusCanWait(es, ports) {
 		// Traffic needed the slice, not the status. When another tool scales
 		// many targets to zero at once, each Service's pods are on their way
 		// out, and a status write here would halve how fast the rest get
@@ -216,7 +216,7 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		c.observer.ObserveMode(es.Key(), elastiv1alpha1.ModeProxy)
 		return workloop.RequeueAfter(statusFollowUp)
 	}
-	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
+	if err := c.status.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
 		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request"); err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService
 			return err
 		}
 	}
-	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
+	if err := c.status.writeStatus(ctx, es, ports, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
 		"The target has a ready pod; traffic goes straight to it"); err != nil {
 		return err
 	}

@@ -86,17 +86,17 @@ type statusEvent struct{ reason, message string }
 // trackSleepAndWake is writeStatus's hook: it advances next's sleep and
 // wake bookkeeping when the sync observed the target, and returns the
 // events to record after the write.
-func (c *Controller) trackSleepAndWake(ctx context.Context, next *elastiv1alpha1.ElastiServiceStatus) []statusEvent {
+func (w *statusWriter) trackSleepAndWake(ctx context.Context, next *elastiv1alpha1.ElastiServiceStatus) []statusEvent {
 	obs, ok := ctx.Value(targetObservationKey{}).(targetObservation)
 	if !ok {
 		return nil
 	}
-	return advanceSleepWake(next, obs, c.clock.Now())
+	return advanceSleepWake(next, obs, w.clock.Now())
 }
 
-func (c *Controller) recordSleepAndWake(es *elastiv1alpha1.ElastiService, events []statusEvent) {
+func (w *statusWriter) recordSleepAndWake(es *elastiv1alpha1.ElastiService, events []statusEvent) {
 	for _, ev := range events {
-		c.recorder.Event(es, corev1.EventTypeNormal, ev.reason, ev.message)
+		w.recorder.Event(es, corev1.EventTypeNormal, ev.reason, ev.message)
 	}
 }
 
