@@ -209,14 +209,16 @@ type Controller struct {
 	// drains are the old Services of moves that wait to be let go of
 	// (move.go).
 	drains moveDrains
-	// readForbidden logs once that pods or their controllers cannot be
-	// read (live.go).
-	readForbidden sync.Once
 
 	// front puts the resolver in front of Services.
 	front *resolverFront
 	// status writes the ElastiServices' status.
 	status *statusWriter
+	// groups wakes and restores groups, live reads the pods behind ready
+	// endpoints, claims decides who claims a Service.
+	groups *groupWaker
+	live   *podLiveness
+	claims *claimer
 
 	// queue takes the ElastiService keys to sync: elastiServiceQueue
 	// unless Options.Queue replaces it.
@@ -346,6 +348,8 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	c.newQueues(opts)
 	c.status = &statusWriter{elastiClient: elasti, observer: observer, clock: c.clock, recorder: c.recorder,
 		queue: c.queue, superseded: c.superseded}
+	c.groups = &groupWaker{scaler: scaler, replicas: replicas, recorder: c.recorder}
+	c.claims = &claimer{directory: dir, elastiServices: c.elastiServices, services: c.services, slices: c.slices, queue: c.queue}
 	c.front = &resolverFront{
 		kubeClient: kube, cfg: cfg, ports: c.ports, elastiServices: c.elastiServices, services: c.services,
 		slices: c.slices, resolverSlices: c.resolverSlices, recorder: c.recorder,
@@ -363,6 +367,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}
 	c.sliceIndexer = inf.EndpointSlices.Informer().GetIndexer()
 	c.front.sliceIndexer = c.sliceIndexer
+	c.live = &podLiveness{kubeClient: kube, front: c.front}
 	if err := inf.Services.Informer().AddIndexers(cache.Indexers{indexByOwner: indexByOwnerElastiService}); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ package controller
 // and events it produced are compared with the expected ones.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,6 +84,8 @@ type fixture struct {
 	scaler       *scaletarget.Scaler
 	// replicas records what the controller tells its Replicas observer.
 	replicas *seenReplicas
+	// replicasObserver, when set, is the controller's Replicas instead.
+	replicasObserver Replicas
 
 	// Objects seeded into the informers' indexers and the fake clientsets.
 	elastiServices []*elastiv1alpha1.ElastiService
@@ -260,7 +263,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
 		DeletionGrace:        deletionGrace,
-	}, nopObserver{}, f.replicas, f.options(ctx, &c))
+	}, nopObserver{}, cmp.Or[Replicas](f.replicasObserver, f.replicas), f.options(ctx, &c))
 	if err != nil {
 		f.t.Fatalf("New: %v", err)
 	}

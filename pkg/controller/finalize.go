@@ -30,7 +30,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
 		return nil
 	}
-	if !c.managesService(es) {
+	if !c.claims.managesService(es) {
 		return c.removeFinalizer(ctx, es)
 	}
 	deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
@@ -89,7 +89,7 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 	}
 	if wait {
 		// The group first, so the target wakes to what it needs.
-		if err := c.restoreDependencies(ctx, es); err != nil {
+		if err := c.groups.restoreDependencies(ctx, es); err != nil {
 			return 0, nil, err
 		}
 	}

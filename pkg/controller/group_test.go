@@ -63,8 +63,8 @@ func TestSyncAdvancesAGroupWake(t *testing.T) {
 			f.statefulSets = append(f.statefulSets, db)
 			f.deployments = append(f.deployments, worker)
 			_, ctx := ktesting.NewTestContext(t)
+			f.replicasObserver = &pendingReplicas{pending: tc.pending}
 			c := f.newController(ctx)
-			c.replicas = &pendingReplicas{pending: tc.pending}
 			_ = c.syncElastiService(ctx, es.Key()) // serve waits on endpoints; only the group matters here
 
 			var scaled []string

@@ -100,7 +100,7 @@ func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []strin
 		keep = append(keep, types.NamespacedName{Namespace: es.Namespace, Name: svc})
 	}
 	c.directory.ReleaseAll(es.Key(), keep...)
-	if claimant, ok = c.claim(es); !ok {
+	if claimant, ok = c.claims.claim(es); !ok {
 		return claimant, false
 	}
 	entry := directory.EntryFor(es)

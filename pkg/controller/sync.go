@@ -153,7 +153,7 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	ctx = c.observeTarget(ctx, es, state.Replicas)
 	// A group's next step is taken before routing and never holds it up:
 	// a failed scale is returned after the routing, to be retried.
-	ctx, groupErr := c.advanceGroup(ctx, es, state)
+	ctx, groupErr := c.groups.advanceGroup(ctx, es, state)
 
 	// Serve needs a pod that can take traffic now. Proxy starts as soon as
 	// the target is scaled to zero, before the cluster has removed the
