@@ -115,7 +115,8 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 		return 0, nil, err
 	}
 
-	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && wait {
+	fronted := append([]string{es.Spec.Service}, c.oldFrontedServices(es)...)
+	if unserved := c.front.frontedWithoutPods(es.Namespace, fronted); targetPresent && len(unserved) > 0 && wait {
 		return restoreWaiting, unserved, nil
 	}
 	if err := c.front.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {

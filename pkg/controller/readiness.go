@@ -3,8 +3,10 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -53,6 +55,20 @@ type facts struct {
 	// Service is resolverNamespace/resolverService.
 	resolverPods                       int
 	resolverNamespace, resolverService string
+
+	// state is the target's, read with targetErr.
+	state scaletarget.State
+	// old names the Services of a move not yet let go of.
+	old []string
+	// slice is the Service's resolver slice, nil when there is none;
+	// fenced is its fence at now.
+	slice  *discoveryv1.EndpointSlice
+	fenced fence
+	now    time.Time
+	// resolverEndpoints are the resolver's ready endpoints (resolverPods
+	// counts them); perPort says they all serve per-port routing.
+	resolverEndpoints []discoveryv1.Endpoint
+	perPort           bool
 }
 
 // notReady is a failed check: the Ready condition's reason and message,

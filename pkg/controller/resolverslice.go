@@ -232,3 +232,22 @@ func (r *resolverFront) deleteResolverSlice(ctx context.Context, namespace, serv
 	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(namespace, name))
 	return nil
 }
+
+// frontedWithoutPods names the Services of namespace, among services, that
+// only the resolver serves: each has a resolver slice and no ready
+// endpoint of its own. Removing the slice would leave it dark.
+func (r *resolverFront) frontedWithoutPods(namespace string, services []string) []string {
+	var out []string
+	for _, name := range services {
+		if !r.resolverSliceExists(namespace, name) {
+			continue
+		}
+		if _, err := r.services.Services(namespace).Get(name); err != nil {
+			continue
+		}
+		if !r.hasReadyEndpoints(namespace, name, fence{}) {
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -69,10 +69,11 @@ type wakeMemory interface {
 	SeenAtZero(es types.NamespacedName) (time.Time, bool)
 }
 
-// observeTarget returns ctx carrying what the sync saw of es's target.
-func (c *Controller) observeTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, replicas int32) context.Context {
+// observeTarget returns ctx carrying what the sync saw of es's target,
+// with what seen remembers of its sleeps and wakes.
+func observeTarget(ctx context.Context, seen Replicas, es *elastiv1alpha1.ElastiService, replicas int32) context.Context {
 	obs := targetObservation{replicas: replicas}
-	if m, ok := c.replicas.(wakeMemory); ok {
+	if m, ok := seen.(wakeMemory); ok {
 		obs.seenAtZero, _ = m.SeenAtZero(es.Key())
 		obs.wokenAt, _ = m.LastWake(es.Key())
 	}
