@@ -173,7 +173,6 @@ type Controller struct {
 	elastiClient versioned.Interface
 	scaler       *scaletarget.Scaler
 	directory    *directory.Directory
-	ports        *portalloc.Allocator
 	cfg          Config
 	clock        clock.PassiveClock
 
@@ -183,7 +182,6 @@ type Controller struct {
 	serviceIndexer       cache.Indexer
 	slices               discoverylisters.EndpointSliceLister
 	sliceIndexer         cache.Indexer
-	resolverSlices       discoverylisters.EndpointSliceLister
 	cacheSynced          []cache.InformerSynced
 
 	elastiServiceQueue  *workloop.Loop[types.NamespacedName]
@@ -223,10 +221,6 @@ type Controller struct {
 	// queue takes the ElastiService keys to sync: elastiServiceQueue
 	// unless Options.Queue replaces it.
 	queue Queue
-	// privateServices takes the keys of the ElastiServices whose private
-	// Service is wanted: privateServiceQueue unless
-	// Options.PrivateServices replaces it.
-	privateServices KeyAdder
 }
 
 // Queue takes ElastiService keys to sync. *workloop.Loop is one.
@@ -318,61 +312,67 @@ func (s *supersededVersions) forget(key types.NamespacedName) {
 func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interface, scaler *scaletarget.Scaler,
 	dir *directory.Directory, inf Informers, cfg Config, observer Observer, replicas Replicas,
 	opts Options) (*Controller, error) {
-	logger := klog.FromContext(ctx)
 	if r := cfg.ResolverPortRange; !r.Valid() {
 		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	c := &Controller{
-		kubeClient:     kube,
-		elastiClient:   elasti,
-		scaler:         scaler,
-		directory:      dir,
-		observer:       observer,
-		replicas:       replicas,
-		ports:          portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
-		cfg:            cfg,
-		clock:          cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{}),
-		elastiServices: inf.ElastiServices.Lister(),
-		services:       inf.Services.Lister(),
-		slices:         inf.EndpointSlices.Lister(),
-		resolverSlices: inf.ResolverSlices.Lister(),
-		broadcaster:    broadcaster,
-		recorder:       opts.Recorder,
-		events:         cmp.Or[kubernetes.Interface](opts.EventClient, kube),
-		superseded:     &supersededVersions{},
+	recorder := opts.Recorder
+	if recorder == nil {
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName})
 	}
-	if c.recorder == nil {
-		c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName})
+	c := &Controller{
+		kubeClient:           kube,
+		elastiClient:         elasti,
+		scaler:               scaler,
+		directory:            dir,
+		observer:             observer,
+		replicas:             replicas,
+		cfg:                  cfg,
+		clock:                cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{}),
+		elastiServices:       inf.ElastiServices.Lister(),
+		elastiServiceIndexer: inf.ElastiServices.Informer().GetIndexer(),
+		services:             inf.Services.Lister(),
+		serviceIndexer:       inf.Services.Informer().GetIndexer(),
+		slices:               inf.EndpointSlices.Lister(),
+		sliceIndexer:         inf.EndpointSlices.Informer().GetIndexer(),
+		broadcaster:          broadcaster,
+		recorder:             recorder,
+		events:               cmp.Or[kubernetes.Interface](opts.EventClient, kube),
+		superseded:           &supersededVersions{},
 	}
 	c.newQueues(opts)
-	c.status = &statusWriter{elastiClient: elasti, observer: observer, clock: c.clock, recorder: c.recorder,
+	c.status = &statusWriter{elastiClient: elasti, observer: observer, clock: c.clock, recorder: recorder,
 		queue: c.queue, superseded: c.superseded}
-	c.groups = &groupWaker{scaler: scaler, replicas: replicas, recorder: c.recorder}
+	c.groups = &groupWaker{scaler: scaler, replicas: replicas, recorder: recorder}
 	c.claims = &claimer{directory: dir, elastiServices: c.elastiServices, services: c.services, slices: c.slices, queue: c.queue}
 	c.front = &resolverFront{
-		kubeClient: kube, cfg: cfg, ports: c.ports, elastiServices: c.elastiServices, services: c.services,
-		slices: c.slices, resolverSlices: c.resolverSlices, recorder: c.recorder,
-		queue: c.queue, privateServices: c.privateServices,
+		kubeClient: kube, cfg: cfg, ports: portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
+		elastiServices: c.elastiServices, services: c.services, slices: c.slices, sliceIndexer: c.sliceIndexer,
+		resolverSlices: inf.ResolverSlices.Lister(), recorder: recorder,
+		queue: c.queue, privateServices: cmp.Or[KeyAdder](opts.PrivateServices, c.privateServiceQueue),
 	}
+	c.live = &podLiveness{kubeClient: kube, front: c.front}
+	if err := watch(c, inf); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
+	return c, nil
+}
 
+// watch adds c's indexes and event handlers to the informers, and lists
+// the informers Run waits for.
+func watch(c *Controller, inf Informers) error {
 	esInformer := inf.ElastiServices.Informer()
 	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget,
 		indexByDependency: indexElastiServiceByDependency}); err != nil {
-		return nil, err
+		return err
 	}
-	c.elastiServiceIndexer = esInformer.GetIndexer()
 	if err := inf.EndpointSlices.Informer().AddIndexers(cache.Indexers{indexByService: indexSliceByService, indexByOwner: indexByOwnerElastiService}); err != nil {
-		return nil, err
+		return err
 	}
-	c.sliceIndexer = inf.EndpointSlices.Informer().GetIndexer()
-	c.front.sliceIndexer = c.sliceIndexer
-	c.live = &podLiveness{kubeClient: kube, front: c.front}
 	if err := inf.Services.Informer().AddIndexers(cache.Indexers{indexByOwner: indexByOwnerElastiService}); err != nil {
-		return nil, err
+		return err
 	}
-	c.serviceIndexer = inf.Services.Informer().GetIndexer()
-
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
@@ -394,7 +394,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}
 	for _, h := range handlers {
 		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
-			return nil, err
+			return err
 		}
 		c.cacheSynced = append(c.cacheSynced, h.informer.HasSynced)
 	}
@@ -405,8 +405,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	if inf.HorizontalPodAutoscalers != nil {
 		c.cacheSynced = append(c.cacheSynced, inf.HorizontalPodAutoscalers.Informer().HasSynced)
 	}
-	logger.V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
-	return c, nil
+	return nil
 }
 
 // newQueues makes the four queues; their names label the queue metrics.
@@ -424,7 +423,6 @@ func (c *Controller) newQueues(opts Options) {
 		return c.front.syncPrivateService(ctx, key)
 	}, metrics, drops.privateService)
 	c.queue = cmp.Or[Queue](opts.Queue, c.elastiServiceQueue)
-	c.privateServices = cmp.Or[KeyAdder](opts.PrivateServices, c.privateServiceQueue)
 }
 
 // DroppedObject names the object behind a key a queue gave up on: an

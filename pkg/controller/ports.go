@@ -199,5 +199,5 @@ func (c *Controller) SeedResolverPorts(ctx context.Context) { c.front.seedResolv
 // ResolverPorts reports how many resolver ports are held and how many the
 // range has, for metrics.
 func (c *Controller) ResolverPorts() (inUse, size int) {
-	return c.ports.InUse(), c.ports.Range().Size()
+	return c.front.ports.InUse(), c.front.ports.Range().Size()
 }

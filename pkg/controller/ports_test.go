@@ -344,8 +344,8 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		c.SeedResolverPorts(ctx)
 		wantWaiting(t, c.syncElastiService(ctx, keyOf(es)), ReasonServiceNotFound)
 		got := statusOf(t, f, "web")
-		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.ports.InUse() != 0 {
-			t.Errorf("after the Service went: ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.ports.InUse())
+		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.front.ports.InUse() != 0 {
+			t.Errorf("after the Service went: ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.front.ports.InUse())
 		}
 	})
 	t.Run("conflict loser", func(t *testing.T) {
@@ -361,8 +361,8 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		c.SeedResolverPorts(ctx)
 		wantNoError(t, c.syncElastiService(ctx, keyOf(loser)))
 		got := statusOf(t, f, "loser")
-		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.ports.InUse() != 0 {
-			t.Errorf("the loser keeps ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.ports.InUse())
+		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.front.ports.InUse() != 0 {
+			t.Errorf("the loser keeps ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.front.ports.InUse())
 		}
 	})
 	t.Run("finalized", func(t *testing.T) {
@@ -377,13 +377,13 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		for i := range testPortRange.Size() {
 			all = append(all, portalloc.Port{Service: "other", Port: int32(i + 1)})
 		}
-		if _, _, err := c.ports.Assign(f.elastiService("waiting").Key(), all, nil); err == nil {
+		if _, _, err := c.front.ports.Assign(f.elastiService("waiting").Key(), all, nil); err == nil {
 			t.Fatal("waiting got every port of the range although web holds one")
 		}
 		keys := capture(c)
 		wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
-		if c.ports.InUse() != 0 {
-			t.Errorf("%d ports held after the finalizer went", c.ports.InUse())
+		if c.front.ports.InUse() != 0 {
+			t.Errorf("%d ports held after the finalizer went", c.front.ports.InUse())
 		}
 		wantKeys(t, "finalizing", keys(), "shop/waiting")
 	})
@@ -391,12 +391,12 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		f := newFixture(t)
 		_, ctx := ktesting.NewTestContext(t)
 		c := f.newController(ctx)
-		if _, _, err := c.ports.Assign(newElastiService("web", "web", "web").Key(), []portalloc.Port{{Service: "web", Port: 80}}, nil); err != nil {
+		if _, _, err := c.front.ports.Assign(newElastiService("web", "web", "web").Key(), []portalloc.Port{{Service: "web", Port: 80}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		wantNoError(t, c.syncElastiService(ctx, types.NamespacedName{Namespace: testNamespace, Name: "web"}))
-		if c.ports.InUse() != 0 {
-			t.Errorf("%d ports held for a gone ElastiService", c.ports.InUse())
+		if c.front.ports.InUse() != 0 {
+			t.Errorf("%d ports held for a gone ElastiService", c.front.ports.InUse())
 		}
 	})
 }

@@ -17,11 +17,10 @@ import (
 )
 
 // Reconcile's not-Ready exits are small checks (see pkg/policy): each
-// reads only the facts reconcile has gathered so far and returns nil to
-// let it go on, or the reason and message the Ready condition is set
-// False with. Reconcile meets them in this order, acting (claiming,
-// fronting) between the stages, and the first one that fails ends the
-// sync:
+// reads only the facts reconcile gathered and returns nil to let it go on,
+// or the reason and message the Ready condition is set False with. The
+// plan (plan.go) meets them in this order, and the first one that fails
+// sets the stage the sync stops at:
 //
 //  1. invalidSpec
 //  2. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
