@@ -59,18 +59,24 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	op, err := operator.New(ctx, cfg, o.operator)
-	if err != nil {
-		return err
-	}
 	if o.releaseAll {
+		op, err := operator.New(ctx, cfg, o.operator)
+		if err != nil {
+			return err
+		}
 		return releaseAll(ctx, cfg, o, op)
 	}
-	reporter, err := reportErrors(ctx, op)
+	reporter, onDrop, err := reportErrors(ctx)
 	if err != nil {
 		return err
 	}
 	defer reporter.Close(5 * time.Second)
+	opts := o.operator
+	opts.OnDrop = onDrop
+	op, err := operator.New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
 	op.Metrics.RegisterClientGoMetrics()
 	if o.wakeTokenFile != "" {
 		klog.FromContext(ctx).Info("The scale endpoint requires the wake token", "file", o.wakeTokenFile)
@@ -95,19 +101,19 @@ func run(ctx context.Context, o *options) error {
 	})
 }
 
-// reportErrors turns Sentry on when SENTRY_DSN is set: errors that exhaust
-// their retries and panics are reported with the object they concern.
-func reportErrors(ctx context.Context, op *operator.Operator) (*errreport.Reporter, error) {
+// reportErrors turns Sentry on when SENTRY_DSN is set: panics are
+// reported, and errors that exhaust their retries are, with the object
+// they concern, through the returned handler (nil when Sentry is off).
+func reportErrors(ctx context.Context) (*errreport.Reporter, controller.DropHandler, error) {
 	reporter, err := errreport.FromEnv(os.Getenv, "")
 	if err != nil || !reporter.Enabled() {
-		return reporter, err
+		return reporter, nil, err
 	}
 	klog.FromContext(ctx).Info("Reporting errors to Sentry", "environment", os.Getenv(errreport.EnvEnvironment))
 	utilruntime.PanicHandlers = append(utilruntime.PanicHandlers, reporter.PanicHandler())
-	op.Controller.OnDrop(func(ctx context.Context, queue string, object controller.DroppedObject, err error) {
+	return reporter, func(ctx context.Context, queue string, object controller.DroppedObject, err error) {
 		reporter.ReportDropped(ctx, queue, errreport.ObjectRef(object), err)
-	})
-	return reporter, nil
+	}, nil
 }
 
 // startServers serves the probes, the metrics and the scale endpoint, each

@@ -20,34 +20,34 @@ import (
 // claims a contested Service is decided the same way on every replica and
 // after every restart (see shouldClaim), so a failover never hands the
 // Service to the other.
-func (c *Controller) claim(es *elastiv1alpha1.ElastiService) (claimant types.NamespacedName, ok bool) {
+func (cl *claimer) claim(es *elastiv1alpha1.ElastiService) (claimant types.NamespacedName, ok bool) {
 	svcKey := types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}
 	entry := directory.EntryFor(es)
-	if claimant, ok = c.directory.Claim(svcKey, entry); ok {
+	if claimant, ok = cl.directory.Claim(svcKey, entry); ok {
 		return claimant, true
 	}
-	other, err := c.elastiServices.ElastiServices(claimant.Namespace).Get(claimant.Name)
+	other, err := cl.elastiServices.ElastiServices(claimant.Namespace).Get(claimant.Name)
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && other.Spec.Service != es.Spec.Service):
 		// The claimant was deleted or now names another Service, and its own
 		// sync has not released this one yet: events for the two keys may be
 		// handled in any order. Only this Service is released, so the
 		// claimant's new claim stands.
-	case err == nil && c.shouldClaim(es, other):
+	case err == nil && cl.shouldClaim(es, other):
 		// Tell the displaced claimant, so it reports the conflict.
-		c.enqueue(claimant)
+		cl.queue.Add(claimant)
 	default:
 		return claimant, false
 	}
-	c.directory.Release(svcKey, claimant)
-	return c.directory.Claim(svcKey, entry)
+	cl.directory.Release(svcKey, claimant)
+	return cl.directory.Claim(svcKey, entry)
 }
 
 // shouldClaim reports whether a rather than b should claim a Service both
 // name: the one controlling the objects already generated for it, else the
 // older, else the first by name.
-func (c *Controller) shouldClaim(a, b *elastiv1alpha1.ElastiService) bool {
-	if ca, cb := c.controlsGenerated(a), c.controlsGenerated(b); ca != cb {
+func (cl *claimer) shouldClaim(a, b *elastiv1alpha1.ElastiService) bool {
+	if ca, cb := cl.controlsGenerated(a), cl.controlsGenerated(b); ca != cb {
 		return ca
 	}
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -58,11 +58,11 @@ func (c *Controller) shouldClaim(a, b *elastiv1alpha1.ElastiService) bool {
 
 // controlsGenerated reports whether es is the controller of the private
 // Service or resolver slice generated for its Service.
-func (c *Controller) controlsGenerated(es *elastiv1alpha1.ElastiService) bool {
-	if svc, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service)); err == nil && metav1.IsControlledBy(svc, es) {
+func (cl *claimer) controlsGenerated(es *elastiv1alpha1.ElastiService) bool {
+	if svc, err := cl.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service)); err == nil && metav1.IsControlledBy(svc, es) {
 		return true
 	}
-	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	slice, err := cl.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
 	return err == nil && metav1.IsControlledBy(slice, es)
 }
 
@@ -76,7 +76,7 @@ func (c *Controller) PrimeDirectory(ctx context.Context) {
 	}
 	for _, es := range all {
 		if es.DeletionTimestamp == nil && es.Spec.Service != "" {
-			c.claim(es)
+			c.claims.claim(es)
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Directory primed", "services", c.directory.Len())
@@ -85,14 +85,14 @@ func (c *Controller) PrimeDirectory(ctx context.Context) {
 // managesService reports whether es may change its Service's routing. An
 // ElastiService that lost a ServiceConflict never did, so its deletion must
 // not wake the claimant's target or remove the claimant's resolver slice.
-func (c *Controller) managesService(es *elastiv1alpha1.ElastiService) bool {
+func (cl *claimer) managesService(es *elastiv1alpha1.ElastiService) bool {
 	me := es.Key()
-	if entry, ok := c.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}); ok {
+	if entry, ok := cl.directory.Lookup(types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}); ok {
 		return entry.ElastiService == me
 	}
 	// Nobody claims it in memory (e.g. just after a restart): the resolver
 	// slice's owner is the one in charge.
-	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	slice, err := cl.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
 	return err != nil || len(slice.OwnerReferences) == 0 || hasOwnerRef(slice.OwnerReferences, es)
 }
 

@@ -27,8 +27,8 @@ func TestContestedServiceGoesToTheOlderElastiService(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 
-	_ = c.syncHandler(ctx, keyOf(newer)) // the newer one happens to sync first
-	_ = c.syncHandler(ctx, keyOf(older))
+	_ = c.syncElastiService(ctx, keyOf(newer)) // the newer one happens to sync first
+	_ = c.syncElastiService(ctx, keyOf(older))
 	if e, _ := f.directory.Lookup(webKey); e.ElastiService.Name != "older" {
 		t.Errorf("directory holder = %v, want the older ElastiService", e.ElastiService)
 	}
@@ -54,7 +54,7 @@ func TestContestedServiceStaysWithTheControllerOfItsObjects(t *testing.T) {
 	if e, _ := f.directory.Lookup(webKey); e.ElastiService.Name != "owner" {
 		t.Fatalf("primed holder = %v, want the controller of the private Service", e.ElastiService)
 	}
-	if err := c.syncHandler(ctx, keyOf(older)); err != nil {
+	if err := c.syncElastiService(ctx, keyOf(older)); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 	if e, _ := f.directory.Lookup(webKey); e.ElastiService.Name != "owner" {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -172,7 +173,6 @@ type Controller struct {
 	elastiClient versioned.Interface
 	scaler       *scaletarget.Scaler
 	directory    *directory.Directory
-	ports        *portalloc.Allocator
 	cfg          Config
 	clock        clock.PassiveClock
 
@@ -182,7 +182,6 @@ type Controller struct {
 	serviceIndexer       cache.Indexer
 	slices               discoverylisters.EndpointSliceLister
 	sliceIndexer         cache.Indexer
-	resolverSlices       discoverylisters.EndpointSliceLister
 	cacheSynced          []cache.InformerSynced
 
 	elastiServiceQueue  *workloop.Loop[types.NamespacedName]
@@ -195,37 +194,72 @@ type Controller struct {
 
 	observer Observer
 	replicas Replicas
-	// EventClient writes Events; nil uses the main client. A separate
-	// client gives events their own rate limit, so a burst of events never
-	// delays reconciles.
-	EventClient kubernetes.Interface
+	// events writes Events (Options.EventClient).
+	events kubernetes.Interface
 
 	// superseded remembers, per ElastiService, resourceVersions that our own
 	// writes replaced, so a sync that sees one knows the cache is behind
 	// and waits for the newer object's event instead of writing on stale
 	// state (which would only conflict).
-	superseded supersededVersions
+	superseded *supersededVersions
 	// handoffs are the idle poller's scale-downs under way (handoff.go).
 	handoffs handoffs
 	// drains are the old Services of moves that wait to be let go of
 	// (move.go).
 	drains moveDrains
-	// readForbidden logs once that pods or their controllers cannot be
-	// read (live.go).
-	readForbidden sync.Once
 
-	// syncHandler is a field so tests can observe or replace it.
-	syncHandler func(ctx context.Context, key types.NamespacedName) error
-	// enqueue is a field so tests can capture keys.
-	enqueue func(key types.NamespacedName)
-	// enqueueUrgent queues a key ahead of the others (see enqueueForTarget).
-	enqueueUrgent func(key types.NamespacedName)
-	// backlog is how many ElastiService keys wait for a worker; a field so
-	// tests can make one.
-	backlog func() int
-	// wantPrivateService asks for an ElastiService's private Service; a
-	// field so tests can create it in line.
-	wantPrivateService func(key types.NamespacedName)
+	// front puts the resolver in front of Services.
+	front *resolverFront
+	// status writes the ElastiServices' status.
+	status *statusWriter
+	// groups wakes and restores groups, live reads the pods behind ready
+	// endpoints, claims decides who claims a Service.
+	groups *groupWaker
+	live   *podLiveness
+	claims *claimer
+
+	// queue takes the ElastiService keys to sync: elastiServiceQueue
+	// unless Options.Queue replaces it.
+	queue Queue
+}
+
+// Queue takes ElastiService keys to sync. *workloop.Loop is one.
+type Queue interface {
+	KeyAdder
+	// AddUrgent queues a key ahead of the others (see enqueueForTarget).
+	AddUrgent(key types.NamespacedName)
+	// Len is how many keys wait for a worker.
+	Len() int
+}
+
+// KeyAdder takes ElastiService keys.
+type KeyAdder interface {
+	Add(key types.NamespacedName)
+}
+
+// Options are New's optional collaborators; each zero field takes the
+// default it names.
+type Options struct {
+	// QueueMetrics receives the queues' measurements; nil measures nothing.
+	QueueMetrics workqueue.MetricsProvider
+	// EventClient writes Events; nil uses the main client. A separate
+	// client gives events their own rate limit, so a burst of events never
+	// delays reconciles.
+	EventClient kubernetes.Interface
+	// OnDrop is told of the keys every queue gives up on; ElastiServices
+	// that were only waiting (see IsWaiting) are not reported. nil drops
+	// them silently (the queue logs them).
+	OnDrop DropHandler
+	// Clock tells the time; nil is the real clock.
+	Clock clock.PassiveClock
+	// Recorder records events; nil records through the controller's own
+	// broadcaster to EventClient.
+	Recorder record.EventRecorder
+	// Queue and PrivateServices replace the controller's own ElastiService
+	// and private Service queues, for tests that capture keys or create
+	// private Services in line; nil uses the controller's own.
+	Queue           Queue
+	PrivateServices KeyAdder
 }
 
 // privateServiceWorkers create private Services. A handful keeps a
@@ -274,50 +308,71 @@ func (s *supersededVersions) forget(key types.NamespacedName) {
 
 // New wires the controller's handlers onto the informers. Start the
 // informers after New and before Run. observer receives the measurements,
-// replicas the targets' replicas; metrics, which may be nil, the queues'
-// measurements.
+// replicas the targets' replicas; opts holds the optional collaborators.
 func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interface, scaler *scaletarget.Scaler,
 	dir *directory.Directory, inf Informers, cfg Config, observer Observer, replicas Replicas,
-	metrics workqueue.MetricsProvider) (*Controller, error) {
-	logger := klog.FromContext(ctx)
+	opts Options) (*Controller, error) {
 	if r := cfg.ResolverPortRange; !r.Valid() {
 		return nil, fmt.Errorf("resolver port range %s is not a range of TCP ports", r)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	c := &Controller{
-		kubeClient:     kube,
-		elastiClient:   elasti,
-		scaler:         scaler,
-		directory:      dir,
-		observer:       observer,
-		replicas:       replicas,
-		ports:          portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
-		cfg:            cfg,
-		clock:          clock.RealClock{},
-		elastiServices: inf.ElastiServices.Lister(),
-		services:       inf.Services.Lister(),
-		slices:         inf.EndpointSlices.Lister(),
-		resolverSlices: inf.ResolverSlices.Lister(),
-		broadcaster:    broadcaster,
-		recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName}),
+	recorder := opts.Recorder
+	if recorder == nil {
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: AgentName})
 	}
-	c.newQueues(metrics)
+	c := &Controller{
+		kubeClient:           kube,
+		elastiClient:         elasti,
+		scaler:               scaler,
+		directory:            dir,
+		observer:             observer,
+		replicas:             replicas,
+		cfg:                  cfg,
+		clock:                cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{}),
+		elastiServices:       inf.ElastiServices.Lister(),
+		elastiServiceIndexer: inf.ElastiServices.Informer().GetIndexer(),
+		services:             inf.Services.Lister(),
+		serviceIndexer:       inf.Services.Informer().GetIndexer(),
+		slices:               inf.EndpointSlices.Lister(),
+		sliceIndexer:         inf.EndpointSlices.Informer().GetIndexer(),
+		broadcaster:          broadcaster,
+		recorder:             recorder,
+		events:               cmp.Or[kubernetes.Interface](opts.EventClient, kube),
+		superseded:           &supersededVersions{},
+	}
+	c.newQueues(opts)
+	c.status = &statusWriter{elastiClient: elasti, observer: observer, clock: c.clock, recorder: recorder,
+		queue: c.queue, superseded: c.superseded}
+	c.groups = &groupWaker{scaler: scaler, replicas: replicas, recorder: recorder}
+	c.claims = &claimer{directory: dir, elastiServices: c.elastiServices, services: c.services, slices: c.slices, queue: c.queue}
+	c.front = &resolverFront{
+		kubeClient: kube, cfg: cfg, ports: portalloc.New(cfg.ResolverPortRange, cfg.ResolverPortQuota),
+		elastiServices: c.elastiServices, services: c.services, slices: c.slices, sliceIndexer: c.sliceIndexer,
+		resolverSlices: inf.ResolverSlices.Lister(), recorder: recorder,
+		queue: c.queue, privateServices: cmp.Or[KeyAdder](opts.PrivateServices, c.privateServiceQueue),
+	}
+	c.live = &podLiveness{kubeClient: kube, front: c.front}
+	if err := watch(c, inf); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
+	return c, nil
+}
 
+// watch adds c's indexes and event handlers to the informers, and lists
+// the informers Run waits for.
+func watch(c *Controller, inf Informers) error {
 	esInformer := inf.ElastiServices.Informer()
 	if err := esInformer.AddIndexers(cache.Indexers{indexByService: indexElastiServiceByService, indexByTarget: indexElastiServiceByTarget,
 		indexByDependency: indexElastiServiceByDependency}); err != nil {
-		return nil, err
+		return err
 	}
-	c.elastiServiceIndexer = esInformer.GetIndexer()
 	if err := inf.EndpointSlices.Informer().AddIndexers(cache.Indexers{indexByService: indexSliceByService, indexByOwner: indexByOwnerElastiService}); err != nil {
-		return nil, err
+		return err
 	}
-	c.sliceIndexer = inf.EndpointSlices.Informer().GetIndexer()
 	if err := inf.Services.Informer().AddIndexers(cache.Indexers{indexByOwner: indexByOwnerElastiService}); err != nil {
-		return nil, err
+		return err
 	}
-	c.serviceIndexer = inf.Services.Informer().GetIndexer()
-
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
@@ -339,36 +394,35 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 	}
 	for _, h := range handlers {
 		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
-			return nil, err
+			return err
 		}
 		c.cacheSynced = append(c.cacheSynced, h.informer.HasSynced)
 	}
 	if inf.Rollouts != nil {
+		inf.Rollouts.AddHandler(c.targetQueue.Add)
 		c.cacheSynced = append(c.cacheSynced, inf.Rollouts.HasSynced)
 	}
 	if inf.HorizontalPodAutoscalers != nil {
 		c.cacheSynced = append(c.cacheSynced, inf.HorizontalPodAutoscalers.Informer().HasSynced)
 	}
-	logger.V(4).Info("Controller wired", "resolver", cfg.ResolverNamespace+"/"+cfg.ResolverService)
-	return c, nil
+	return nil
 }
 
 // newQueues makes the four queues; their names label the queue metrics.
-func (c *Controller) newQueues(metrics workqueue.MetricsProvider) {
-	c.syncHandler = c.syncElastiService
-	c.elastiServiceQueue = workloop.New("elastiservice", func(ctx context.Context, key types.NamespacedName) error {
+func (c *Controller) newQueues(opts Options) {
+	metrics, drops := opts.QueueMetrics, dropReports{opts.OnDrop}
+	c.elastiServiceQueue = workloop.New(elastiServiceQueueName, func(ctx context.Context, key types.NamespacedName) error {
 		start := c.clock.Now()
-		err := c.syncHandler(ctx, key)
+		err := c.syncElastiService(ctx, key)
 		c.observer.ObserveSync(c.clock.Since(start), syncOutcome(err))
 		return err
-	}, metrics)
-	c.targetQueue = workloop.New("scaletarget", c.enqueueForTarget, metrics)
-	c.sliceQueue = workloop.New("endpointslice", c.enqueueForSliceService, metrics)
-	c.privateServiceQueue = workloop.New("privateservice", c.syncPrivateService, metrics)
-	c.enqueue = c.elastiServiceQueue.Add
-	c.enqueueUrgent = c.elastiServiceQueue.AddUrgent
-	c.backlog = c.elastiServiceQueue.Len
-	c.wantPrivateService = c.privateServiceQueue.Add
+	}, metrics, drops.elastiService)
+	c.targetQueue = workloop.New(targetQueueName, c.enqueueForTarget, metrics, drops.target)
+	c.sliceQueue = workloop.New(sliceQueueName, c.enqueueForSliceService, metrics, drops.service)
+	c.privateServiceQueue = workloop.New(privateServiceQueueName, func(ctx context.Context, key types.NamespacedName) error {
+		return c.front.syncPrivateService(ctx, key)
+	}, metrics, drops.privateService)
+	c.queue = cmp.Or[Queue](opts.Queue, c.elastiServiceQueue)
 }
 
 // DroppedObject names the object behind a key a queue gave up on: an
@@ -382,27 +436,43 @@ type DroppedObject struct {
 // DropHandler is told of a key that exhausted its retries.
 type DropHandler func(ctx context.Context, queue string, object DroppedObject, err error)
 
-// OnDrop reports keys every queue drops; set it before Run. ElastiServices
-// that were only waiting (see IsWaiting) are not reported.
-func (c *Controller) OnDrop(h DropHandler) {
-	c.elastiServiceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
-		if !IsWaiting(err) {
-			h(ctx, c.elastiServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
-		}
-	}
-	c.targetQueue.OnDrop = func(ctx context.Context, r scaletarget.Ref, err error) {
-		h(ctx, c.targetQueue.Name(), DroppedObject{r.Kind, r.Namespace, r.Name}, err)
-	}
-	c.sliceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
-		h(ctx, c.sliceQueue.Name(), DroppedObject{"Service", k.Namespace, k.Name}, err)
-	}
-	c.privateServiceQueue.OnDrop = func(ctx context.Context, k types.NamespacedName, err error) {
-		h(ctx, c.privateServiceQueue.Name(), DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
+// dropReports turns a DropHandler into each queue's drop report, naming
+// the object behind the key; a nil handler reports nothing.
+type dropReports struct{ h DropHandler }
+
+// Queue names; they label the queue metrics.
+const (
+	elastiServiceQueueName  = "elastiservice"
+	targetQueueName         = "scaletarget"
+	sliceQueueName          = "endpointslice"
+	privateServiceQueueName = "privateservice"
+)
+
+// elastiService reports a dropped ElastiService unless it was only
+// waiting (see IsWaiting).
+func (d dropReports) elastiService(ctx context.Context, k types.NamespacedName, err error) {
+	if d.h != nil && !IsWaiting(err) {
+		d.h(ctx, elastiServiceQueueName, DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
 	}
 }
 
-// OnRolloutChange is the Rollout informer's callback.
-func (c *Controller) OnRolloutChange(ref scaletarget.Ref) { c.targetQueue.Add(ref) }
+func (d dropReports) target(ctx context.Context, r scaletarget.Ref, err error) {
+	if d.h != nil {
+		d.h(ctx, targetQueueName, DroppedObject{r.Kind, r.Namespace, r.Name}, err)
+	}
+}
+
+func (d dropReports) service(ctx context.Context, k types.NamespacedName, err error) {
+	if d.h != nil {
+		d.h(ctx, sliceQueueName, DroppedObject{"Service", k.Namespace, k.Name}, err)
+	}
+}
+
+func (d dropReports) privateService(ctx context.Context, k types.NamespacedName, err error) {
+	if d.h != nil {
+		d.h(ctx, privateServiceQueueName, DroppedObject{elastiv1alpha1.KindElastiService, k.Namespace, k.Name}, err)
+	}
+}
 
 // Recorder is the event recorder, shared with the idle poller.
 func (c *Controller) Recorder() record.EventRecorder { return c.recorder }
@@ -417,11 +487,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 
 	c.broadcaster.StartStructuredLogging(3)
-	events := c.EventClient
-	if events == nil {
-		events = c.kubeClient
-	}
-	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.events.CoreV1().Events("")})
 	defer c.broadcaster.Shutdown()
 
 	logger.Info("Waiting for informer caches to sync")
@@ -451,13 +517,13 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Enqueue asks for a sync of an ElastiService (the scale server uses it to
 // hasten the switch back to serve).
-func (c *Controller) Enqueue(key types.NamespacedName) { c.enqueue(key) }
+func (c *Controller) Enqueue(key types.NamespacedName) { c.queue.Add(key) }
 
 // ---- event handlers: no API calls, only index lookups and queue adds ----
 
 func (c *Controller) onElastiService(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
-		c.enqueue(es.Key())
+		c.queue.Add(es.Key())
 	}
 }
 
@@ -467,7 +533,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	c.enqueue(n.Key())
+	c.queue.Add(n.Key())
 	// A changed spec.service frees the old Service for another claimant.
 	if o.Spec.Service != n.Spec.Service {
 		c.enqueueByService(o.Namespace, o.Spec.Service)
@@ -479,7 +545,7 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(es.Key())
+	c.queue.Add(es.Key())
 	// Another ElastiService may have been waiting for this one's Service.
 	c.enqueueByService(es.Namespace, es.Spec.Service)
 }
@@ -508,7 +574,7 @@ func (c *Controller) enqueueByService(namespace, service string) {
 		return
 	}
 	for _, obj := range objs {
-		c.enqueue(obj.(*elastiv1alpha1.ElastiService).Key())
+		c.queue.Add(obj.(*elastiv1alpha1.ElastiService).Key())
 	}
 }
 
@@ -516,6 +582,6 @@ func (c *Controller) enqueueByService(namespace, service string) {
 // hand-edited or deleted private Service is put back.
 func (c *Controller) enqueueOwner(obj metav1.Object) {
 	for _, key := range ownerElastiServices(obj) {
-		c.enqueue(key)
+		c.queue.Add(key)
 	}
 }

@@ -6,6 +6,7 @@ package controller
 // and events it produced are compared with the expected ones.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,6 +84,8 @@ type fixture struct {
 	scaler       *scaletarget.Scaler
 	// replicas records what the controller tells its Replicas observer.
 	replicas *seenReplicas
+	// replicasObserver, when set, is the controller's Replicas instead.
+	replicasObserver Replicas
 
 	// Objects seeded into the informers' indexers and the fake clientsets.
 	elastiServices []*elastiv1alpha1.ElastiService
@@ -106,6 +109,11 @@ type fixture struct {
 	// backlog is how many other ElastiService keys the controller sees
 	// waiting in its queue.
 	backlog int
+	// queue is the controller's ElastiService queue (see options).
+	queue *testQueue
+	// queuePrivateServices leaves private Services to the controller's
+	// own queue instead of creating them in line.
+	queuePrivateServices bool
 
 	// Indexers, kept so a test can change the cache between two syncs.
 	esIndexer    cache.Indexer
@@ -150,6 +158,51 @@ func (s *seenReplicas) Forget(es types.NamespacedName) {
 func (s *seenReplicas) Pending(types.NamespacedName, *elastiv1alpha1.ElastiServiceStatus) bool {
 	return false
 }
+
+// options are the test's collaborators for New: its clock, a fake
+// recorder, f.queue for the ElastiService keys and, unless
+// f.queuePrivateServices, private Services created in line where the sync
+// asks for them, so a test sees every write of one sync in order. c is
+// where New's result goes.
+func (f *fixture) options(ctx context.Context, c **Controller) Options {
+	f.recorder = record.NewFakeRecorder(100)
+	f.queue = &testQueue{backlog: &f.backlog}
+	opts := Options{Clock: f.clock, Recorder: f.recorder, Queue: f.queue}
+	if !f.queuePrivateServices {
+		opts.PrivateServices = inlinePrivateServices(func(key types.NamespacedName) {
+			if err := (*c).front.syncPrivateService(ctx, key); err != nil {
+				f.t.Errorf("create the private service of %v: %v", key, err)
+			}
+		})
+	}
+	return opts
+}
+
+// inlinePrivateServices creates each private Service as it is asked for.
+type inlinePrivateServices func(key types.NamespacedName)
+
+func (f inlinePrivateServices) Add(key types.NamespacedName) { f(key) }
+
+// testQueue is the ElastiService queue of a test: keys go to add and
+// addUrgent when a test sets them, and the backlog is the fixture's.
+type testQueue struct {
+	add, addUrgent func(key types.NamespacedName)
+	backlog        *int
+}
+
+func (q *testQueue) Add(key types.NamespacedName) {
+	if q.add != nil {
+		q.add(key)
+	}
+}
+
+func (q *testQueue) AddUrgent(key types.NamespacedName) {
+	if q.addUrgent != nil {
+		q.addUrgent(key)
+	}
+}
+
+func (q *testQueue) Len() int { return *q.backlog }
 
 // newController builds the controller over fake clientsets and seeds the
 // informers' indexers. The informers are never started.
@@ -199,6 +252,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.replicas = &seenReplicas{}
 	f.scaler = scaletarget.NewScaler(f.kubeClient, nil, inf.Deployments.Informer().GetIndexer(), inf.StatefulSets.Informer().GetIndexer(), nil, nil)
 
+	var c *Controller
 	c, err := New(ctx, f.kubeClient, f.elastiClient, f.scaler, f.directory, inf, Config{
 		ResolverNamespace:    resolverNamespace,
 		ResolverService:      resolverService,
@@ -209,7 +263,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		TargetWorkers:        1,
 		EndpointSliceWorkers: 1,
 		DeletionGrace:        deletionGrace,
-	}, nopObserver{}, f.replicas, nil)
+	}, nopObserver{}, cmp.Or[Replicas](f.replicasObserver, f.replicas), f.options(ctx, &c))
 	if err != nil {
 		f.t.Fatalf("New: %v", err)
 	}
@@ -220,17 +274,6 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		c.privateServiceQueue.ShutDown()
 		c.broadcaster.Shutdown()
 	})
-	// Private Services are created in line, where the sync asks for them,
-	// so a test sees every write of one sync in order.
-	c.wantPrivateService = func(key types.NamespacedName) {
-		if err := c.syncPrivateService(ctx, key); err != nil {
-			f.t.Errorf("create the private service of %v: %v", key, err)
-		}
-	}
-	f.recorder = record.NewFakeRecorder(100)
-	c.recorder = f.recorder
-	c.clock = f.clock
-	c.backlog = func() int { return f.backlog }
 
 	// Seed after New: New adds the indexers.
 	add := func(indexer cache.Indexer, obj any) {
@@ -267,7 +310,7 @@ func (f *fixture) run(key types.NamespacedName) error {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
-	err := c.syncHandler(ctx, key)
+	err := c.syncElastiService(ctx, key)
 	f.verify()
 	return err
 }
@@ -694,7 +737,7 @@ func (f *fixture) converged(key types.NamespacedName) *fixture {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
-	if err := c.syncHandler(ctx, key); err != nil {
+	if err := c.syncElastiService(ctx, key); err != nil {
 		var waiting *errWaiting
 		var requeue workloop.RequeueAfter
 		if !errors.As(err, &waiting) && !errors.As(err, &requeue) {

@@ -51,9 +51,18 @@
 //
 //   - controller.go: [Controller], [New], the queues and informer handlers.
 //   - index.go: the informer indexes.
-//   - sync.go: the ElastiService sync, choosing proxy or serve mode.
-//   - readiness.go: the readiness checks, in the order a sync meets them.
-//   - status.go: status writes, the Ready condition and mode-switch events.
+//   - sync.go: the ElastiService sync in three steps, after
+//     kube-controller-manager's controllers: gather every fact from the
+//     caches once, plan, apply; then one status write (statusWriter.record).
+//   - plan.go: the plan, pure functions of the facts: how far a sync goes
+//     (its stage) and what its status says.
+//   - readiness.go: the facts, and the readiness checks in the order a
+//     sync meets them.
+//   - status.go, statuswriter.go: the statusWriter, the Ready condition
+//     and mode-switch events.
+//   - front.go: the resolverFront, which the next three files make up.
+//   - collaborators.go: the Controller's other parts (groupWaker,
+//     podLiveness, claimer).
 //   - claims.go: claims and claimants, and the directory
 //     ([Controller.PrimeDirectory], [Controller.Manages]).
 //   - finalize.go: the finalizer, which restores the target before delete.

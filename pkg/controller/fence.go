@@ -112,8 +112,8 @@ func endpointKey(ep discoveryv1.Endpoint) string {
 
 // servingEndpoints calls each for every serving endpoint of the public
 // Service's own slices (not the resolver's).
-func (c *Controller) servingEndpoints(namespace, service string, each func(discoveryv1.Endpoint)) {
-	objs, err := c.sliceIndexer.ByIndex(indexByService, namespace+"/"+service)
+func (r *resolverFront) servingEndpoints(namespace, service string, each func(discoveryv1.Endpoint)) {
+	objs, err := r.sliceIndexer.ByIndex(indexByService, namespace+"/"+service)
 	if err != nil {
 		return
 	}
@@ -132,8 +132,8 @@ func (c *Controller) servingEndpoints(namespace, service string, each func(disco
 }
 
 // servingKeys lists the keys of the public Service's serving endpoints.
-func (c *Controller) servingKeys(namespace, service string) []string {
+func (r *resolverFront) servingKeys(namespace, service string) []string {
 	var keys []string
-	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) { keys = append(keys, endpointKey(ep)) })
+	r.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) { keys = append(keys, endpointKey(ep)) })
 	return keys
 }

@@ -30,7 +30,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
 		return nil
 	}
-	if !c.managesService(es) {
+	if !c.claims.managesService(es) {
 		return c.removeFinalizer(ctx, es)
 	}
 	deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
@@ -48,7 +48,7 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		if !conditionIs(es, metav1.ConditionFalse, ReasonWaitingForTarget) {
 			msg := fmt.Sprintf("Being deleted: waiting up to %s for a ready pod before the resolver stops fronting Service %s",
 				c.cfg.DeletionGrace, strings.Join(quoted(unserved), ", "))
-			if err := c.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
+			if err := c.status.writeStatus(ctx, es, nil, "", metav1.ConditionFalse, ReasonWaitingForTarget, msg); err != nil {
 				return err
 			}
 			c.recorder.Event(es, corev1.EventTypeNormal, ReasonWaitingForTarget, msg)
@@ -89,7 +89,7 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 	}
 	if wait {
 		// The group first, so the target wakes to what it needs.
-		if err := c.restoreDependencies(ctx, es); err != nil {
+		if err := c.groups.restoreDependencies(ctx, es); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -115,10 +115,11 @@ func (c *Controller) restoreServing(ctx context.Context, es *elastiv1alpha1.Elas
 		return 0, nil, err
 	}
 
-	if unserved := c.frontedWithoutPods(es); targetPresent && len(unserved) > 0 && wait {
+	fronted := append([]string{es.Spec.Service}, c.oldFrontedServices(es)...)
+	if unserved := c.front.frontedWithoutPods(es.Namespace, fronted); targetPresent && len(unserved) > 0 && wait {
 		return restoreWaiting, unserved, nil
 	}
-	if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+	if err := c.front.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
 		return 0, nil, err
 	}
 	if err := c.deleteOwned(ctx, es, "", names.ResolverSlice(es.Spec.Service)); err != nil { // the resolver slice was handled above
@@ -132,7 +133,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 	// ElastiService for the same Service can claim it as soon as it hears of
 	// the deletion. If the patch fails, the queue retries the finalizer.
 	c.directory.ReleaseAll(es.Key())
-	c.releasePorts(ctx, es.Key())
+	c.front.releasePorts(ctx, es.Key())
 	rest := slices.DeleteFunc(slices.Clone(es.Finalizers), func(f string) bool { return f == elastiv1alpha1.Finalizer })
 	if _, err := c.patchFinalizers(ctx, es, rest); err != nil {
 		if apierrors.IsNotFound(err) {

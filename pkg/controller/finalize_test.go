@@ -53,7 +53,7 @@ func TestFinalizeWaitsForReadyTargetWithinGrace(t *testing.T) {
 	// again in at most 5s.
 	f.expectElasti(expectStatusUpdate(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonWaitingForTarget, t0)))
 	f.expectEvents("Normal " + ReasonWaitingForTarget)
-	err := c.syncHandler(ctx, keyOf(es))
+	err := c.syncElastiService(ctx, keyOf(es))
 	var after workloop.RequeueAfter
 	if !errors.As(err, &after) || time.Duration(after) != 5*time.Second {
 		t.Fatalf("sync returned %v, want RequeueAfter(5s)", err)
@@ -65,7 +65,7 @@ func TestFinalizeWaitsForReadyTargetWithinGrace(t *testing.T) {
 
 	// The informer delivers our status write; a sync on the cached copy it
 	// replaced waits for it instead of writing on stale state.
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	delivered := withStatus(es.DeepCopy(), elastiv1alpha1.ModeProxy, metav1.ConditionFalse, ReasonWaitingForTarget)
 	delivered.ResourceVersion += "-status"
@@ -78,7 +78,7 @@ func TestFinalizeWaitsForReadyTargetWithinGrace(t *testing.T) {
 	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
 	f.expectKube(expectDelete(servicesResource, names.PrivateService("web")))
 	f.expectElasti(expectFinalizerPatch(delivered, "example.com/keep"))
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	if _, ok := f.directory.Lookup(webKey); ok {
 		t.Error("directory still holds the Service after finalizing")

@@ -33,8 +33,8 @@ const (
 type groupConditionKey struct{}
 
 // wakePending reports whether a wake of es's group is under way.
-func (c *Controller) wakePending(es *elastiv1alpha1.ElastiService) bool {
-	return c.replicas.Pending(es.Key(), &es.Status)
+func (g *groupWaker) wakePending(es *elastiv1alpha1.ElastiService) bool {
+	return g.replicas.Pending(es.Key(), &es.Status)
 }
 
 // advanceGroup carries a wake of es's group on by one step: the group is
@@ -47,14 +47,14 @@ func (c *Controller) wakePending(es *elastiv1alpha1.ElastiService) bool {
 // DependenciesReady condition for the sync's status write, and the error
 // of a failed scale, which the caller returns after routing, so the key is
 // retried with backoff.
-func (c *Controller) advanceGroup(ctx context.Context, es *elastiv1alpha1.ElastiService, target scaletarget.State) (context.Context, error) {
+func (g *groupWaker) advanceGroup(ctx context.Context, es *elastiv1alpha1.ElastiService, target scaletarget.State) (context.Context, error) {
 	if len(es.Spec.WakeWith) == 0 {
 		return ctx, nil
 	}
 	logger := klog.FromContext(ctx)
-	members := group.Members(es.Namespace, es.Spec.WakeWith, c.scaler.Get)
+	members := group.Members(es.Namespace, es.Spec.WakeWith, g.scaler.Get)
 	step := group.Next(members)
-	wanted := target.Replicas > 0 || c.wakePending(es)
+	wanted := target.Replicas > 0 || g.wakePending(es)
 	cond := metav1.Condition{Type: elastiv1alpha1.ConditionDependenciesReady}
 	var err error
 	switch {
@@ -65,7 +65,7 @@ func (c *Controller) advanceGroup(ctx context.Context, es *elastiv1alpha1.Elasti
 		cond.Status, cond.Reason = metav1.ConditionTrue, elastiv1alpha1.ReasonDependenciesReady
 		cond.Message = fmt.Sprintf("All %d dependencies have their replicas ready", len(members))
 		if target.Replicas == 0 {
-			err = c.wakeGroupTarget(ctx, es)
+			err = g.wakeGroupTarget(ctx, es)
 		}
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, elastiv1alpha1.ReasonDependencyNotReady
@@ -75,11 +75,11 @@ func (c *Controller) advanceGroup(ctx context.Context, es *elastiv1alpha1.Elasti
 		cond.Message = "Waking in order, the target waits: " + group.Blocking(members, step)
 		if step.Action == group.ScaleUp {
 			m := members[step.Index]
-			if err = c.scaler.Scale(ctx, m.Ref, m.Wanted); err != nil {
-				c.recorder.Eventf(es, corev1.EventTypeWarning, ReasonDependencyScaleFailed, "Scaling dependency %s %q up failed: %v", m.Ref.Kind, m.Ref.Name, err)
+			if err = g.scaler.Scale(ctx, m.Ref, m.Wanted); err != nil {
+				g.recorder.Eventf(es, corev1.EventTypeWarning, ReasonDependencyScaleFailed, "Scaling dependency %s %q up failed: %v", m.Ref.Kind, m.Ref.Name, err)
 			} else {
 				logger.V(2).Info("Scaled up a dependency", "dependency", m.Ref.String(), "replicas", m.Wanted, "position", step.Index+1)
-				c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonDependencyScaled, "Scaled dependency %d of %d, %s %q, to %d",
+				g.recorder.Eventf(es, corev1.EventTypeNormal, ReasonDependencyScaled, "Scaled dependency %d of %d, %s %q, to %d",
 					step.Index+1, len(members), m.Ref.Kind, m.Ref.Name, m.Wanted)
 			}
 		}
@@ -89,15 +89,15 @@ func (c *Controller) advanceGroup(ctx context.Context, es *elastiv1alpha1.Elasti
 
 // wakeGroupTarget scales the target of a group whose dependencies are all
 // Ready (see scaletarget.Wake for the error policy).
-func (c *Controller) wakeGroupTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+func (g *groupWaker) wakeGroupTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
 	ref := scaletarget.RefFor(es)
-	replicas := scaletarget.GoalFor(c.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
-	err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
+	replicas := scaletarget.GoalFor(g.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
+	err := scaletarget.Wake(ctx, g.scaler, ref, replicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Dependencies ready: scaled up the target", "target", ref.String(), "replicas", replicas)
-	c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonGroupTargetWoken, "All %d dependencies are ready: scaled %s %q to %d",
+	g.recorder.Eventf(es, corev1.EventTypeNormal, ReasonGroupTargetWoken, "All %d dependencies are ready: scaled %s %q to %d",
 		len(es.Spec.WakeWith), ref.Kind, ref.Name, replicas)
 	return err
 }
@@ -105,7 +105,7 @@ func (c *Controller) wakeGroupTarget(ctx context.Context, es *elastiv1alpha1.Ela
 // setGroupCondition is writeStatus's hook: it sets the DependenciesReady
 // condition the sync decided on, or removes it from an ElastiService
 // without dependencies.
-func (c *Controller) setGroupCondition(ctx context.Context, es *elastiv1alpha1.ElastiService, next *elastiv1alpha1.ElastiServiceStatus) {
+func (w *statusWriter) setGroupCondition(ctx context.Context, es *elastiv1alpha1.ElastiService, next *elastiv1alpha1.ElastiServiceStatus) {
 	if len(es.Spec.WakeWith) == 0 {
 		meta.RemoveStatusCondition(&next.Conditions, elastiv1alpha1.ConditionDependenciesReady)
 		return
@@ -115,23 +115,23 @@ func (c *Controller) setGroupCondition(ctx context.Context, es *elastiv1alpha1.E
 		return
 	}
 	cond.ObservedGeneration = es.Generation
-	cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
+	cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 	meta.SetStatusCondition(&next.Conditions, cond)
 }
 
 // restoreDependencies scales every dependency of es below what it wants up
 // to it, in list order, without waiting: an ElastiService that lets go
 // (deletion, uninstall) leaves its whole group up, as it leaves its target.
-func (c *Controller) restoreDependencies(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	for _, m := range group.Members(es.Namespace, es.Spec.WakeWith, c.scaler.Get) {
+func (g *groupWaker) restoreDependencies(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	for _, m := range group.Members(es.Namespace, es.Spec.WakeWith, g.scaler.Get) {
 		if m.Err != nil || m.Replicas >= m.Wanted {
 			continue // a missing dependency has nothing to restore
 		}
-		if err := c.scaler.Scale(ctx, m.Ref, m.Wanted); err != nil {
+		if err := g.scaler.Scale(ctx, m.Ref, m.Wanted); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).V(2).Info("Restored dependency", "dependency", m.Ref.String(), "replicas", m.Wanted)
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
+		g.recorder.Eventf(es, corev1.EventTypeNormal, ReasonTargetRestored,
 			"Scaled dependency %s %q to %d replicas before elasti lets go of it", m.Ref.Kind, m.Ref.Name, m.Wanted)
 	}
 	return nil

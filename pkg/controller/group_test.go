@@ -63,9 +63,9 @@ func TestSyncAdvancesAGroupWake(t *testing.T) {
 			f.statefulSets = append(f.statefulSets, db)
 			f.deployments = append(f.deployments, worker)
 			_, ctx := ktesting.NewTestContext(t)
+			f.replicasObserver = &pendingReplicas{pending: tc.pending}
 			c := f.newController(ctx)
-			c.replicas = &pendingReplicas{pending: tc.pending}
-			_ = c.syncHandler(ctx, es.Key()) // serve waits on endpoints; only the group matters here
+			_ = c.syncElastiService(ctx, es.Key()) // serve waits on endpoints; only the group matters here
 
 			var scaled []string
 			var status *elastiv1alpha1.ElastiService
@@ -103,7 +103,7 @@ func TestSyncWithoutGroupHasNoDependenciesCondition(t *testing.T) {
 		Status: metav1.ConditionTrue, Reason: elastiv1alpha1.ReasonDependenciesReady})
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	_ = c.syncHandler(ctx, es.Key())
+	_ = c.syncElastiService(ctx, es.Key())
 	for _, a := range f.elastiClient.Actions() {
 		if u, ok := a.(core.UpdateAction); ok && u.GetSubresource() == "status" {
 			got := u.GetObject().(*elastiv1alpha1.ElastiService)

@@ -127,12 +127,12 @@ func (c *Controller) FrontForScaleDown(ctx context.Context, es *elastiv1alpha1.E
 	done = func(scaled bool) {
 		if !scaled {
 			c.handoffs.end(key, ho)
-			c.enqueue(key)
+			c.queue.Add(key)
 		}
 	}
 	// Ahead of the rest: a poller slot waits on this sync, and a
 	// fleet-wide idle scale-down goes only as fast as the slots free up.
-	c.enqueueUrgent(key)
+	c.queue.AddUrgent(key)
 	select {
 	case <-ho.fronted:
 	case <-ctx.Done():

@@ -125,8 +125,8 @@ func servingSeed(f *fixture) *elastiv1alpha1.ElastiService {
 func frontAsync(t *testing.T, c *Controller, es *elastiv1alpha1.ElastiService) (<-chan error, <-chan types.NamespacedName) {
 	queued := make(chan types.NamespacedName, 4)
 	urgent := make(chan types.NamespacedName, 1)
-	c.enqueue = func(key types.NamespacedName) { queued <- key }
-	c.enqueueUrgent = func(key types.NamespacedName) { urgent <- key }
+	c.queue.(*testQueue).add = func(key types.NamespacedName) { queued <- key }
+	c.queue.(*testQueue).addUrgent = func(key types.NamespacedName) { urgent <- key }
 	result := make(chan error, 1)
 	go func() {
 		done, err := c.FrontForScaleDown(context.Background(), es)
@@ -154,7 +154,7 @@ func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
 	c := f.newController(ctx)
 	result, queued := frontAsync(t, c, es)
 
-	err := c.syncHandler(ctx, keyOf(es))
+	err := c.syncElastiService(ctx, keyOf(es))
 	var after workloop.RequeueAfter
 	if !errors.As(err, &after) || time.Duration(after) != privateServiceRecheck {
 		t.Fatalf("first sync returned %v, want a requeue to look for the private service's endpoints", err)
@@ -195,7 +195,7 @@ func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
 	}
 
 	f.catchUp(ctx, es) // the first sync wrote status
-	err = c.syncHandler(ctx, keyOf(es))
+	err = c.syncElastiService(ctx, keyOf(es))
 	if !errors.As(err, &after) || time.Duration(after) != handoffTimeout {
 		t.Fatalf("sync returned %v, want a requeue when the handoff times out", err)
 	}
@@ -214,7 +214,7 @@ func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
 	}
 	f.catchUp(ctx, es)
 	f.kubeClient.ClearActions()
-	_ = c.syncHandler(ctx, keyOf(es))
+	_ = c.syncElastiService(ctx, keyOf(es))
 	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
 		if a.GetVerb() == "delete" {
 			t.Errorf("a sync during the handoff deleted %v", a)
@@ -224,7 +224,7 @@ func TestScaleDownHandoffFrontsBeforeTheScale(t *testing.T) {
 	// A sync that sees the target at zero ends the handoff.
 	scaleUp(f, "web", 0)
 	f.catchUp(ctx, es)
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	if left := c.handoffs.remaining(keyOf(es), f.clock.Now()); left != 0 {
 		t.Errorf("the handoff is still on after the target was seen at zero (%s left)", left)
 	}
@@ -242,7 +242,7 @@ func TestScaleDownHandoffWithElastiResolverFrontsAtOnce(t *testing.T) {
 	c := f.newController(ctx)
 	result, _ := frontAsync(t, c, es)
 
-	err := c.syncHandler(ctx, keyOf(es))
+	err := c.syncElastiService(ctx, keyOf(es))
 	var after workloop.RequeueAfter
 	if !errors.As(err, &after) || time.Duration(after) != handoffTimeout {
 		t.Fatalf("first sync returned %v, want a requeue when the handoff times out", err)
@@ -266,7 +266,7 @@ func TestScaleDownHandoffWithoutResolverIsRefused(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	result, _ := frontAsync(t, c, es)
-	_ = c.syncHandler(ctx, keyOf(es))
+	_ = c.syncElastiService(ctx, keyOf(es))
 	if err := <-result; !errors.Is(err, ErrNoResolver) {
 		t.Fatalf("FrontForScaleDown returned %v, want ErrNoResolver", err)
 	}

@@ -33,14 +33,14 @@ const (
 // away for a pod that does.
 func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiService, service string, replicas int32,
 	resolverSlice *discoveryv1.EndpointSlice, f fence) (bool, error) {
-	if replicas == 0 || !c.hasReadyEndpoints(es.Namespace, service, f) {
+	if replicas == 0 || !c.front.hasReadyEndpoints(es.Namespace, service, f) {
 		return false, nil
 	}
 	if resolverSlice == nil {
 		// Nothing to take away: the Service already relies on its pods.
 		return true, nil
 	}
-	ok, err := c.liveEndpoint(ctx, es.Namespace, service, f)
+	ok, err := c.live.liveEndpoint(ctx, es.Namespace, service, f)
 	if err == nil && !ok {
 		c.elastiServiceQueue.AddAfter(es.Key(), liveRecheck)
 	}
@@ -59,9 +59,9 @@ func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiServ
 // acted on the scale to zero. Leaving proxy for them sends the Service's
 // traffic to pods that are gone or going, and leaves it with no endpoint
 // at all once the controllers catch up.
-func (c *Controller) liveEndpoint(ctx context.Context, namespace, service string, f fence) (bool, error) {
+func (l *podLiveness) liveEndpoint(ctx context.Context, namespace, service string, f fence) (bool, error) {
 	var candidates []discoveryv1.Endpoint
-	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+	l.front.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
 		if !f.has(endpointKey(ep)) {
 			candidates = append(candidates, ep)
 		}
@@ -70,7 +70,7 @@ func (c *Controller) liveEndpoint(ctx context.Context, namespace, service string
 		if i == maxLiveChecks {
 			break
 		}
-		stays, err := c.podStays(ctx, namespace, ep.TargetRef)
+		stays, err := l.podStays(ctx, namespace, ep.TargetRef)
 		if stays || err != nil {
 			return stays, err
 		}
@@ -88,15 +88,15 @@ func (c *Controller) liveEndpoint(ctx context.Context, namespace, service string
 // An endpoint that names no pod cannot be checked and counts, and so does
 // everything when the operator may not read pods or their controllers
 // (RBAC from before this check): that is how it behaved before.
-func (c *Controller) podStays(ctx context.Context, namespace string, ref *corev1.ObjectReference) (bool, error) {
+func (l *podLiveness) podStays(ctx context.Context, namespace string, ref *corev1.ObjectReference) (bool, error) {
 	if ref == nil || ref.Kind != "Pod" || ref.Name == "" {
 		return true, nil
 	}
 	if ref.Namespace != "" {
 		namespace = ref.Namespace
 	}
-	pod, err := c.kubeClient.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if ok, done, err := c.readOutcome(ctx, err, "pod", namespace, ref.Name); done {
+	pod, err := l.kubeClient.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if ok, done, err := l.readOutcome(ctx, err, "pod", namespace, ref.Name); done {
 		return ok, err
 	}
 	if (ref.UID != "" && pod.UID != ref.UID) || pod.DeletionTimestamp != nil {
@@ -110,14 +110,14 @@ func (c *Controller) podStays(ctx context.Context, namespace string, ref *corev1
 	var replicas int32
 	switch {
 	case owner.APIVersion == appsv1.SchemeGroupVersion.String() && owner.Kind == "ReplicaSet":
-		rs, err := c.kubeClient.AppsV1().ReplicaSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
-		if ok, done, err := c.readOutcome(ctx, err, "ReplicaSet", namespace, owner.Name); done {
+		rs, err := l.kubeClient.AppsV1().ReplicaSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if ok, done, err := l.readOutcome(ctx, err, "ReplicaSet", namespace, owner.Name); done {
 			return ok, err
 		}
 		generation, observed, replicas = rs.Generation, rs.Status.ObservedGeneration, ptr.Deref(rs.Spec.Replicas, 1)
 	case owner.APIVersion == appsv1.SchemeGroupVersion.String() && owner.Kind == "StatefulSet":
-		sts, err := c.kubeClient.AppsV1().StatefulSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
-		if ok, done, err := c.readOutcome(ctx, err, "StatefulSet", namespace, owner.Name); done {
+		sts, err := l.kubeClient.AppsV1().StatefulSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		if ok, done, err := l.readOutcome(ctx, err, "StatefulSet", namespace, owner.Name); done {
 			return ok, err
 		}
 		generation, observed, replicas = sts.Generation, sts.Status.ObservedGeneration, ptr.Deref(sts.Spec.Replicas, 1)
@@ -131,14 +131,14 @@ func (c *Controller) podStays(ctx context.Context, namespace string, ref *corev1
 // answer when it decides it (done): gone means the pod does not stay,
 // forbidden means trusting the EndpointSlice (logged once), anything else
 // is retried.
-func (c *Controller) readOutcome(ctx context.Context, err error, kind, namespace, name string) (stays, done bool, _ error) {
+func (l *podLiveness) readOutcome(ctx context.Context, err error, kind, namespace, name string) (stays, done bool, _ error) {
 	switch {
 	case err == nil:
 		return false, false, nil
 	case apierrors.IsNotFound(err):
 		return false, true, nil
 	case apierrors.IsForbidden(err):
-		c.readForbidden.Do(func() {
+		l.readForbidden.Do(func() {
 			klog.FromContext(ctx).Error(err, "Cannot read the pods behind ready endpoints; trusting EndpointSlices alone (grant the operator get on pods and replicasets)")
 		})
 		return true, true, nil
@@ -152,9 +152,9 @@ func (c *Controller) readOutcome(ctx context.Context, err error, kind, namespace
 // fence. Judging from the Service's slices rather than the target's replica
 // count means serve mode starts only once traffic can really reach a ready
 // pod.
-func (c *Controller) hasReadyEndpoints(namespace, service string, f fence) bool {
+func (r *resolverFront) hasReadyEndpoints(namespace, service string, f fence) bool {
 	found := false
-	c.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
+	r.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
 		found = found || !f.has(endpointKey(ep))
 	})
 	return found

@@ -155,7 +155,7 @@ func TestLeavingProxyWhenPodsCannotBeRead(t *testing.T) {
 			if tc.serve {
 				expectLeave(f, es, elastiv1alpha1.ModeServe)
 			}
-			err := c.syncHandler(ctx, keyOf(es))
+			err := c.syncElastiService(ctx, keyOf(es))
 			f.verify()
 			if tc.serve != (err == nil) {
 				t.Errorf("sync returned %v", err)

@@ -100,7 +100,7 @@ func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []strin
 		keep = append(keep, types.NamespacedName{Namespace: es.Namespace, Name: svc})
 	}
 	c.directory.ReleaseAll(es.Key(), keep...)
-	if claimant, ok = c.claim(es); !ok {
+	if claimant, ok = c.claims.claim(es); !ok {
 		return claimant, false
 	}
 	entry := directory.EntryFor(es)
@@ -115,13 +115,14 @@ func (c *Controller) claimServices(es *elastiv1alpha1.ElastiService, old []strin
 // further (see the top of this file) and returns those not yet let go of.
 // With none left it deletes every generated object of an earlier
 // spec.service.
-func (c *Controller) leaveOldServices(ctx context.Context, es *elastiv1alpha1.ElastiService, old []string) ([]leaving, error) {
+func (c *Controller) leaveOldServices(ctx context.Context, f *facts, old []string) ([]leaving, error) {
+	es := f.es
 	key := es.Key()
 	if len(old) == 0 {
 		c.drains.forget(key)
 		return nil, c.deleteStaleObjects(ctx, es)
 	}
-	replicas, err := c.wakeForMove(ctx, es)
+	replicas, err := c.wakeForMove(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func (c *Controller) leaveStep(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		if err != nil || !serving {
 			return leaving{svc: svc, fronted: true}, false, err
 		}
-		if err := c.deleteResolverSlice(ctx, es.Namespace, svc.Name); err != nil {
+		if err := c.front.deleteResolverSlice(ctx, es.Namespace, svc.Name); err != nil {
 			return leaving{}, false, err
 		}
 		c.drains.start(key, svc.Name, now)
@@ -179,24 +180,25 @@ func (c *Controller) leaveStep(ctx context.Context, es *elastiv1alpha1.ElastiSer
 // wakeForMove scales the target up if it is at zero while an old Service
 // still has only the resolver in front of it: that Service's own pods are
 // all that can end the move. It returns the target's replicas, 0 when the
-// target cannot be read (the old Services then stay fronted).
-func (c *Controller) wakeForMove(ctx context.Context, es *elastiv1alpha1.ElastiService) (int32, error) {
-	ref := scaletarget.RefFor(es)
-	state, err := c.scaler.Get(ref)
-	if err != nil {
+// target cannot be read (the old Services then stay fronted). A wake is
+// recorded in f, as the Scaler, which reads its own writes, would show it.
+func (c *Controller) wakeForMove(ctx context.Context, f *facts) (int32, error) {
+	es, ref := f.es, f.target
+	if f.targetErr != nil {
 		// Nothing can wake without a target; the reconcile that follows
 		// reports why.
 		return 0, nil
 	}
 	fronted := c.oldFrontedServices(es)
-	if state.Replicas > 0 || len(fronted) == 0 {
-		return state.Replicas, nil
+	if f.state.Replicas > 0 || len(fronted) == 0 {
+		return f.state.Replicas, nil
 	}
 	replicas := scaletarget.GoalFor(c.scaler, ref, directory.EntryFor(es).MinTargetReplicas, es.Spec.Autoscaler).Replicas
-	err = scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
+	err := scaletarget.Wake(ctx, c.scaler, ref, replicas, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		return 0, err
 	}
+	f.state.Replicas = replicas
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Woke the target for a move; KEDA stays paused", "target", ref.String())
 	}
@@ -215,12 +217,12 @@ func (c *Controller) frontOldServices(ctx context.Context, es *elastiv1alpha1.El
 	if !slices.ContainsFunc(old, func(l leaving) bool { return l.fronted }) {
 		return nil
 	}
-	endpoints, perPort := c.resolverEndpoints()
+	endpoints, perPort := c.front.resolverEndpoints()
 	for _, l := range old {
 		if !l.fronted {
 			continue
 		}
-		if err := c.ensureResolverSlice(ctx, es, l.svc, endpoints, perPortRoutes(es, ports, l.svc.Name, perPort), nil); err != nil {
+		if err := c.front.ensureResolverSlice(ctx, es, l.svc, endpoints, perPortRoutes(es, ports, l.svc.Name, perPort), nil); err != nil {
 			return err
 		}
 	}
@@ -232,10 +234,10 @@ func (c *Controller) frontOldServices(ctx context.Context, es *elastiv1alpha1.El
 // theirs, and their resolver slices stay current.
 func (c *Controller) portsWithoutService(ctx context.Context, es *elastiv1alpha1.ElastiService, old []leaving) (*portStatus, error) {
 	if len(old) == 0 {
-		c.releasePorts(ctx, es.Key())
+		c.front.releasePorts(ctx, es.Key())
 		return noPorts, nil
 	}
-	ports := c.assignPorts(ctx, es, nil, old)
+	ports := c.front.assignPorts(ctx, es, nil, old)
 	return ports, c.frontOldServices(ctx, es, old, ports)
 }
 

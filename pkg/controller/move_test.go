@@ -71,7 +71,7 @@ func TestMoveAtZeroKeepsTheOldServiceFronted(t *testing.T) {
 
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	wantClaimed(t, f, webKey, true)
 	wantClaimed(t, f, webV2Key, true)
@@ -106,7 +106,7 @@ func TestMoveLetsTheOldServiceGoForALivePodThenDrains(t *testing.T) {
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, t0),
 		rp("web-v2", "http", 80, 20001), rp("web", "http", 80, 20000))))
 	f.expectEvents("Normal " + ReasonSwitchedToServe)
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	es = deliver(t, f, "web")
 	f.elastiClient.ClearActions()
@@ -118,13 +118,13 @@ func TestMoveLetsTheOldServiceGoForALivePodThenDrains(t *testing.T) {
 	f.kubeClient.ClearActions()
 	f.expectKube(core.NewGetAction(podsResource, testNamespace, "web-1"))
 	f.expectKube(expectDelete(endpointSlicesResource, names.ResolverSlice("web")))
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	removeFromCache(t, f, names.ResolverSlice("web"))
 
 	// 3. Draining: nothing changes until moveDrain has passed.
 	f.clock.Step(moveDrain - time.Second)
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	wantClaimed(t, f, webKey, true)
 	if !c.Moving(es) {
@@ -136,7 +136,7 @@ func TestMoveLetsTheOldServiceGoForALivePodThenDrains(t *testing.T) {
 	f.expectKube(expectDelete(servicesResource, names.PrivateService("web")))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled, f.clock.Now()),
 		rp("web-v2", "http", 80, 20001))))
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	wantClaimed(t, f, webKey, false)
 	wantClaimed(t, f, webV2Key, true)
@@ -198,7 +198,7 @@ func TestDeletionMidMoveKeepsTheOldServiceFronted(t *testing.T) {
 
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	err := c.syncHandler(ctx, keyOf(es))
+	err := c.syncElastiService(ctx, keyOf(es))
 	var after workloop.RequeueAfter
 	if !errors.As(err, &after) || time.Duration(after) != 5*time.Second {
 		t.Fatalf("sync returned %v, want RequeueAfter(5s) while the old Service has only the resolver", err)
@@ -215,7 +215,7 @@ func TestDeletionMidMoveKeepsTheOldServiceFronted(t *testing.T) {
 	}
 	f.catchUp(ctx, es) // the first sync wrote status
 	f.kubeClient.ClearActions()
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	deleted := false
 	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
 		if d, ok := a.(core.DeleteAction); ok && d.GetResource().Resource == "endpointslices" && d.GetName() == names.ResolverSlice("web") {

@@ -37,7 +37,7 @@ var noPorts = &portStatus{}
 // Service is switched to it. The old Services of a move keep the ports
 // they hold until they are let go of (move.go); public is nil while
 // spec.service names no Service.
-func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, old []leaving) *portStatus {
+func (r *resolverFront) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, old []leaving) *portStatus {
 	var want []portalloc.Port
 	names := map[portalloc.Port]string{}
 	var services []*corev1.Service
@@ -61,9 +61,9 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 		recorded = append(recorded, portalloc.Assignment{Service: rp.Service, Port: rp.Port, ResolverPort: rp.ResolverPort})
 	}
 
-	got, freed, err := c.ports.Assign(es.Key(), want, recorded)
+	got, freed, err := r.ports.Assign(es.Key(), want, recorded)
 	if freed {
-		c.enqueuePortWaiters(ctx, es.Key())
+		r.enqueuePortWaiters(ctx, es.Key())
 	}
 	if err != nil {
 		// The messages name no free count, which moves with every other
@@ -71,24 +71,24 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 		reason := ReasonResolverPortRangeExhausted
 		msg := fmt.Sprintf("--resolver-port-range %s has too few free ports for the TCP ports of Service %q (%d); "+
 			"it is reached through Host routing on the resolver's proxy port %d until ports are freed or the range is widened",
-			c.ports.Range(), es.Spec.Service, len(want), c.cfg.ResolverProxyPort)
+			r.ports.Range(), es.Spec.Service, len(want), r.cfg.ResolverProxyPort)
 		var quota *portalloc.QuotaError
 		if errors.As(err, &quota) {
 			reason = ReasonResolverPortQuotaExceeded
 			if quota.PerNamespace {
 				msg = fmt.Sprintf("namespace %q holds too many of its --resolver-ports-per-namespace %d for the TCP ports of Service %q (%d); "+
 					"it is reached through Host routing on the resolver's proxy port %d until the namespace's other ElastiServices free ports",
-					es.Namespace, quota.Limit, es.Spec.Service, len(want), c.cfg.ResolverProxyPort)
+					es.Namespace, quota.Limit, es.Spec.Service, len(want), r.cfg.ResolverProxyPort)
 			} else {
 				msg = fmt.Sprintf("Service %q has more TCP ports (%d) than --resolver-ports-per-elastiservice %d; "+
 					"it is reached through Host routing on the resolver's proxy port %d",
-					es.Spec.Service, len(want), quota.Limit, c.cfg.ResolverProxyPort)
+					es.Spec.Service, len(want), quota.Limit, r.cfg.ResolverProxyPort)
 			}
 		}
 		if !hasCondition(es, elastiv1alpha1.ConditionResolverPortsAssigned, metav1.ConditionFalse, reason) {
-			klog.FromContext(ctx).V(2).Info("No resolver ports", "reason", reason, "range", c.ports.Range().String(),
+			klog.FromContext(ctx).V(2).Info("No resolver ports", "reason", reason, "range", r.ports.Range().String(),
 				"service", klog.KRef(es.Namespace, es.Spec.Service), "err", err)
-			c.recorder.Event(es, corev1.EventTypeWarning, reason, msg)
+			r.recorder.Event(es, corev1.EventTypeWarning, reason, msg)
 		}
 		return &portStatus{condition: &metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg}}
 	}
@@ -110,19 +110,19 @@ func (c *Controller) assignPorts(ctx context.Context, es *elastiv1alpha1.ElastiS
 }
 
 // releasePorts lets go of every port es holds, and lets in whoever waited.
-func (c *Controller) releasePorts(ctx context.Context, es types.NamespacedName) {
-	if c.ports.Release(es) {
-		c.enqueuePortWaiters(ctx, es)
+func (r *resolverFront) releasePorts(ctx context.Context, es types.NamespacedName) {
+	if r.ports.Release(es) {
+		r.enqueuePortWaiters(ctx, es)
 	}
 }
 
 // enqueuePortWaiters re-syncs the ElastiServices that found the range
 // exhausted, since a port was freed; except the one that freed it.
-func (c *Controller) enqueuePortWaiters(ctx context.Context, freedBy portalloc.Owner) {
-	for _, w := range c.ports.Waiting() {
+func (r *resolverFront) enqueuePortWaiters(ctx context.Context, freedBy portalloc.Owner) {
+	for _, w := range r.ports.Waiting() {
 		if w != freedBy {
 			klog.FromContext(ctx).V(4).Info("Resolver port freed; retrying a waiting ElastiService", "waiting", klog.KRef(w.Namespace, w.Name))
-			c.enqueue(w)
+			r.queue.Add(w)
 		}
 	}
 }
@@ -153,16 +153,16 @@ func perPortRoutes(es *elastiv1alpha1.ElastiService, ps *portStatus, service str
 	return routes
 }
 
-// SeedResolverPorts rebuilds the port allocator from every ElastiService's
+// seedResolverPorts rebuilds the port allocator from every ElastiService's
 // status.resolverPorts, so a new leader (or a restarted operator) keeps
 // every assignment its predecessors recorded. Run it before the workers
 // start. Where two ElastiServices recorded the same port (after a restore
 // from backup, say) the older one keeps it, then the first by
 // namespace/name, so every replica decides the same; the other is given a
 // new port when it syncs.
-func (c *Controller) SeedResolverPorts(ctx context.Context) {
+func (r *resolverFront) seedResolverPorts(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	all, err := c.elastiServices.List(labels.Everything())
+	all, err := r.elastiServices.List(labels.Everything())
 	if err != nil {
 		logger.Error(err, "Cannot list ElastiServices to seed the resolver ports")
 		return
@@ -176,23 +176,28 @@ func (c *Controller) SeedResolverPorts(ctx context.Context) {
 		}
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	c.ports.Reset()
+	r.ports.Reset()
 	for _, es := range all {
 		recorded := make([]portalloc.Assignment, 0, len(es.Status.ResolverPorts))
 		for _, rp := range es.Status.ResolverPorts {
 			recorded = append(recorded, portalloc.Assignment{Service: rp.Service, Port: rp.Port, ResolverPort: rp.ResolverPort})
 		}
-		for _, l := range c.ports.Seed(es.Key(), recorded) {
+		for _, l := range r.ports.Seed(es.Key(), recorded) {
 			logger.V(2).Info("Recorded resolver port not kept; it will be reassigned",
 				"elastiService", klog.KObj(es), "service", l.Service, "port", l.Port, "resolverPort", l.ResolverPort,
-				"range", c.ports.Range().String())
+				"range", r.ports.Range().String())
 		}
 	}
-	logger.V(2).Info("Resolver ports seeded", "inUse", c.ports.InUse(), "range", c.ports.Range().String())
+	logger.V(2).Info("Resolver ports seeded", "inUse", r.ports.InUse(), "range", r.ports.Range().String())
 }
+
+// SeedResolverPorts rebuilds the port allocator from every
+// ElastiService's status (see resolverFront.seedResolverPorts). Run it
+// before the workers start.
+func (c *Controller) SeedResolverPorts(ctx context.Context) { c.front.seedResolverPorts(ctx) }
 
 // ResolverPorts reports how many resolver ports are held and how many the
 // range has, for metrics.
 func (c *Controller) ResolverPorts() (inUse, size int) {
-	return c.ports.InUse(), c.ports.Range().Size()
+	return c.front.ports.InUse(), c.front.ports.Range().Size()
 }

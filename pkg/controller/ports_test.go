@@ -159,7 +159,7 @@ func TestHostRoutingUnlessEveryReadyResolverPodDeclares(t *testing.T) {
 			f.resolverSlices = tc.resolver
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
-			_ = c.syncHandler(ctx, keyOf(es)) // ResolverUnavailable backs off
+			_ = c.syncElastiService(ctx, keyOf(es)) // ResolverUnavailable backs off
 			if got := slicePorts(t, f, "web"); !slices.Equal(got, tc.want) {
 				t.Errorf("slice ports = %v, want %v", got, tc.want)
 			}
@@ -211,8 +211,8 @@ func TestExhaustedRangeFallsBackAndWaitsForAFreedPort(t *testing.T) {
 	c := f.newController(ctx)
 	keys := capture(c)
 
-	wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("a"))))
-	wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("b"))))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(f.elastiService("a"))))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(f.elastiService("b"))))
 	b := statusOf(t, f, "b")
 	cond := portsCondition(b)
 	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != elastiv1alpha1.ReasonResolverPortRangeExhausted ||
@@ -240,7 +240,7 @@ func TestExhaustedRangeFallsBackAndWaitsForAFreedPort(t *testing.T) {
 	deliver(t, f, "b")
 	f.kubeClient.ClearActions()
 	f.elastiClient.ClearActions()
-	wantNoError(t, c.syncHandler(ctx, keyOf(b)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(b)))
 	if n := len(filterInformerActions(f.elastiClient.Actions())) + len(filterInformerActions(f.kubeClient.Actions())); n != 0 || len(drainEvents(f)) != 0 {
 		t.Errorf("an unchanged exhausted ElastiService made %d writes and events", n)
 	}
@@ -250,9 +250,9 @@ func TestExhaustedRangeFallsBackAndWaitsForAFreedPort(t *testing.T) {
 	if err := f.esIndexer.Delete(f.elastiService("a")); err != nil {
 		t.Fatal(err)
 	}
-	wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("a"))))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(f.elastiService("a"))))
 	wantKeys(t, "freeing a's port", keys(), "shop/b")
-	wantNoError(t, c.syncHandler(ctx, keyOf(b)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(b)))
 	b = statusOf(t, f, "b")
 	if cond := portsCondition(b); cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != elastiv1alpha1.ReasonResolverPortsAssigned {
 		t.Errorf("b's ResolverPortsAssigned = %+v after a port was freed, want True", cond)
@@ -261,7 +261,7 @@ func TestExhaustedRangeFallsBackAndWaitsForAFreedPort(t *testing.T) {
 		t.Errorf("b records %v, want a's freed port", b.Status.ResolverPorts)
 	}
 	deliver(t, f, "b")
-	wantNoError(t, c.syncHandler(ctx, keyOf(b)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(b)))
 	if got := slicePorts(t, f, "b"); !slices.Equal(got, []int32{20000}) {
 		t.Errorf("b's slice ports = %v once its port is recorded, want [20000]", got)
 	}
@@ -309,7 +309,7 @@ func TestSeedResolverPortsKeepsEveryRecordedPort(t *testing.T) {
 	// The newest first: without the seed, n would take 20000 from z and y
 	// would take 20003 from x.
 	for _, es := range []*elastiv1alpha1.ElastiService{n, y, z, x} {
-		wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+		wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	}
 	got := map[string]int32{}
 	for _, name := range []string{"x", "y", "z", "n"} {
@@ -342,10 +342,10 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		c := f.newController(ctx)
 		c.SeedResolverPorts(ctx)
-		wantWaiting(t, c.syncHandler(ctx, keyOf(es)), ReasonServiceNotFound)
+		wantWaiting(t, c.syncElastiService(ctx, keyOf(es)), ReasonServiceNotFound)
 		got := statusOf(t, f, "web")
-		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.ports.InUse() != 0 {
-			t.Errorf("after the Service went: ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.ports.InUse())
+		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.front.ports.InUse() != 0 {
+			t.Errorf("after the Service went: ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.front.ports.InUse())
 		}
 	})
 	t.Run("conflict loser", func(t *testing.T) {
@@ -359,10 +359,10 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		c := f.newController(ctx)
 		c.SeedResolverPorts(ctx)
-		wantNoError(t, c.syncHandler(ctx, keyOf(loser)))
+		wantNoError(t, c.syncElastiService(ctx, keyOf(loser)))
 		got := statusOf(t, f, "loser")
-		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.ports.InUse() != 0 {
-			t.Errorf("the loser keeps ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.ports.InUse())
+		if len(got.Status.ResolverPorts) != 0 || portsCondition(got) != nil || c.front.ports.InUse() != 0 {
+			t.Errorf("the loser keeps ports %v, condition %+v, %d held", got.Status.ResolverPorts, portsCondition(got), c.front.ports.InUse())
 		}
 	})
 	t.Run("finalized", func(t *testing.T) {
@@ -377,13 +377,13 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		for i := range testPortRange.Size() {
 			all = append(all, portalloc.Port{Service: "other", Port: int32(i + 1)})
 		}
-		if _, _, err := c.ports.Assign(f.elastiService("waiting").Key(), all, nil); err == nil {
+		if _, _, err := c.front.ports.Assign(f.elastiService("waiting").Key(), all, nil); err == nil {
 			t.Fatal("waiting got every port of the range although web holds one")
 		}
 		keys := capture(c)
-		wantNoError(t, c.syncHandler(ctx, keyOf(es)))
-		if c.ports.InUse() != 0 {
-			t.Errorf("%d ports held after the finalizer went", c.ports.InUse())
+		wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
+		if c.front.ports.InUse() != 0 {
+			t.Errorf("%d ports held after the finalizer went", c.front.ports.InUse())
 		}
 		wantKeys(t, "finalizing", keys(), "shop/waiting")
 	})
@@ -391,12 +391,12 @@ func TestPortsReleasedWhenTheServiceGoesOrIsContested(t *testing.T) {
 		f := newFixture(t)
 		_, ctx := ktesting.NewTestContext(t)
 		c := f.newController(ctx)
-		if _, _, err := c.ports.Assign(newElastiService("web", "web", "web").Key(), []portalloc.Port{{Service: "web", Port: 80}}, nil); err != nil {
+		if _, _, err := c.front.ports.Assign(newElastiService("web", "web", "web").Key(), []portalloc.Port{{Service: "web", Port: 80}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		wantNoError(t, c.syncHandler(ctx, types.NamespacedName{Namespace: testNamespace, Name: "web"}))
-		if c.ports.InUse() != 0 {
-			t.Errorf("%d ports held for a gone ElastiService", c.ports.InUse())
+		wantNoError(t, c.syncElastiService(ctx, types.NamespacedName{Namespace: testNamespace, Name: "web"}))
+		if c.front.ports.InUse() != 0 {
+			t.Errorf("%d ports held for a gone ElastiService", c.front.ports.InUse())
 		}
 	})
 }
@@ -434,8 +434,8 @@ func TestPortQuotaFallsBackToHostRouting(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
 
-			wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("a"))))
-			wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("b"))))
+			wantNoError(t, c.syncElastiService(ctx, keyOf(f.elastiService("a"))))
+			wantNoError(t, c.syncElastiService(ctx, keyOf(f.elastiService("b"))))
 			b := statusOf(t, f, "b")
 			if cond := portsCondition(b); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != elastiv1alpha1.ReasonResolverPortQuotaExceeded ||
 				!strings.Contains(cond.Message, tc.inMsg) || !strings.Contains(cond.Message, "Host routing") {
@@ -459,7 +459,7 @@ func TestPortQuotaFallsBackToHostRouting(t *testing.T) {
 			}
 			// a, within its quota, routes per port once its port is recorded.
 			deliver(t, f, "a")
-			wantNoError(t, c.syncHandler(ctx, keyOf(f.elastiService("a"))))
+			wantNoError(t, c.syncElastiService(ctx, keyOf(f.elastiService("a"))))
 			if got := slicePorts(t, f, "a"); !slices.Equal(got, []int32{20000}) {
 				t.Errorf("a's slice ports = %v, want [20000]", got)
 			}

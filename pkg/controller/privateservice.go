@@ -30,9 +30,9 @@ func privateServiceSpec(public *corev1.Service) corev1.ServiceSpec {
 
 // createPrivateService creates elasti-<svc>-pvt-<hash> unless it exists, and
 // reports whether it did. Only syncPrivateService calls it.
-func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) (bool, error) {
+func (r *resolverFront) createPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) (bool, error) {
 	name := names.PrivateService(public.Name)
-	if _, err := c.services.Services(es.Namespace).Get(name); !apierrors.IsNotFound(err) {
+	if _, err := r.services.Services(es.Namespace).Get(name); !apierrors.IsNotFound(err) {
 		// There already (mirrorPrivateService keeps it in step), or the
 		// cache cannot say.
 		return false, err
@@ -46,7 +46,7 @@ func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha
 		},
 		Spec: privateServiceSpec(public),
 	}
-	if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+	if _, err := r.kubeClient.CoreV1().Services(es.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
 		// AlreadyExists means our cache is behind: retry with fresh state.
 		return false, fmt.Errorf("create private service %s: %w", name, err)
 	}
@@ -60,10 +60,10 @@ func (c *Controller) createPrivateService(ctx context.Context, es *elastiv1alpha
 // proxy): the resolver reaches the target's pods through its
 // EndpointSlices. A Service that never needs the resolver costs no private
 // Service, no EndpointSlice for it, and no writes.
-func (c *Controller) requestPrivateService(es *elastiv1alpha1.ElastiService) bool {
-	_, err := c.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service))
+func (r *resolverFront) requestPrivateService(es *elastiv1alpha1.ElastiService) bool {
+	_, err := r.services.Services(es.Namespace).Get(names.PrivateService(es.Spec.Service))
 	if apierrors.IsNotFound(err) {
-		c.wantPrivateService(es.Key())
+		r.privateServices.Add(es.Key())
 		return false
 	}
 	return err == nil
@@ -72,15 +72,15 @@ func (c *Controller) requestPrivateService(es *elastiv1alpha1.ElastiService) boo
 // syncPrivateService creates the private Service of the ElastiService key,
 // if it still fronts a Service; the private Service's add event brings the
 // ElastiService back to its own sync.
-func (c *Controller) syncPrivateService(ctx context.Context, key types.NamespacedName) error {
-	es, err := c.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
+func (r *resolverFront) syncPrivateService(ctx context.Context, key types.NamespacedName) error {
+	es, err := r.elastiServices.ElastiServices(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil || es.DeletionTimestamp != nil {
 		return err
 	}
-	public, err := c.services.Services(es.Namespace).Get(es.Spec.Service)
+	public, err := r.services.Services(es.Namespace).Get(es.Spec.Service)
 	if apierrors.IsNotFound(err) {
 		return nil // its ElastiService reports the missing Service
 	}
@@ -88,15 +88,15 @@ func (c *Controller) syncPrivateService(ctx context.Context, key types.Namespace
 		return err
 	}
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", klog.KObj(es)))
-	_, err = c.createPrivateService(ctx, es, public)
+	_, err = r.createPrivateService(ctx, es, public)
 	return err
 }
 
 // mirrorPrivateService keeps an existing private Service (made by an earlier
 // sync, an older elasti or KubeElasti) in step with the public Service, and
 // adopts one KubeElasti left without an owner. It creates none.
-func (c *Controller) mirrorPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) error {
-	existing, err := c.services.Services(es.Namespace).Get(names.PrivateService(public.Name))
+func (r *resolverFront) mirrorPrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service) error {
+	existing, err := r.services.Services(es.Namespace).Get(names.PrivateService(public.Name))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -117,10 +117,10 @@ func (c *Controller) mirrorPrivateService(ctx context.Context, es *elastiv1alpha
 		existing.Labels[LabelManagedBy] == AgentName {
 		return nil
 	}
-	return c.updatePrivateService(ctx, es, existing, want)
+	return r.updatePrivateService(ctx, es, existing, want)
 }
 
-func (c *Controller) updatePrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, existing *corev1.Service, want corev1.ServiceSpec) error {
+func (r *resolverFront) updatePrivateService(ctx context.Context, es *elastiv1alpha1.ElastiService, existing *corev1.Service, want corev1.ServiceSpec) error {
 	updated := existing.DeepCopy()
 	updated.Spec.Type = want.Type
 	updated.Spec.Selector = want.Selector
@@ -132,7 +132,7 @@ func (c *Controller) updatePrivateService(ctx context.Context, es *elastiv1alpha
 		updated.Labels = map[string]string{}
 	}
 	updated.Labels[LabelManagedBy] = AgentName
-	if _, err := c.kubeClient.CoreV1().Services(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+	if _, err := r.kubeClient.CoreV1().Services(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
 		return fmt.Errorf("update private service %s: %w", existing.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Mirrored public service onto private service", "service", klog.KObj(existing))
@@ -143,7 +143,7 @@ func (c *Controller) updatePrivateService(ctx context.Context, es *elastiv1alpha
 // published a slice for es's private Service yet: until it has, KubeElasti's
 // resolver put in front would hold every request, though the target's pods
 // are ready, and wake a target that is not asleep.
-func (c *Controller) privateServicePublished(es *elastiv1alpha1.ElastiService) bool {
-	objs, err := c.sliceIndexer.ByIndex(indexByService, es.Namespace+"/"+names.PrivateService(es.Spec.Service))
+func (r *resolverFront) privateServicePublished(es *elastiv1alpha1.ElastiService) bool {
+	objs, err := r.sliceIndexer.ByIndex(indexByService, es.Namespace+"/"+names.PrivateService(es.Spec.Service))
 	return err == nil && len(objs) > 0
 }

@@ -3,8 +3,10 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -15,11 +17,10 @@ import (
 )
 
 // Reconcile's not-Ready exits are small checks (see pkg/policy): each
-// reads only the facts reconcile has gathered so far and returns nil to
-// let it go on, or the reason and message the Ready condition is set
-// False with. Reconcile meets them in this order, acting (claiming,
-// fronting) between the stages, and the first one that fails ends the
-// sync:
+// reads only the facts reconcile gathered and returns nil to let it go on,
+// or the reason and message the Ready condition is set False with. The
+// plan (plan.go) meets them in this order, and the first one that fails
+// sets the stage the sync stops at:
 //
 //  1. invalidSpec
 //  2. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
@@ -53,6 +54,20 @@ type facts struct {
 	// Service is resolverNamespace/resolverService.
 	resolverPods                       int
 	resolverNamespace, resolverService string
+
+	// state is the target's, read with targetErr.
+	state scaletarget.State
+	// old names the Services of a move not yet let go of.
+	old []string
+	// slice is the Service's resolver slice, nil when there is none;
+	// fenced is its fence at now.
+	slice  *discoveryv1.EndpointSlice
+	fenced fence
+	now    time.Time
+	// resolverEndpoints are the resolver's ready endpoints (resolverPods
+	// counts them); perPort says they all serve per-port routing.
+	resolverEndpoints []discoveryv1.Endpoint
+	perPort           bool
 }
 
 // notReady is a failed check: the Ready condition's reason and message,

@@ -74,7 +74,7 @@ func (c *Controller) releaseStep(ctx context.Context, key types.NamespacedName) 
 	if err != nil {
 		return false, "", err
 	}
-	if c.managesService(es) {
+	if c.claims.managesService(es) {
 		step, unserved, err := c.restoreServing(ctx, es, true)
 		if err != nil {
 			return false, "", err

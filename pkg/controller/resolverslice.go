@@ -32,9 +32,9 @@ import (
 // which listens on the proxy port alone) lands in a slice without it. One
 // such pod is enough to keep every Service on Host routing: its share of
 // the traffic would otherwise reach ports it does not listen on.
-func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bool) {
-	list, err := c.resolverSlices.EndpointSlices(c.cfg.ResolverNamespace).List(
-		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: c.cfg.ResolverService}))
+func (r *resolverFront) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bool) {
+	list, err := r.resolverSlices.EndpointSlices(r.cfg.ResolverNamespace).List(
+		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: r.cfg.ResolverService}))
 	if err != nil {
 		return nil, false
 	}
@@ -71,16 +71,62 @@ func (c *Controller) resolverEndpoints() (out []discoveryv1.Endpoint, perPort bo
 	return out, perPort && len(out) > 0
 }
 
-// ensureResolverSlice points the public Service at the resolver: one
-// endpoint per ready resolver pod, and one port per public Service TCP port,
-// named like it. A port in routes (Service port → resolver port) points at
-// its own resolver port, carrying the Service port's appProtocol, so the
-// resolver knows the Service from the port alone; any other port points at
-// the resolver's proxy port, where it routes by Host.
-func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
+// ensureResolverSlice points the public Service at the resolver: it
+// writes the slice desiredResolverSlice decides on, if it differs from the
+// one there.
+func (r *resolverFront) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service,
 	endpoints []discoveryv1.Endpoint, routes map[int32]int32, f *fence) error {
 	name := names.ResolverSlice(public.Name)
-	ports := c.resolverSlicePorts(public, routes)
+	existing, err := r.slices.EndpointSlices(es.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		existing, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	want, change, err := desiredResolverSlice(es, public, existing, endpoints, resolverSlicePorts(public, routes, r.cfg.ResolverProxyPort), f)
+	logger := klog.FromContext(ctx)
+	slices := r.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace)
+	switch change {
+	case sliceCreate:
+		if _, err := slices.Create(ctx, want, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
+			return fmt.Errorf("create resolver slice %s: %w", name, err)
+		}
+		logger.V(2).Info("Created resolver slice", "endpointSlice", klog.KObj(want), "endpoints", len(want.Endpoints))
+	case sliceUpdate:
+		if _, err := slices.Update(ctx, want, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+			return fmt.Errorf("update resolver slice %s: %w", name, err)
+		}
+		logger.V(2).Info("Updated resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(want.Endpoints))
+	case sliceReplace:
+		if err := r.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// sliceChange is what a resolver slice needs (desiredResolverSlice).
+type sliceChange int
+
+const (
+	sliceKeep   sliceChange = iota // it is as wanted, or must not be touched
+	sliceCreate                    // there is none
+	sliceUpdate                    // it differs from the one wanted
+	// sliceReplace: its addressType, which is immutable, is not IPv4;
+	// it is deleted, and the next sync creates it again.
+	sliceReplace
+)
+
+// desiredResolverSlice is the resolver slice of public that es wants,
+// given existing (nil when there is none), and what existing needs to
+// become it. The slice has one endpoint per ready resolver pod, and ports
+// from resolverSlicePorts. f, when set, is the fence to record on it. An
+// error says why the slice is not written (another object controls it,
+// or it is replaced).
+func desiredResolverSlice(es *elastiv1alpha1.ElastiService, public *corev1.Service, existing *discoveryv1.EndpointSlice,
+	endpoints []discoveryv1.Endpoint, ports []discoveryv1.EndpointPort, f *fence) (*discoveryv1.EndpointSlice, sliceChange, error) {
+	name := names.ResolverSlice(public.Name)
 	if endpoints == nil {
 		endpoints = []discoveryv1.Endpoint{}
 	}
@@ -88,31 +134,26 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 		discoveryv1.LabelServiceName: public.Name,
 		discoveryv1.LabelManagedBy:   ManagedByValue,
 	}
-	wantAnnotations := map[string]string{}
-	if f != nil {
-		f.annotate(wantAnnotations)
-	}
-
-	existing, err := c.slices.EndpointSlices(es.Namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return c.createResolverSlice(ctx, es, &discoveryv1.EndpointSlice{
+	if existing == nil {
+		want := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:            name,
 				Namespace:       es.Namespace,
 				Labels:          wantLabels,
-				Annotations:     wantAnnotations,
+				Annotations:     map[string]string{},
 				OwnerReferences: []metav1.OwnerReference{ownerRef(es)},
 			},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   endpoints,
 			Ports:       ports,
-		})
-	}
-	if err != nil {
-		return err
+		}
+		if f != nil {
+			f.annotate(want.Annotations)
+		}
+		return want, sliceCreate, nil
 	}
 	if controlledByOther(existing, es) {
-		return fmt.Errorf("resolver slice %s is controlled by another object; not adopting it", name)
+		return nil, sliceKeep, fmt.Errorf("resolver slice %s is controlled by another object; not adopting it", name)
 	}
 	if len(endpoints) == 0 && hasServing(existing.Endpoints) {
 		// No resolver pod is known, but the slice still lists some: keep
@@ -124,52 +165,40 @@ func (c *Controller) ensureResolverSlice(ctx context.Context, es *elastiv1alpha1
 		// says the resolver is unavailable meanwhile.
 		endpoints = existing.Endpoints
 	}
-	labelsOK := true
-	for k, v := range wantLabels {
-		labelsOK = labelsOK && existing.Labels[k] == v
+	want := existing.DeepCopy()
+	if want.Labels == nil {
+		want.Labels = map[string]string{}
 	}
-	for _, k := range []string{AnnotationFencedEndpoints, AnnotationFencedAt} {
-		labelsOK = labelsOK && (f == nil || existing.Annotations[k] == wantAnnotations[k])
-	}
-	if labelsOK && hasOwnerRef(existing.OwnerReferences, es) && existing.AddressType == discoveryv1.AddressTypeIPv4 &&
-		sameEndpoints(existing.Endpoints, endpoints) && equality.Semantic.DeepEqual(existing.Ports, ports) {
-		return nil
-	}
-	if existing.AddressType != discoveryv1.AddressTypeIPv4 {
-		// addressType is immutable: replace the slice.
-		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
-			return err
-		}
-		return fmt.Errorf("replaced resolver slice %s with a non-IPv4 address type", name)
-	}
-	updated := existing.DeepCopy()
-	if updated.Labels == nil {
-		updated.Labels = map[string]string{}
-	}
-	maps.Copy(updated.Labels, wantLabels)
+	maps.Copy(want.Labels, wantLabels)
 	if f != nil {
-		if updated.Annotations == nil {
-			updated.Annotations = map[string]string{}
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
 		}
-		f.annotate(updated.Annotations)
+		f.annotate(want.Annotations)
 	}
-	if !hasOwnerRef(updated.OwnerReferences, es) {
-		updated.OwnerReferences = append(updated.OwnerReferences, ownerRef(es))
+	if !hasOwnerRef(want.OwnerReferences, es) {
+		want.OwnerReferences = append(want.OwnerReferences, ownerRef(es))
 	}
-	updated.Endpoints = endpoints
-	updated.Ports = ports
-	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
-		return fmt.Errorf("update resolver slice %s: %w", name, err)
+	want.Endpoints, want.Ports = endpoints, ports
+	fenceOK := true
+	for _, k := range []string{AnnotationFencedEndpoints, AnnotationFencedAt} {
+		fenceOK = fenceOK && (f == nil || existing.Annotations[k] == want.Annotations[k])
 	}
-	klog.FromContext(ctx).V(2).Info("Updated resolver slice", "endpointSlice", klog.KRef(es.Namespace, name), "endpoints", len(endpoints))
-	return nil
+	switch {
+	case existing.AddressType != discoveryv1.AddressTypeIPv4:
+		return nil, sliceReplace, fmt.Errorf("replaced resolver slice %s with a non-IPv4 address type", name)
+	case fenceOK && maps.Equal(existing.Labels, want.Labels) && hasOwnerRef(existing.OwnerReferences, es) &&
+		sameEndpoints(existing.Endpoints, endpoints) && equality.Semantic.DeepEqual(existing.Ports, ports):
+		return existing, sliceKeep, nil
+	}
+	return want, sliceUpdate, nil
 }
 
 // resolverSlicePorts lists one slice port per TCP port of the public
 // Service, named like it: its own resolver port when routes assigns one
 // (per-port routing, keeping the port's appProtocol), else the shared
 // proxy port (Host routing).
-func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32]int32) []discoveryv1.EndpointPort {
+func resolverSlicePorts(public *corev1.Service, routes map[int32]int32, proxyPort int32) []discoveryv1.EndpointPort {
 	var ports []discoveryv1.EndpointPort
 	for _, p := range public.Spec.Ports {
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
@@ -177,7 +206,7 @@ func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32
 		}
 		port := discoveryv1.EndpointPort{
 			Name:     ptr.To(p.Name),
-			Port:     ptr.To(c.cfg.ResolverProxyPort),
+			Port:     ptr.To(proxyPort),
 			Protocol: ptr.To(corev1.ProtocolTCP),
 		}
 		if rp, ok := routes[p.Port]; ok {
@@ -187,14 +216,6 @@ func (c *Controller) resolverSlicePorts(public *corev1.Service, routes map[int32
 		ports = append(ports, port)
 	}
 	return ports
-}
-
-func (c *Controller) createResolverSlice(ctx context.Context, es *elastiv1alpha1.ElastiService, slice *discoveryv1.EndpointSlice) error {
-	if _, err := c.kubeClient.DiscoveryV1().EndpointSlices(es.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: AgentName}); err != nil {
-		return fmt.Errorf("create resolver slice %s: %w", slice.Name, err)
-	}
-	klog.FromContext(ctx).V(2).Info("Created resolver slice", "endpointSlice", klog.KObj(slice), "endpoints", len(slice.Endpoints))
-	return nil
 }
 
 // hasServing reports whether any of endpoints serves.
@@ -214,21 +235,40 @@ func sameEndpoints(a, b []discoveryv1.Endpoint) bool {
 	return true
 }
 
-func (c *Controller) resolverSliceExists(namespace, service string) bool {
-	_, err := c.slices.EndpointSlices(namespace).Get(names.ResolverSlice(service))
+func (r *resolverFront) resolverSliceExists(namespace, service string) bool {
+	_, err := r.slices.EndpointSlices(namespace).Get(names.ResolverSlice(service))
 	return err == nil
 }
 
 // deleteResolverSlice deletes the resolver slice of namespace/service.
-func (c *Controller) deleteResolverSlice(ctx context.Context, namespace, service string) error {
+func (r *resolverFront) deleteResolverSlice(ctx context.Context, namespace, service string) error {
 	name := names.ResolverSlice(service)
-	if !c.resolverSliceExists(namespace, service) {
+	if !r.resolverSliceExists(namespace, service) {
 		return nil
 	}
-	err := c.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	err := r.kubeClient.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete resolver slice %s: %w", name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted resolver slice", "endpointSlice", klog.KRef(namespace, name))
 	return nil
+}
+
+// frontedWithoutPods names the Services of namespace, among services, that
+// only the resolver serves: each has a resolver slice and no ready
+// endpoint of its own. Removing the slice would leave it dark.
+func (r *resolverFront) frontedWithoutPods(namespace string, services []string) []string {
+	var out []string
+	for _, name := range services {
+		if !r.resolverSliceExists(namespace, name) {
+			continue
+		}
+		if _, err := r.services.Services(namespace).Get(name); err != nil {
+			continue
+		}
+		if !r.hasReadyEndpoints(namespace, name, fence{}) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -28,7 +28,7 @@ func (c *Controller) enqueueForSliceService(ctx context.Context, svc types.Names
 		n := 0
 		for _, es := range all {
 			if es.Status.Mode != elastiv1alpha1.ModeServe {
-				c.enqueue(es.Key())
+				c.queue.Add(es.Key())
 				n++
 			}
 		}
@@ -52,7 +52,7 @@ func (c *Controller) enqueueHandoffOwner(private types.NamespacedName) {
 	}
 	for _, key := range ownerElastiServices(svc) {
 		if c.handoffs.underway(key) {
-			c.enqueue(key)
+			c.queue.Add(key)
 		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 // es's status already holds the resolver ports it would be given: the
 // resolver maps a port to its Service by that status, so new ports are
 // never deferred.
-func (c *Controller) statusCanWait(es *elastiv1alpha1.ElastiService, ports *portStatus) bool {
-	if c.backlog() == 0 {
+func (w *statusWriter) statusCanWait(es *elastiv1alpha1.ElastiService, ports *portStatus) bool {
+	if w.queue.Len() == 0 {
 		return false
 	}
 	return equality.Semantic.DeepEqual(ports.assigned, es.Status.ResolverPorts)
@@ -37,11 +37,11 @@ const (
 )
 
 // setNotReady records why the ElastiService cannot be reconciled.
-func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode, reason, message string, then notReadyFollowUp) error {
+func (w *statusWriter) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode, reason, message string, then notReadyFollowUp) error {
 	if (mode != "" && es.Status.Mode != mode) || !conditionIs(es, metav1.ConditionFalse, reason) {
-		c.recorder.Event(es, corev1.EventTypeWarning, reason, message)
+		w.recorder.Event(es, corev1.EventTypeWarning, reason, message)
 	}
-	if err := c.writeStatus(ctx, es, ports, mode, metav1.ConditionFalse, reason, message); err != nil {
+	if err := w.writeStatus(ctx, es, ports, mode, metav1.ConditionFalse, reason, message); err != nil {
 		return err
 	}
 	if then == retryWithBackoff {
@@ -54,17 +54,17 @@ func (c *Controller) setNotReady(ctx context.Context, es *elastiv1alpha1.ElastiS
 // changed: mode, Ready, and with ports the resolver ports and their
 // condition, all in one write. An empty mode leaves the mode as it is, nil
 // ports leave the resolver ports as they are.
-func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode string, status metav1.ConditionStatus, reason, message string) error {
+func (w *statusWriter) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, ports *portStatus, mode string, status metav1.ConditionStatus, reason, message string) error {
 	next := es.Status.DeepCopy()
 	if mode != "" {
 		next.Mode = mode
 	}
 	next.ObservedGeneration = es.Generation
 	if es.DeletionTimestamp == nil {
-		c.observer.ObserveMode(es.Key(), next.Mode)
+		w.observer.ObserveMode(es.Key(), next.Mode)
 	}
 	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
-		LastTransitionTime: metav1.NewTime(c.clock.Now()),
+		LastTransitionTime: metav1.NewTime(w.clock.Now()),
 		Type:               elastiv1alpha1.ConditionReady,
 		Status:             status,
 		Reason:             reason,
@@ -79,43 +79,43 @@ func (c *Controller) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 			cond := *ports.condition
 			cond.Type = elastiv1alpha1.ConditionResolverPortsAssigned
 			cond.ObservedGeneration = es.Generation
-			cond.LastTransitionTime = metav1.NewTime(c.clock.Now())
+			cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 			meta.SetStatusCondition(&next.Conditions, cond)
 		}
 	}
-	c.setGroupCondition(ctx, es, next)
-	events := c.trackSleepAndWake(ctx, next)
+	w.setGroupCondition(ctx, es, next)
+	events := w.trackSleepAndWake(ctx, next)
 	if equality.Semantic.DeepEqual(&es.Status, next) {
 		return nil
 	}
-	now := metav1.NewTime(c.clock.Now())
+	now := metav1.NewTime(w.clock.Now())
 	next.LastReconciledTime = &now
 	updated := es.DeepCopy()
 	updated.Status = *next
-	if _, err := c.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
+	if _, err := w.elastiClient.ElastiV1alpha1().ElastiServices(es.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: AgentName}); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
-	c.superseded.add(es.Key(), es.ResourceVersion)
+	w.superseded.add(es.Key(), es.ResourceVersion)
 	if mode != "" && es.Status.Mode != mode {
-		c.recordModeSwitch(ctx, es, mode)
+		w.recordModeSwitch(ctx, es, mode)
 	}
-	c.recordSleepAndWake(es, events)
+	w.recordSleepAndWake(es, events)
 	return nil
 }
 
-func (c *Controller) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
+func (w *statusWriter) recordModeSwitch(ctx context.Context, es *elastiv1alpha1.ElastiService, mode string) {
 	klog.FromContext(ctx).V(2).Info("Switched mode", "from", es.Status.Mode, "to", mode)
-	c.observer.ModeSwitched(es.Key(), mode, c.clock.Now())
+	w.observer.ModeSwitched(es.Key(), mode, w.clock.Now())
 	if es.Status.Mode == "" {
 		// A first mode is an adoption, not a switch: no event, so starting
 		// on a large fleet does not write one event per ElastiService.
 		return
 	}
 	if mode == elastiv1alpha1.ModeProxy {
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToProxy,
+		w.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToProxy,
 			"Target has no ready pod: Service %q now routes to the resolver", es.Spec.Service)
 	} else {
-		c.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToServe,
+		w.recorder.Eventf(es, corev1.EventTypeNormal, ReasonSwitchedToServe,
 			"Target has a ready pod: Service %q routes straight to it", es.Spec.Service)
 	}
 }

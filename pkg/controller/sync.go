@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,7 +64,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key types.Namespaced
 		c.handoffs.end(key, nil)
 		c.drains.forget(key)
 		c.directory.ReleaseAll(key)
-		c.releasePorts(ctx, key)
+		c.front.releasePorts(ctx, key)
 		c.observer.ForgetElastiService(key)
 		c.replicas.Forget(key)
 		return nil
@@ -88,123 +87,166 @@ func (c *Controller) syncElastiService(ctx context.Context, key types.Namespaced
 	return c.reconcile(ctx, es)
 }
 
+// reconcile converges es in three steps, as kube-controller-manager's
+// controllers do: gather every fact from the caches once, decide on them
+// with pure functions (plan.go), then apply the plan, whose outcome goes
+// to status in one write.
 func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	// The not-Ready exits are checks on facts (readiness.go).
-	f := &facts{es: es, target: scaletarget.RefFor(es)}
-	if v := invalidSpec(f); v != nil {
-		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
+	f := c.gather(es)
+	p := planAdmission(f)
+	if p.stage == stageRoute {
+		// The claim is the one fact that only acting gives: asking the
+		// directory is claiming. Nothing is claimed for a spec or Service
+		// refused above, so the last valid claim stands.
+		f.claimant, f.claimed = c.claimServices(es, f.old)
+		p = plan(f)
 	}
-	// Before the claim too, and for the same reason: a Service that does
-	// not route to the target's pods gets nothing (no claim, resolver
-	// slice, private Service or scale), and one this ElastiService fronted
-	// before keeps its slice, so it still reaches the resolver, until the
-	// Service or target is fixed; their events bring the key back.
+	r, err := c.apply(ctx, f, p)
+	if err != nil {
+		return err
+	}
+	return c.status.record(ctx, es, r)
+}
+
+// gather reads every fact reconcile decides on, from the caches only.
+func (c *Controller) gather(es *elastiv1alpha1.ElastiService) *facts {
+	f := &facts{es: es, target: scaletarget.RefFor(es), now: c.clock.Now(),
+		resolverNamespace: c.cfg.ResolverNamespace, resolverService: c.cfg.ResolverService}
 	f.service, f.serviceErr = c.services.Services(es.Namespace).Get(es.Spec.Service)
-	if f.serviceErr == nil {
-		state, err := c.scaler.Get(f.target)
-		f.podLabels, f.targetErr = state.PodLabels, err
-	}
-	if v := selectorChecks.First(f); v != nil {
+	f.state, f.targetErr = c.scaler.Get(f.target)
+	f.podLabels = f.state.PodLabels
+	f.old = c.leavingServices(es)
+	f.slice, _ = c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
+	f.fenced = fenceOf(f.slice, f.now)
+	f.resolverEndpoints, f.perPort = c.front.resolverEndpoints()
+	f.resolverPods = len(f.resolverEndpoints)
+	return f
+}
+
+// apply takes the steps of p in order, up to its stage, and returns what
+// status should say; an error ends the sync before any status write.
+func (c *Controller) apply(ctx context.Context, f *facts, p syncPlan) (syncResult, error) {
+	es := f.es
+	switch {
+	case p.settleHandoff:
 		// A poller waiting to scale the target down must not.
-		c.handoffs.settle(es.Key(), errors.New(v.message))
-		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
+		c.handoffs.settle(es.Key(), errors.New(p.stop.message))
+	case p.stage == stageClaim:
+		c.front.releasePorts(ctx, es.Key())
 	}
-	esKey := es.Key()
-	old := c.leavingServices(es)
-	f.claimant, f.claimed = c.claimServices(es, old)
-	if v := serviceClaimedByAnother(f); v != nil {
-		c.releasePorts(ctx, esKey)
-		return c.setNotReady(ctx, es, noPorts, "", v.reason, v.message, v.then)
+	if p.stage <= stageClaim {
+		return syncResult{ports: p.ports(), notReady: p.stop}, nil
 	}
-	leaving, err := c.leaveOldServices(ctx, es, old)
+	leaving, err := c.leaveOldServices(ctx, f, f.old)
 	if err != nil {
-		return err
+		return syncResult{}, err
 	}
-
-	f.service, f.serviceErr = c.services.Services(es.Namespace).Get(es.Spec.Service)
-	if v := serviceMissing(f); v != nil {
-		ports, err := c.portsWithoutService(ctx, es, leaving)
-		if err != nil {
-			return err
+	if p.stage == stageLeave {
+		if p.stop == nil {
+			return syncResult{}, p.err
 		}
-		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
+		ports, err := c.portsWithoutService(ctx, es, leaving)
+		return syncResult{ports: ports, notReady: p.stop}, err
 	}
-	if f.serviceErr != nil {
-		return f.serviceErr
+	if err := c.front.mirrorPrivateService(ctx, es, f.service); err != nil {
+		return syncResult{}, err
 	}
-	public := f.service
-	if err := c.mirrorPrivateService(ctx, es, public); err != nil {
-		return err
-	}
-	ports := c.assignPorts(ctx, es, public, leaving)
+	ports := c.front.assignPorts(ctx, es, f.service, leaving)
 	if err := c.frontOldServices(ctx, es, leaving, ports); err != nil {
-		return err
+		return syncResult{}, err
 	}
-
-	state, err := c.scaler.Get(f.target)
-	f.targetErr = err
-	if v := targetChecks.First(f); v != nil {
-		return c.setNotReady(ctx, es, ports, "", v.reason, v.message, v.then)
+	if p.stage == stageFront {
+		return syncResult{ports: ports, notReady: p.stop}, p.err
 	}
-	if err != nil {
-		return err
-	}
-
-	ctx = c.observeTarget(ctx, es, state.Replicas)
+	ctx = observeTarget(ctx, c.replicas, es, f.state.Replicas)
 	// A group's next step is taken before routing and never holds it up:
 	// a failed scale is returned after the routing, to be retried.
-	ctx, groupErr := c.advanceGroup(ctx, es, state)
-
+	ctx, groupErr := c.groups.advanceGroup(ctx, es, f.state)
 	// Serve needs a pod that can take traffic now. Proxy starts as soon as
 	// the target is scaled to zero, before the cluster has removed the
 	// terminating pods' endpoints, so the resolver is in front before the
 	// Service's last endpoint goes.
-	now := c.clock.Now()
-	slice, _ := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(es.Spec.Service))
-	fenced := fenceOf(slice, now)
-	serving, err := c.canServe(ctx, es, es.Spec.Service, state.Replicas, slice, fenced)
+	serving, err := c.canServe(ctx, es, es.Spec.Service, f.state.Replicas, f.slice, f.fenced)
 	if err != nil {
-		return err
+		return syncResult{}, err
 	}
+	route := c.proxy
 	if serving {
-		err = c.serve(ctx, es, public, ports)
-	} else {
-		err = c.proxy(ctx, es, public, ports, state.Replicas, slice == nil, fenced, now)
+		route = c.serve
 	}
-	return cmp.Or(err, groupErr)
+	r, err := route(ctx, f, ports)
+	r.ctx, r.groupErr = ctx, groupErr
+	return r, err
 }
 
 // proxy puts the resolver in front of the Service: the target is at zero,
-// or none of its pods serves yet (apart from fenced ones). fronting says
-// that no resolver slice existed, so this sync is the one that fronts.
-func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus,
-	replicas int32, fronting bool, fenced fence, now time.Time) error {
+// or none of its pods serves yet (apart from fenced ones).
+func (c *Controller) proxy(ctx context.Context, f *facts, ports *portStatus) (syncResult, error) {
+	es, fenced := f.es, f.fenced
 	var refence *fence // nil keeps the slice's fence as it is
-	if replicas == 0 {
+	if f.state.Replicas == 0 {
 		// Whatever serves now is going away, however ready it looks.
-		if more := fenced.with(c.servingKeys(es.Namespace, es.Spec.Service), now); len(more.keys) > len(fenced.keys) {
+		if more := fenced.with(c.front.servingKeys(es.Namespace, es.Spec.Service), f.now); len(more.keys) > len(fenced.keys) {
 			refence, fenced = &more, more
 		}
 	}
-	endpoints, perPort := c.resolverEndpoints()
-	if err := c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), refence); err != nil {
-		return err
+	routes := perPortRoutes(es, ports, f.service.Name, f.perPort)
+	if err := c.front.ensureResolverSlice(ctx, es, f.service, f.resolverEndpoints, routes, refence); err != nil {
+		return syncResult{}, err
 	}
 	// After the slice, so a slow Service create never keeps the resolver
 	// away. Our resolver never needs it; KubeElasti's holds a request until
 	// it exists.
-	c.requestPrivateService(es)
-	if replicas == 0 {
+	c.front.requestPrivateService(es)
+	if f.state.Replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
 		c.handoffs.end(es.Key(), nil)
-	} else if len(endpoints) > 0 {
+	} else if f.resolverPods > 0 {
 		c.handoffs.settle(es.Key(), nil)
 	}
-	if v := resolverUnavailable(&facts{es: es, resolverPods: len(endpoints),
-		resolverNamespace: c.cfg.ResolverNamespace, resolverService: c.cfg.ResolverService}); v != nil {
-		return c.setNotReady(ctx, es, ports, elastiv1alpha1.ModeProxy, v.reason, v.message, v.then)
+	return planProxy(f, ports, fenced), nil
+}
+
+// serve lets the target's ready pods take the Service's traffic alone,
+// unless a scale-down is under way: then the resolver stays in front too.
+func (c *Controller) serve(ctx context.Context, f *facts, ports *portStatus) (syncResult, error) {
+	es := f.es
+	handingOff, err := c.holdForHandoff(ctx, es, func() (frontResult, error) {
+		if len(f.resolverEndpoints) == 0 {
+			return frontNoResolver, nil
+		}
+		// Asked for here, not only in proxy, so it is on its way by the time
+		// the scale-down lands. Only KubeElasti's resolver, which a pod
+		// without per-port routing is, dials the private Service; ours
+		// reads the public Service's own slices, so it needs no wait.
+		published := c.front.requestPrivateService(es) && c.front.privateServicePublished(es)
+		if !published && !f.perPort {
+			return frontPending, nil
+		}
+		routes := perPortRoutes(es, ports, f.service.Name, f.perPort)
+		return frontDone, c.front.ensureResolverSlice(ctx, es, f.service, f.resolverEndpoints, routes, nil)
+	})
+	if !handingOff {
+		if err := c.front.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
+			return syncResult{}, err
+		}
 	}
-	if fronting && c.statusCanWait(es, ports) {
+	// The handoff's timeout, or its failure to front, after the status.
+	return syncResult{ports: ports, mode: elastiv1alpha1.ModeServe, ready: readyServe, after: err}, nil
+}
+
+// record writes r to es's status: the one place a sync's outcome is
+// written.
+func (w *statusWriter) record(ctx context.Context, es *elastiv1alpha1.ElastiService, r syncResult) error {
+	if r.ctx != nil {
+		ctx = r.ctx
+	}
+	var err error
+	switch {
+	case r.notReady != nil:
+		v := r.notReady
+		err = w.setNotReady(ctx, es, r.ports, r.mode, v.reason, v.message, v.then)
+	case r.canWait && w.statusCanWait(es, r.ports):
 		// Traffic needed the slice, not the status. When another tool scales
 		// many targets to zero at once, each Service's pods are on their way
 		// out, and a status write here would halve how fast the rest get
@@ -213,74 +255,20 @@ func (c *Controller) proxy(ctx context.Context, es *elastiv1alpha1.ElastiService
 		// the delay only guards against missing that. Either way the key
 		// waits its turn, so under a large backlog the status can say
 		// serve for minutes after traffic went to the resolver.
-		c.observer.ObserveMode(es.Key(), elastiv1alpha1.ModeProxy)
-		return workloop.RequeueAfter(statusFollowUp)
-	}
-	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled,
-		"The target has no ready pod; traffic goes to the resolver, which wakes the target on the first request"); err != nil {
-		return err
-	}
-	if left := fenced.remaining(now); replicas > 0 && left > 0 {
-		// Perhaps only fenced pods look ready: look again when the fence
-		// lapses, in case they were never going away.
-		return workloop.RequeueAfter(left)
-	}
-	return nil
-}
-
-// serve lets the target's ready pods take the Service's traffic alone,
-// unless a scale-down is under way: then the resolver stays in front too.
-func (c *Controller) serve(ctx context.Context, es *elastiv1alpha1.ElastiService, public *corev1.Service, ports *portStatus) error {
-	handingOff, err := c.holdForHandoff(ctx, es, func() (frontResult, error) {
-		endpoints, perPort := c.resolverEndpoints()
-		if len(endpoints) == 0 {
-			return frontNoResolver, nil
-		}
-		// Asked for here, not only in proxy, so it is on its way by the time
-		// the scale-down lands. Only KubeElasti's resolver, which a pod
-		// without per-port routing is, dials the private Service; ours
-		// reads the public Service's own slices, so it needs no wait.
-		published := c.requestPrivateService(es) && c.privateServicePublished(es)
-		if !published && !perPort {
-			return frontPending, nil
-		}
-		return frontDone, c.ensureResolverSlice(ctx, es, public, endpoints, perPortRoutes(es, ports, public.Name, perPort), nil)
-	})
-	if !handingOff {
-		if err := c.deleteResolverSlice(ctx, es.Namespace, es.Spec.Service); err != nil {
-			return err
+		w.observer.ObserveMode(es.Key(), r.mode)
+		err = workloop.RequeueAfter(statusFollowUp)
+	default:
+		err = w.writeStatus(ctx, es, r.ports, r.mode, metav1.ConditionTrue, ReasonReconciled, r.ready)
+		if err == nil {
+			err = r.after
 		}
 	}
-	if err := c.writeStatus(ctx, es, ports, elastiv1alpha1.ModeServe, metav1.ConditionTrue, ReasonReconciled,
-		"The target has a ready pod; traffic goes straight to it"); err != nil {
-		return err
-	}
-	// The handoff's timeout, or its failure to front.
-	return err
+	return cmp.Or(err, r.groupErr)
 }
 
 // statusFollowUp is when a sync that fronted without writing the status
 // queues its key again, at the latest.
 const statusFollowUp = time.Second
-
-// frontedWithoutPods names the Services, es's own and the old ones of a
-// move, that only the resolver serves: each has a resolver slice and no
-// ready endpoint of its own. Removing the slice would leave it dark.
-func (c *Controller) frontedWithoutPods(es *elastiv1alpha1.ElastiService) []string {
-	var out []string
-	for _, name := range append([]string{es.Spec.Service}, c.oldFrontedServices(es)...) {
-		if !c.resolverSliceExists(es.Namespace, name) {
-			continue
-		}
-		if _, err := c.services.Services(es.Namespace).Get(name); err != nil {
-			continue
-		}
-		if !c.hasReadyEndpoints(es.Namespace, name, fence{}) {
-			out = append(out, name)
-		}
-	}
-	return out
-}
 
 func quoted(names []string) []string {
 	out := make([]string, len(names))

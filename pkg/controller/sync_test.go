@@ -118,18 +118,18 @@ func TestSyncProxyLeavesThePrivateServiceToItsQueue(t *testing.T) {
 	es := proxySeed(f)
 	public := f.service("web")
 	_, ctx := ktesting.NewTestContext(t)
+	f.queuePrivateServices = true
 	c := f.newController(ctx)
-	c.wantPrivateService = c.privateServiceQueue.Add
 	f.expectKube(expectCreate(endpointSlicesResource, resolverSliceFor(es, public, "10.0.0.1")))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(es, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
-	wantNoError(t, c.syncHandler(ctx, keyOf(es)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(es)))
 	f.verify()
 	if n := c.privateServiceQueue.Len(); n != 1 {
 		t.Fatalf("%d keys queued for private Services, want web's", n)
 	}
 
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(es, public)))
-	wantNoError(t, c.syncPrivateService(ctx, keyOf(es)))
+	wantNoError(t, c.front.syncPrivateService(ctx, keyOf(es)))
 	f.verify()
 }
 
@@ -216,7 +216,7 @@ func TestSyncModeFollowsReadyEndpoints(t *testing.T) {
 			f.endpointSlices = append(f.endpointSlices, tc.slice)
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
-			if err := c.syncHandler(ctx, keyOf(es)); err != nil {
+			if err := c.syncElastiService(ctx, keyOf(es)); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
 			f.verified = f.elastiClient.Actions()
@@ -454,7 +454,7 @@ func TestSyncServiceConflict(t *testing.T) {
 
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	wantNoError(t, c.syncHandler(ctx, keyOf(second)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(second)))
 	f.verify()
 	if msg := readyMessage(f.lastStatusUpdate()); !strings.Contains(msg, `ElastiService "first"`) {
 		t.Errorf("message = %q, want it to name the holder", msg)
@@ -475,7 +475,7 @@ func TestSyncServiceConflict(t *testing.T) {
 	f.expectKube(expectCreate(servicesResource, privateServiceFor(second, public)))
 	f.expectElasti(expectStatusUpdate(withPorts(expectedStatus(conflicted, elastiv1alpha1.ModeProxy, metav1.ConditionTrue, ReasonReconciled, t0), webPorts()...)))
 	// A first mode is an adoption, not a switch: no event.
-	wantNoError(t, c.syncHandler(ctx, keyOf(second)))
+	wantNoError(t, c.syncElastiService(ctx, keyOf(second)))
 	f.verify()
 	if e, _ := f.directory.Lookup(webKey); e.ElastiService.Name != "second" {
 		t.Errorf("directory holder = %v, want shop/second", e.ElastiService)

@@ -31,7 +31,7 @@ func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) 
 	for _, obj := range groups {
 		es := obj.(*elastiv1alpha1.ElastiService)
 		klog.FromContext(ctx).V(4).Info("Dependency changed", "dependency", ref.String(), "elastiService", klog.KObj(es))
-		c.enqueue(es.Key())
+		c.queue.Add(es.Key())
 	}
 	objs, err := c.elastiServiceIndexer.ByIndex(indexByTarget, targetIndexKey(ref))
 	if err != nil || len(objs) == 0 {
@@ -44,12 +44,12 @@ func (c *Controller) enqueueForTarget(ctx context.Context, ref scaletarget.Ref) 
 		if err == nil && es.DeletionTimestamp == nil {
 			c.replicas.ObserveReplicas(ctx, es.Key(), state.Replicas)
 		}
-		urgent := atZero && !c.resolverSliceExists(es.Namespace, es.Spec.Service)
+		urgent := atZero && !c.front.resolverSliceExists(es.Namespace, es.Spec.Service)
 		klog.FromContext(ctx).V(4).Info("Scale target changed", "target", ref.String(), "elastiService", klog.KObj(es), "urgent", urgent)
 		if urgent {
-			c.enqueueUrgent(es.Key())
+			c.queue.AddUrgent(es.Key())
 		} else {
-			c.enqueue(es.Key())
+			c.queue.Add(es.Key())
 		}
 	}
 	return nil

@@ -18,8 +18,8 @@ import (
 // sorted, on each call of the returned function; urgent keys are marked so.
 func capture(c *Controller) func() []string {
 	var keys []string
-	c.enqueue = func(k types.NamespacedName) { keys = append(keys, k.String()) }
-	c.enqueueUrgent = func(k types.NamespacedName) { keys = append(keys, k.String()+" (urgent)") }
+	c.queue.(*testQueue).add = func(k types.NamespacedName) { keys = append(keys, k.String()) }
+	c.queue.(*testQueue).addUrgent = func(k types.NamespacedName) { keys = append(keys, k.String()+" (urgent)") }
 	return func() []string {
 		out := slices.Sorted(slices.Values(keys))
 		keys = nil

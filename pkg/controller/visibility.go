@@ -69,10 +69,11 @@ type wakeMemory interface {
 	SeenAtZero(es types.NamespacedName) (time.Time, bool)
 }
 
-// observeTarget returns ctx carrying what the sync saw of es's target.
-func (c *Controller) observeTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, replicas int32) context.Context {
+// observeTarget returns ctx carrying what the sync saw of es's target,
+// with what seen remembers of its sleeps and wakes.
+func observeTarget(ctx context.Context, seen Replicas, es *elastiv1alpha1.ElastiService, replicas int32) context.Context {
 	obs := targetObservation{replicas: replicas}
-	if m, ok := c.replicas.(wakeMemory); ok {
+	if m, ok := seen.(wakeMemory); ok {
 		obs.seenAtZero, _ = m.SeenAtZero(es.Key())
 		obs.wokenAt, _ = m.LastWake(es.Key())
 	}
@@ -86,17 +87,17 @@ type statusEvent struct{ reason, message string }
 // trackSleepAndWake is writeStatus's hook: it advances next's sleep and
 // wake bookkeeping when the sync observed the target, and returns the
 // events to record after the write.
-func (c *Controller) trackSleepAndWake(ctx context.Context, next *elastiv1alpha1.ElastiServiceStatus) []statusEvent {
+func (w *statusWriter) trackSleepAndWake(ctx context.Context, next *elastiv1alpha1.ElastiServiceStatus) []statusEvent {
 	obs, ok := ctx.Value(targetObservationKey{}).(targetObservation)
 	if !ok {
 		return nil
 	}
-	return advanceSleepWake(next, obs, c.clock.Now())
+	return advanceSleepWake(next, obs, w.clock.Now())
 }
 
-func (c *Controller) recordSleepAndWake(es *elastiv1alpha1.ElastiService, events []statusEvent) {
+func (w *statusWriter) recordSleepAndWake(es *elastiv1alpha1.ElastiService, events []statusEvent) {
 	for _, ev := range events {
-		c.recorder.Event(es, corev1.EventTypeNormal, ev.reason, ev.message)
+		w.recorder.Event(es, corev1.EventTypeNormal, ev.reason, ev.message)
 	}
 }
 

@@ -209,7 +209,7 @@ func TestSleepAndWakeSpanRestarts(t *testing.T) {
 	ready := f.clock.Now()
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	if err := c.syncHandler(ctx, key); err != nil {
+	if err := c.syncElastiService(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	var updated *elastiv1alpha1.ElastiService

@@ -9,6 +9,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/policy"
+	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/schedule"
 )
 
@@ -32,6 +33,10 @@ var (
 // facts are what the gates decide on.
 type facts struct {
 	es *elastiv1alpha1.ElastiService
+	// ref is es's scale target; minReplicas the least a wake scales it to
+	// (directory.Entry.MinTargetReplicas).
+	ref         scaletarget.Ref
+	minReplicas int32
 	// manages and moving are the Router's answers.
 	manages, moving bool
 	window          schedule.Window
@@ -58,19 +63,34 @@ type facts struct {
 	idle        bool
 }
 
-// verdict ends an evaluation.
+// verdict ends an evaluation: what the poller does (Poller.act) and the
+// outcome it reports.
 type verdict struct {
+	action  action
 	outcome outcome.Idle
 	// eventType, reason and message, when reason is set, are the event
 	// that says why.
 	eventType, reason, message string
-	// wake: the target must be scaled up first, and the outcome stands
-	// only if it is.
-	wake bool
+}
+
+// action is what a verdict has the poller do.
+type action int
+
+const (
+	// conclude records the verdict's event, if any, and reports its
+	// outcome; nothing is scaled.
+	conclude action = iota
+	// wakeOutsideWindow scales the target up first; the outcome stands
+	// only if it is up.
+	wakeOutsideWindow
 	// preWarm and sleepNow hand the evaluation to Poller.preWarm and
 	// Poller.sleepOnRequest, whose outcome it is.
-	preWarm, sleepNow bool
-}
+	preWarm
+	sleepNow
+	// sleepDependencies lets the dependencies of a target found at zero
+	// sleep, then concludes.
+	sleepDependencies
+)
 
 // gate is one decision: nil lets the evaluation go on.
 type gate = func(f *facts) *verdict
@@ -122,7 +142,10 @@ func targetMissing(f *facts) *verdict {
 // if it is at zero.
 func outsideWindow(f *facts) *verdict {
 	if !f.window.Active(f.now) {
-		return &verdict{outcome: outcome.IdleOutsideWindow, wake: f.replicas == 0}
+		if f.replicas == 0 {
+			return &verdict{action: wakeOutsideWindow, outcome: outcome.IdleOutsideWindow}
+		}
+		return &verdict{outcome: outcome.IdleOutsideWindow}
 	}
 	return nil
 }
@@ -130,7 +153,7 @@ func outsideWindow(f *facts) *verdict {
 // preWarming holds the target up in the lead before the window closes.
 func preWarming(f *facts) *verdict {
 	if f.preWarming {
-		return &verdict{outcome: outcome.IdlePreWarm, preWarm: true}
+		return &verdict{action: preWarm, outcome: outcome.IdlePreWarm}
 	}
 	return nil
 }
@@ -139,14 +162,14 @@ func preWarming(f *facts) *verdict {
 // request, whatever its triggers and cooldown say.
 func sleepRequested(f *facts) *verdict {
 	if f.sleepRequested {
-		return &verdict{outcome: outcome.IdleScaledToZero, sleepNow: true}
+		return &verdict{action: sleepNow, outcome: outcome.IdleScaledToZero}
 	}
 	return nil
 }
 
 func alreadyZero(f *facts) *verdict {
 	if f.replicas == 0 {
-		return &verdict{outcome: outcome.IdleAlreadyZero}
+		return &verdict{action: sleepDependencies, outcome: outcome.IdleAlreadyZero}
 	}
 	return nil
 }

@@ -32,39 +32,39 @@ func TestGates(t *testing.T) {
 		change     func(*facts)
 		want       outcome.Idle // "" lets the evaluation go on
 		wantReason string
-		wantWake   bool
+		wantAction action
 	}{
-		{"deleting", deleting, func(f *facts) { f.es.DeletionTimestamp = &metav1.Time{Time: now} }, outcome.IdleDeleting, "", false},
-		{"not deleting", deleting, nil, "", "", false},
-		{"not managed", notManaged, func(f *facts) { f.manages = false }, outcome.IdleNotManaged, "", false},
-		{"managed", notManaged, nil, "", "", false},
-		{"moving", moving, func(f *facts) { f.moving = true }, outcome.IdleMoving, "", false},
-		{"not moving", moving, nil, "", "", false},
-		{"invalid schedule", invalidSchedule, func(f *facts) { f.windowErr = errors.New("bad cron") }, outcome.IdleInvalidSchedule, ReasonInvalidSchedule, false},
-		{"valid schedule", invalidSchedule, nil, "", "", false},
-		{"target missing", targetMissing, func(f *facts) { f.targetErr = errors.New("not found") }, outcome.IdleTargetMissing, "", false},
-		{"target read", targetMissing, nil, "", "", false},
-		{"outside the window, up", outsideWindow, func(f *facts) { f.window, _ = schedule.FromSpec(weekdays) }, outcome.IdleOutsideWindow, "", false},
+		{"deleting", deleting, func(f *facts) { f.es.DeletionTimestamp = &metav1.Time{Time: now} }, outcome.IdleDeleting, "", conclude},
+		{"not deleting", deleting, nil, "", "", conclude},
+		{"not managed", notManaged, func(f *facts) { f.manages = false }, outcome.IdleNotManaged, "", conclude},
+		{"managed", notManaged, nil, "", "", conclude},
+		{"moving", moving, func(f *facts) { f.moving = true }, outcome.IdleMoving, "", conclude},
+		{"not moving", moving, nil, "", "", conclude},
+		{"invalid schedule", invalidSchedule, func(f *facts) { f.windowErr = errors.New("bad cron") }, outcome.IdleInvalidSchedule, ReasonInvalidSchedule, conclude},
+		{"valid schedule", invalidSchedule, nil, "", "", conclude},
+		{"target missing", targetMissing, func(f *facts) { f.targetErr = errors.New("not found") }, outcome.IdleTargetMissing, "", conclude},
+		{"target read", targetMissing, nil, "", "", conclude},
+		{"outside the window, up", outsideWindow, func(f *facts) { f.window, _ = schedule.FromSpec(weekdays) }, outcome.IdleOutsideWindow, "", conclude},
 		{"outside the window at zero wakes", outsideWindow, func(f *facts) {
 			f.window, _ = schedule.FromSpec(weekdays)
 			f.replicas = 0
-		}, outcome.IdleOutsideWindow, "", true},
-		{"inside the window", outsideWindow, nil, "", "", false},
-		{"in the pre-warm lead", preWarming, func(f *facts) { f.preWarming = true }, outcome.IdlePreWarm, "", false},
-		{"before the pre-warm lead", preWarming, nil, "", "", false},
-		{"sleep requested", sleepRequested, func(f *facts) { f.sleepRequested = true }, outcome.IdleScaledToZero, "", false},
-		{"no sleep request", sleepRequested, nil, "", "", false},
-		{"already zero", alreadyZero, func(f *facts) { f.replicas = 0 }, outcome.IdleAlreadyZero, "", false},
-		{"up", alreadyZero, nil, "", "", false},
-		{"created within the cooldown", justCreated, func(f *facts) { f.es.CreationTimestamp = metav1.NewTime(now.Add(-30 * time.Second)) }, outcome.IdleCooldown, "", false},
-		{"created a cooldown ago", justCreated, func(f *facts) { f.es.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute)) }, "", "", false},
-		{"woken within the cooldown", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-10 * time.Second) }, outcome.IdleCooldown, "", false},
-		{"woken a cooldown ago", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-time.Minute) }, "", "", false},
-		{"never woken", recentlyWoken, nil, "", "", false},
-		{"triggers failed", triggersFailed, func(f *facts) { f.triggersErr = errors.New("unreachable") }, outcome.IdleTriggerError, ReasonTriggerError, false},
-		{"triggers evaluated", triggersFailed, nil, "", "", false},
-		{"busy", notIdle, func(f *facts) { f.idle = false }, outcome.IdleBusy, "", false},
-		{"idle", notIdle, nil, "", "", false},
+		}, outcome.IdleOutsideWindow, "", wakeOutsideWindow},
+		{"inside the window", outsideWindow, nil, "", "", conclude},
+		{"in the pre-warm lead", preWarming, func(f *facts) { f.preWarming = true }, outcome.IdlePreWarm, "", preWarm},
+		{"before the pre-warm lead", preWarming, nil, "", "", conclude},
+		{"sleep requested", sleepRequested, func(f *facts) { f.sleepRequested = true }, outcome.IdleScaledToZero, "", sleepNow},
+		{"no sleep request", sleepRequested, nil, "", "", conclude},
+		{"already zero", alreadyZero, func(f *facts) { f.replicas = 0 }, outcome.IdleAlreadyZero, "", sleepDependencies},
+		{"up", alreadyZero, nil, "", "", conclude},
+		{"created within the cooldown", justCreated, func(f *facts) { f.es.CreationTimestamp = metav1.NewTime(now.Add(-30 * time.Second)) }, outcome.IdleCooldown, "", conclude},
+		{"created a cooldown ago", justCreated, func(f *facts) { f.es.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute)) }, "", "", conclude},
+		{"woken within the cooldown", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-10 * time.Second) }, outcome.IdleCooldown, "", conclude},
+		{"woken a cooldown ago", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-time.Minute) }, "", "", conclude},
+		{"never woken", recentlyWoken, nil, "", "", conclude},
+		{"triggers failed", triggersFailed, func(f *facts) { f.triggersErr = errors.New("unreachable") }, outcome.IdleTriggerError, ReasonTriggerError, conclude},
+		{"triggers evaluated", triggersFailed, nil, "", "", conclude},
+		{"busy", notIdle, func(f *facts) { f.idle = false }, outcome.IdleBusy, "", conclude},
+		{"idle", notIdle, nil, "", "", conclude},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,8 +81,8 @@ func TestGates(t *testing.T) {
 			case v == nil:
 				t.Fatalf("no verdict, want %q", c.want)
 			}
-			if v.outcome != c.want || v.reason != c.wantReason || v.wake != c.wantWake {
-				t.Errorf("verdict %+v, want outcome %q, reason %q, wake %v", *v, c.want, c.wantReason, c.wantWake)
+			if v.outcome != c.want || v.reason != c.wantReason || v.action != c.wantAction {
+				t.Errorf("verdict %+v, want outcome %q, reason %q, action %v", *v, c.want, c.wantReason, c.wantAction)
 			}
 			if v.reason != "" && v.message == "" {
 				t.Errorf("verdict %+v has a reason without a message", *v)

@@ -191,14 +191,16 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	f := &facts{es: es, manages: p.router.Manages(es), moving: p.router.Moving(es)}
 	f.window, f.windowErr = schedule.FromSpec(es.Spec.EnabledPeriod)
 	ref := scaletarget.RefFor(es)
+	f.ref = ref
 	state, err := p.scaler.Get(ref)
 	f.targetErr, f.replicas = err, state.Replicas
 	if v := admissionGates.First(f); v != nil {
-		return p.conclude(es, v), ""
+		return p.act(ctx, f, v), ""
 	}
 
 	p.wakes.ObserveReplicas(ctx, es.Key(), state.Replicas)
 	entry := directory.EntryFor(es)
+	f.minReplicas = entry.MinTargetReplicas
 	// Whether the HPA spec.autoscaler names scales this target, for the
 	// HPAFound condition: a wrong name silently gives wakes without it.
 	p.evaluations.ReportHPA(ctx, es, scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).HPA)
@@ -208,24 +210,7 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	f.closes, f.preWarming = f.window.PreWarming(f.now)
 	f.sleepRequestedAt, f.sleepRequested = elastiv1alpha1.SleepRequest(es, f.lastWake)
 	if v := windowGates.First(f); v != nil {
-		switch {
-		case v.preWarm:
-			return p.preWarm(ctx, es, f.window, f.closes, ref, entry, f.replicas), ""
-		case v.sleepNow:
-			return p.sleepOnRequest(ctx, es, ref, f.sleepRequestedAt, f.now), ""
-		}
-		if v.outcome == outcome.IdleAlreadyZero {
-			p.sleepDependencies(ctx, es, time.Time{})
-		}
-		if v.wake {
-			replicas := scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).Replicas
-			if !p.wakeOutsideWindow(ctx, es, ref, replicas) {
-				return outcome.IdleScaleFailed, ""
-			}
-			p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
-				"Outside the enabled period %s: scaled %s %q to %d", f.window, ref.Kind, ref.Name, replicas)
-		}
-		return p.conclude(es, v), ""
+		return p.act(ctx, f, v), ""
 	}
 
 	answer, err := triggers.Evaluate(ctx, client, es.Spec.Triggers, f.cooldown, p.cfg.Defaults)
@@ -237,12 +222,12 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		}
 		p.evaluations.Report(ctx, es, err)
 		logger.V(2).Info("Triggers could not be evaluated; not scaling down", "reason", reason, "err", err)
-		return p.conclude(es, triggerGates.First(f)), reason
+		return p.act(ctx, f, triggerGates.First(f)), reason
 	}
 	p.evaluations.Report(ctx, es, nil)
 	if v := triggerGates.First(f); v != nil {
 		logger.V(4).Info("Not idle", "reason", answer.Reason, "detail", answer.Detail)
-		return p.conclude(es, v), ""
+		return p.act(ctx, f, v), ""
 	}
 
 	if o := p.scaleToZero(ctx, es, ref, f.now); o != outcome.IdleScaledToZero {
@@ -254,8 +239,27 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	return outcome.IdleScaledToZero, ""
 }
 
-// conclude records v's event, if it has one, and returns its outcome.
-func (p *Poller) conclude(es *elastiv1alpha1.ElastiService, v *verdict) outcome.Idle {
+// act does what verdict v says, on the facts f it was reached on, and
+// returns the evaluation's outcome. It is the one place a verdict is
+// acted on.
+func (p *Poller) act(ctx context.Context, f *facts, v *verdict) outcome.Idle {
+	es, ref := f.es, f.ref
+	switch v.action {
+	case preWarm:
+		return p.preWarm(ctx, f)
+	case sleepNow:
+		return p.sleepOnRequest(ctx, es, ref, f.sleepRequestedAt, f.now)
+	case sleepDependencies:
+		p.sleepDependencies(ctx, es, time.Time{})
+	case wakeOutsideWindow:
+		replicas := scaletarget.GoalFor(p.scaler, ref, f.minReplicas, es.Spec.Autoscaler).Replicas
+		if !p.wakeOutsideWindow(ctx, es, ref, replicas) {
+			return outcome.IdleScaleFailed
+		}
+		p.recorder.Eventf(es, corev1.EventTypeNormal, ReasonOutsideEnabledRange,
+			"Outside the enabled period %s: scaled %s %q to %d", f.window, ref.Kind, ref.Name, replicas)
+	case conclude:
+	}
 	if v.reason != "" {
 		p.recorder.Event(es, v.eventType, v.reason, v.message)
 	}

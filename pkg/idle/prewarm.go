@@ -7,11 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
-	"github.com/elasti-dev/elasti/pkg/schedule"
 )
 
 // ReasonPreWarmed is the event of a wake in the pre-warm lead of
@@ -25,12 +22,12 @@ const ReasonPreWarmed = "PreWarmed"
 // Inside the lead the window is still open, so without this the poller
 // would leave a sleeping target asleep, and scale an awake one down, until
 // the window closed.
-func (p *Poller) preWarm(ctx context.Context, es *elastiv1alpha1.ElastiService, window schedule.Window, closes time.Time,
-	ref scaletarget.Ref, entry directory.Entry, replicas int32) outcome.Idle {
-	if replicas > 0 {
+func (p *Poller) preWarm(ctx context.Context, f *facts) outcome.Idle {
+	es, ref, window, closes := f.es, f.ref, f.window, f.closes
+	if f.replicas > 0 {
 		return outcome.IdlePreWarm
 	}
-	wake := scaletarget.GoalFor(p.scaler, ref, entry.MinTargetReplicas, es.Spec.Autoscaler).Replicas
+	wake := scaletarget.GoalFor(p.scaler, ref, f.minReplicas, es.Spec.Autoscaler).Replicas
 	err := scaletarget.Wake(ctx, p.scaler, ref, wake, es.Spec.Autoscaler)
 	if !scaletarget.Woken(err) {
 		p.recorder.Eventf(es, corev1.EventTypeWarning, ReasonScaleFailed, "Pre-warming before the enabled period closes failed: %v", err)

@@ -66,6 +66,10 @@ type Options struct {
 	// ResyncPeriod re-syncs every ElastiService periodically to repair drift
 	// no event reports.
 	ResyncPeriod time.Duration
+	// OnDrop, which may be nil, is told of every key the controller's
+	// queues give up on (cmd/elasti-operator reports them to Sentry). Not
+	// a flag.
+	OnDrop controller.DropHandler
 
 	// PollingInterval is how often idle triggers are evaluated
 	// (KubeElasti: POLLING_INTERVAL).
@@ -248,18 +252,19 @@ func (o *Operator) newInformerFactories(opts Options) {
 func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dynamic.Interface, apiext apiextensionsclient.Interface, opts Options) error {
 	deployments := o.watched.deployments()
 	statefulSets := o.watched.statefulSets()
-	var ctrl *controller.Controller
-	o.rollouts = scaletarget.NewRolloutInformer(dyn, apiext, opts.WatchNamespaces, func(r scaletarget.Ref) {
-		if ctrl != nil {
-			ctrl.OnRolloutChange(r)
-		}
-	})
+	o.rollouts = scaletarget.NewRolloutInformer(dyn, apiext, opts.WatchNamespaces)
 	// The HPAs spec.autoscaler names (type hpa): one shared watch, scoped
 	// like the others, read only, and only in an ElastiService's own
 	// namespace (scaletarget.GoalFor).
 	hpas := o.watched.horizontalPodAutoscalers()
 	o.Scaler = scaletarget.NewScaler(o.Kube, dyn, deployments.Informer().GetIndexer(), statefulSets.Informer().GetIndexer(), o.rollouts, hpas.Lister())
 
+	eventsCfg := protobuf(cfg)
+	eventsCfg.QPS, eventsCfg.Burst = 50, 100
+	events, err := kubernetes.NewForConfig(eventsCfg)
+	if err != nil {
+		return err
+	}
 	ctrl, err := controller.New(ctx, o.Kube, o.Elasti, o.Scaler, o.Directory, controller.Informers{
 		ElastiServices: o.watched.elastiServices(),
 		Services:       o.watched.services(),
@@ -280,14 +285,8 @@ func (o *Operator) newController(ctx context.Context, cfg *rest.Config, dyn dyna
 		TargetWorkers:        opts.TargetWorkers,
 		EndpointSliceWorkers: opts.EndpointSliceWorkers,
 		DeletionGrace:        opts.DeletionGrace,
-	}, o.Metrics, o.Wakes, o.Metrics.Queues)
-	if err != nil {
-		return err
-	}
+	}, o.Metrics, o.Wakes, controller.Options{QueueMetrics: o.Metrics.Queues, EventClient: events, OnDrop: opts.OnDrop})
 	o.Controller = ctrl
-	eventsCfg := protobuf(cfg)
-	eventsCfg.QPS, eventsCfg.Burst = 50, 100
-	ctrl.EventClient, err = kubernetes.NewForConfig(eventsCfg)
 	return err
 }
 

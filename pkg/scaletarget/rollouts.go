@@ -29,19 +29,19 @@ type RolloutInformer struct {
 	dynamic dynamic.Interface
 	// namespaces are watched one informer each (nsinformer); [""] is all.
 	namespaces []string
-	onChange   func(Ref)
 	crds       cache.SharedIndexInformer
 	factory    apiextensionsinformers.SharedInformerFactory
 
 	mu       sync.RWMutex
+	handlers []func(Ref)
 	informer cache.SharedIndexInformer
 	stop     context.CancelFunc
 }
 
-// NewRolloutInformer watches the Rollout CRD; onChange receives every
-// Rollout added, updated or deleted in namespaces (empty: all) while it is
-// installed.
-func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interface, namespaces []string, onChange func(Ref)) *RolloutInformer {
+// NewRolloutInformer watches the Rollout CRD; the handlers added to it
+// receive every Rollout added, updated or deleted in namespaces (empty: all)
+// while it is installed.
+func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interface, namespaces []string) *RolloutInformer {
 	factory := apiextensionsinformers.NewSharedInformerFactoryWithOptions(apiext, 0,
 		apiextensionsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", RolloutCRDName).String()
@@ -49,10 +49,18 @@ func NewRolloutInformer(dyn dynamic.Interface, apiext apiextensionsclient.Interf
 	return &RolloutInformer{
 		dynamic:    dyn,
 		namespaces: nsinformer.OrAll(namespaces),
-		onChange:   onChange,
 		crds:       factory.Apiextensions().V1().CustomResourceDefinitions().Informer(),
 		factory:    factory,
 	}
+}
+
+// AddHandler adds h to the handlers told of every Rollout added, updated
+// or deleted, as a shared informer's AddEventHandler does; add it before
+// Run.
+func (r *RolloutInformer) AddHandler(h func(Ref)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers = append(r.handlers, h)
 }
 
 // Run watches the CRD until ctx ends.
@@ -154,7 +162,13 @@ func (r *RolloutInformer) notify(obj any) {
 	if !ok {
 		return
 	}
-	r.onChange(Ref{Kind: elastiv1alpha1.KindRollout, Namespace: u.GetNamespace(), Name: u.GetName()})
+	ref := Ref{Kind: elastiv1alpha1.KindRollout, Namespace: u.GetNamespace(), Name: u.GetName()}
+	r.mu.RLock()
+	handlers := r.handlers
+	r.mu.RUnlock()
+	for _, h := range handlers {
+		h(ref)
+	}
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

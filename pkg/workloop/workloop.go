@@ -35,13 +35,16 @@ type Loop[T comparable] struct {
 	lanes      *lanes[T]
 	sync       SyncFunc[T]
 	maxRetries int
-	// OnDrop is called when a key exhausts its retries (Sentry reporting).
-	OnDrop func(ctx context.Context, key T, err error)
+	onDrop     []DropFunc[T]
 }
 
+// DropFunc is told of a key that exhausted its retries (Sentry reporting).
+type DropFunc[T comparable] func(ctx context.Context, key T, err error)
+
 // New makes a loop with a named queue; name labels the queue's metrics.
-func New[T comparable](name string, sync SyncFunc[T], metrics workqueue.MetricsProvider) *Loop[T] {
-	l := &Loop[T]{name: name, sync: sync, maxRetries: DefaultMaxRetries}
+// Each of onDrop is told of every key the loop gives up on.
+func New[T comparable](name string, sync SyncFunc[T], metrics workqueue.MetricsProvider, onDrop ...DropFunc[T]) *Loop[T] {
+	l := &Loop[T]{name: name, sync: sync, maxRetries: DefaultMaxRetries, onDrop: onDrop}
 	l.newQueue(metrics, clock.RealClock{})
 	return l
 }
@@ -156,7 +159,7 @@ func (l *Loop[T]) handleErr(ctx context.Context, err error, key T) {
 	}
 	l.queue.Forget(key)
 	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key after too many retries", "key", key, "queue", l.name)
-	if l.OnDrop != nil {
-		l.OnDrop(ctx, key, err)
+	for _, drop := range l.onDrop {
+		drop(ctx, key, err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 
 // newTestLoop is a loop from New whose queue runs on a fake clock, so
 // backoffs and delays pass only when the test steps the clock.
-func newTestLoop(t *testing.T, sync SyncFunc[string]) (*Loop[string], *testingclock.FakeClock) {
+func newTestLoop(t *testing.T, sync SyncFunc[string], onDrop ...DropFunc[string]) (*Loop[string], *testingclock.FakeClock) {
 	t.Helper()
-	l := New("test", sync, nil)
+	l := New("test", sync, nil, onDrop...)
 	if l.maxRetries != DefaultMaxRetries || l.Name() != "test" {
 		t.Fatalf("New: maxRetries=%d name=%q", l.maxRetries, l.Name())
 	}
@@ -75,14 +75,13 @@ func TestHandleErrSuccessForgets(t *testing.T) {
 
 func TestHandleErrBacksOffThenDrops(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	l, clk := newTestLoop(t, noSync)
 	var dropped []error
-	l.OnDrop = func(_ context.Context, key string, err error) {
+	l, clk := newTestLoop(t, noSync, func(_ context.Context, key string, err error) {
 		if key != "k" {
 			t.Errorf("OnDrop key = %q", key)
 		}
 		dropped = append(dropped, err)
-	}
+	})
 	boom := errors.New("boom")
 
 	// The first failure comes back after the rate limiter's 5ms, not before.
@@ -133,8 +132,7 @@ func TestHandleErrRequeueAfterIsNotAFailure(t *testing.T) {
 
 func TestHandleErrConflictRequeuesWithBackoff(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	l, clk := newTestLoop(t, noSync)
-	l.OnDrop = func(context.Context, string, error) { t.Error("conflict dropped the key") }
+	l, clk := newTestLoop(t, noSync, func(context.Context, string, error) { t.Error("conflict dropped the key") })
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "elasti.truefoundry.com", Resource: "elastiservices"}, "web", errors.New("stale"))
 
 	l.handleErr(ctx, fmt.Errorf("update status: %w", conflict), "k")
