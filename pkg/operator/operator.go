@@ -82,6 +82,9 @@ type Options struct {
 	// besides PrometheusServerAddress that triggers may query
 	// (--prometheus-allowed-servers); empty allows any, as KubeElasti.
 	PrometheusAllowedServers []triggers.ServerPrefix
+	// PrometheusTenantHeaders are the tenant and identity headers triggers
+	// may send to the default server (--prometheus-tenant-headers-allowed).
+	PrometheusTenantHeaders triggers.TenantHeaders
 	// WakeTimeout bounds one scale-from-zero call.
 	WakeTimeout time.Duration
 	// WakeSettleWindow is how long after a wake further requests for the
@@ -219,6 +222,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 				ServerAddress:       opts.PrometheusServerAddress,
 				AuthorizationHeader: opts.PrometheusAuthorizationHeader,
 				AllowedServers:      opts.PrometheusAllowedServers,
+				TenantHeaders:       opts.PrometheusTenantHeaders,
 			},
 		})
 	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)

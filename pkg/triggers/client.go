@@ -84,21 +84,10 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	req, err := newQueryRequest(ctx, target, p.Headers)
 	if err != nil {
 		return 0, errorf(ReasonInvalidMetadata, "prometheus server address %s: %w", server, err)
 	}
-	req.Header.Set("Accept", "application/json")
-	for name, value := range p.Headers {
-		// net/http ignores a Host entry in Header; the request's Host
-		// field is how a virtual host is chosen.
-		if http.CanonicalHeaderKey(name) == "Host" {
-			req.Host = value
-			continue
-		}
-		req.Header.Set(name, value)
-	}
-
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return 0, transportError(ctx, err, server, timeout)
@@ -138,6 +127,28 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 		return 0, fmt.Errorf("prometheus at %s: %w", server, err)
 	}
 	return v, nil
+}
+
+// newQueryRequest is the request Query sends to target with headers. It is
+// the one place the request is built, so that the server checks (serverOf,
+// checkHostHeader) can be tested against what net/http dials for it.
+func newQueryRequest(ctx context.Context, target string, headers map[string]string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	for name, value := range headers {
+		// net/http ignores a Host entry in Header; the request's Host
+		// field is how a virtual host is chosen. ParsePrometheus refuses
+		// one naming another server than the URL.
+		if http.CanonicalHeaderKey(name) == "Host" {
+			req.Host = value
+			continue
+		}
+		req.Header.Set(name, value)
+	}
+	return req, nil
 }
 
 // Healthy reports whether p's Prometheus has been up for the whole window
