@@ -384,7 +384,9 @@ func protobuf(cfg *rest.Config) *rest.Config {
 //     the replica bounds (scaletarget.CacheHPA); their status, rewritten
 //     at every HPA pass, is dropped.
 //   - ElastiServices lose annotations (status writes ignore metadata), save
-//     the sleep request the idle poller honours (AnnotationSleepRequestedAt).
+//     the sleep request the idle poller honours (AnnotationSleepRequestedAt),
+//     and keep of each trigger's metadata what its parser reads
+//     (trimTriggers).
 //
 // The resolver's own slices have their own informer and keepForCache.
 func trimForCache(obj any) (any, error) {
@@ -420,6 +422,7 @@ func trimForCache(obj any) (any, error) {
 	case *elastiv1alpha1.ElastiService:
 		o.ManagedFields = nil
 		o.Annotations = keepLabels(o.Annotations, elastiv1alpha1.AnnotationSleepRequestedAt)
+		trimTriggers(o)
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
@@ -263,8 +264,33 @@ func parseMetadata(raw json.RawMessage) (metadata, float64, error) {
 	if len(raw) > v1alpha1.MaxTriggerMetadataBytes {
 		return m, 0, errorf(ReasonInvalidMetadata, "metadata is %d bytes of JSON, more than the %d allowed", len(raw), v1alpha1.MaxTriggerMetadataBytes)
 	}
+	if n, ok := trimmedBytes(raw); ok {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is %d bytes of JSON, more than the %d allowed", n, v1alpha1.MaxTriggerMetadataBytes)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
+	}
+	if len(keys) > v1alpha1.MaxTriggerMetadataKeys {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata has %d keys, more than the %d allowed", len(keys), v1alpha1.MaxTriggerMetadataKeys)
+	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return m, 0, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
+	}
+	for _, f := range []struct {
+		name  string
+		value string
+		max   int
+	}{
+		{"serverAddress", m.ServerAddress, v1alpha1.MaxTriggerServerAddressLength},
+		{"uptimeFilter", m.UptimeFilter, v1alpha1.MaxTriggerUptimeFilterLength},
+	} {
+		if n := utf8.RuneCountInString(f.value); n > f.max {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.%s is %d characters, more than the %d allowed", f.name, n, f.max)
+		}
+	}
+	if len(m.Headers) > v1alpha1.MaxTriggerHeaders {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers has %d headers, more than the %d allowed", len(m.Headers), v1alpha1.MaxTriggerHeaders)
 	}
 	if strings.TrimSpace(m.Query) == "" {
 		return m, 0, errorf(ReasonInvalidMetadata, "metadata.query is required")
@@ -291,6 +317,10 @@ func parseMetadata(raw json.RawMessage) (metadata, float64, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
 		if err := checkHeader(name, m.Headers[name]); err != nil {
 			return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
+		}
+		if n := utf8.RuneCountInString(m.Headers[name]); n > v1alpha1.MaxTriggerHeaderValueLength {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers: header %q is %d characters, more than the %d allowed",
+				truncate(name, 64), n, v1alpha1.MaxTriggerHeaderValueLength)
 		}
 	}
 	return m, threshold, nil
@@ -397,4 +427,46 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// trimmedKey marks metadata TrimMetadata replaced for being too large; its
+// value is the size it had.
+const trimmedKey = "elasti.dev/trimmed-bytes"
+
+// TrimMetadata is raw as a cache keeps it: only what ParsePrometheus reads,
+// so that what it decides is the same for raw and for the result. Unknown
+// keys, which KubeElasti and ParsePrometheus ignore, are dropped; metadata
+// past MaxTriggerMetadataBytes becomes a small marker that ParsePrometheus
+// refuses with the same message as the original. Metadata that is not an
+// object is kept as it is, and is within that bound.
+func TrimMetadata(raw json.RawMessage) json.RawMessage {
+	if len(raw) > v1alpha1.MaxTriggerMetadataBytes {
+		return json.RawMessage(fmt.Sprintf(`{%q:%d}`, trimmedKey, len(raw)))
+	}
+	if _, ok := trimmedBytes(raw); ok {
+		return raw
+	}
+	var keys map[string]json.RawMessage
+	var m metadata
+	if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &m) != nil || len(keys) > v1alpha1.MaxTriggerMetadataKeys {
+		// Refused by parseMetadata as it is; kept so the message is the same.
+		return raw
+	}
+	out, err := json.Marshal(m)
+	if err != nil || len(out) >= len(raw) {
+		return raw
+	}
+	return out
+}
+
+// trimmedBytes reads TrimMetadata's marker: the size the metadata had.
+func trimmedBytes(raw json.RawMessage) (int, bool) {
+	if !bytes.HasPrefix(raw, []byte(`{"`+trimmedKey+`":`)) {
+		return 0, false
+	}
+	var marker map[string]int
+	if json.Unmarshal(raw, &marker) != nil || len(marker) != 1 || marker[trimmedKey] <= v1alpha1.MaxTriggerMetadataBytes {
+		return 0, false
+	}
+	return marker[trimmedKey], true
 }
