@@ -101,8 +101,9 @@ var defaultPort = map[string]string{"http": "80", "https": "443"}
 // Hostname() is h (its canonicalAddr): h itself when it is ASCII, else its
 // IDNA lookup form when there is one, so that "ｐrom" and "prom", which
 // dial the same host, are one server. Only ASCII letters are lowered:
-// strings.ToLower maps some non-ASCII letters (the Kelvin sign) to ASCII
-// ones that name another host.
+// where IDNA refuses h, net/http dials it as written, and strings.ToLower
+// would map some non-ASCII letters (the Kelvin sign) to ASCII ones that
+// name another host.
 func dialHost(h string) string {
 	if !isASCII(h) {
 		if a, err := idna.Lookup.ToASCII(h); err == nil {
