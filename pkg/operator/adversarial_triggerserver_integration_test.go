@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/controller"
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -45,8 +46,10 @@ var otherNamespaceLabels = []string{"payments", "card-vault-7d9f", "acme-bank"}
 // error that names another namespace's series; an ElastiService's author
 // points a trigger at a server of their own on 127.0.0.2 with a Host
 // header naming the default server. The operator sends the author's server
-// nothing, so not its credential; the ElastiService gets the
-// InvalidMetadata condition and event; and no event or condition quotes
+// nothing, so not its credential; the ElastiService is refused as invalid
+// (InvalidSpec, since its metadata alone shows the Host header naming
+// another server; without serverAddress, InvalidMetadata in the
+// TriggersEvaluated condition and a TriggerError event); and no event or condition quotes
 // the default server's text, only its class.
 func TestHostHeaderTrickAndSharedServerErrors(t *testing.T) {
 	t.Parallel()
@@ -86,6 +89,17 @@ func TestHostHeaderTrickAndSharedServerErrors(t *testing.T) {
 		})
 		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: raw}}
 	})
+	// The same trick without serverAddress: the URL is the default server's,
+	// and a Host header naming another is refused when the triggers run.
+	e.App("hostdefault", 1)
+	e.ElastiServiceWith("hostdefault", "hostdefault", elastiv1alpha1.KindDeployment, "hostdefault", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = 1
+		raw, _ := json.Marshal(map[string]any{
+			"query": "sum(rate(http_requests_total[1m]))", "threshold": "0.5",
+			"headers": map[string]string{"Host": strings.TrimPrefix(attacker.URL, "http://")},
+		})
+		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: "prometheus", Metadata: raw}}
+	})
 	e.App("tenant", 1)
 	e.ElastiServiceWith("tenant", "tenant", elastiv1alpha1.KindDeployment, "tenant", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = 1
@@ -95,22 +109,26 @@ func TestHostHeaderTrickAndSharedServerErrors(t *testing.T) {
 	condition := func(name string) *metav1.Condition {
 		return meta.FindStatusCondition(e.Get(name).Status.Conditions, elastiv1alpha1.ConditionTriggersEvaluated)
 	}
-	e.Eventually("hosttrick: TriggersEvaluated False with InvalidMetadata", func() (bool, string) {
-		c := condition("hosttrick")
+	// With serverAddress set, the metadata alone shows the Host header
+	// names another server: the spec is refused (InvalidSpec), as every
+	// invalid trigger metadata is, before any query.
+	e.Eventually("hosttrick: an InvalidSpec event", func() (bool, string) { return e.HasEvent("hosttrick", controller.ReasonInvalidSpec) })
+	e.Eventually("hostdefault: a TriggerError event", func() (bool, string) { return e.HasEvent("hostdefault", idle.ReasonTriggerError) })
+	e.Eventually("tenant: a TriggerError event", func() (bool, string) { return e.HasEvent("tenant", idle.ReasonTriggerError) })
+	e.Eventually("hostdefault: TriggersEvaluated False with InvalidMetadata", func() (bool, string) {
+		c := condition("hostdefault")
 		if c == nil {
-			return false, "no condition"
+			return false, fmt.Sprintf("no condition in %+v", e.Get("hostdefault").Status.Conditions)
 		}
 		return c.Status == metav1.ConditionFalse && c.Reason == string(triggers.ReasonInvalidMetadata), c.Reason + ": " + c.Message
 	})
 	e.Eventually("tenant: TriggersEvaluated False with BadStatus", func() (bool, string) {
 		c := condition("tenant")
 		if c == nil {
-			return false, "no condition"
+			return false, fmt.Sprintf("no condition in %+v", e.Get("tenant").Status.Conditions)
 		}
 		return c.Status == metav1.ConditionFalse && c.Reason == string(triggers.ReasonBadStatus), c.Reason + ": " + c.Message
 	})
-	e.Eventually("hosttrick: a TriggerError event", func() (bool, string) { return e.HasEvent("hosttrick", idle.ReasonTriggerError) })
-	e.Eventually("tenant: a TriggerError event", func() (bool, string) { return e.HasEvent("tenant", idle.ReasonTriggerError) })
 	// The issue measured 8 credentialed requests in 8 s; forty polls here.
 	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "hosttrick", 1, 8*time.Second)
 
@@ -120,11 +138,15 @@ func TestHostHeaderTrickAndSharedServerErrors(t *testing.T) {
 	if seen := def.seen(); len(seen) == 0 || seen[0].Get("Authorization") != credential {
 		t.Errorf("the default server's requests %v; want the operator's credential", seen)
 	}
-	if c := condition("hosttrick"); !strings.Contains(c.Message, `"Host"`) {
-		t.Errorf("hosttrick's condition %q does not name the Host header", c.Message)
+	if c := condition("hostdefault"); !strings.Contains(c.Message, `"Host"`) {
+		t.Errorf("hostdefault's condition %q does not name the Host header", c.Message)
 	}
-	if _, msg := e.HasEvent("hosttrick", idle.ReasonTriggerError); !strings.Contains(msg, "Host") {
-		t.Errorf("hosttrick's event %q does not name the Host header", msg)
+	for _, name := range []string{"hosttrick", "hostdefault"} {
+		for _, reason := range []string{controller.ReasonInvalidSpec, idle.ReasonTriggerError} {
+			if ok, msg := e.HasEvent(name, reason); ok && !strings.Contains(msg, "Host") {
+				t.Errorf("%s's %s event %q does not name the Host header", name, reason, msg)
+			}
+		}
 	}
 	if c := condition("tenant"); !strings.Contains(c.Message, "HTTP 422") || !strings.Contains(c.Message, "(execution): many-to-many matching") {
 		t.Errorf("tenant's condition %q does not give the error's status and class", c.Message)
@@ -137,7 +159,7 @@ func TestHostHeaderTrickAndSharedServerErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	texts := []string{condition("tenant").Message, condition("hosttrick").Message}
+	texts := []string{condition("tenant").Message, condition("hostdefault").Message}
 	for _, ev := range evs.Items {
 		texts = append(texts, ev.Message)
 	}
