@@ -29,6 +29,9 @@ const (
 	envWakeTokenFile = waketoken.EnvFile
 	// elasti's own: the servers triggers may query.
 	envPrometheusAllowed = "ELASTI_PROMETHEUS_ALLOWED_SERVERS"
+	// elasti's own: the tenant and identity headers triggers may send to
+	// the default server.
+	envPrometheusTenantHeaders = "ELASTI_PROMETHEUS_TENANT_HEADERS_ALLOWED"
 )
 
 // options is everything the command line and environment configure.
@@ -127,6 +130,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	allowedServers := fs.String("prometheus-allowed-servers", env.String(envPrometheusAllowed, ""),
 		"Comma-separated URL prefixes (scheme://host[:port][/path]) of the only Prometheus servers triggers may query besides "+
 			"--prometheus-server-address; a trigger naming another is refused before any request. Empty: any server (env "+envPrometheusAllowed+").")
+	tenantHeaders := fs.String("prometheus-tenant-headers-allowed", env.String(envPrometheusTenantHeaders, ""),
+		"Comma-separated header names that choose a tenant or identity (Authorization, X-Scope-OrgID, Cookie, ...) which triggers may "+
+			"nonetheless send to --prometheus-server-address, a server every namespace shares; \"*\" allows all, as KubeElasti. "+
+			"Empty: a trigger setting one on the default server is refused with InvalidMetadata (env "+envPrometheusTenantHeaders+").")
 	fs.DurationVar(&op.WakeTimeout, "scale-timeout", def.WakeTimeout, "Timeout of one scale-from-zero call.")
 	fs.DurationVar(&op.ResyncPeriod, "resync-period", def.ResyncPeriod, "How often every ElastiService is re-synced to repair unreported drift.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, env.String(envWakeTokenFile, ""),
@@ -159,6 +166,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			env.Errs = append(env.Errs, fmt.Errorf("--prometheus-allowed-servers: %w", err))
 		} else {
 			op.PrometheusAllowedServers = list
+		}
+		if h, err := triggers.ParseTenantHeaders(*tenantHeaders); err != nil {
+			env.Errs = append(env.Errs, fmt.Errorf("--prometheus-tenant-headers-allowed: %w", err))
+		} else {
+			op.PrometheusTenantHeaders = h
 		}
 		if o.wakeTokenFile != "" {
 			// Read now, so a missing or empty file stops the start.

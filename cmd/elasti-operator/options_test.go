@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/command/commandtest"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*options, error) {
@@ -105,6 +107,36 @@ func TestPrometheusAllowedServers(t *testing.T) {
 	o, err = parse(t, map[string]string{"ELASTI_PROMETHEUS_ALLOWED_SERVERS": "http://a:9090"}, "--prometheus-allowed-servers=http://c")
 	if err != nil || fmt.Sprint(o.operator.PrometheusAllowedServers) != "[http://c:80]" {
 		t.Errorf("flag over environment: %v, %v", o.operator.PrometheusAllowedServers, err)
+	}
+}
+
+// --prometheus-tenant-headers-allowed: none by default, names from the
+// environment or the flag, the flag winning, and a bad name refused.
+func TestPrometheusTenantHeaders(t *testing.T) {
+	parsed := func(list string) triggers.TenantHeaders {
+		h, err := triggers.ParseTenantHeaders(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want triggers.TenantHeaders
+	}{
+		{nil, nil, triggers.TenantHeaders{}},
+		{map[string]string{"ELASTI_PROMETHEUS_TENANT_HEADERS_ALLOWED": "x-scope-orgid"}, nil, parsed("X-Scope-OrgID")},
+		{map[string]string{"ELASTI_PROMETHEUS_TENANT_HEADERS_ALLOWED": "X-Scope-OrgID"}, []string{"--prometheus-tenant-headers-allowed=*"}, parsed("*")},
+	} {
+		o, err := parse(t, tt.env, tt.args...)
+		if err != nil || !reflect.DeepEqual(o.operator.PrometheusTenantHeaders, tt.want) {
+			t.Errorf("env %v args %v: %+v, %v; want %+v", tt.env, tt.args, o.operator.PrometheusTenantHeaders, err, tt.want)
+		}
+	}
+	if _, err := parse(t, nil, "--prometheus-tenant-headers-allowed=X-Scope-OrgID,bad name"); err == nil ||
+		!strings.Contains(err.Error(), "--prometheus-tenant-headers-allowed") {
+		t.Errorf("a bad header name: %v, want refused", err)
 	}
 }
 

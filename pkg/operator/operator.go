@@ -86,6 +86,9 @@ type Options struct {
 	// besides PrometheusServerAddress that triggers may query
 	// (--prometheus-allowed-servers); empty allows any, as KubeElasti.
 	PrometheusAllowedServers []triggers.ServerPrefix
+	// PrometheusTenantHeaders are the tenant and identity headers triggers
+	// may send to the default server (--prometheus-tenant-headers-allowed).
+	PrometheusTenantHeaders triggers.TenantHeaders
 	// WakeTimeout bounds one scale-from-zero call.
 	WakeTimeout time.Duration
 	// WakeSettleWindow is how long after a wake further requests for the
@@ -225,6 +228,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 				ServerAddress:       opts.PrometheusServerAddress,
 				AuthorizationHeader: opts.PrometheusAuthorizationHeader,
 				AllowedServers:      opts.PrometheusAllowedServers,
+				TenantHeaders:       opts.PrometheusTenantHeaders,
 			},
 		})
 	o.Metrics.RegisterResolverPorts(o.Controller.ResolverPorts)
@@ -377,7 +381,9 @@ func protobuf(cfg *rest.Config) *rest.Config {
 //     the replica bounds (scaletarget.CacheHPA); their status, rewritten
 //     at every HPA pass, is dropped.
 //   - ElastiServices lose annotations (status writes ignore metadata), save
-//     the sleep request the idle poller honours (AnnotationSleepRequestedAt).
+//     the sleep request the idle poller honours (AnnotationSleepRequestedAt),
+//     and keep of each trigger's metadata what its parser reads
+//     (trimTriggers).
 //
 // The resolver's own slices have their own informer and keepForCache.
 func trimForCache(obj any) (any, error) {
@@ -413,6 +419,7 @@ func trimForCache(obj any) (any, error) {
 	case *elastiv1alpha1.ElastiService:
 		o.ManagedFields = nil
 		o.Annotations = keepLabels(o.Annotations, elastiv1alpha1.AnnotationSleepRequestedAt)
+		trimTriggers(o)
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}

@@ -85,7 +85,7 @@ func normalise(expr string) (string, error) {
 		case strings.HasPrefix(first, "@"):
 			return "", fmt.Errorf("descriptors such as @daily are not supported; use 5 fields (minute hour day-of-month month day-of-week)")
 		case strings.HasPrefix(first, "TZ=") || strings.HasPrefix(first, "CRON_TZ="):
-			return "", fmt.Errorf("time zones are not supported; the schedule is always evaluated in UTC")
+			return "", fmt.Errorf("time zones are not supported in the schedule; set enabledPeriod.timeZone instead")
 		}
 		return "", fmt.Errorf("want 5 fields (minute hour day-of-month month day-of-week), got %d", len(parts))
 	}

@@ -64,7 +64,8 @@ func FromSpec(ep *v1alpha1.EnabledPeriod) (Window, error) {
 }
 
 // Parse builds a window from a 5-field cron schedule (minute hour
-// day-of-month month day-of-week) evaluated in UTC, and a Go duration that
+// day-of-month month day-of-week) evaluated in UTC, as FromSpec's is when
+// timeZone is empty, and a Go duration that
 // must be positive. Empty values take the CRD defaults, as the apiserver
 // would have, so objects created before the defaults existed behave the same.
 func Parse(schedule, duration string) (Window, error) {

@@ -135,7 +135,7 @@ func TestParseErrors(t *testing.T) {
 		{"four fields", "0 0 * *", "1h", `enabledPeriod.schedule "0 0 * *": want 5 fields (minute hour day-of-month month day-of-week), got 4`},
 		{"six fields", "0 0 0 * * *", "1h", "~got 6"},
 		{"descriptor", " @daily", "1h", "~descriptors such as @daily are not supported"},
-		{"time zone", "CRON_TZ=Europe/Paris 0 9 * * *", "1h", "~time zones are not supported"},
+		{"time zone", "CRON_TZ=Europe/Paris 0 9 * * *", "1h", "~set enabledPeriod.timeZone instead"},
 		{"zero duration", "", "0s", `enabledPeriod.duration "0s": must be greater than 0`},
 		{"bare zero duration", "", "0", `enabledPeriod.duration "0": must be greater than 0`},
 		{"negative duration", "", "-5m", `enabledPeriod.duration "-5m": must be greater than 0`},

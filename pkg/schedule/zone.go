@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -37,24 +38,42 @@ const zoneReach = 30 * time.Hour
 
 // zones caches the zones LoadZone found: FromSpec runs for every
 // ElastiService on every poll, and time.LoadLocation reads and parses the
-// zone each time. Only valid names are kept, so the cache holds at most the
-// few hundred IANA zones.
-var zones sync.Map // string -> *time.Location
+// zone each time. Only canonical names that loaded are kept, and at most
+// maxZones of them: every namespace's timeZone is a key here, and a name
+// that loads under several spellings (on a case-insensitive file system,
+// "EUROPE/BERLIN" finds Europe/Berlin) must not let one namespace grow the
+// operator's memory without end.
+var zones = struct {
+	sync.Mutex
+	m map[string]*time.Location
+}{m: map[string]*time.Location{}}
+
+// maxZones bounds zones. The IANA database has about 600 names, links
+// included, so every real zone fits; a variable so tests can reach it.
+var maxZones = 1024
 
 // LoadZone returns the zone an enabledPeriod.timeZone names: nil for "" (UTC,
 // KubeElasti's only zone) and for UTC itself. The operator binary embeds
 // Go's zone database (time/tzdata), so a name resolves even in an image
-// without /usr/share/zoneinfo. An error says what is wrong with the name,
-// without repeating it.
+// without /usr/share/zoneinfo. Only a canonical name is looked up
+// (checkZoneName). An error says what is wrong with the name, without
+// repeating it.
 func LoadZone(name string) (*time.Location, error) {
 	if name == "" {
 		return nil, nil
 	}
-	if loc, ok := zones.Load(name); ok {
-		return loc.(*time.Location), nil
-	}
 	if err := checkZoneName(name); err != nil {
 		return nil, err
+	}
+	zones.Lock()
+	loc, ok := zones.m[name]
+	full := len(zones.m) >= maxZones
+	zones.Unlock()
+	if ok {
+		return loc, nil
+	}
+	if full {
+		return nil, fmt.Errorf("the operator already keeps %d time zones, its bound; use one of the zones other ElastiServices use, or restart the operator", maxZones)
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
@@ -63,12 +82,24 @@ func LoadZone(name string) (*time.Location, error) {
 	if loc == time.UTC {
 		loc = nil
 	}
-	zones.Store(name, loc)
+	zones.Lock()
+	defer zones.Unlock()
+	if len(zones.m) >= maxZones {
+		return nil, fmt.Errorf("the operator already keeps %d time zones, its bound; use one of the zones other ElastiServices use, or restart the operator", maxZones)
+	}
+	zones.m[name] = loc
 	return loc, nil
 }
 
 // checkZoneName refuses what time.LoadLocation would accept but does not
-// name one zone for every replica: "Local" is the operator's own zone.
+// name one zone for every replica: "Local" is the operator's own zone, and
+// a name that is not an IANA name as the database writes it may still load
+// from a system database (Europe//Berlin, Europe/./Berlin, ../ paths, and
+// other spellings on a case-insensitive file system), where the embedded
+// one, used on the release images, refuses it. A canonical name is what
+// path.Clean leaves alone, relative, of elements of ASCII letters, digits,
+// "_", "+" and "-" that each begin with a capital letter, as every IANA
+// name does (Europe/Berlin, America/Port-au-Prince, Etc/GMT+5, EST5EDT).
 func checkZoneName(name string) error {
 	if len(name) > v1alpha1.MaxTimeZoneLength {
 		return fmt.Errorf("longer than %d characters", v1alpha1.MaxTimeZoneLength)
@@ -76,7 +107,30 @@ func checkZoneName(name string) error {
 	if strings.EqualFold(name, "Local") {
 		return errors.New("Local is the operator's own zone; name an IANA zone such as Europe/Berlin or America/New_York")
 	}
+	if !canonicalZoneName(name) {
+		return errors.New("not an IANA name as the zone database writes it: elements of letters, digits, _, + and -, " +
+			"each beginning with a capital letter, joined by single slashes, such as Europe/Berlin or America/Argentina/ComodRivadavia")
+	}
 	return nil
+}
+
+func canonicalZoneName(name string) bool {
+	if path.Clean(name) != name || strings.HasPrefix(name, "/") {
+		return false
+	}
+	for elem := range strings.SplitSeq(name, "/") {
+		if elem == "" || elem == "." || elem == ".." || elem[0] < 'A' || elem[0] > 'Z' {
+			return false
+		}
+		for i := 0; i < len(elem); i++ {
+			switch c := elem[i]; {
+			case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '+', c == '-':
+			default:
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // clip cuts a value FromSpec repeats in an error: the apiserver bounds

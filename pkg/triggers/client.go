@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 const (
@@ -25,10 +27,6 @@ const (
 	// series is a few hundred bytes; a larger body means a query that
 	// matched far too much, and reading it all would only cost memory.
 	maxResponseBytes = 1 << 20
-
-	// maxEchoBytes caps server text quoted in an error, which ends up in
-	// logs, events and status conditions.
-	maxEchoBytes = 256
 
 	// uptimeQuery is KubeElasti's health check: the lowest value over the
 	// window of "is Prometheus up", with a missing series read as 0 (down).
@@ -84,21 +82,10 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	req, err := newQueryRequest(ctx, target, p.Headers)
 	if err != nil {
 		return 0, errorf(ReasonInvalidMetadata, "prometheus server address %s: %w", server, err)
 	}
-	req.Header.Set("Accept", "application/json")
-	for name, value := range p.Headers {
-		// net/http ignores a Host entry in Header; the request's Host
-		// field is how a virtual host is chosen.
-		if http.CanonicalHeaderKey(name) == "Host" {
-			req.Host = value
-			continue
-		}
-		req.Header.Set(name, value)
-	}
-
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return 0, transportError(ctx, err, server, timeout)
@@ -128,16 +115,55 @@ func (c *Client) Query(ctx context.Context, p Prometheus, promql string) (float6
 			hint = "; the operator's default Authorization (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER) goes only to its default server " +
 				"(--prometheus-server-address): leave serverAddress out, write it as the default is written, or set headers.Authorization"
 		}
-		return 0, errorf(ReasonBadStatus, "prometheus at %s answered %s%s%s", server, statusText(resp.StatusCode), describeErrorBody(body, p.Trusted), hint)
+		logServerText(ctx, p, server, resp.StatusCode, body)
+		return 0, errorf(ReasonBadStatus, "prometheus at %s answered %s%s%s", server, statusText(resp.StatusCode), describeErrorBody(body), hint)
 	}
 	if len(body) > maxResponseBytes {
 		return 0, errorf(ReasonBadResponse, "prometheus at %s sent more than %d bytes; the query must return a single series", server, maxResponseBytes)
 	}
 	v, err := decodeQueryResponse(body, p.Trusted)
 	if err != nil {
+		if ReasonOf(err) == ReasonQueryFailed {
+			logServerText(ctx, p, server, resp.StatusCode, body)
+		}
 		return 0, fmt.Errorf("prometheus at %s: %w", server, err)
 	}
 	return v, nil
+}
+
+// logServerText logs what a trusted server answered to a failed query, for
+// the operator's administrator: its messages leave events and conditions
+// (see errorText), and this is where they can still be read. Another
+// server's text is not logged either: it could be anything its author
+// wants to put in the operator's log.
+func logServerText(ctx context.Context, p Prometheus, server string, status int, body []byte) {
+	if !p.Trusted {
+		return
+	}
+	klog.FromContext(ctx).V(4).Info("Prometheus answered a query with an error",
+		"server", server, "status", status, "body", truncate(string(body), maxLoggedBytes))
+}
+
+// newQueryRequest is the request Query sends to target with headers. It is
+// the one place the request is built, so that the server checks (serverOf,
+// checkHostHeader) can be tested against what net/http dials for it.
+func newQueryRequest(ctx context.Context, target string, headers map[string]string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	for name, value := range headers {
+		// net/http ignores a Host entry in Header; the request's Host
+		// field is how a virtual host is chosen. ParsePrometheus refuses
+		// one naming another server than the URL.
+		if http.CanonicalHeaderKey(name) == "Host" {
+			req.Host = value
+			continue
+		}
+		req.Header.Set(name, value)
+	}
+	return req, nil
 }
 
 // Healthy reports whether p's Prometheus has been up for the whole window
@@ -237,10 +263,14 @@ var knownErrorTypes = map[string]bool{
 	"unavailable": true, "not_found": true, "internal": true,
 }
 
-// errorText is Prometheus's " (<errorType>): <error>", shortened. The
-// errorType is given when it is a known one; the error text, free text
-// that may hold whatever the server wants read, only for a trusted server.
-func (r *apiResponse) errorText(trusted bool) string {
+// errorText is " (<errorType>): <class>" for Prometheus's error: the
+// errorType when it is a known one, and the class of its error text in the
+// operator's own words (errorClass). The text itself is never repeated,
+// from any server: it ends up in events and conditions, which the
+// namespace reads, and Prometheus's messages can carry the label sets of
+// other namespaces' series (a many-to-many match names the series on both
+// sides). Query logs a trusted server's text at verbosity 4.
+func (r *apiResponse) errorText() string {
 	var b strings.Builder
 	if knownErrorTypes[r.ErrorType] {
 		b.WriteString(" (" + r.ErrorType + ")")
@@ -249,32 +279,65 @@ func (r *apiResponse) errorText(trusted bool) string {
 	case r.Error == "" && r.ErrorType == "":
 		b.WriteString(", no error given")
 	case r.Error == "":
-	case trusted:
-		b.WriteString(": " + truncate(r.Error, maxEchoBytes))
 	default:
-		b.WriteString(untrustedText)
+		if class := errorClass(r.Error); class != "" {
+			b.WriteString(": " + class)
+		}
+		b.WriteString(notQuotedText)
 	}
 	return b.String()
 }
 
-// untrustedText says why a server's text is missing from a message.
-const untrustedText = "; the server's own text is shown only for the operator's default server and --prometheus-allowed-servers"
+// notQuotedText says why a server's text is missing from a message.
+const notQuotedText = "; the server's own text is not repeated, since it may name other namespaces' series " +
+	"(the operator logs it at -v=4 for its default server and --prometheus-allowed-servers)"
+
+// errorClasses are phrases of Prometheus's own error messages, each with
+// what a message says instead: a fixed, label-free description of the
+// class of error. The first phrase found wins.
+var errorClasses = []struct{ phrase, class string }{
+	{"many-to-many matching not allowed", "many-to-many matching: a binary operation matched several series to one; aggregate a side, or use on(), ignoring() or group_left()"},
+	{"found duplicate series for the match group", "duplicate series for a match group: a binary operation matched several series to one; aggregate a side or use on()"},
+	{"same labelset", "the result has several series with the same labels"},
+	{"parse error", "the query is not valid PromQL"},
+	{"unknown function", "the query calls an unknown function"},
+	{"query timed out", "the query timed out on the server"},
+	{"too many samples", "the query would load too many samples"},
+	{"too many series", "the query would touch too many series"},
+	{"context canceled", "the server canceled the query"},
+}
+
+// errorClass is the class of Prometheus's error text, or "" when it is
+// none of errorClasses.
+func errorClass(text string) string {
+	text = strings.ToLower(truncate(text, maxClassifiedBytes))
+	for _, c := range errorClasses {
+		if strings.Contains(text, c.phrase) {
+			return c.class
+		}
+	}
+	return ""
+}
+
+// maxClassifiedBytes bounds the text errorClass searches.
+const maxClassifiedBytes = 4096
+
+// maxLoggedBytes bounds a server's text in the operator's log.
+const maxLoggedBytes = 4096
 
 // describeErrorBody summarises the body of a non-2xx answer, to follow the
-// status: Prometheus's errorType and error when it sent them, else the
-// start of the body. Text from a server that is not trusted is left out.
-func describeErrorBody(body []byte, trusted bool) string {
+// status: Prometheus's errorType and the class of its error when it sent
+// them (errorText), else what kind of body it was. Nothing the server
+// wrote is repeated.
+func describeErrorBody(body []byte) string {
 	var r apiResponse
 	if json.Unmarshal(body, &r) == nil && (r.ErrorType != "" || r.Error != "") {
-		return r.errorText(trusted)
+		return r.errorText()
 	}
-	switch {
-	case len(bytes.TrimSpace(body)) == 0:
+	if len(bytes.TrimSpace(body)) == 0 {
 		return " with an empty body"
-	case !trusted:
-		return untrustedText
 	}
-	return ": " + strconv.Quote(truncate(string(body), maxEchoBytes))
+	return " with a body that is not a Prometheus API error" + notQuotedText
 }
 
 // quoteIf is s quoted and shortened to n bytes for a trusted server, and
@@ -302,7 +365,7 @@ func decodeQueryResponse(body []byte, trusted bool) (float64, error) {
 	switch r.Status {
 	case "success":
 	case "error":
-		return 0, errorf(ReasonQueryFailed, "query failed%s", r.errorText(trusted))
+		return 0, errorf(ReasonQueryFailed, "query failed%s", r.errorText())
 	default:
 		return 0, errorf(ReasonBadResponse, "answer's status%s is neither \"success\" nor \"error\"", quoteIf(trusted, r.Status, 32))
 	}

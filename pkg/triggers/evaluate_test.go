@@ -302,7 +302,12 @@ func TestEvaluateServers(t *testing.T) {
 
 func TestEvaluateDefaults(t *testing.T) {
 	f := newFakeProm(t, promAnswers(`"1"`, map[string]string{"q": `"0"`}))
-	d := Defaults{ServerAddress: f.URL, AuthorizationHeader: "Bearer operator", UptimeFilter: `app="prometheus"`}
+	// The operator allows these two on its default server.
+	allowed, err := ParseTenantHeaders(" authorization ,X-SCOPE-ORGID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Defaults{ServerAddress: f.URL, AuthorizationHeader: "Bearer operator", UptimeFilter: `app="prometheus"`, TenantHeaders: allowed}
 
 	v, err := Evaluate(t.Context(), nil, []v1alpha1.ScaleTrigger{
 		trigger(`{"query":"q","threshold":"1"}`),

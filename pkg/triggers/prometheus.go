@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
@@ -43,6 +44,85 @@ type Defaults struct {
 	// Evaluate refuses any other before sending anything. Empty allows
 	// every server, as KubeElasti does.
 	AllowedServers []ServerPrefix
+	// TenantHeaders are the headers that select a tenant or an identity
+	// (see identityHeaders) that a trigger may nonetheless send to the
+	// default server (--prometheus-tenant-headers-allowed). The default
+	// server is shared by every namespace and queried with the operator's
+	// own credential and network position, so by default a trigger may
+	// choose neither whose data it reads nor as whom.
+	TenantHeaders TenantHeaders
+}
+
+// TenantHeaders is a set of header names, or every name.
+type TenantHeaders struct {
+	all   bool
+	names map[string]bool
+}
+
+// allows reports whether the canonical header name is in h.
+func (h TenantHeaders) allows(name string) bool {
+	return h.all || h.names[name]
+}
+
+// ParseTenantHeaders reads --prometheus-tenant-headers-allowed: header
+// names separated by commas, blanks around them ignored, in any case; "*"
+// allows every header, as KubeElasti sent a trigger's headers to any
+// server. Empty allows none of identityHeaders.
+func ParseTenantHeaders(list string) (TenantHeaders, error) {
+	var h TenantHeaders
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			continue
+		case name == "*":
+			h.all = true
+			continue
+		}
+		if err := checkHeader(name, ""); err != nil {
+			return TenantHeaders{}, err
+		}
+		if h.names == nil {
+			h.names = map[string]bool{}
+		}
+		h.names[http.CanonicalHeaderKey(name)] = true
+	}
+	return h, nil
+}
+
+// identityHeaders choose whose data a request reads or as whom it is made,
+// on a Prometheus, a Mimir, Cortex or Thanos in front of one, or an
+// authenticating proxy. A trigger sends none of them to the default server
+// unless Defaults.TenantHeaders allows it. Keys are canonical.
+var identityHeaders = map[string]string{
+	// The credential itself: the operator sends its own; a trigger's
+	// would make the operator query as someone else from its own address.
+	"Authorization": "a credential",
+	// A forward proxy's credential, the same for a proxy on the way.
+	"Proxy-Authorization": "a proxy credential",
+	// A session, as a browser-facing auth proxy reads one.
+	"Cookie": "a session cookie",
+	// Cortex, Mimir and Loki: the tenant whose series a query reads.
+	"X-Scope-Orgid": "a Cortex or Mimir tenant",
+	// Thanos receive and query-frontend's tenant header.
+	"Thanos-Tenant": "a Thanos tenant",
+	// Grafana's organisation, honoured by Grafana's data source proxy.
+	"X-Grafana-Org-Id": "a Grafana organisation",
+	// Auth proxies (oauth2-proxy, Pomerium, Apache, Grafana's auth.proxy)
+	// pass the signed-in user in these and the servers behind trust them.
+	"X-Forwarded-User":      "a user an auth proxy vouches for",
+	"X-Forwarded-Email":     "a user an auth proxy vouches for",
+	"X-Forwarded-Groups":    "groups an auth proxy vouches for",
+	"X-Auth-Request-User":   "a user an auth proxy vouches for",
+	"X-Auth-Request-Email":  "a user an auth proxy vouches for",
+	"X-Auth-Request-Groups": "groups an auth proxy vouches for",
+	"X-Remote-User":         "a user an auth proxy vouches for",
+	"X-Remote-Group":        "groups an auth proxy vouches for",
+	"X-Webauth-User":        "a user an auth proxy vouches for",
+	// The client address, which servers and proxies allow by.
+	"X-Forwarded-For": "the client's address",
+	"X-Real-Ip":       "the client's address",
+	"Forwarded":       "the client's address",
 }
 
 // Prometheus is a parsed prometheus trigger with the defaults applied.
@@ -107,6 +187,20 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 	if err := checkServerAddress(addr); err != nil {
 		return Prometheus{}, errorf(ReasonInvalidMetadata, "%s: %w", from, err)
 	}
+	if err := checkHostHeader(addr, m.Headers); err != nil {
+		return Prometheus{}, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
+	}
+	isDefault := isDefaultServer(addr, d.ServerAddress)
+	if isDefault {
+		for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+			key := http.CanonicalHeaderKey(name)
+			if what, ok := identityHeaders[key]; ok && !d.TenantHeaders.allows(key) {
+				return Prometheus{}, errorf(ReasonInvalidMetadata,
+					"metadata.headers: %q chooses %s, which a trigger may not do on the operator's default server (--prometheus-tenant-headers-allowed); "+
+						"the operator queries it for every namespace with its own credential", truncate(name, 64), what)
+			}
+		}
+	}
 
 	filter := m.UptimeFilter
 	if filter == "" {
@@ -124,7 +218,6 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 		}
 		headers[name] = value
 	}
-	isDefault := isDefaultServer(addr, m.Headers, d.ServerAddress)
 	if !hasAuth && d.AuthorizationHeader != "" && isDefault {
 		if err := checkHeader("Authorization", d.AuthorizationHeader); err != nil {
 			return Prometheus{}, errorf(ReasonInvalidMetadata, "default authorization header (PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER): %w", err)
@@ -141,7 +234,7 @@ func ParsePrometheus(raw json.RawMessage, d Defaults) (Prometheus, error) {
 		Threshold:           threshold,
 		UptimeFilter:        filter,
 		Headers:             headers,
-		Trusted:             isDefault || isListed(addr, m.Headers, d.AllowedServers),
+		Trusted:             isDefault || isListed(addr, d.AllowedServers),
 		DefaultAuthWithheld: !hasAuth && d.AuthorizationHeader != "" && !isDefault,
 	}, nil
 }
@@ -171,8 +264,33 @@ func parseMetadata(raw json.RawMessage) (metadata, float64, error) {
 	if len(raw) > v1alpha1.MaxTriggerMetadataBytes {
 		return m, 0, errorf(ReasonInvalidMetadata, "metadata is %d bytes of JSON, more than the %d allowed", len(raw), v1alpha1.MaxTriggerMetadataBytes)
 	}
+	if n, ok := trimmedBytes(raw); ok {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is %d bytes of JSON, more than the %d allowed", n, v1alpha1.MaxTriggerMetadataBytes)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
+	}
+	if len(keys) > v1alpha1.MaxTriggerMetadataKeys {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata has %d keys, more than the %d allowed", len(keys), v1alpha1.MaxTriggerMetadataKeys)
+	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return m, 0, errorf(ReasonInvalidMetadata, "metadata is not a valid JSON object: %w", err)
+	}
+	for _, f := range []struct {
+		name  string
+		value string
+		max   int
+	}{
+		{"serverAddress", m.ServerAddress, v1alpha1.MaxTriggerServerAddressLength},
+		{"uptimeFilter", m.UptimeFilter, v1alpha1.MaxTriggerUptimeFilterLength},
+	} {
+		if n := utf8.RuneCountInString(f.value); n > f.max {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.%s is %d characters, more than the %d allowed", f.name, n, f.max)
+		}
+	}
+	if len(m.Headers) > v1alpha1.MaxTriggerHeaders {
+		return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers has %d headers, more than the %d allowed", len(m.Headers), v1alpha1.MaxTriggerHeaders)
 	}
 	if strings.TrimSpace(m.Query) == "" {
 		return m, 0, errorf(ReasonInvalidMetadata, "metadata.query is required")
@@ -184,6 +302,11 @@ func parseMetadata(raw json.RawMessage) (metadata, float64, error) {
 		if err := checkServerAddress(addr); err != nil {
 			return m, 0, errorf(ReasonInvalidMetadata, "metadata.serverAddress: %w", err)
 		}
+		// Without serverAddress the default's is the URL, which only
+		// ParsePrometheus knows.
+		if err := checkHostHeader(addr, m.Headers); err != nil {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
+		}
 	}
 	threshold, err := parseThreshold(m.Threshold)
 	if err != nil {
@@ -194,6 +317,10 @@ func parseMetadata(raw json.RawMessage) (metadata, float64, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
 		if err := checkHeader(name, m.Headers[name]); err != nil {
 			return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers: %w", err)
+		}
+		if n := utf8.RuneCountInString(m.Headers[name]); n > v1alpha1.MaxTriggerHeaderValueLength {
+			return m, 0, errorf(ReasonInvalidMetadata, "metadata.headers: header %q is %d characters, more than the %d allowed",
+				truncate(name, 64), n, v1alpha1.MaxTriggerHeaderValueLength)
 		}
 	}
 	return m, threshold, nil
@@ -300,4 +427,46 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// trimmedKey marks metadata TrimMetadata replaced for being too large; its
+// value is the size it had.
+const trimmedKey = "elasti.dev/trimmed-bytes"
+
+// TrimMetadata is raw as a cache keeps it: only what ParsePrometheus reads,
+// so that what it decides is the same for raw and for the result. Unknown
+// keys, which KubeElasti and ParsePrometheus ignore, are dropped; metadata
+// past MaxTriggerMetadataBytes becomes a small marker that ParsePrometheus
+// refuses with the same message as the original. Metadata that is not an
+// object is kept as it is, and is within that bound.
+func TrimMetadata(raw json.RawMessage) json.RawMessage {
+	if len(raw) > v1alpha1.MaxTriggerMetadataBytes {
+		return json.RawMessage(fmt.Sprintf(`{%q:%d}`, trimmedKey, len(raw)))
+	}
+	if _, ok := trimmedBytes(raw); ok {
+		return raw
+	}
+	var keys map[string]json.RawMessage
+	var m metadata
+	if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &m) != nil || len(keys) > v1alpha1.MaxTriggerMetadataKeys {
+		// Refused by parseMetadata as it is; kept so the message is the same.
+		return raw
+	}
+	out, err := json.Marshal(m)
+	if err != nil || len(out) >= len(raw) {
+		return raw
+	}
+	return out
+}
+
+// trimmedBytes reads TrimMetadata's marker: the size the metadata had.
+func trimmedBytes(raw json.RawMessage) (int, bool) {
+	if !bytes.HasPrefix(raw, []byte(`{"`+trimmedKey+`":`)) {
+		return 0, false
+	}
+	var marker map[string]int
+	if json.Unmarshal(raw, &marker) != nil || len(marker) != 1 || marker[trimmedKey] <= v1alpha1.MaxTriggerMetadataBytes {
+		return 0, false
+	}
+	return marker[trimmedKey], true
 }

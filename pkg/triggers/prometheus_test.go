@@ -73,11 +73,11 @@ func TestParsePrometheus(t *testing.T) {
 		},
 		{
 			name:     "default authorization joins other headers",
-			raw:      `{"query":"up","threshold":"1","headers":{"X-Scope-OrgID":"t"}}`,
-			defaults: Defaults{ServerAddress: server, AuthorizationHeader: "Bearer d"},
+			raw:      `{"query":"up","threshold":"1","headers":{"X-Scope-OrgID":"t","X-Custom":"c"}}`,
+			defaults: Defaults{ServerAddress: server, AuthorizationHeader: "Bearer d", TenantHeaders: TenantHeaders{names: map[string]bool{"X-Scope-Orgid": true}}},
 			want: Prometheus{
 				Query: "up", ServerAddress: server, Threshold: 1, UptimeFilter: DefaultUptimeFilter,
-				Headers: map[string]string{"X-Scope-OrgID": "t", "Authorization": "Bearer d"}, Trusted: true,
+				Headers: map[string]string{"X-Scope-OrgID": "t", "X-Custom": "c", "Authorization": "Bearer d"}, Trusted: true,
 			},
 		},
 		{

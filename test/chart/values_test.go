@@ -311,3 +311,27 @@ func TestUninstallHookRunsTheOperatorsConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestChartReadsPrometheusCredentialFromASecret: the operator's
+// Prometheus credential comes from a Secret's key through a secretKeyRef,
+// never as a plain value in the Deployment; asking for both ways is
+// refused; KubeElasti's plain value still renders as it did
+// (TestChartTakesKubeElastiValues).
+func TestChartReadsPrometheusCredentialFromASecret(t *testing.T) {
+	objs := render(t, "-f", repo(t, "charts", "elasti", "ci", "prometheus-secret-values.yaml"))
+	_, env := container(t, get(t, objs, "Deployment elasti/elasti-operator-controller-manager"))
+	want(t, "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER", env["PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER"],
+		map[string]any{"secretKeyRef": map[string]any{"name": "prometheus-credentials", "key": "authorization-header"}})
+
+	// The key defaults to "authorization".
+	objs = render(t, "--set", "elastiController.manager.env.prometheusTriggerAuthorizationSecret.name=prom")
+	_, env = container(t, get(t, objs, "Deployment elasti/elasti-operator-controller-manager"))
+	want(t, "PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER with the default key", env["PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER"],
+		map[string]any{"secretKeyRef": map[string]any{"name": "prom", "key": "authorization"}})
+
+	out, err := helmTemplate(t, "--set", "elastiController.manager.env.prometheusTriggerAuthorizationSecret.name=prom",
+		"--set", "elastiController.manager.env.prometheusTriggerAuthorizationHeader=Bearer x")
+	if err == nil || !strings.Contains(string(out), "not both") {
+		t.Errorf("both the Secret and the plain value: err %v, output %s; want refused", err, out)
+	}
+}

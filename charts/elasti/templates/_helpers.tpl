@@ -295,9 +295,22 @@ verbosity) and --log-format. Argument: the component's log values.
 - name: PROMETHEUS_TRIGGER_SERVER_ADDRESS
   value: {{ . | quote }}
 {{- end }}
+{{- $authSecret := $c.manager.env.prometheusTriggerAuthorizationSecret | default dict }}
+{{- if $authSecret.name }}
+{{- if $c.manager.env.prometheusTriggerAuthorizationHeader }}
+{{- fail "elastiController.manager.env: set prometheusTriggerAuthorizationSecret or prometheusTriggerAuthorizationHeader, not both" }}
+{{- end }}
+# The operator's credential for its default Prometheus, from a Secret.
+- name: PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER
+  valueFrom:
+    secretKeyRef:
+      name: {{ $authSecret.name | quote }}
+      key: {{ $authSecret.key | default "authorization" | quote }}
+{{- else }}
 {{- with $c.manager.env.prometheusTriggerAuthorizationHeader }}
 - name: PROMETHEUS_TRIGGER_AUTHORIZATION_HEADER
   value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if $c.manager.sentry.enabled }}
 - name: SENTRY_DSN

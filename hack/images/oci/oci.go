@@ -219,9 +219,9 @@ func CACertificates() []byte {
 
 // baseEntries are the files every image has under its binary: the users,
 // the CA roots, a world-writable /tmp and nonroot's home, like distroless's
-// static:nonroot. There is no time zone database: the binaries look up no
-// zone (enabledPeriod is always UTC and a TZ= prefix is refused), and
-// without /etc/localtime Go's local time is UTC.
+// static:nonroot. There is no time zone database: the operator embeds Go's
+// (time/tzdata) for enabledPeriod.timeZone, so every replica reads a zone
+// the same, and without /etc/localtime Go's local time is UTC.
 func baseEntries() []entry {
 	return []entry{
 		{name: "etc", mode: 0o755, dir: true},

@@ -304,9 +304,21 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 	for path, want := range map[string]int64{
 		"spec.service": 63, "spec.scaleTargetRef.name": 253,
 		"spec.enabledPeriod.timeZone": MaxTimeZoneLength, "spec.enabledPeriod.preWarm": MaxPreWarmLength,
+		"spec.triggers[].metadata.query":         MaxTriggerQueryBytes,
+		"spec.triggers[].metadata.serverAddress": MaxTriggerServerAddressLength,
+		"spec.triggers[].metadata.uptimeFilter":  MaxTriggerUptimeFilterLength,
+		"spec.triggers[].metadata.headers{}":     MaxTriggerHeaderValueLength,
 	} {
 		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxLength, -1) != want {
 			t.Errorf("%s: want maxLength %d", path, want)
+		}
+	}
+	for path, want := range map[string]int64{
+		"spec.triggers[].metadata":         MaxTriggerMetadataKeys,
+		"spec.triggers[].metadata.headers": MaxTriggerHeaders,
+	} {
+		if s := lookup(root, path); s == nil || ptr.Deref(s.MaxProperties, -1) != want {
+			t.Errorf("%s: want maxProperties %d", path, want)
 		}
 	}
 	for path, want := range map[string]int64{
@@ -369,7 +381,7 @@ func TestCRDPreserveUnknownFieldsOnlyOnTriggerMetadata(t *testing.T) {
 		if s.XPreserveUnknownFields != nil && path != triggerMetadataPath {
 			t.Errorf("%s: x-kubernetes-preserve-unknown-fields is set; only %s may preserve unknown fields", path, triggerMetadataPath)
 		}
-		if s.AdditionalProperties != nil {
+		if s.AdditionalProperties != nil && path != triggerMetadataPath+".headers" {
 			t.Errorf("%s: additionalProperties is set; no field of ElastiService is a map", path)
 		}
 	})
@@ -469,6 +481,16 @@ func TestCRDValidatesObjects(t *testing.T) {
 		{"service of 64", func(e *ElastiService) { e.Spec.Service = strings.Repeat("s", 64) }, false},
 		{"target name of 253", func(e *ElastiService) { e.Spec.ScaleTargetRef.Name = strings.Repeat("n", 253) }, true},
 		{"target name of 254", func(e *ElastiService) { e.Spec.ScaleTargetRef.Name = strings.Repeat("n", 254) }, false},
+		{"metadata of 16 keys", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(MaxTriggerMetadataKeys, 0, 0, 1) }, true},
+		{"metadata of 17 keys", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(MaxTriggerMetadataKeys+1, 0, 0, 1) }, false},
+		{"16 headers", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(2, MaxTriggerHeaders, 1, 1) }, true},
+		{"17 headers", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(2, MaxTriggerHeaders+1, 1, 1) }, false},
+		{"header value at its bound", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(2, 1, MaxTriggerHeaderValueLength, 1) }, true},
+		{"header value one past", func(e *ElastiService) {
+			e.Spec.Triggers[0].Metadata = metadataOf(2, 1, MaxTriggerHeaderValueLength+1, 1)
+		}, false},
+		{"query at its bound", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(2, 0, 0, MaxTriggerQueryBytes) }, true},
+		{"query one past", func(e *ElastiService) { e.Spec.Triggers[0].Metadata = metadataOf(2, 0, 0, MaxTriggerQueryBytes+1) }, false},
 		{"10 triggers", func(e *ElastiService) { e.Spec.Triggers = slices.Repeat(e.Spec.Triggers[:1], MaxTriggers) }, true},
 		{"11 triggers", func(e *ElastiService) { e.Spec.Triggers = slices.Repeat(e.Spec.Triggers[:1], MaxTriggers+1) }, false},
 		{"8 wakeWith", func(e *ElastiService) {
@@ -710,8 +732,12 @@ func (w *typeWalker) walk(path string, typ reflect.Type, s *apiextensionsv1.JSON
 		if !ptr.Deref(s.XPreserveUnknownFields, false) {
 			w.errorf(path, "free-form json.RawMessage needs x-kubernetes-preserve-unknown-fields: true")
 		}
-		if len(s.Properties) > 0 {
-			w.errorf(path, "free-form json.RawMessage must not list properties")
+		// The keys the parser reads, typed so the schema can bound them;
+		// threshold, a string or a number, stays untyped.
+		for name := range s.Properties {
+			if !slices.Contains([]string{"query", "serverAddress", "uptimeFilter", "headers"}, name) {
+				w.errorf(path, "free-form json.RawMessage lists property %q, which the trigger parser does not read", name)
+			}
 		}
 		return
 	case timeType:
@@ -899,6 +925,7 @@ func walkSchema(path string, s *apiextensionsv1.JSONSchemaProps, fn func(string,
 func lookup(s *apiextensionsv1.JSONSchemaProps, path string) *apiextensionsv1.JSONSchemaProps {
 	for _, part := range strings.Split(path, ".") {
 		name, items := strings.CutSuffix(part, "[]")
+		name, values := strings.CutSuffix(name, "{}")
 		prop, ok := s.Properties[name]
 		if !ok {
 			return nil
@@ -909,6 +936,12 @@ func lookup(s *apiextensionsv1.JSONSchemaProps, path string) *apiextensionsv1.JS
 				return nil
 			}
 			s = s.Items.Schema
+		}
+		if values {
+			if s.AdditionalProperties == nil || s.AdditionalProperties.Schema == nil {
+				return nil
+			}
+			s = s.AdditionalProperties.Schema
 		}
 	}
 	return s
@@ -1025,4 +1058,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// metadataOf is trigger metadata with keys keys in all (query, threshold
+// and fillers), headers headers of valueLen characters each, and a query
+// of queryLen characters.
+func metadataOf(keys, headers, valueLen, queryLen int) json.RawMessage {
+	m := map[string]any{"query": strings.Repeat("q", queryLen), "threshold": "1"}
+	if headers > 0 {
+		h := map[string]string{}
+		for i := range headers {
+			h[fmt.Sprintf("X-H%d", i)] = strings.Repeat("v", valueLen)
+		}
+		m["headers"] = h
+	}
+	for i := len(m); i < keys; i++ {
+		m[fmt.Sprintf("k%d", i)] = i
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return raw
 }

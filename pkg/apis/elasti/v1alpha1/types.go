@@ -78,8 +78,9 @@ const MaxRecentColdStarts = 16
 
 // Limits on a spec, beyond the schema's, that the operator enforces (see
 // pkg/validation): a spec past them is refused with the reason InvalidSpec. The
-// CRD schema repeats MaxTriggers; the metadata limits are operator-side
-// only, since the schema does not look inside trigger metadata.
+// CRD schema repeats MaxTriggers and the metadata's key counts and string
+// lengths; the byte bounds are operator-side only, since a schema counts
+// characters and cannot measure an untyped value such as threshold.
 const (
 	// MaxTriggers bounds spec.triggers; a real spec has one or two.
 	MaxTriggers = 10
@@ -87,6 +88,19 @@ const (
 	MaxTriggerMetadataBytes = 32 << 10
 	// MaxTriggerQueryBytes bounds a trigger's PromQL query.
 	MaxTriggerQueryBytes = 16 << 10
+	// MaxTriggerMetadataKeys bounds the keys of one trigger's metadata:
+	// five are read, the rest ignored, as KubeElasti ignores them.
+	MaxTriggerMetadataKeys = 16
+	// MaxTriggerHeaders bounds metadata.headers.
+	MaxTriggerHeaders = 16
+	// MaxTriggerHeaderValueLength bounds one header value: room for a
+	// large bearer token, and the 8 KiB most servers allow a header line.
+	MaxTriggerHeaderValueLength = 8 << 10
+	// MaxTriggerServerAddressLength bounds metadata.serverAddress.
+	MaxTriggerServerAddressLength = 2048
+	// MaxTriggerUptimeFilterLength bounds metadata.uptimeFilter, a label
+	// matcher list.
+	MaxTriggerUptimeFilterLength = 1024
 )
 
 // Limits on spec.probeResponse. Every resolver replica keeps every
