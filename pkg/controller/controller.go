@@ -37,6 +37,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
+	"github.com/elasti-dev/elasti/pkg/validation"
 	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
@@ -64,11 +65,16 @@ const (
 	ReasonResolverPortRangeExhausted = elastiv1alpha1.ReasonResolverPortRangeExhausted
 	ReasonResolverPortQuotaExceeded  = elastiv1alpha1.ReasonResolverPortQuotaExceeded
 
-	// ReasonServiceHasNoSelector and ReasonServiceSelectsOtherPods refuse
-	// a Service that does not route to the scale target's pods (see
+	// ReasonServiceHasNoSelector, ReasonServiceNotSelectable (type
+	// ExternalName) and ReasonServiceSelectsOtherPods refuse a Service
+	// that does not route to the scale target's pods (see
 	// serviceWithoutSelector, serviceSelectsOtherPods).
-	ReasonServiceHasNoSelector    = "ServiceHasNoSelector"
+	ReasonServiceHasNoSelector    = validation.ReasonServiceHasNoSelector
+	ReasonServiceNotSelectable    = validation.ReasonServiceNotSelectable
 	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
+	// ReasonResolverWithdrawn: the resolver left the front of a Service
+	// whose endpoints Kubernetes stopped keeping (see leaveUnkeptService).
+	ReasonResolverWithdrawn = "ResolverWithdrawn"
 )
 
 // ResolverPerPortRoutingPort is the resolver Service port by which resolver

@@ -107,6 +107,9 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if v := selectorChecks.First(f); v != nil {
 		// A poller waiting to scale the target down must not.
 		c.handoffs.settle(es.Key(), errors.New(v.message))
+		if err := c.leaveUnkeptService(ctx, es, f.service, v); err != nil {
+			return err
+		}
 		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
 	}
 	esKey := es.Key()
