@@ -81,6 +81,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"A spliced TCP connection on which no byte moves either way for this long is closed (after between it and twice it).")
 	fs.IntVar(&r.MaxConnections, "max-connections", def.MaxConnections,
 		"Client connections open at once on the proxy port and every resolver port together; one more is closed as soon as it is accepted.")
+	fs.IntVar(&r.NamespaceBudget.Count, "namespace-budget-count", def.NamespaceBudget.Count,
+		"Most ElastiServices of one namespace the resolver keeps and serves, oldest first; set it to the operator's. 0: no bound.")
+	fs.Int64Var(&r.NamespaceBudget.Bytes, "namespace-budget-bytes", def.NamespaceBudget.Bytes,
+		"Most bytes of spec (as JSON) of the ElastiServices of one namespace the resolver keeps and serves, oldest first; set it to the operator's. 0: no bound.")
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.Int64Var(&r.MaxBufferedBody, "max-buffered-body", def.MaxBufferedBody,

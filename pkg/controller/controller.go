@@ -33,6 +33,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
@@ -72,6 +73,9 @@ const (
 	ReasonServiceHasNoSelector    = validation.ReasonServiceHasNoSelector
 	ReasonServiceNotSelectable    = validation.ReasonServiceNotSelectable
 	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
+	// ReasonNamespaceBudgetExceeded refuses an ElastiService past its
+	// namespace's budget (see overBudget).
+	ReasonNamespaceBudgetExceeded = nsbudget.Reason
 	// ReasonResolverWithdrawn: the resolver left the front of a Service
 	// whose endpoints Kubernetes stopped keeping (see leaveUnkeptService).
 	ReasonResolverWithdrawn = "ResolverWithdrawn"
@@ -465,6 +469,7 @@ func (c *Controller) onElastiService(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
 		c.enqueue(es.Key())
 	}
+	c.enqueueBudgetChanges()
 }
 
 func (c *Controller) onElastiServiceUpdate(old, cur any) {
@@ -474,6 +479,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 		return
 	}
 	c.enqueue(n.Key())
+	c.enqueueBudgetChanges()
 	// A changed spec.service frees the old Service for another claimant.
 	if o.Spec.Service != n.Spec.Service {
 		c.enqueueByService(o.Namespace, o.Spec.Service)
@@ -486,6 +492,8 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 		return
 	}
 	c.enqueue(es.Key())
+	c.directory.Budget().Forget(es.Key())
+	c.enqueueBudgetChanges()
 	// Another ElastiService may have been waiting for this one's Service.
 	c.enqueueByService(es.Namespace, es.Spec.Service)
 }

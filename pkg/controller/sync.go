@@ -94,6 +94,9 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	if v := invalidSpec(f); v != nil {
 		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
 	}
+	if v := c.overBudget(es); v != nil {
+		return c.setNotReady(ctx, es, nil, "", v.reason, v.message, v.then)
+	}
 	// Before the claim too, and for the same reason: a Service that does
 	// not route to the target's pods gets nothing (no claim, resolver
 	// slice, private Service or scale), and one this ElastiService fronted

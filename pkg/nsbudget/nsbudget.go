@@ -112,11 +112,15 @@ type Tracker struct {
 	items  map[string]map[string]Item // namespace -> name -> item
 	// refused is Refused of each namespace's items, kept up to date.
 	refused map[string]map[string]bool
+	// changed holds the keys whose admission changed since the last
+	// TakeChanged, at most one entry per object tracked.
+	changed map[types.NamespacedName]bool
 }
 
 // NewTracker returns an empty Tracker with limits.
 func NewTracker(limits Limits) *Tracker {
-	return &Tracker{limits: limits, items: map[string]map[string]Item{}, refused: map[string]map[string]bool{}}
+	return &Tracker{limits: limits, items: map[string]map[string]Item{}, refused: map[string]map[string]bool{},
+		changed: map[types.NamespacedName]bool{}}
 }
 
 // Limits returns the Tracker's limits.
@@ -148,25 +152,54 @@ func (t *Tracker) Forget(key types.NamespacedName) {
 		return
 	}
 	delete(ns, key.Name)
+	delete(t.changed, key)
 	if len(ns) == 0 {
 		delete(t.items, key.Namespace)
-		delete(t.refused, key.Namespace)
-		return
 	}
 	t.updateLocked(key.Namespace)
 }
 
+// updateLocked recomputes namespace's refusals and notes the keys whose
+// admission changed.
 func (t *Tracker) updateLocked(namespace string) {
 	ns := t.items[namespace]
 	items := make([]Item, 0, len(ns))
 	for _, it := range ns {
 		items = append(items, it)
 	}
-	if r := Refused(items, t.limits); len(r) > 0 {
-		t.refused[namespace] = r
+	before, after := t.refused[namespace], Refused(items, t.limits)
+	for name := range before {
+		if _, tracked := ns[name]; tracked && !after[name] {
+			t.changed[types.NamespacedName{Namespace: namespace, Name: name}] = true
+		}
+	}
+	for name := range after {
+		if !before[name] {
+			t.changed[types.NamespacedName{Namespace: namespace, Name: name}] = true
+		}
+	}
+	if len(after) > 0 {
+		t.refused[namespace] = after
 	} else {
 		delete(t.refused, namespace)
 	}
+}
+
+// TakeChanged returns, and forgets, the keys whose admission changed since
+// the last call: a controller syncs them again, so that one pushed past the
+// budget gets its condition and one let back in loses it.
+func (t *Tracker) TakeChanged() []types.NamespacedName {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.changed) == 0 {
+		return nil
+	}
+	out := make([]types.NamespacedName, 0, len(t.changed))
+	for k := range t.changed {
+		out = append(out, k)
+	}
+	clear(t.changed)
+	return out
 }
 
 // Admitted reports whether the ElastiService key is within its

@@ -91,9 +91,18 @@ func TestTrackerIsPerNamespace(t *testing.T) {
 			t.Errorf("Admitted(%s) = %v, want %v", name, got, want)
 		}
 	}
+	if got := tr.TakeChanged(); !slices.Equal(got, []types.NamespacedName{key("greedy", "es-3")}) {
+		t.Errorf("changed = %v, want greedy/es-3, pushed past the budget", got)
+	}
+	if got := tr.TakeChanged(); got != nil {
+		t.Errorf("changed again = %v, want nothing", got)
+	}
 	tr.Forget(key("greedy", "es-1"))
 	if !tr.Admitted(key("greedy", "es-3")) {
 		t.Error("es-3 still refused after es-1 went")
+	}
+	if got := tr.TakeChanged(); !slices.Equal(got, []types.NamespacedName{key("greedy", "es-3")}) {
+		t.Errorf("changed = %v, want greedy/es-3, let back in", got)
 	}
 	// Growing a spec past the byte budget refuses it and everything newer.
 	tr.Observe(es("greedy", "es-2", t0.Add(2*time.Second), 1<<20))

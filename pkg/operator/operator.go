@@ -33,6 +33,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -93,6 +94,9 @@ type Options struct {
 	// UserAgentSuffix is appended to the operator's user agent, so the
 	// apiserver's audit log can tell operator instances apart.
 	UserAgentSuffix string
+	// NamespaceBudget bounds the ElastiServices of one namespace the
+	// operator serves (pkg/nsbudget); the resolver's must be the same.
+	NamespaceBudget nsbudget.Limits
 }
 
 // DefaultOptions returns KubeElasti's defaults for the resolver and limits
@@ -116,6 +120,7 @@ func DefaultOptions() Options {
 		QueryTimeout:         5 * time.Second,
 		WakeTimeout:          10 * time.Second,
 		WakeSettleWindow:     5 * time.Second,
+		NamespaceBudget:      nsbudget.Defaults(),
 	}
 }
 
@@ -202,7 +207,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 
-	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
+	o := &Operator{Directory: directory.New(opts.NamespaceBudget), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
 	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.WakeTimeout)
 	o.newInformerFactories(opts)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
@@ -240,7 +245,16 @@ func (o *Operator) newInformerFactories(opts Options) {
 			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: opts.ResolverService}).String()
 		}))
 	o.elastiFactory = elastiinformers.NewSharedInformerFactoryWithOptions(o.Elasti, opts.ResyncPeriod,
-		elastiinformers.WithNamespace(opts.WatchNamespace), elastiinformers.WithTransform(trimForCache))
+		elastiinformers.WithNamespace(opts.WatchNamespace), elastiinformers.WithTransform(o.budgetThenTrim))
+}
+
+// budgetThenTrim weighs an ElastiService against its namespace's budget
+// as the apiserver sent it, as the resolver does, before trimForCache.
+func (o *Operator) budgetThenTrim(obj any) (any, error) {
+	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+		o.Directory.Budget().Observe(es)
+	}
+	return trimForCache(obj)
 }
 
 // newController makes the scaler, the Rollout informer and the controller

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
@@ -109,6 +110,10 @@ type Config struct {
 	// proxy port and every resolver port together; one more is closed as
 	// soon as it is accepted (see LimitListener).
 	MaxConnections int
+	// NamespaceBudget bounds the ElastiServices of one namespace the
+	// resolver keeps and serves (see SpecBudget); it must be the
+	// operator's.
+	NamespaceBudget nsbudget.Limits
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
@@ -189,6 +194,7 @@ func DefaultConfig() Config {
 		MaxHeldBytes:         DefaultMaxHeldBytes,
 		SpliceIdleTimeout:    DefaultSpliceIdleTimeout,
 		MaxConnections:       DefaultMaxConnections,
+		NamespaceBudget:      nsbudget.Defaults(),
 	}
 }
 
