@@ -53,6 +53,9 @@ type Item struct {
 	Name    string
 	Created time.Time
 	Bytes   int64
+	// UID and Generation say which spec Bytes weighs; Refused ignores them.
+	UID        types.UID
+	Generation int64
 }
 
 // Size is what an ElastiService weighs against the byte budget: its spec
@@ -70,7 +73,7 @@ func Size(es *elastiv1alpha1.ElastiService) int64 {
 
 // ItemOf is es as the budget sees it.
 func ItemOf(es *elastiv1alpha1.ElastiService) Item {
-	return Item{Name: es.Name, Created: es.CreationTimestamp.Time, Bytes: Size(es)}
+	return Item{Name: es.Name, Created: es.CreationTimestamp.Time, Bytes: Size(es), UID: es.UID, Generation: es.Generation}
 }
 
 // older orders items oldest first, then by name.
@@ -126,8 +129,18 @@ func NewTracker(limits Limits) *Tracker {
 // Limits returns the Tracker's limits.
 func (t *Tracker) Limits() Limits { return t.limits }
 
-// Observe records es as it is now.
+// Observe records es as it is now. An object seen before with the same
+// UID and a generation, which only a spec change moves, is not weighed
+// again: a status write costs nothing, and a copy the cache already
+// trimmed (an informer may transform its own objects again on a resync)
+// keeps the weight of the spec the apiserver sent.
 func (t *Tracker) Observe(es *elastiv1alpha1.ElastiService) {
+	t.mu.RLock()
+	old, seen := t.items[es.Namespace][es.Name]
+	t.mu.RUnlock()
+	if seen && es.Generation != 0 && old.UID == es.UID && old.Generation == es.Generation && old.Created.Equal(es.CreationTimestamp.Time) {
+		return
+	}
 	it := ItemOf(es)
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -120,3 +120,28 @@ func TestSizeGrowsWithTheSpec(t *testing.T) {
 		t.Errorf("Size = %d without a probe body, %d with 4096 bytes of it", small, big)
 	}
 }
+
+// A copy the cache already trimmed, seen again on a resync, keeps the
+// weight of the spec the apiserver sent; a new generation is weighed anew.
+func TestObserveWeighsEachGenerationOnce(t *testing.T) {
+	tr := NewTracker(Limits{Bytes: 4096})
+	big := es("ns", "a", t0, 5000)
+	big.UID, big.Generation = "uid-a", 1
+	tr.Observe(big)
+	key := types.NamespacedName{Namespace: "ns", Name: "a"}
+	if tr.Admitted(key) {
+		t.Fatal("a spec past the byte budget admitted")
+	}
+	trimmed := es("ns", "a", t0, 0)
+	trimmed.UID, trimmed.Generation = "uid-a", 1
+	tr.Observe(trimmed)
+	if tr.Admitted(key) {
+		t.Error("the trimmed copy of the same generation was weighed again and admitted")
+	}
+	shrunk := es("ns", "a", t0, 100)
+	shrunk.UID, shrunk.Generation = "uid-a", 2
+	tr.Observe(shrunk)
+	if !tr.Admitted(key) {
+		t.Error("a new, smaller generation is still refused")
+	}
+}
