@@ -22,12 +22,14 @@ import (
 // sync:
 //
 //  1. invalidSpec
-//  2. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
-//     (selector.go)
-//  3. serviceClaimedByAnother
-//  4. serviceMissing
-//  5. targetChecks: targetKindUnsupported, targetMissing
-//  6. resolverUnavailable, in proxy mode only
+//  2. overBudget (budget.go)
+//  3. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
+//     (selector.go); leaveUnkeptService (unkept.go) decides whether the
+//     resolver stays in front of a Service Kubernetes no longer keeps
+//  4. serviceClaimedByAnother
+//  5. serviceMissing
+//  6. targetChecks: targetKindUnsupported, targetMissing
+//  7. resolverUnavailable, in proxy mode only
 var (
 	selectorChecks = readinessChecks{serviceWithoutSelector, serviceSelectsOtherPods}
 	targetChecks   = readinessChecks{targetKindUnsupported, targetMissing}
