@@ -387,7 +387,7 @@ func protobuf(cfg *rest.Config) *rest.Config {
 //     only what sameEndpoints compares.
 //   - Deployments and StatefulSets become a scaletarget.Cached (the typed
 //     object is over 1 KiB even empty): their typed listers must not be used.
-//   - Other Services keep identity, selector and ports; other slices keep
+//   - Other Services keep identity, type, selector and ports; other slices keep
 //     identity, the service-name and managed-by labels, addressType and each
 //     endpoint's addresses, conditions and targetRef.
 //   - HorizontalPodAutoscalers keep identity, the target reference and
@@ -408,7 +408,9 @@ func trimForCache(obj any) (any, error) {
 		if names.IsPrivateService(o.Name) || ownedByElastiService(o.OwnerReferences) {
 			return o, nil
 		}
-		return &corev1.Service{ObjectMeta: scaletarget.Identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
+		// The type too: an ExternalName Service is refused whatever its
+		// selector (validation.FrontableService).
+		return &corev1.Service{ObjectMeta: scaletarget.Identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Type: o.Spec.Type, Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
 	case *discoveryv1.EndpointSlice:
 		o.ManagedFields = nil
 		if names.IsResolverSlice(o.Name) || o.Labels[discoveryv1.LabelManagedBy] == controller.ManagedByValue || ownedByElastiService(o.OwnerReferences) {
