@@ -88,7 +88,10 @@ func TestServiceChangedAfterProxyIsNeverForwardedTo(t *testing.T) {
 	// The forgery: every slice of the Service, the controller's old one
 	// and one made by hand with the Service's UID as controller, lists a
 	// serving endpoint at the attacker's address.
-	const forgedIP = "127.0.0.2"
+	// An apiserver-like ClusterIP: the apiserver refuses loopback
+	// addresses in a slice, and nothing here dials it (the view is read,
+	// no request is sent).
+	const forgedIP = "10.96.0.1"
 	for _, v := range variants {
 		forgeSlices(t, e, v.name, forgedIP)
 	}
