@@ -116,6 +116,12 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.IntVar(&op.ResolverPortQuota.PerNamespace, "resolver-ports-per-namespace", def.ResolverPortQuota.PerNamespace,
 		"Most resolver ports the ElastiServices of one namespace may hold together; "+
 			"past it an ElastiService is reached through Host routing on the proxy port. 0: no bound.")
+	fs.IntVar(&op.NamespaceBudget.Count, "namespace-budget-count", def.NamespaceBudget.Count,
+		"Most ElastiServices of one namespace that are served; past it the newest get NamespaceBudgetExceeded. "+
+			"Give the resolver the same value. 0: no bound.")
+	fs.Int64Var(&op.NamespaceBudget.Bytes, "namespace-budget-bytes", def.NamespaceBudget.Bytes,
+		"Most bytes of spec (as JSON) of the ElastiServices of one namespace that are served; past it the newest get NamespaceBudgetExceeded. "+
+			"Give the resolver the same value. 0: no bound.")
 	qps := fs.Float64("kube-api-qps", float64(def.QPS), "Sustained requests per second to the apiserver.")
 	fs.IntVar(&op.Burst, "kube-api-burst", def.Burst, "Request burst to the apiserver.")
 	fs.IntVar(&op.ElastiServiceWorkers, "elastiservice-workers", def.ElastiServiceWorkers, "Workers reconciling ElastiServices in parallel.")

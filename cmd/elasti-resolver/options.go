@@ -88,6 +88,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			"HTTP/2 connections may open as many concurrent streams as a namespace's share of it holds at their largest.")
 	fs.IntVar(&r.NamespaceShare, "namespace-share", def.NamespaceShare,
 		"Percentage of --global-queue, --max-held-bytes and --max-request-bytes that the requests for one namespace's Services may take; past it 503 with Retry-After. 100 turns it off.")
+	fs.IntVar(&r.NamespaceBudget.Count, "namespace-budget-count", def.NamespaceBudget.Count,
+		"Most ElastiServices of one namespace the resolver keeps and serves, oldest first; set it to the operator's. 0: no bound.")
+	fs.Int64Var(&r.NamespaceBudget.Bytes, "namespace-budget-bytes", def.NamespaceBudget.Bytes,
+		"Most bytes of spec (as JSON) of the ElastiServices of one namespace the resolver keeps and serves, oldest first; set it to the operator's. 0: no bound.")
 	fs.StringVar(&r.ColdStartHeader, "cold-start-header", def.ColdStartHeader,
 		`Response header that tells a client how long its request was held while the Service woke; "" turns it off.`)
 	fs.Int64Var(&r.MaxBufferedBody, "max-buffered-body", def.MaxBufferedBody,

@@ -75,7 +75,7 @@ func (c *Controller) PrimeDirectory(ctx context.Context) {
 		return
 	}
 	for _, es := range all {
-		if es.DeletionTimestamp == nil && es.Spec.Service != "" {
+		if es.DeletionTimestamp == nil && es.Spec.Service != "" && c.directory.Budget().Admitted(es.Key()) {
 			c.claims.claim(es)
 		}
 	}

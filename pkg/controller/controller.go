@@ -34,10 +34,12 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
+	"github.com/elasti-dev/elasti/pkg/validation"
 	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
@@ -65,11 +67,19 @@ const (
 	ReasonResolverPortRangeExhausted = elastiv1alpha1.ReasonResolverPortRangeExhausted
 	ReasonResolverPortQuotaExceeded  = elastiv1alpha1.ReasonResolverPortQuotaExceeded
 
-	// ReasonServiceHasNoSelector and ReasonServiceSelectsOtherPods refuse
-	// a Service that does not route to the scale target's pods (see
+	// ReasonServiceHasNoSelector, ReasonServiceNotSelectable (type
+	// ExternalName) and ReasonServiceSelectsOtherPods refuse a Service
+	// that does not route to the scale target's pods (see
 	// serviceWithoutSelector, serviceSelectsOtherPods).
-	ReasonServiceHasNoSelector    = "ServiceHasNoSelector"
+	ReasonServiceHasNoSelector    = validation.ReasonServiceHasNoSelector
+	ReasonServiceNotSelectable    = validation.ReasonServiceNotSelectable
 	ReasonServiceSelectsOtherPods = "ServiceSelectsOtherPods"
+	// ReasonNamespaceBudgetExceeded refuses an ElastiService past its
+	// namespace's budget (see overBudget).
+	ReasonNamespaceBudgetExceeded = nsbudget.Reason
+	// ReasonResolverWithdrawn: the resolver left the front of a Service
+	// whose endpoints Kubernetes stopped keeping (see leaveUnkeptService).
+	ReasonResolverWithdrawn = "ResolverWithdrawn"
 )
 
 // ResolverPerPortRoutingPort is the resolver Service port by which resolver
@@ -525,6 +535,7 @@ func (c *Controller) onElastiService(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
 		c.queue.Add(es.Key())
 	}
+	c.enqueueBudgetChanges()
 }
 
 func (c *Controller) onElastiServiceUpdate(old, cur any) {
@@ -534,6 +545,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 		return
 	}
 	c.queue.Add(n.Key())
+	c.enqueueBudgetChanges()
 	// A changed spec.service frees the old Service for another claimant.
 	if o.Spec.Service != n.Spec.Service {
 		c.enqueueByService(o.Namespace, o.Spec.Service)
@@ -546,6 +558,8 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 		return
 	}
 	c.queue.Add(es.Key())
+	c.directory.Budget().Forget(es.Key())
+	c.enqueueBudgetChanges()
 	// Another ElastiService may have been waiting for this one's Service.
 	c.enqueueByService(es.Namespace, es.Spec.Service)
 }

@@ -41,6 +41,7 @@ import (
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
@@ -131,7 +132,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{
 		t:         t,
 		clock:     testingclock.NewFakeClock(t0),
-		directory: directory.New(),
+		directory: directory.New(nsbudget.Limits{}),
 	}
 }
 

@@ -58,11 +58,15 @@ func (p syncPlan) ports() *portStatus {
 }
 
 // planAdmission decides on the facts known before the claim: an invalid
-// spec, then a Service that does not route to the target's pods (checks
+// spec, then a namespace past its ElastiService budget, then a Service
+// that does not route to the target's pods (checks
 // 1 and 2 of readiness.go), stop the sync; otherwise it goes on to the
 // claim and plan.
 func planAdmission(f *facts) syncPlan {
 	if v := invalidSpec(f); v != nil {
+		return syncPlan{stage: stageAdmit, stop: v}
+	}
+	if v := overBudget(f); v != nil {
 		return syncPlan{stage: stageAdmit, stop: v}
 	}
 	if v := selectorChecks.First(f); v != nil {

@@ -40,6 +40,15 @@ func TestPlan(t *testing.T) {
 			f.es.Spec.Service = "../other"
 			f.service.Spec.Selector = nil
 		}, stageAdmit, ReasonInvalidSpec, nil, false},
+		{"past the namespace budget: nothing", func(f *facts) { f.overBudget = true }, stageAdmit, ReasonNamespaceBudgetExceeded, nil, false},
+		{"invalid spec comes before the budget", func(f *facts) {
+			f.es.Spec.Service = "../other"
+			f.overBudget = true
+		}, stageAdmit, ReasonInvalidSpec, nil, false},
+		{"the budget comes before the selector", func(f *facts) {
+			f.overBudget = true
+			f.service.Spec.Selector = nil
+		}, stageAdmit, ReasonNamespaceBudgetExceeded, nil, false},
 		{"no selector: settles a handoff", func(f *facts) { f.service.Spec.Selector = nil }, stageAdmit, ReasonServiceHasNoSelector, nil, true},
 		{"other pods: settles a handoff", func(f *facts) { f.service.Spec.Selector["app"] = "api" }, stageAdmit, ReasonServiceSelectsOtherPods, nil, true},
 		{"claimed by another", func(f *facts) {

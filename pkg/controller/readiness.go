@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/policy"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/validation"
@@ -23,12 +24,14 @@ import (
 // sets the stage the sync stops at:
 //
 //  1. invalidSpec
-//  2. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
-//     (selector.go)
-//  3. serviceClaimedByAnother
-//  4. serviceMissing
-//  5. targetChecks: targetKindUnsupported, targetMissing
-//  6. resolverUnavailable, in proxy mode only
+//  2. overBudget (budget.go)
+//  3. selectorChecks: serviceWithoutSelector, serviceSelectsOtherPods
+//     (selector.go); leaveUnkeptService (unkept.go) decides whether the
+//     resolver stays in front of a Service Kubernetes no longer keeps
+//  4. serviceClaimedByAnother
+//  5. serviceMissing
+//  6. targetChecks: targetKindUnsupported, targetMissing
+//  7. resolverUnavailable, in proxy mode only
 var (
 	selectorChecks = readinessChecks{serviceWithoutSelector, serviceSelectsOtherPods}
 	targetChecks   = readinessChecks{targetKindUnsupported, targetMissing}
@@ -68,6 +71,10 @@ type facts struct {
 	// counts them); perPort says they all serve per-port routing.
 	resolverEndpoints []discoveryv1.Endpoint
 	perPort           bool
+	// overBudget says es is past its namespace's ElastiService budget,
+	// whose limits are budgetLimits (pkg/nsbudget).
+	overBudget   bool
+	budgetLimits nsbudget.Limits
 }
 
 // notReady is a failed check: the Ready condition's reason and message,

@@ -11,6 +11,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/validation"
 )
 
 // rolloutsPodTemplateHashLabel is the label Argo Rollouts puts on a
@@ -27,10 +28,14 @@ const rolloutsPodTemplateHashLabel = "rollouts-pod-template-hash"
 // its traffic. A Service or target that is missing or cannot be read is
 // left to the sync's own waits.
 
+// serviceWithoutSelector refuses a Service whose endpoints Kubernetes does
+// not keep: no selector, or type ExternalName (validation.FrontableService).
 func serviceWithoutSelector(f *facts) *notReady {
-	if f.service != nil && len(f.service.Spec.Selector) == 0 {
-		return &notReady{ReasonServiceHasNoSelector, fmt.Sprintf(
-			"Service %q has no selector; an ElastiService needs a Service that selects the pods of its scale target", f.service.Name), awaitChange}
+	if f.service == nil {
+		return nil
+	}
+	if reason, msg := validation.FrontableService(f.service); reason != "" {
+		return &notReady{reason, msg, awaitChange}
 	}
 	return nil
 }

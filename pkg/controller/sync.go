@@ -112,6 +112,8 @@ func (c *Controller) reconcile(ctx context.Context, es *elastiv1alpha1.ElastiSer
 func (c *Controller) gather(es *elastiv1alpha1.ElastiService) *facts {
 	f := &facts{es: es, target: scaletarget.RefFor(es), now: c.clock.Now(),
 		resolverNamespace: c.cfg.ResolverNamespace, resolverService: c.cfg.ResolverService}
+	budget := c.directory.Budget()
+	f.overBudget, f.budgetLimits = !budget.Admitted(es.Key()), budget.Limits()
 	f.service, f.serviceErr = c.services.Services(es.Namespace).Get(es.Spec.Service)
 	f.state, f.targetErr = c.scaler.Get(f.target)
 	f.podLabels = f.state.PodLabels
@@ -131,6 +133,9 @@ func (c *Controller) apply(ctx context.Context, f *facts, p syncPlan) (syncResul
 	case p.settleHandoff:
 		// A poller waiting to scale the target down must not.
 		c.handoffs.settle(es.Key(), errors.New(p.stop.message))
+		if err := c.leaveUnkeptService(ctx, es, f.service, p.stop); err != nil {
+			return syncResult{}, err
+		}
 	case p.stage == stageClaim:
 		c.front.releasePorts(ctx, es.Key())
 	}

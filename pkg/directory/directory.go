@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 )
 
 // Entry is what a request path needs to wake a service without an API read.
@@ -36,12 +37,24 @@ type Directory struct {
 	// ElastiService holds one Service, two while it moves: a slice costs a
 	// tenth of a map per ElastiService.
 	held map[types.NamespacedName][]types.NamespacedName
+	// budget holds every ElastiService's weight, per namespace: an
+	// ElastiService past its namespace's budget is never claimed (see
+	// pkg/nsbudget).
+	budget *nsbudget.Tracker
 }
 
-// New returns an empty directory.
-func New() *Directory {
-	return &Directory{entries: map[types.NamespacedName]Entry{}, held: map[types.NamespacedName][]types.NamespacedName{}}
+// New returns an empty directory that admits, per namespace, the
+// ElastiServices within budget.
+func New(budget nsbudget.Limits) *Directory {
+	return &Directory{entries: map[types.NamespacedName]Entry{}, held: map[types.NamespacedName][]types.NamespacedName{},
+		budget: nsbudget.NewTracker(budget)}
 }
+
+// Budget is the directory's per-namespace budget. The ElastiService
+// informer's transform feeds it (Observe, on the spec as the apiserver
+// sent it, before the cache trims it) and its delete handler empties it
+// (Forget).
+func (d *Directory) Budget() *nsbudget.Tracker { return d.budget }
 
 // EntryFor builds the directory entry for an ElastiService.
 func EntryFor(es *elastiv1alpha1.ElastiService) Entry {

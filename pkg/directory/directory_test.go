@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 )
 
 func es(ns, name, svc string) *elastiv1alpha1.ElastiService {
@@ -33,7 +34,7 @@ func TestEntryCanonicalisesAndDefaults(t *testing.T) {
 }
 
 func TestClaimConflictsAndRelease(t *testing.T) {
-	d := New()
+	d := New(nsbudget.Limits{})
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
 	a, b := EntryFor(es("ns", "a", "web")), EntryFor(es("ns", "b", "web"))
 	if _, ok := d.Claim(svc, a); !ok {
@@ -58,7 +59,7 @@ func TestClaimConflictsAndRelease(t *testing.T) {
 // An ElastiService moving to another Service holds both for a while;
 // ReleaseAll keeps the ones named and frees the rest, and no one else's.
 func TestReleaseAllKeepsTheExceptions(t *testing.T) {
-	d := New()
+	d := New(nsbudget.Limits{})
 	oldSvc, newSvc, other := types.NamespacedName{Namespace: "ns", Name: "web"}, types.NamespacedName{Namespace: "ns", Name: "web-v2"},
 		types.NamespacedName{Namespace: "ns", Name: "shop"}
 	a, b := EntryFor(es("ns", "a", "web-v2")), EntryFor(es("ns", "b", "shop"))
@@ -85,7 +86,7 @@ func TestReleaseAllKeepsTheExceptions(t *testing.T) {
 }
 
 func TestLookupReturnsACopy(t *testing.T) {
-	d := New()
+	d := New(nsbudget.Limits{})
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
 	d.Claim(svc, EntryFor(es("ns", "a", "web")))
 	e, _ := d.Lookup(svc)
@@ -96,7 +97,7 @@ func TestLookupReturnsACopy(t *testing.T) {
 }
 
 func TestConcurrentReadersAndWriters(t *testing.T) {
-	d := New()
+	d := New(nsbudget.Limits{})
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {

@@ -1,5 +1,7 @@
-// Package endpointready holds the one rule the operator and the resolver
-// share for an EndpointSlice endpoint that can take traffic.
+// Package endpointready holds the rules the operator and the resolver
+// share for an EndpointSlice endpoint that can take traffic: whether it
+// serves (Serving), and whether Kubernetes keeps its Service's slices at
+// all (Unkept).
 package endpointready
 
 import discoveryv1 "k8s.io/api/discovery/v1"

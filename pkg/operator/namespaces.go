@@ -69,13 +69,15 @@ type watched struct {
 	elasti     []elastiinformers.SharedInformerFactory
 }
 
-func newWatched(kube kubernetes.Interface, elasti versioned.Interface, opts Options) *watched {
+// elastiTransform is the ElastiService informers' transform: the operator
+// weighs each against its namespace's budget before trimming it.
+func newWatched(kube kubernetes.Interface, elasti versioned.Interface, opts Options, elastiTransform cache.TransformFunc) *watched {
 	w := &watched{namespaces: nsinformer.OrAll(opts.WatchNamespaces)}
 	for _, ns := range w.namespaces {
 		w.kube = append(w.kube, informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTransform(trimForCache)))
 		w.elasti = append(w.elasti, elastiinformers.NewSharedInformerFactoryWithOptions(elasti, opts.ResyncPeriod,
-			elastiinformers.WithNamespace(ns), elastiinformers.WithTransform(trimForCache)))
+			elastiinformers.WithNamespace(ns), elastiinformers.WithTransform(elastiTransform)))
 	}
 	return w
 }

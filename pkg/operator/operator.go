@@ -32,6 +32,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/idle"
 	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -100,6 +101,9 @@ type Options struct {
 	// UserAgentSuffix is appended to the operator's user agent, so the
 	// apiserver's audit log can tell operator instances apart.
 	UserAgentSuffix string
+	// NamespaceBudget bounds the ElastiServices of one namespace the
+	// operator serves (pkg/nsbudget); the resolver's must be the same.
+	NamespaceBudget nsbudget.Limits
 }
 
 // DefaultOptions returns KubeElasti's defaults for the resolver and limits
@@ -123,6 +127,7 @@ func DefaultOptions() Options {
 		QueryTimeout:         5 * time.Second,
 		WakeTimeout:          10 * time.Second,
 		WakeSettleWindow:     5 * time.Second,
+		NamespaceBudget:      nsbudget.Defaults(),
 	}
 }
 
@@ -211,7 +216,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 
-	o := &Operator{Directory: directory.New(), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
+	o := &Operator{Directory: directory.New(opts.NamespaceBudget), Kube: kube, Elasti: elasti, Metrics: metrics.NewOperator()}
 	o.Wakes = idle.NewWakes(ctx, idle.StatusPatcher{Client: elasti}, opts.WakeTimeout)
 	o.newInformerFactories(opts)
 	if err := o.newController(ctx, cfg, dyn, apiext, opts); err != nil {
@@ -241,7 +246,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 // newInformerFactories makes the shared informer factories, scoped to
 // --watch-namespace.
 func (o *Operator) newInformerFactories(opts Options) {
-	o.watched = newWatched(o.Kube, o.Elasti, opts)
+	o.watched = newWatched(o.Kube, o.Elasti, opts, o.budgetThenTrim)
 	// The resolver's slices may live outside --watch-namespace; one more
 	// narrow watch covers them.
 	o.resolverFactory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0,
@@ -249,6 +254,15 @@ func (o *Operator) newInformerFactories(opts Options) {
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: opts.ResolverService}).String()
 		}))
+}
+
+// budgetThenTrim weighs an ElastiService against its namespace's budget
+// as the apiserver sent it, as the resolver does, before trimForCache.
+func (o *Operator) budgetThenTrim(obj any) (any, error) {
+	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
+		o.Directory.Budget().Observe(es)
+	}
+	return trimForCache(obj)
 }
 
 // newController makes the scaler, the Rollout informer and the controller
@@ -374,7 +388,7 @@ func protobuf(cfg *rest.Config) *rest.Config {
 //     only what sameEndpoints compares.
 //   - Deployments and StatefulSets become a scaletarget.Cached (the typed
 //     object is over 1 KiB even empty): their typed listers must not be used.
-//   - Other Services keep identity, selector and ports; other slices keep
+//   - Other Services keep identity, type, selector and ports; other slices keep
 //     identity, the service-name and managed-by labels, addressType and each
 //     endpoint's addresses, conditions and targetRef.
 //   - HorizontalPodAutoscalers keep identity, the target reference and
@@ -397,7 +411,9 @@ func trimForCache(obj any) (any, error) {
 		if names.IsPrivateService(o.Name) || ownedByElastiService(o.OwnerReferences) {
 			return o, nil
 		}
-		return &corev1.Service{ObjectMeta: scaletarget.Identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
+		// The type too: an ExternalName Service is refused whatever its
+		// selector (validation.FrontableService).
+		return &corev1.Service{ObjectMeta: scaletarget.Identity(o.ObjectMeta), Spec: corev1.ServiceSpec{Type: o.Spec.Type, Selector: o.Spec.Selector, Ports: o.Spec.Ports}}, nil
 	case *discoveryv1.EndpointSlice:
 		o.ManagedFields = nil
 		if names.IsResolverSlice(o.Name) || o.Labels[discoveryv1.LabelManagedBy] == controller.ManagedByValue || ownedByElastiService(o.OwnerReferences) {

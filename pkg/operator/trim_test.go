@@ -100,7 +100,7 @@ func TestTrimHPAs(t *testing.T) {
 	}
 }
 
-// A public Service keeps its selector and ports; a private Service, which
+// A public Service keeps its type, selector and ports; a private Service, which
 // is updated from the cache, keeps everything but managedFields.
 func TestTrimServices(t *testing.T) {
 	spec := corev1.ServiceSpec{
@@ -111,7 +111,7 @@ func TestTrimServices(t *testing.T) {
 	public := trimmed(t, &corev1.Service{ObjectMeta: fullMeta("web"), Spec: *spec.DeepCopy(),
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "1.2.3.4"}}}}})
 	wantIdentity(t, public.ObjectMeta, "web")
-	if public.Labels != nil || !reflect.DeepEqual(public.Spec, corev1.ServiceSpec{Selector: spec.Selector, Ports: spec.Ports}) ||
+	if public.Labels != nil || !reflect.DeepEqual(public.Spec, corev1.ServiceSpec{Type: spec.Type, Selector: spec.Selector, Ports: spec.Ports}) ||
 		!reflect.DeepEqual(public.Status, corev1.ServiceStatus{}) {
 		t.Errorf("public service: %+v", public)
 	}

@@ -50,6 +50,13 @@ func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc S
 		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s not found", svc))
 		return
 	}
+	if errors.Is(err, ErrServiceNotSelectable) {
+		// Not the resolver's fault, and a client can ask at will: no
+		// error log, and no wake, which could not make it forwardable.
+		logger.V(2).Info("Refusing request for a Service whose endpoints Kubernetes does not keep", "err", err)
+		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("service %s has no selector or is of type ExternalName; the resolver forwards only to the pods a selector matches", svc))
+		return
+	}
 	logger.Error(err, "Looking up endpoints failed")
 	httpError(w, http.StatusBadGateway, fmt.Sprintf("cannot resolve service %s", svc))
 }

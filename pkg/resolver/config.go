@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
@@ -150,6 +151,10 @@ type Config struct {
 	// connection is closed. It keeps one namespace from starving the
 	// others; 100 turns it off.
 	NamespaceShare int
+	// NamespaceBudget bounds the ElastiServices of one namespace the
+	// resolver keeps and serves (see SpecBudget); it must be the
+	// operator's.
+	NamespaceBudget nsbudget.Limits
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
@@ -233,6 +238,7 @@ func DefaultConfig() Config {
 		MaxConnectionsPerSource: DefaultMaxConnectionsPerSource,
 		MaxRequestBytes:         DefaultMaxRequestBytes,
 		NamespaceShare:          DefaultNamespaceShare,
+		NamespaceBudget:         nsbudget.Defaults(),
 	}
 }
 

@@ -23,6 +23,12 @@ func (s ServiceRef) kref() klog.ObjectRef { return klog.KRef(s.Namespace, s.Name
 // it does not know.
 var ErrServiceNotFound = errors.New("service not found")
 
+// ErrServiceNotSelectable is returned by an EndpointSource for a public
+// Service whose EndpointSlices Kubernetes does not keep: one without a
+// selector or of type ExternalName (endpointready.Unkept). The resolver
+// forwards only to addresses the Service's own controller wrote.
+var ErrServiceNotSelectable = errors.New("service has no endpoints Kubernetes keeps")
+
 // Backends is what an EndpointSource knows about one port of a public
 // Service right now.
 type Backends struct {

@@ -167,6 +167,13 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, 
 	if err != nil {
 		return Backends{}, err
 	}
+	// The slices of a Service Kubernetes no longer keeps are whatever an
+	// EndpointSlice writer of the namespace made them, owner reference
+	// and managed-by label included (see endpointready.Unkept): forwarding
+	// there would reach any address with the resolver's own source.
+	if why := endpointready.Unkept(pub); why != "" {
+		return Backends{}, fmt.Errorf("%w: %s %s", ErrServiceNotSelectable, svc, why)
+	}
 	objs, err := e.slices.ByIndex(podSlicesIndex, svc.Namespace+"/"+svc.Name)
 	if err != nil {
 		return Backends{}, err

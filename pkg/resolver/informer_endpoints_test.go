@@ -26,10 +26,11 @@ import (
 // owner of the slices it makes, as the EndpointSlice controller does.
 func serviceUID(ns, name string) types.UID { return types.UID("uid-" + ns + "-" + name) }
 
+// service is a Service with a selector, whose slices Kubernetes keeps.
 func service(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: serviceUID(ns, name)},
-		Spec:       corev1.ServiceSpec{Ports: ports},
+		Spec:       corev1.ServiceSpec{Ports: ports, Selector: map[string]string{"app": name}},
 	}
 }
 

@@ -13,14 +13,15 @@ import (
 // resolver reads of each object. The resolver watches every Service and
 // EndpointSlice of the cluster, and every ElastiService, so what it keeps
 // of each is multiplied by the size of the cluster; managed fields,
-// annotations, selectors, topology and the ElastiService's triggers and
-// conditions are never read here.
+// annotations, selectors' contents, topology and the ElastiService's
+// triggers and conditions are never read here.
 func TrimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		return &corev1.Service{
 			ObjectMeta: scaletarget.Identity(o.ObjectMeta),
-			Spec:       corev1.ServiceSpec{ClusterIPs: o.Spec.ClusterIPs, Ports: o.Spec.Ports},
+			Spec: corev1.ServiceSpec{ClusterIPs: o.Spec.ClusterIPs, Ports: o.Spec.Ports,
+				Type: o.Spec.Type, Selector: trimSelector(o.Spec.Selector)},
 		}, nil
 	case *discoveryv1.EndpointSlice:
 		meta := scaletarget.Identity(o.ObjectMeta)
@@ -57,6 +58,19 @@ func TrimForCache(obj any) (any, error) {
 		}, nil
 	}
 	return obj, nil
+}
+
+// anySelector stands for every non-empty selector in the cache: the
+// resolver only asks whether a Service has one (endpointready.Unkept), so
+// one shared map, never written, costs nothing per Service however large
+// the real selector is.
+var anySelector = map[string]string{"": ""}
+
+func trimSelector(sel map[string]string) map[string]string {
+	if len(sel) == 0 {
+		return nil
+	}
+	return anySelector
 }
 
 // waitingConditions keeps of an ElastiService's conditions only a False

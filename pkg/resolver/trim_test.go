@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/endpointready"
 )
 
 // bulk is what a cached object must not keep: managed fields and
@@ -30,11 +31,27 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 	svc.Labels = map[string]string{}
 	bulk(&svc.ObjectMeta)
 	svc.Spec.ClusterIPs = []string{"10.0.0.7"}
-	svc.Spec.Selector = map[string]string{"app": "web"}
+	svc.Spec.Selector = map[string]string{"app": "web", "tier": strings.Repeat("x", 63)}
 	got, _ := TrimForCache(svc.DeepCopy())
 	ts := got.(*corev1.Service)
-	if ts.UID != svc.UID || ts.Spec.ClusterIPs[0] != "10.0.0.7" || len(ts.Spec.Ports) != 1 || ts.Annotations != nil || ts.ManagedFields != nil || ts.Labels != nil || ts.Spec.Selector != nil {
+	if ts.UID != svc.UID || ts.Spec.ClusterIPs[0] != "10.0.0.7" || len(ts.Spec.Ports) != 1 || ts.Annotations != nil || ts.ManagedFields != nil || ts.Labels != nil {
 		t.Errorf("trimmed Service = %+v", ts)
+	}
+	// Whether Kubernetes keeps its slices survives the trim; the
+	// selector's contents do not.
+	if len(ts.Spec.Selector) != 1 || endpointready.Unkept(ts) != "" {
+		t.Errorf("trimmed selector = %v, unkept %q; want the one shared marker, kept", ts.Spec.Selector, endpointready.Unkept(ts))
+	}
+	for name, change := range map[string]func(*corev1.Service){
+		"no selector":  func(s *corev1.Service) { s.Spec.Selector = nil },
+		"ExternalName": func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName },
+	} {
+		unkept := svc.DeepCopy()
+		change(unkept)
+		got, _ := TrimForCache(unkept)
+		if want, trimmed := endpointready.Unkept(unkept), endpointready.Unkept(got.(*corev1.Service)); trimmed != want {
+			t.Errorf("%s: trimmed Service unkept %q, want %q", name, trimmed, want)
+		}
 	}
 
 	pods := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1"))

@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -74,7 +75,7 @@ func TestGroupWakeScalesOneDependencyAtATime(t *testing.T) {
 			},
 		},
 	}
-	dir := directory.New()
+	dir := directory.New(nsbudget.Limits{})
 	dir.Claim(types.NamespacedName{Namespace: "shop", Name: "web"}, directory.EntryFor(es))
 	wakes := &fakeWakes{}
 	cfg := DefaultConfig()

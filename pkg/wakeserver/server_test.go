@@ -18,6 +18,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -83,7 +84,7 @@ func (f *fakeWakes) Record(context.Context, types.NamespacedName, time.Time) { f
 // shopWebDirectory is a directory where ElastiService shop/web claims
 // Service web, waking Deployment web to minTarget, with autoscaler.
 func shopWebDirectory(minTarget int32, autoscaler *elastiv1alpha1.AutoscalerSpec) *directory.Directory {
-	dir := directory.New()
+	dir := directory.New(nsbudget.Limits{})
 	es := &elastiv1alpha1.ElastiService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
 		Spec: elastiv1alpha1.ElastiServiceSpec{
