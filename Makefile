@@ -107,7 +107,7 @@ demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
 bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gate and the 10-minute flapping run among them); FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
