@@ -45,6 +45,8 @@ WORKDIR /src
 
 # Dependencies first, in their own layer, so it is reused until go.mod or
 # go.sum change.
+# Only the product's module: no go.work, so the image builder's and the test
+# bed's modules (hack/images, test/) play no part in the build.
 COPY go.mod go.sum ./
 RUN go mod download
 

@@ -4,7 +4,11 @@ SHELL := /usr/bin/env bash
 
 GO        ?= go
 BIN       ?= bin
-PKGS      := ./...
+# Every module of the workspace (go.work), named: in workspace mode ./...
+# at the root matches only the root module's packages, not the image
+# builder's (hack/images) nor the test bed's (test/).
+MODULES   := . ./hack/images ./test
+PKGS      := $(addsuffix /...,$(MODULES))
 # Integration packages each start a control plane; two at once fit 2 cores.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT  ?= 45m
@@ -51,7 +55,7 @@ PLAIN_HTTP ?=
 all: build
 
 build: ## Compile everything; the commands, built as the Dockerfile builds them, land in ./bin: elasti-operator, elasti-resolver and the kubectl plugin kubectl-elasti
-	$(GO_BUILD_ENV) $(GO) build -trimpath ./...
+	$(GO_BUILD_ENV) $(GO) build -trimpath $(PKGS)
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
 
 images: ## OCI images of both commands for IMAGE_PLATFORMS, without Docker, into bin/images: <cmd>/ (OCI layout), <cmd>-<arch>.tar (docker load), <cmd>-<arch>.spdx.json (SBOM)
@@ -114,16 +118,16 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 
 cluster-up: cluster-bins ## Start the local control plane; prints the KUBECONFIG to export
-	@$(GO) run ./hack/localcluster up
+	@$(GO) run ./test/cmd/localcluster up
 
 cluster-down: ## Stop the local control plane
-	@$(GO) run ./hack/localcluster down
+	@$(GO) run ./test/cmd/localcluster down
 
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
 bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gate and the 10-minute flapping run among them); FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./pkg/operator/
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/

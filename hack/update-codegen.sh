@@ -3,6 +3,10 @@
 # informers for pkg/apis with k8s.io/code-generator's kube_codegen.sh.
 # OUTPUT_ROOT overrides where pkg/ is written (verify-codegen.sh uses a copy).
 set -euo pipefail
+# Code generation concerns the product's module alone: outside the workspace
+# (go.work) `go list -m` names only it, and nothing of the image builder's or
+# the test bed's modules is downloaded.
+export GOWORK=off
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUTPUT_ROOT="${OUTPUT_ROOT:-$ROOT}"

@@ -85,9 +85,27 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	env := &command.Env{Getenv: getenv}
 	def := operator.DefaultOptions()
 	o := &options{}
-	op := &o.operator
-	*op = def
+	o.operator = def
+	bindServerFlags(fs, o, env)
+	raw := bindResolverFlags(fs, &o.operator, env, def)
+	bindWorkFlags(fs, o, env, def, &raw)
+	bindReleaseFlags(fs, o, env)
+	return o, func() error { return o.finish(env, raw) }
+}
 
+// rawFlags are the flags that need parsing or converting once fs is parsed.
+type rawFlags struct {
+	watchNamespaces *string
+	proxyPort       *int
+	portRange       *string
+	qps             *float64
+	allowedServers  *string
+	tenantHeaders   *string
+}
+
+// bindServerFlags: the operator's own servers, leader election, and the
+// flags KubeElasti's chart passes.
+func bindServerFlags(fs *flag.FlagSet, o *options, env *command.Env) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", command.KubeconfigUsage)
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080", `Address of the /metrics endpoint; "0" disables it.`)
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
@@ -102,6 +120,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Accepted for KubeElasti compatibility; serving metrics over TLS is not supported (terminate TLS in front).")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Accepted for KubeElasti compatibility; the operator's HTTP servers speak HTTP/1.1.")
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's net/http/pprof profiles under /debug/pprof/ on the metrics address (--metrics-bind-address).")
+}
+
+// bindResolverFlags: what the operator fronts Services with, the resolver
+// and its ports.
+func bindResolverFlags(fs *flag.FlagSet, op *operator.Options, env *command.Env, def operator.Options) rawFlags {
 	watchNamespaces := fs.String("watch-namespace", "", "Only watch these namespaces, comma-separated (one informer each, so Roles in them suffice); empty watches all namespaces.")
 	fs.StringVar(&op.ResolverNamespace, "resolver-namespace", env.String(envResolverNamespace, def.ResolverNamespace), "Namespace of the resolver (env "+envResolverNamespace+").")
 	fs.StringVar(&op.ResolverService, "resolver-service", env.String(envResolverServiceName, def.ResolverService), "Service in front of the resolver pods (env "+envResolverServiceName+").")
@@ -122,7 +145,14 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.Int64Var(&op.NamespaceBudget.Bytes, "namespace-budget-bytes", def.NamespaceBudget.Bytes,
 		"Most bytes of spec (as JSON) of the ElastiServices of one namespace that are served; past it the newest get NamespaceBudgetExceeded. "+
 			"Give the resolver the same value. 0: no bound.")
-	qps := fs.Float64("kube-api-qps", float64(def.QPS), "Sustained requests per second to the apiserver.")
+	return rawFlags{watchNamespaces: watchNamespaces, proxyPort: proxyPort, portRange: portRange}
+}
+
+// bindWorkFlags: the apiserver client, the workers, idle polling and
+// triggers, wakes.
+func bindWorkFlags(fs *flag.FlagSet, o *options, env *command.Env, def operator.Options, raw *rawFlags) {
+	op := &o.operator
+	raw.qps = fs.Float64("kube-api-qps", float64(def.QPS), "Sustained requests per second to the apiserver.")
 	fs.IntVar(&op.Burst, "kube-api-burst", def.Burst, "Request burst to the apiserver.")
 	fs.IntVar(&op.ElastiServiceWorkers, "elastiservice-workers", def.ElastiServiceWorkers, "Workers reconciling ElastiServices in parallel.")
 	fs.IntVar(&op.TargetWorkers, "scaletarget-workers", def.TargetWorkers, "Workers mapping scale-target events to ElastiServices.")
@@ -133,10 +163,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.DurationVar(&op.QueryTimeout, "prometheus-query-timeout", def.QueryTimeout, "Timeout of each Prometheus query.")
 	fs.StringVar(&op.PrometheusServerAddress, "prometheus-server-address", env.String(envPrometheusAddress, ""), "Prometheus used by triggers that set no serverAddress (env "+envPrometheusAddress+").")
 	op.PrometheusAuthorizationHeader = env.String(envPrometheusAuth, "")
-	allowedServers := fs.String("prometheus-allowed-servers", env.String(envPrometheusAllowed, ""),
+	raw.allowedServers = fs.String("prometheus-allowed-servers", env.String(envPrometheusAllowed, ""),
 		"Comma-separated URL prefixes (scheme://host[:port][/path]) of the only Prometheus servers triggers may query besides "+
 			"--prometheus-server-address; a trigger naming another is refused before any request. Empty: any server (env "+envPrometheusAllowed+").")
-	tenantHeaders := fs.String("prometheus-tenant-headers-allowed", env.String(envPrometheusTenantHeaders, ""),
+	raw.tenantHeaders = fs.String("prometheus-tenant-headers-allowed", env.String(envPrometheusTenantHeaders, ""),
 		"Comma-separated header names that choose a tenant or identity (Authorization, X-Scope-OrgID, Cookie, ...) which triggers may "+
 			"nonetheless send to --prometheus-server-address, a server every namespace shares; \"*\" allows all, as KubeElasti. "+
 			"Empty: a trigger setting one on the default server is refused with InvalidMetadata (env "+envPrometheusTenantHeaders+").")
@@ -145,7 +175,10 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, env.String(envWakeTokenFile, ""),
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; the scale endpoint then answers 401 to requests without "+
 			"Authorization: Bearer <one of them>. Re-read when it changes. Empty: no token required (env "+envWakeTokenFile+").")
+}
 
+// bindReleaseFlags: --release-all, helm uninstall's pre-delete hook.
+func bindReleaseFlags(fs *flag.FlagSet, o *options, env *command.Env) {
 	fs.BoolVar(&o.releaseAll, "release-all", false,
 		"Do not run the operator: release every ElastiService and exit, as helm uninstall's pre-delete hook does. "+
 			"Stops the operator Deployment (--operator-deployment), takes its leader-election Lease, hands every Service back to its "+
@@ -155,53 +188,55 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.DurationVar(&o.releaseTimeout, "release-timeout", 4*time.Minute, "How long --release-all waits for every target to serve.")
 	fs.StringVar(&o.operatorDeployment, "operator-deployment", env.String(envOperatorDeployment, "elasti-operator-controller-manager"),
 		"The operator Deployment, in --leader-elect-namespace, that --release-all stops first; empty stops none (env "+envOperatorDeployment+").")
+}
 
-	finish := func() error {
-		op.ResolverProxyPort = int32(*proxyPort)
-		if !portalloc.IsPort(*proxyPort) {
-			env.Errs = append(env.Errs, fmt.Errorf("--resolver-proxy-port=%d is not a TCP port (1-65535)", *proxyPort))
-		}
-		if r, err := portalloc.ParseRange(*portRange); err != nil {
-			env.Errs = append(env.Errs, fmt.Errorf("--resolver-port-range: %w", err))
-		} else {
-			op.ResolverPortRange = r
-		}
-		op.WatchNamespaces = operator.ParseWatchNamespaces(*watchNamespaces)
-		op.QPS = float32(*qps)
-		if list, err := triggers.ParseServerPrefixes(*allowedServers); err != nil {
-			env.Errs = append(env.Errs, fmt.Errorf("--prometheus-allowed-servers: %w", err))
-		} else {
-			op.PrometheusAllowedServers = list
-		}
-		if h, err := triggers.ParseTenantHeaders(*tenantHeaders); err != nil {
-			env.Errs = append(env.Errs, fmt.Errorf("--prometheus-tenant-headers-allowed: %w", err))
-		} else {
-			op.PrometheusTenantHeaders = h
-		}
-		if o.wakeTokenFile != "" {
-			// Read now, so a missing or empty file stops the start.
-			if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {
-				env.Errs = append(env.Errs, err)
-			} else {
-				op.WakeTokens = tokens
-			}
-		}
-		if o.metricsSecure {
-			env.Errs = append(env.Errs, errors.New("--metrics-secure=true is not supported: serve /metrics over plain HTTP and terminate TLS in front"))
-		}
-		if o.leaderElect && (o.renewDeadline >= o.leaseDuration || o.retryPeriod >= o.renewDeadline) {
-			env.Errs = append(env.Errs, fmt.Errorf("leader election needs retry-period (%s) < renew-deadline (%s) < lease-duration (%s)",
-				o.retryPeriod, o.renewDeadline, o.leaseDuration))
-		}
-		if o.releaseAll && o.releaseTimeout <= 0 {
-			env.Errs = append(env.Errs, fmt.Errorf("--release-timeout=%s must be positive", o.releaseTimeout))
-		}
-		if err := op.Validate(); err != nil {
-			env.Errs = append(env.Errs, err)
-		}
-		return errors.Join(env.Errs...)
+// finish converts and checks what bindFlags bound, once fs is parsed: one
+// error joins every problem, the environment's among them.
+func (o *options) finish(env *command.Env, raw rawFlags) error {
+	op := &o.operator
+	op.ResolverProxyPort = int32(*raw.proxyPort)
+	if !portalloc.IsPort(*raw.proxyPort) {
+		env.Errs = append(env.Errs, fmt.Errorf("--resolver-proxy-port=%d is not a TCP port (1-65535)", *raw.proxyPort))
 	}
-	return o, finish
+	if r, err := portalloc.ParseRange(*raw.portRange); err != nil {
+		env.Errs = append(env.Errs, fmt.Errorf("--resolver-port-range: %w", err))
+	} else {
+		op.ResolverPortRange = r
+	}
+	op.WatchNamespaces = operator.ParseWatchNamespaces(*raw.watchNamespaces)
+	op.QPS = float32(*raw.qps)
+	if list, err := triggers.ParseServerPrefixes(*raw.allowedServers); err != nil {
+		env.Errs = append(env.Errs, fmt.Errorf("--prometheus-allowed-servers: %w", err))
+	} else {
+		op.PrometheusAllowedServers = list
+	}
+	if h, err := triggers.ParseTenantHeaders(*raw.tenantHeaders); err != nil {
+		env.Errs = append(env.Errs, fmt.Errorf("--prometheus-tenant-headers-allowed: %w", err))
+	} else {
+		op.PrometheusTenantHeaders = h
+	}
+	if o.wakeTokenFile != "" {
+		// Read now, so a missing or empty file stops the start.
+		if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {
+			env.Errs = append(env.Errs, err)
+		} else {
+			op.WakeTokens = tokens
+		}
+	}
+	if o.metricsSecure {
+		env.Errs = append(env.Errs, errors.New("--metrics-secure=true is not supported: serve /metrics over plain HTTP and terminate TLS in front"))
+	}
+	if o.leaderElect && (o.renewDeadline >= o.leaseDuration || o.retryPeriod >= o.renewDeadline) {
+		env.Errs = append(env.Errs, fmt.Errorf("leader election needs retry-period (%s) < renew-deadline (%s) < lease-duration (%s)",
+			o.retryPeriod, o.renewDeadline, o.leaseDuration))
+	}
+	if o.releaseAll && o.releaseTimeout <= 0 {
+		env.Errs = append(env.Errs, fmt.Errorf("--release-timeout=%s must be positive", o.releaseTimeout))
+	}
+	if err := op.Validate(); err != nil {
+		env.Errs = append(env.Errs, err)
+	}
+	return errors.Join(env.Errs...)
 }
 
 // disabled reports whether a bind address switches its server off, as in

@@ -108,54 +108,59 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; wake requests carry the first as Authorization: Bearer. "+
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")
 
-	finish := func() error {
-		if rng, err := portalloc.ParseRange(*portRange); err != nil {
-			e.Errs = append(e.Errs, fmt.Errorf("--resolver-port-range: %w", err))
-		} else if err := rng.ValidateForResolver(int32(portOf(o.proxyBindAddress, def.ProxyPort))); err != nil {
-			e.Errs = append(e.Errs, fmt.Errorf("--resolver-port-range: %w", err))
-		} else {
-			r.PortRange = rng
-		}
-		if !strings.HasPrefix(r.OperatorURL, "http://") && !strings.HasPrefix(r.OperatorURL, "https://") {
-			e.Errs = append(e.Errs, fmt.Errorf("--operator-url=%q must be an http:// or https:// URL", r.OperatorURL))
-		}
-		if r.RequestTimeout <= 0 || r.PerServiceQueue < 1 || r.GlobalQueue < r.PerServiceQueue {
-			e.Errs = append(e.Errs, fmt.Errorf("request timeout must be positive and 1 <= per-service queue (%d) <= global queue (%d)",
-				r.PerServiceQueue, r.GlobalQueue))
-		}
-		if o.wakeTokenFile != "" {
-			// Read now, so a missing or empty file stops the start.
-			if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {
-				e.Errs = append(e.Errs, err)
-			} else {
-				o.wakeToken = tokens
-			}
-		}
-		if r.SourceWakeRate < 0 || r.SourceWakeBurst < 0 {
-			e.Errs = append(e.Errs, fmt.Errorf("--source-wake-rate=%v and --source-wake-burst=%d must not be negative (0 turns the limit off)",
-				r.SourceWakeRate, r.SourceWakeBurst))
-		}
-		if r.MaxBufferedBody < 1 || r.MaxBufferedBodies < r.MaxBufferedBody {
-			e.Errs = append(e.Errs, fmt.Errorf("--max-buffered-body=%d and --max-buffered-bodies=%d must satisfy 1 <= per body <= all bodies",
-				r.MaxBufferedBody, r.MaxBufferedBodies))
-		}
-		if r.MaxConnectionsPerSource < 1 || r.MaxRequestBytes < 1 || r.NamespaceShare < 1 || r.NamespaceShare > 100 {
-			e.Errs = append(e.Errs, fmt.Errorf("--max-connections-per-source=%d and --max-request-bytes=%d must be positive, --namespace-share=%d in 1-100",
-				r.MaxConnectionsPerSource, r.MaxRequestBytes, r.NamespaceShare))
-		}
-		if r.FrontDrain <= 0 {
-			e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))
-		}
-		if r.PerSourceQueue < 1 || r.MaxHeldBytes < 1 || r.SpliceIdleTimeout <= 0 || r.MaxConnections < 1 {
-			e.Errs = append(e.Errs, fmt.Errorf("--per-source-queue=%d, --max-held-bytes=%d, --splice-idle-timeout=%v and --max-connections=%d must be positive",
-				r.PerSourceQueue, r.MaxHeldBytes, r.SpliceIdleTimeout, r.MaxConnections))
-		}
-		if o.shutdownGrace < 0 {
-			e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))
-		}
-		return errors.Join(e.Errs...)
+	return o, func() error { return o.finish(e, *portRange, def.ProxyPort) }
+}
+
+// finish checks what bindFlags bound, once the flags are parsed, and reads
+// the wake token file: one error joins every problem, the environment's
+// among them.
+func (o *options) finish(e *command.Env, portRange string, defProxyPort int) error {
+	r := &o.resolver
+	if rng, err := portalloc.ParseRange(portRange); err != nil {
+		e.Errs = append(e.Errs, fmt.Errorf("--resolver-port-range: %w", err))
+	} else if err := rng.ValidateForResolver(int32(portOf(o.proxyBindAddress, defProxyPort))); err != nil {
+		e.Errs = append(e.Errs, fmt.Errorf("--resolver-port-range: %w", err))
+	} else {
+		r.PortRange = rng
 	}
-	return o, finish
+	if !strings.HasPrefix(r.OperatorURL, "http://") && !strings.HasPrefix(r.OperatorURL, "https://") {
+		e.Errs = append(e.Errs, fmt.Errorf("--operator-url=%q must be an http:// or https:// URL", r.OperatorURL))
+	}
+	if r.RequestTimeout <= 0 || r.PerServiceQueue < 1 || r.GlobalQueue < r.PerServiceQueue {
+		e.Errs = append(e.Errs, fmt.Errorf("request timeout must be positive and 1 <= per-service queue (%d) <= global queue (%d)",
+			r.PerServiceQueue, r.GlobalQueue))
+	}
+	if o.wakeTokenFile != "" {
+		// Read now, so a missing or empty file stops the start.
+		if tokens, err := waketoken.Load(o.wakeTokenFile); err != nil {
+			e.Errs = append(e.Errs, err)
+		} else {
+			o.wakeToken = tokens
+		}
+	}
+	if r.SourceWakeRate < 0 || r.SourceWakeBurst < 0 {
+		e.Errs = append(e.Errs, fmt.Errorf("--source-wake-rate=%v and --source-wake-burst=%d must not be negative (0 turns the limit off)",
+			r.SourceWakeRate, r.SourceWakeBurst))
+	}
+	if r.MaxBufferedBody < 1 || r.MaxBufferedBodies < r.MaxBufferedBody {
+		e.Errs = append(e.Errs, fmt.Errorf("--max-buffered-body=%d and --max-buffered-bodies=%d must satisfy 1 <= per body <= all bodies",
+			r.MaxBufferedBody, r.MaxBufferedBodies))
+	}
+	if r.MaxConnectionsPerSource < 1 || r.MaxRequestBytes < 1 || r.NamespaceShare < 1 || r.NamespaceShare > 100 {
+		e.Errs = append(e.Errs, fmt.Errorf("--max-connections-per-source=%d and --max-request-bytes=%d must be positive, --namespace-share=%d in 1-100",
+			r.MaxConnectionsPerSource, r.MaxRequestBytes, r.NamespaceShare))
+	}
+	if r.FrontDrain <= 0 {
+		e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))
+	}
+	if r.PerSourceQueue < 1 || r.MaxHeldBytes < 1 || r.SpliceIdleTimeout <= 0 || r.MaxConnections < 1 {
+		e.Errs = append(e.Errs, fmt.Errorf("--per-source-queue=%d, --max-held-bytes=%d, --splice-idle-timeout=%v and --max-connections=%d must be positive",
+			r.PerSourceQueue, r.MaxHeldBytes, r.SpliceIdleTimeout, r.MaxConnections))
+	}
+	if o.shutdownGrace < 0 {
+		e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))
+	}
+	return errors.Join(e.Errs...)
 }
 
 // portOf is the port of a bind address such as ":8012", or def when it

@@ -281,21 +281,24 @@ func TestMakeImagesTarballs(t *testing.T) {
 	}
 }
 
-// Each SBOM lists the modules of go.mod the binary links, at go.mod's
-// versions, and the CA roots' module at go.mod's version.
+// Each SBOM lists the modules of the product's go.mod the binary links, at
+// that go.mod's versions, and the CA roots' module at the version the image
+// builder's go.mod (this module's) requires: the roots are the builder's.
 func TestMakeImagesSBOM(t *testing.T) {
 	b := makeImages(t)[0]
-	src, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := modfile.Parse("go.mod", src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	required := map[string]string{}
-	for _, r := range gomod.Require {
-		required[r.Mod.Path] = r.Mod.Version
+	var gomod *modfile.File
+	for _, name := range []string{"go.mod", filepath.Join(root, "go.mod")} {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gomod, err = modfile.Parse(name, src, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range gomod.Require {
+			required[r.Mod.Path] = r.Mod.Version
+		}
 	}
 	for _, cmd := range oci.Commands {
 		for _, p := range oci.Platforms {

@@ -17,6 +17,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/outcome"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -42,7 +43,7 @@ func TestInvalidTriggersNeverReachPrometheus(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			es := elastiService(func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = list })
-			scaler := &fakeScaler{replicas: 2}
+			scaler := scaletargettest.New(2)
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			_ = indexer.Add(es)
 			recorder := record.NewFakeRecorder(10)
@@ -52,8 +53,8 @@ func TestInvalidTriggersNeverReachPrometheus(t *testing.T) {
 			})
 			p.clock = clocktesting.NewFakePassiveClock(now)
 			got, reason := p.Evaluate(context.Background(), es)
-			if got != outcome.IdleTriggerError || reason != triggers.ReasonInvalidMetadata || len(scaler.scaled) != 0 {
-				t.Errorf("outcome %s/%s, scaled %v; want a trigger error with InvalidMetadata and no scale", got, reason, scaler.scaled)
+			if got != outcome.IdleTriggerError || reason != triggers.ReasonInvalidMetadata || len(scaler.Scaled()) != 0 {
+				t.Errorf("outcome %s/%s, scaled %v; want a trigger error with InvalidMetadata and no scale", got, reason, scaler.Scaled())
 			}
 			if event := <-recorder.Events; len(event) > 1024 {
 				t.Errorf("a %d-byte event", len(event))

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -24,45 +22,9 @@ import (
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
-
-type fakeScaler struct {
-	mu       sync.Mutex
-	replicas int32
-	missing  bool
-	scaled   []int32
-	keda     []bool
-}
-
-func (f *fakeScaler) Get(scaletarget.Ref) (scaletarget.State, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.missing {
-		return scaletarget.State{}, fmt.Errorf("not found")
-	}
-	return scaletarget.State{Replicas: f.replicas}, nil
-}
-
-func (f *fakeScaler) Scale(_ context.Context, _ scaletarget.Ref, n int32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.scaled = append(f.scaled, n)
-	f.replicas = n
-	return nil
-}
-
-func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.keda = append(f.keda, paused)
-	return nil
-}
-
-// HPA finds no HorizontalPodAutoscaler: the tests here name none.
-func (f *fakeScaler) HPA(_, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
-	return nil, apierrors.NewNotFound(autoscalingv2.Resource("horizontalpodautoscalers"), name)
-}
 
 // fakeRouter manages every ElastiService, moves none and fronts at once,
 // unless a test says otherwise.
@@ -217,7 +179,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			scaler := &fakeScaler{replicas: c.replicas}
+			scaler := scaletargettest.New(c.replicas)
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			_ = indexer.Add(c.es)
 			recorder := record.NewFakeRecorder(10)
@@ -238,15 +200,15 @@ func TestEvaluate(t *testing.T) {
 			if got != c.want {
 				t.Errorf("outcome %q, want %q", got, c.want)
 			}
-			if fmt.Sprint(scaler.scaled) != fmt.Sprint(c.wantScaled) || fmt.Sprint(scaler.keda) != fmt.Sprint(c.wantKEDA) {
-				t.Errorf("scaled %v keda %v; want %v and %v", scaler.scaled, scaler.keda, c.wantScaled, c.wantKEDA)
+			if fmt.Sprint(scaler.Scaled()) != fmt.Sprint(c.wantScaled) || fmt.Sprint(scaler.KEDA()) != fmt.Sprint(c.wantKEDA) {
+				t.Errorf("scaled %v keda %v; want %v and %v", scaler.Scaled(), scaler.KEDA(), c.wantScaled, c.wantKEDA)
 			}
 		})
 	}
 }
 
 func TestPollOnceEvaluatesEveryElastiServiceWithBoundedParallelism(t *testing.T) {
-	scaler := &fakeScaler{replicas: 2}
+	scaler := scaletargettest.New(2)
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for i := range 40 {
 		_ = indexer.Add(elastiService(func(es *elastiv1alpha1.ElastiService) { es.Name = fmt.Sprintf("web-%d", i) }))
@@ -297,7 +259,7 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			scaler := &fakeScaler{replicas: 2}
+			scaler := scaletargettest.New(2)
 			es := elastiService(nil)
 			recorder := record.NewFakeRecorder(10)
 			var woke time.Time
@@ -307,7 +269,7 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 				if _, ok := ctx.Deadline(); !ok {
 					t.Error("Front was called without a deadline")
 				}
-				if len(scaler.scaled) != 0 {
+				if len(scaler.Scaled()) != 0 {
 					t.Error("Front was called after the scale write")
 				}
 				if c.wakeInGap {
@@ -325,8 +287,8 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 			if got != c.want {
 				t.Errorf("outcome %q, want %q", got, c.want)
 			}
-			if fmt.Sprint(scaler.scaled) != fmt.Sprint(c.wantScaled) || fmt.Sprint(done) != fmt.Sprint(c.wantDone) {
-				t.Errorf("scaled %v, done %v; want %v and %v", scaler.scaled, done, c.wantScaled, c.wantDone)
+			if fmt.Sprint(scaler.Scaled()) != fmt.Sprint(c.wantScaled) || fmt.Sprint(done) != fmt.Sprint(c.wantDone) {
+				t.Errorf("scaled %v, done %v; want %v and %v", scaler.Scaled(), done, c.wantScaled, c.wantDone)
 			}
 		})
 	}
@@ -337,7 +299,7 @@ func TestScaleDownIsMadeBeforeBreak(t *testing.T) {
 // triggers are idle, but it stays up until the cooldown has passed.
 func TestScaleUpFromZeroByHandIsNotUndoneWithinTheCooldown(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	scaler := &fakeScaler{replicas: 0}
+	scaler := scaletargettest.New(0)
 	es := elastiService(nil)
 	status := &statusWrites{}
 	wakes := NewWakes(ctx, status, time.Second)
@@ -351,7 +313,7 @@ func TestScaleUpFromZeroByHandIsNotUndoneWithinTheCooldown(t *testing.T) {
 		t.Fatalf("at zero: outcome %q, want %q", got, outcome.IdleAlreadyZero)
 	}
 	clock.SetTime(now.Add(time.Second))
-	scaler.replicas = 1 // kubectl scale --replicas=1
+	scaler.ScaleBySomeoneElse(1) // kubectl scale --replicas=1
 	if got, _ := p.Evaluate(ctx, es); got != outcome.IdleCooldown {
 		t.Errorf("scaled up by hand: outcome %q, want %q", got, outcome.IdleCooldown)
 	}

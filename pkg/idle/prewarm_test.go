@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -51,7 +52,7 @@ func TestPreWarm(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			scaler := &fakeScaler{replicas: c.replicas}
+			scaler := scaletargettest.New(c.replicas)
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			_ = indexer.Add(c.es)
 			recorder := record.NewFakeRecorder(10)
@@ -63,8 +64,8 @@ func TestPreWarm(t *testing.T) {
 			if got, _ := p.Evaluate(context.Background(), c.es); got != c.want {
 				t.Errorf("outcome %q, want %q", got, c.want)
 			}
-			if fmt.Sprint(scaler.scaled) != fmt.Sprint(c.wantScaled) {
-				t.Errorf("scaled %v, want %v", scaler.scaled, c.wantScaled)
+			if fmt.Sprint(scaler.Scaled()) != fmt.Sprint(c.wantScaled) {
+				t.Errorf("scaled %v, want %v", scaler.Scaled(), c.wantScaled)
 			}
 			var event string
 			select {

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -69,7 +70,7 @@ func TestSleepRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			scaler := &fakeScaler{replicas: c.replicas}
+			scaler := scaletargettest.New(c.replicas)
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			_ = indexer.Add(c.es)
 			recorder := record.NewFakeRecorder(10)
@@ -80,7 +81,7 @@ func TestSleepRequest(t *testing.T) {
 					if c.frontErr != nil {
 						return nil, c.frontErr
 					}
-					order = append(order, fmt.Sprintf("fronted with %d replicas", scaler.replicas))
+					order = append(order, fmt.Sprintf("fronted with %d replicas", scaler.Replicas()))
 					return func(scaled bool) { order = append(order, fmt.Sprintf("done(%v)", scaled)) }, nil
 				},
 			}
@@ -98,8 +99,8 @@ func TestSleepRequest(t *testing.T) {
 			if got != c.want {
 				t.Errorf("outcome %q, want %q", got, c.want)
 			}
-			if fmt.Sprint(scaler.scaled) != fmt.Sprint(c.wantScaled) {
-				t.Errorf("scaled %v, want %v", scaler.scaled, c.wantScaled)
+			if fmt.Sprint(scaler.Scaled()) != fmt.Sprint(c.wantScaled) {
+				t.Errorf("scaled %v, want %v", scaler.Scaled(), c.wantScaled)
 			}
 			if c.wantScaled != nil && fmt.Sprint(order) != "[fronted with 2 replicas done(true)]" {
 				t.Errorf("order %v: the resolver must be in front before the scale to zero", order)

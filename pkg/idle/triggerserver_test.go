@@ -14,6 +14,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/outcome"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
 
@@ -63,7 +64,7 @@ func TestTriggerServerFailuresAreReportedWithoutItsText(t *testing.T) {
 			es := elastiService(func(es *elastiv1alpha1.ElastiService) {
 				es.Spec.Triggers[0].Metadata = []byte(`{"query":"q","threshold":"1","serverAddress":"` + addr + `"}`)
 			})
-			scaler := &fakeScaler{replicas: 2}
+			scaler := scaletargettest.New(2)
 			recorder := record.NewFakeRecorder(10)
 			p := New(nil, scaler, fakeRouter{}, wakeLog(nil), recorder, observer{}, noEvaluations{}, Config{QueryTimeout: time.Second, Defaults: d})
 			p.clock = clocktesting.NewFakePassiveClock(now)
@@ -71,8 +72,8 @@ func TestTriggerServerFailuresAreReportedWithoutItsText(t *testing.T) {
 			if got != outcome.IdleTriggerError || reason != c.reason {
 				t.Errorf("outcome %q reason %q, want %q %q", got, reason, outcome.IdleTriggerError, c.reason)
 			}
-			if len(scaler.scaled) != 0 {
-				t.Errorf("scaled %v on a failing trigger", scaler.scaled)
+			if len(scaler.Scaled()) != 0 {
+				t.Errorf("scaled %v on a failing trigger", scaler.Scaled())
 			}
 			if n := requests.Load(); n != c.requests {
 				t.Errorf("the trigger's server got %d requests, want %d", n, c.requests)

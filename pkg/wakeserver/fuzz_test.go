@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -21,13 +22,13 @@ func (fuzzTokens) Verify(_ context.Context, token string) bool { return token ==
 
 // newDirectServer is setup without a listener: the handler alone, for
 // shop/web, with the target at zero, and with a wake token if requireToken.
-func newDirectServer(requireToken bool) (*Server, *fakeScaler, *fakeWakes) {
+func newDirectServer(requireToken bool) (*Server, *scaletargettest.Scaler, *fakeWakes) {
 	dir := shopWebDirectory(3, nil)
 	cfg := DefaultConfig()
 	if requireToken {
 		cfg.Tokens = fuzzTokens{}
 	}
-	scaler, status := &fakeScaler{}, &fakeWakes{}
+	scaler, status := &scaletargettest.Scaler{}, &fakeWakes{}
 	return New(context.Background(), dir, scaler, status, func() bool { return true }, &outcomes{}, cfg), scaler, status
 }
 
@@ -80,14 +81,14 @@ func FuzzHandler(f *testing.F) {
 		if rec.Code != want {
 			t.Fatalf("%s %q (Authorization %q, token required %v): %d %s, want %d", method, payload, auth, requireToken, rec.Code, resp.Message, want)
 		}
-		wantScales := int32(0)
+		wantScales := 0
 		if rec.Code == http.StatusOK {
 			if decoded.Svc != "web" || decoded.Namespace != "shop" {
 				t.Fatalf("200 for %+v, which nothing manages", decoded)
 			}
 			wantScales = 1
 		}
-		if n := scaler.scales.Load(); n != wantScales {
+		if n := scaler.Calls(); n != wantScales {
 			t.Fatalf("%s %q: %d scale writes, want %d", method, payload, n, wantScales)
 		}
 	})
@@ -115,7 +116,7 @@ func expectedCode(method string, payload []byte) (int, wakeapi.Request) {
 // Over HTTP, each kind of bad request gets its status and a message that
 // says what is wrong, and nothing is scaled.
 func TestBadRequestsAreRefusedClearly(t *testing.T) {
-	scaler := &fakeScaler{}
+	scaler := &scaletargettest.Scaler{}
 	_, status, url := setup(t, true, scaler)
 	for _, tc := range []struct {
 		body string
@@ -141,7 +142,7 @@ func TestBadRequestsAreRefusedClearly(t *testing.T) {
 			t.Errorf("%.50q: %d %+v (%v); want %d with %q", tc.body, resp.StatusCode, got, err, tc.code, tc.want)
 		}
 	}
-	if n := scaler.scales.Load(); n != 0 || status.writes.Load() != 0 {
+	if n := scaler.Calls(); n != 0 || status.writes.Load() != 0 {
 		t.Errorf("%d scale writes and %d status writes for bad requests, want none", n, status.writes.Load())
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 )
 
 // groupScaler holds several workloads by name; a scale makes none of them
@@ -35,7 +36,7 @@ func (g *groupScaler) Get(ref scaletarget.Ref) (scaletarget.State, error) {
 
 // HPA finds no HorizontalPodAutoscaler: the groups here name none.
 func (g *groupScaler) HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
-	return (*fakeScaler)(nil).HPA(namespace, name)
+	return (*scaletargettest.Scaler)(nil).HPA(namespace, name)
 }
 
 func (g *groupScaler) Scale(_ context.Context, ref scaletarget.Ref, n int32) error {

@@ -14,12 +14,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 )
 
-// hpaScaler is a fakeScaler that reads one HPA, as the operator's Scaler
+// hpaScaler is a scaletargettest.Scaler that reads one HPA, as the operator's Scaler
 // reads its cache.
 type hpaScaler struct {
-	*fakeScaler
+	*scaletargettest.Scaler
 	hpa *autoscalingv2.HorizontalPodAutoscaler
 }
 
@@ -69,11 +70,11 @@ func postBody(t *testing.T, url string) (int, string) {
 // A wake from zero scales to the HPA's minReplicas when it is above
 // minTargetReplicas: the count the HPA would raise it to at its next pass.
 func TestWakeWithAnHPARaisesToItsMinimum(t *testing.T) {
-	scaler := hpaScaler{fakeScaler: &fakeScaler{}, hpa: webHPA(3, 5)}
+	scaler := hpaScaler{Scaler: &scaletargettest.Scaler{}, hpa: webHPA(3, 5)}
 	url := setupHPA(t, scaler, 1)
 	code, msg := postBody(t, url)
-	if code != http.StatusOK || scaler.replicas != 3 {
-		t.Fatalf("status %d (%s), replicas %d; want 200 and the HPA's minimum 3", code, msg, scaler.replicas)
+	if code != http.StatusOK || scaler.Replicas() != 3 {
+		t.Fatalf("status %d (%s), replicas %d; want 200 and the HPA's minimum 3", code, msg, scaler.Replicas())
 	}
 	if !strings.Contains(msg, "to 3 replicas") {
 		t.Errorf("message %q does not say the count scaled to", msg)
@@ -83,21 +84,21 @@ func TestWakeWithAnHPARaisesToItsMinimum(t *testing.T) {
 // A wake from zero never goes past the HPA's maxReplicas, which the HPA
 // would scale it back to at its next pass.
 func TestWakeWithAnHPAStopsAtItsMaximum(t *testing.T) {
-	scaler := hpaScaler{fakeScaler: &fakeScaler{}, hpa: webHPA(1, 2)}
+	scaler := hpaScaler{Scaler: &scaletargettest.Scaler{}, hpa: webHPA(1, 2)}
 	url := setupHPA(t, scaler, 4)
-	if code, msg := postBody(t, url); code != http.StatusOK || scaler.replicas != 2 {
-		t.Fatalf("status %d (%s), replicas %d; want 200 and the HPA's maximum 2", code, msg, scaler.replicas)
+	if code, msg := postBody(t, url); code != http.StatusOK || scaler.Replicas() != 2 {
+		t.Fatalf("status %d (%s), replicas %d; want 200 and the HPA's maximum 2", code, msg, scaler.Replicas())
 	}
 }
 
 // Above zero the HPA decides the count: a target it holds at one replica,
 // below minTargetReplicas, is up, and a wake request does not raise it.
 func TestWakeLeavesAnHPAsCountAboveZero(t *testing.T) {
-	scaler := hpaScaler{fakeScaler: &fakeScaler{replicas: 1}, hpa: webHPA(1, 5)}
+	scaler := hpaScaler{Scaler: scaletargettest.New(1), hpa: webHPA(1, 5)}
 	url := setupHPA(t, scaler, 3)
 	code, msg := postBody(t, url)
-	if code != http.StatusOK || scaler.scales.Load() != 0 || scaler.replicas != 1 {
-		t.Fatalf("status %d (%s), %d scale calls, replicas %d; want 200, none, and the HPA's 1", code, msg, scaler.scales.Load(), scaler.replicas)
+	if code != http.StatusOK || scaler.Calls() != 0 || scaler.Replicas() != 1 {
+		t.Fatalf("status %d (%s), %d scale calls, replicas %d; want 200, none, and the HPA's 1", code, msg, scaler.Calls(), scaler.Replicas())
 	}
 }
 
@@ -106,9 +107,9 @@ func TestWakeLeavesAnHPAsCountAboveZero(t *testing.T) {
 func TestWakeIgnoresAnHPAOfAnotherTarget(t *testing.T) {
 	other := webHPA(4, 5)
 	other.Spec.ScaleTargetRef.Name = "api"
-	scaler := hpaScaler{fakeScaler: &fakeScaler{replicas: 1}, hpa: other}
+	scaler := hpaScaler{Scaler: scaletargettest.New(1), hpa: other}
 	url := setupHPA(t, scaler, 2)
-	if code, msg := postBody(t, url); code != http.StatusOK || scaler.replicas != 2 {
-		t.Fatalf("status %d (%s), replicas %d; want 200 and minTargetReplicas 2", code, msg, scaler.replicas)
+	if code, msg := postBody(t, url); code != http.StatusOK || scaler.Replicas() != 2 {
+		t.Fatalf("status %d (%s), replicas %d; want 200 and minTargetReplicas 2", code, msg, scaler.Replicas())
 	}
 }

@@ -11,70 +11,14 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
-	"github.com/elasti-dev/elasti/pkg/scaletarget"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 )
-
-type fakeScaler struct {
-	mu         sync.Mutex
-	replicas   int32
-	generation int64
-	// stale keeps Get on the old state after Scale, like a cache that has
-	// not seen the write yet.
-	stale  bool
-	scales atomic.Int32
-	keda   []bool
-	fail   error
-	delay  time.Duration
-}
-
-func (f *fakeScaler) Get(scaletarget.Ref) (scaletarget.State, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return scaletarget.State{Replicas: f.replicas, Generation: f.generation}, nil
-}
-
-// scaleBySomeoneElse changes the target as another client would.
-func (f *fakeScaler) scaleBySomeoneElse(n int32) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.replicas = n
-	f.generation++
-}
-
-func (f *fakeScaler) Scale(_ context.Context, _ scaletarget.Ref, n int32) error {
-	time.Sleep(f.delay)
-	f.scales.Add(1)
-	if f.fail != nil {
-		return f.fail
-	}
-	f.mu.Lock()
-	if !f.stale {
-		f.replicas = n
-		f.generation++
-	}
-	f.mu.Unlock()
-	return nil
-}
-
-func (f *fakeScaler) SetKEDAPaused(_ context.Context, _, _ string, paused bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.keda = append(f.keda, paused)
-	return nil
-}
-
-// HPA finds no HorizontalPodAutoscaler: the tests here name none.
-func (f *fakeScaler) HPA(_, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
-	return nil, apierrors.NewNotFound(autoscalingv2.Resource("horizontalpodautoscalers"), name)
-}
 
 // fakeWakes counts the wakes recorded.
 type fakeWakes struct{ writes atomic.Int32 }
@@ -98,12 +42,12 @@ func shopWebDirectory(minTarget int32, autoscaler *elastiv1alpha1.AutoscalerSpec
 	return dir
 }
 
-func setup(t *testing.T, ready bool, scaler *fakeScaler) (*Server, *fakeWakes, string) {
+func setup(t *testing.T, ready bool, scaler *scaletargettest.Scaler) (*Server, *fakeWakes, string) {
 	t.Helper()
 	return setupWith(t, ready, scaler, DefaultConfig())
 }
 
-func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Server, *fakeWakes, string) {
+func setupWith(t *testing.T, ready bool, scaler *scaletargettest.Scaler, cfg Config) (*Server, *fakeWakes, string) {
 	t.Helper()
 	dir := shopWebDirectory(3, &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "web-so"})
 	status := &fakeWakes{}
@@ -116,23 +60,23 @@ func setupWith(t *testing.T, ready bool, scaler *fakeScaler, cfg Config) (*Serve
 const body = `{"count":1,"svc":"web","namespace":"shop"}`
 
 func TestWakeScalesResumesKEDAAndRecordsTheWake(t *testing.T) {
-	scaler := &fakeScaler{}
+	scaler := &scaletargettest.Scaler{}
 	_, wakes, url := setup(t, true, scaler)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || scaler.replicas != 3 {
-		t.Fatalf("status %d, replicas %d; want 200 and 3", resp.StatusCode, scaler.replicas)
+	if resp.StatusCode != http.StatusOK || scaler.Replicas() != 3 {
+		t.Fatalf("status %d, replicas %d; want 200 and 3", resp.StatusCode, scaler.Replicas())
 	}
-	if wakes.writes.Load() != 1 || len(scaler.keda) != 1 || scaler.keda[0] {
-		t.Errorf("wakes recorded %d, KEDA calls %v; want one wake and one resume", wakes.writes.Load(), scaler.keda)
+	if wakes.writes.Load() != 1 || len(scaler.KEDA()) != 1 || scaler.KEDA()[0] {
+		t.Errorf("wakes recorded %d, KEDA calls %v; want one wake and one resume", wakes.writes.Load(), scaler.KEDA())
 	}
 }
 
 func TestBurstCoalescesIntoOneScale(t *testing.T) {
-	scaler := &fakeScaler{delay: 50 * time.Millisecond}
+	scaler := &scaletargettest.Scaler{Delay: 50 * time.Millisecond}
 	_, _, url := setup(t, true, scaler)
 	var wg sync.WaitGroup
 	var ok atomic.Int32
@@ -148,8 +92,8 @@ func TestBurstCoalescesIntoOneScale(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if ok.Load() != 300 || scaler.scales.Load() != 1 {
-		t.Errorf("%d of 300 answered 200 with %d scale calls; want all and exactly 1", ok.Load(), scaler.scales.Load())
+	if ok.Load() != 300 || scaler.Calls() != 1 {
+		t.Errorf("%d of 300 answered 200 with %d scale calls; want all and exactly 1", ok.Load(), scaler.Calls())
 	}
 }
 
@@ -166,14 +110,14 @@ func post(t *testing.T, url string) int {
 // A request right after a wake, while the cache still shows the target at
 // zero, must not scale it a second time.
 func TestWakeWhileTheCacheLagsMakesNoSecondWrite(t *testing.T) {
-	scaler := &fakeScaler{stale: true}
+	scaler := &scaletargettest.Scaler{Stale: true}
 	_, _, url := setup(t, true, scaler)
 	for range 3 {
 		if code := post(t, url); code != http.StatusOK {
 			t.Fatalf("status %d, want 200", code)
 		}
 	}
-	if n := scaler.scales.Load(); n != 1 {
+	if n := scaler.Calls(); n != 1 {
 		t.Errorf("%d scale writes while the cache lagged, want 1", n)
 	}
 }
@@ -181,35 +125,35 @@ func TestWakeWhileTheCacheLagsMakesNoSecondWrite(t *testing.T) {
 // A target scaled back to zero by someone else right after a wake is woken
 // again by the next request, not left asleep for the settle window.
 func TestScaleDownRightAfterAWakeIsWokenAgain(t *testing.T) {
-	scaler := &fakeScaler{}
+	scaler := &scaletargettest.Scaler{}
 	_, _, url := setup(t, true, scaler)
-	if code := post(t, url); code != http.StatusOK || scaler.scales.Load() != 1 {
-		t.Fatalf("first wake: status %d, %d writes", code, scaler.scales.Load())
+	if code := post(t, url); code != http.StatusOK || scaler.Calls() != 1 {
+		t.Fatalf("first wake: status %d, %d writes", code, scaler.Calls())
 	}
-	scaler.scaleBySomeoneElse(0)
+	scaler.ScaleBySomeoneElse(0)
 	if code := post(t, url); code != http.StatusOK {
 		t.Fatalf("second wake: status %d", code)
 	}
-	if n := scaler.scales.Load(); n != 2 || scaler.replicas != 3 {
-		t.Errorf("after a scale-down within the settle window: %d writes, %d replicas; want 2 and 3", n, scaler.replicas)
+	if n := scaler.Calls(); n != 2 || scaler.Replicas() != 3 {
+		t.Errorf("after a scale-down within the settle window: %d writes, %d replicas; want 2 and 3", n, scaler.Replicas())
 	}
 }
 
 func TestAlreadyUpMakesNoWrite(t *testing.T) {
-	scaler := &fakeScaler{replicas: 5}
+	scaler := scaletargettest.New(5)
 	_, status, url := setup(t, true, scaler)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || scaler.scales.Load() != 0 || status.writes.Load() != 0 {
-		t.Errorf("status %d, scale calls %d, status writes %d; want 200 and no writes", resp.StatusCode, scaler.scales.Load(), status.writes.Load())
+	if resp.StatusCode != http.StatusOK || scaler.Calls() != 0 || status.writes.Load() != 0 {
+		t.Errorf("status %d, scale calls %d, status writes %d; want 200 and no writes", resp.StatusCode, scaler.Calls(), status.writes.Load())
 	}
 }
 
 func TestFailedScaleIs502WithReasonAndIsNotRemembered(t *testing.T) {
-	scaler := &fakeScaler{fail: errors.New("deployments.apps \"web\" is forbidden")}
+	scaler := &scaletargettest.Scaler{Fail: errors.New("deployments.apps \"web\" is forbidden")}
 	_, _, url := setup(t, true, scaler)
 	for i := range 2 {
 		resp, err := http.Post(url, "application/json", strings.NewReader(body))
@@ -222,21 +166,21 @@ func TestFailedScaleIs502WithReasonAndIsNotRemembered(t *testing.T) {
 			t.Errorf("attempt %d: %d %s; want 502 with the reason", i, resp.StatusCode, b)
 		}
 	}
-	if scaler.scales.Load() != 2 {
-		t.Errorf("a failure was cached: %d scale calls for 2 requests", scaler.scales.Load())
+	if scaler.Calls() != 2 {
+		t.Errorf("a failure was cached: %d scale calls for 2 requests", scaler.Calls())
 	}
 }
 
 func TestNotReadyIs503(t *testing.T) {
-	scaler := &fakeScaler{}
+	scaler := &scaletargettest.Scaler{}
 	_, _, url := setup(t, false, scaler)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || scaler.scales.Load() != 0 {
-		t.Errorf("status %d with %d scale calls; want 503 and none", resp.StatusCode, scaler.scales.Load())
+	if resp.StatusCode != http.StatusServiceUnavailable || scaler.Calls() != 0 {
+		t.Errorf("status %d with %d scale calls; want 503 and none", resp.StatusCode, scaler.Calls())
 	}
 }
 

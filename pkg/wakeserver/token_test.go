@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/elasti-dev/elasti/pkg/outcome"
+	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
@@ -68,7 +69,7 @@ func TestWithATokenConfiguredOnlyTheTokenWakes(t *testing.T) {
 	_, tokens := tokenFile(t, "right-token\n")
 	cfg := DefaultConfig()
 	cfg.Tokens = tokens
-	scaler := &fakeScaler{}
+	scaler := &scaletargettest.Scaler{}
 	s, _, url := setupWith(t, true, scaler, cfg)
 	seen := s.observer.(*outcomes)
 
@@ -88,11 +89,11 @@ func TestWithATokenConfiguredOnlyTheTokenWakes(t *testing.T) {
 			t.Errorf("Authorization %q: %d with WWW-Authenticate %q; want 401 with %q", c.authorization, code, challenge, c.challenge)
 		}
 	}
-	if n := scaler.scales.Load(); n != 0 {
+	if n := scaler.Calls(); n != 0 {
 		t.Fatalf("%d scale calls from refused requests, want none", n)
 	}
-	if code, _ := postWith(t, url, "Bearer right-token"); code != http.StatusOK || scaler.scales.Load() != 1 {
-		t.Errorf("with the right token: %d and %d scale calls; want 200 and 1", code, scaler.scales.Load())
+	if code, _ := postWith(t, url, "Bearer right-token"); code != http.StatusOK || scaler.Calls() != 1 {
+		t.Errorf("with the right token: %d and %d scale calls; want 200 and 1", code, scaler.Calls())
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
@@ -108,7 +109,7 @@ func TestTheTokenIsCheckedBeforeReadiness(t *testing.T) {
 	_, tokens := tokenFile(t, "right-token\n")
 	cfg := DefaultConfig()
 	cfg.Tokens = tokens
-	_, _, url := setupWith(t, false, &fakeScaler{}, cfg)
+	_, _, url := setupWith(t, false, &scaletargettest.Scaler{}, cfg)
 	if code, _ := postWith(t, url, ""); code != http.StatusUnauthorized {
 		t.Errorf("no token on a follower: %d, want 401", code)
 	}
@@ -120,14 +121,14 @@ func TestTheTokenIsCheckedBeforeReadiness(t *testing.T) {
 // Without a token configured the endpoint is KubeElasti's: every request
 // is served, with or without an Authorization header.
 func TestWithoutATokenEveryRequestIsServed(t *testing.T) {
-	scaler := &fakeScaler{}
+	scaler := &scaletargettest.Scaler{}
 	_, _, url := setup(t, true, scaler)
 	for _, authorization := range []string{"", "Bearer anything"} {
 		if code, challenge := postWith(t, url, authorization); code != http.StatusOK || challenge != "" {
 			t.Errorf("Authorization %q: %d %q, want 200 and no challenge", authorization, code, challenge)
 		}
 	}
-	if n := scaler.scales.Load(); n != 1 {
+	if n := scaler.Calls(); n != 1 {
 		t.Errorf("%d scale calls, want 1", n)
 	}
 }
@@ -137,7 +138,7 @@ func TestARotatedTokenTakesEffectWithoutRestart(t *testing.T) {
 	path, tokens := tokenFile(t, "old-token\n")
 	cfg := DefaultConfig()
 	cfg.Tokens = tokens
-	scaler := &fakeScaler{replicas: 5} // already up: every accepted request is 200 without writes
+	scaler := scaletargettest.New(5) // already up: every accepted request is 200 without writes
 	_, _, url := setupWith(t, true, scaler, cfg)
 	if code, _ := postWith(t, url, "Bearer old-token"); code != http.StatusOK {
 		t.Fatalf("old token before rotation: %d", code)

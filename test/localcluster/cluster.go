@@ -240,7 +240,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, detach bool, etcdURL strin
 		"--shutdown-watch-termination-grace-period=2s",
 		// HPAScaleToZero is alpha and off by default in v1.36: without it
 		// the apiserver refuses an HPA with minReplicas 0. The HPA suites
-		// test elasti next to such an HPA (pkg/operator's
+		// test elasti next to such an HPA (test/operator's
 		// hpa_integration_test.go).
 		"--feature-gates="+FeatureGates,
 	)

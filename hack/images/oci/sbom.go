@@ -131,46 +131,7 @@ func SBOM(cmd string, p v1.Platform, bin string, digest v1.Hash, m Meta, caRoots
 		return nil, fmt.Errorf("%s: %w", bin, err)
 	}
 	ref := Reference(Repository, cmd, m.Version)
-	image := SPDXPackage{
-		Name:             cmd,
-		SPDXID:           spdxID("Image", cmd),
-		VersionInfo:      m.Version,
-		DownloadLocation: "NOASSERTION",
-		Checksums:        []SPDXChecksum{{Algorithm: "SHA256", ChecksumValue: digest.Hex}},
-		ExternalRefs: []SPDXExternalRef{{
-			ReferenceCategory: "PACKAGE-MANAGER",
-			ReferenceType:     "purl",
-			ReferenceLocator:  "pkg:oci/" + cmd + "@sha256%3A" + digest.Hex + "?arch=" + p.Architecture + "&os=" + p.OS + "&repository_url=" + Repository + "/" + cmd + "&tag=" + m.Version,
-		}},
-		PrimaryPackagePurpose: "CONTAINER",
-		Comment:               ref + " for " + p.String() + "; the checksum is the image manifest's digest",
-	}
-	main := SPDXPackage{
-		Name:             bi.Main.Path,
-		SPDXID:           spdxID("Go", bi.Main.Path),
-		VersionInfo:      m.Version,
-		DownloadLocation: "git+" + Source + "@" + m.Revision,
-		ExternalRefs: []SPDXExternalRef{{
-			ReferenceCategory: "PACKAGE-MANAGER",
-			ReferenceType:     "purl",
-			ReferenceLocator:  "pkg:golang/" + bi.Main.Path + "@" + m.Version,
-		}},
-		PrimaryPackagePurpose: "APPLICATION",
-		Comment:               Binary + ", built from " + bi.Path,
-	}
-	goVersion := strings.TrimPrefix(bi.GoVersion, "go")
-	stdlib := SPDXPackage{
-		Name:             "stdlib",
-		SPDXID:           spdxID("Go", "stdlib", goVersion),
-		VersionInfo:      goVersion,
-		DownloadLocation: "https://go.dev/dl/",
-		ExternalRefs: []SPDXExternalRef{{
-			ReferenceCategory: "PACKAGE-MANAGER",
-			ReferenceType:     "purl",
-			ReferenceLocator:  "pkg:golang/stdlib@" + goVersion,
-		}},
-		Comment: "the Go toolchain that built " + Binary,
-	}
+	image, main, stdlib := imagePackage(cmd, p, digest, m), mainPackage(bi, m), stdlibPackage(bi)
 	ca := goPackage(caRoots)
 	ca.Comment = strings.TrimSpace("the CA roots at " + CABundle + " come from this module; " + ca.Comment)
 
@@ -215,4 +176,57 @@ func SBOM(cmd string, p v1.Platform, bin string, digest v1.Hash, m Meta, caRoots
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// imagePackage is cmd's image for p, named by its manifest digest.
+func imagePackage(cmd string, p v1.Platform, digest v1.Hash, m Meta) SPDXPackage {
+	return SPDXPackage{
+		Name:             cmd,
+		SPDXID:           spdxID("Image", cmd),
+		VersionInfo:      m.Version,
+		DownloadLocation: "NOASSERTION",
+		Checksums:        []SPDXChecksum{{Algorithm: "SHA256", ChecksumValue: digest.Hex}},
+		ExternalRefs: []SPDXExternalRef{{
+			ReferenceCategory: "PACKAGE-MANAGER",
+			ReferenceType:     "purl",
+			ReferenceLocator:  "pkg:oci/" + cmd + "@sha256%3A" + digest.Hex + "?arch=" + p.Architecture + "&os=" + p.OS + "&repository_url=" + Repository + "/" + cmd + "&tag=" + m.Version,
+		}},
+		PrimaryPackagePurpose: "CONTAINER",
+		Comment:               Reference(Repository, cmd, m.Version) + " for " + p.String() + "; the checksum is the image manifest's digest",
+	}
+}
+
+// mainPackage is the binary's main module, at the release's version and
+// commit.
+func mainPackage(bi *buildinfo.BuildInfo, m Meta) SPDXPackage {
+	return SPDXPackage{
+		Name:             bi.Main.Path,
+		SPDXID:           spdxID("Go", bi.Main.Path),
+		VersionInfo:      m.Version,
+		DownloadLocation: "git+" + Source + "@" + m.Revision,
+		ExternalRefs: []SPDXExternalRef{{
+			ReferenceCategory: "PACKAGE-MANAGER",
+			ReferenceType:     "purl",
+			ReferenceLocator:  "pkg:golang/" + bi.Main.Path + "@" + m.Version,
+		}},
+		PrimaryPackagePurpose: "APPLICATION",
+		Comment:               Binary + ", built from " + bi.Path,
+	}
+}
+
+// stdlibPackage is the standard library of the Go that built the binary.
+func stdlibPackage(bi *buildinfo.BuildInfo) SPDXPackage {
+	goVersion := strings.TrimPrefix(bi.GoVersion, "go")
+	return SPDXPackage{
+		Name:             "stdlib",
+		SPDXID:           spdxID("Go", "stdlib", goVersion),
+		VersionInfo:      goVersion,
+		DownloadLocation: "https://go.dev/dl/",
+		ExternalRefs: []SPDXExternalRef{{
+			ReferenceCategory: "PACKAGE-MANAGER",
+			ReferenceType:     "purl",
+			ReferenceLocator:  "pkg:golang/stdlib@" + goVersion,
+		}},
+		Comment: "the Go toolchain that built " + Binary,
+	}
 }

@@ -2,11 +2,9 @@ package helm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -30,11 +27,9 @@ import (
 
 const (
 	// release and namespace are what the README installs.
-	release   = "elasti"
-	namespace = "elasti"
-	// appPort is where every kwok app pod "listens": one echo server on
-	// 0.0.0.0 inside the node namespace answers on every live pod IP.
-	appPort      = 8080
+	release      = "elasti"
+	namespace    = "elasti"
+	appPort      = e2ebed.AppPort
 	readyTimeout = 3 * time.Minute
 )
 
@@ -63,7 +58,7 @@ func startBed(t *testing.T) *bed {
 		t.Fatal(err)
 	}
 	b := &bed{cluster: c, root: root, helm: filepath.Join(c.BinDir, localcluster.HelmBinary), helmHome: t.TempDir()}
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[helm-e2e] "+format+"\n", args...) }
+	logf := e2ebed.Logf("helm-e2e")
 	logf("building elasti's images (the binaries the chart's pods run): %s, and %s for the upgrade", b.appVersion(t), upgradeTag)
 	installBins, upgradeBins := b.build(t, b.appVersion(t)), b.build(t, upgradeTag)
 	binaries := map[string]string{}
@@ -82,19 +77,11 @@ func startBed(t *testing.T) *bed {
 		t.Fatalf("the real-traffic bed could not start: %v", err)
 	}
 	kctx, cancel := context.WithCancel(ctx)
-	var once sync.Once
-	stopBed = func() { once.Do(func() { cancel(); b.Close() }) }
-	clustertest.OnInterrupt(stopBed)
+	stopBed = e2ebed.Stopper(func() { cancel(); b.Close() })
 	kube := kubernetes.NewForConfigOrDie(c.RESTConfig())
-	if _, err := b.Network.RunKubelet(kctx, kube, nil); err != nil {
+	if err := e2ebed.ServeApps(kctx, b.Net, kube, http.HandlerFunc(e2ebed.Echo)); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := b.Network.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", appPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(echo), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
 	return b
 }
 
@@ -103,10 +90,8 @@ func startBed(t *testing.T) *bed {
 func (b *bed) build(t *testing.T, version string) string {
 	t.Helper()
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-ldflags", "-X "+command.VersionVariable+"="+version, "-o", dir+"/", "./cmd/elasti-operator", "./cmd/elasti-resolver")
-	build.Dir = b.root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := e2ebed.BuildElasti(b.root, dir, version); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -155,21 +140,8 @@ func (b *bed) startedVersion(namespace, pod, container string) string {
 
 var versionRE = regexp.MustCompile(`version="([^"]+)"`)
 
-// echoReply is what the app pods answer: which pod served, and the path.
-type echoReply struct {
-	ServedBy string `json:"servedBy"`
-	Path     string `json:"path"`
-}
-
-func echo(w http.ResponseWriter, r *http.Request) {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	host := ""
-	if local != nil {
-		host, _, _ = net.SplitHostPort(local.String())
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(echoReply{ServedBy: host, Path: r.URL.Path})
-}
+// echoReply is what the app pods answer (e2ebed.Echo).
+type echoReply = e2ebed.EchoReply
 
 // runHelm runs the pinned helm against the bed's cluster.
 func (b *bed) runHelm(t *testing.T, timeout time.Duration, args ...string) string {

@@ -4,14 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
-	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 )
 
-func TestMain(m *testing.M) {
-	// A client pod is this binary again, run inside its sandbox.
-	realnet.ClientMain()
-	code := clustertest.Main(m)
-	stopBed()
-	os.Exit(code)
-}
+// stopBed is read when the tests are over: startBed sets it.
+func TestMain(m *testing.M) { os.Exit(e2ebed.Main(m, func() { stopBed() })) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -22,18 +22,15 @@ import (
 )
 
 const (
-	// elastiNamespace and the Deployment names are manifests/' own.
-	elastiNamespace    = "elasti"
-	operatorDeployment = "elasti-operator-controller-manager"
-	resolverDeployment = "elasti-resolver"
+	elastiNamespace    = e2ebed.ElastiNamespace
+	operatorDeployment = e2ebed.OperatorDeployment
+	resolverDeployment = e2ebed.ResolverDeployment
 
 	readyTimeout = 3 * time.Minute
 )
 
 var (
-	bedOnce sync.Once
-	bedErr  error
-	theBed  *bed
+	theBed  e2ebed.Once[*bed]
 	stopBed = func() {}
 )
 
@@ -56,16 +53,7 @@ type bed struct {
 // the test loudly; nothing skips.
 func testBed(t testing.TB) *bed {
 	t.Helper()
-	bedOnce.Do(func() {
-		theBed, bedErr = startBed(t)
-		if bedErr != nil {
-			bedErr = fmt.Errorf("the real-node test bed could not start: %w", bedErr)
-		}
-	})
-	if bedErr != nil {
-		t.Fatal(bedErr)
-	}
-	return theBed
+	return theBed.Get(t, "real-node test bed", startBed)
 }
 
 func startBed(t testing.TB) (b *bed, err error) {
@@ -79,7 +67,7 @@ func startBed(t testing.TB) (b *bed, err error) {
 	if err != nil {
 		return nil, err
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[realnode-e2e] "+format+"\n", args...) }
+	logf := e2ebed.Logf("realnode-e2e")
 	// stopBed holds the bed it stops: a failure below returns a nil b.
 	started := &bed{cluster: c, kube: kubernetes.NewForConfigOrDie(c.RESTConfig()), images: map[string]realnode.Image{}}
 	b = started
@@ -87,19 +75,15 @@ func startBed(t testing.TB) (b *bed, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var stopOnce sync.Once
-	stopBed = func() {
-		stopOnce.Do(func() {
-			if started.node != nil {
-				started.node.Stop()
-			}
-			if started.net != nil {
-				started.net.Close()
-			}
-			os.RemoveAll(dir)
-		})
-	}
-	clustertest.OnInterrupt(stopBed)
+	stopBed = e2ebed.Stopper(func() {
+		if started.node != nil {
+			started.node.Stop()
+		}
+		if started.net != nil {
+			started.net.Close()
+		}
+		os.RemoveAll(dir)
+	})
 	defer func() {
 		if err != nil {
 			stopBed()
@@ -143,10 +127,8 @@ func startBed(t testing.TB) (b *bed, err error) {
 	if _, err := b.node.InstallManifests(ctx, c, b.kube, filepath.Join(root, "manifests")); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{operatorDeployment, resolverDeployment} {
-		if err := b.net.WaitDeploymentReady(ctx, elastiNamespace, d, readyTimeout); err != nil {
-			return nil, fmt.Errorf("%w%s", err, b.diagnose())
-		}
+	if err := e2ebed.WaitElastiReady(ctx, b.net, readyTimeout); err != nil {
+		return nil, fmt.Errorf("%w%s", err, b.diagnose())
 	}
 	logf("elasti is Ready from manifests/ on the real node")
 	return b, nil

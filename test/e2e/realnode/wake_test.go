@@ -140,7 +140,7 @@ func waitPod(t *testing.T, cs kubernetes.Interface, ns, name string, done func(*
 			if p != nil {
 				desc = realnet.DescribePod(p)
 			}
-			t.Fatalf("pod %s/%s not done after %s: %s%s", ns, name, podTimeout, desc, theBed.diagnose())
+			t.Fatalf("pod %s/%s not done after %s: %s%s", ns, name, podTimeout, desc, testBed(t).diagnose())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -26,8 +26,8 @@ func TestMain(m *testing.M) {
 	}
 	code := clustertest.Main(m)
 	ours := ""
-	if theBed != nil {
-		ours = theBed.Network.HostLink()
+	if b, ok := theBed.Started(); ok {
+		ours = b.Network.HostLink()
 	}
 	stopBed()
 	// The network rule: the run changes nothing on the host once it is

@@ -90,7 +90,6 @@ const (
 	// deadline.
 	DefaultDialTimeout = time.Second
 
-	lockPoll        = 50 * time.Millisecond
 	lockLogInterval = 10 * time.Second
 	closeTimeout    = 30 * time.Second
 )
@@ -404,49 +403,72 @@ func ParsePodIP(ip string) (netip.Addr, error) {
 	return addr, nil
 }
 
-// acquireLock takes an exclusive flock on path, polling so the wait can end
-// with ctx or timeout, and logging while it waits.
+// acquireLock takes an exclusive flock on path. It waits in a blocking
+// flock, not a poll, so a waiter takes the lock the moment its holder lets
+// go; the wait can still end with ctx or timeout, and it logs while it waits.
 func acquireLock(ctx context.Context, path string, timeout time.Duration, logf func(string, ...any)) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("podnet: open lock file: %w", err)
 	}
-	start := time.Now()
-	deadline := start.Add(timeout)
-	var lastLog time.Time
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("podnet: lock %s: %w", path, err)
-		}
-		now := time.Now()
-		if now.After(deadline) {
-			_ = f.Close()
-			return nil, fmt.Errorf("podnet: gave up after %s waiting for %s (held by %s)", timeout, path, lockHolder(path))
-		}
-		if now.Sub(lastLog) >= lockLogInterval {
-			logf("podnet: waiting for %s, the pod network is in use by %s", path, lockHolder(path))
-			lastLog = now
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("podnet: waiting for %s: %w", path, ctx.Err())
-		case <-time.After(lockPoll):
-		}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err != nil && !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		_ = f.Close()
+		return nil, fmt.Errorf("podnet: lock %s: %w", path, err)
 	}
-	if waited := time.Since(start); waited >= lockPoll {
-		logf("podnet: got %s after %s", path, waited.Round(time.Millisecond))
+	if err != nil {
+		if err := waitLock(ctx, f, path, timeout, logf); err != nil {
+			return nil, err
+		}
 	}
 	// Record the holder for the log line of the next waiter.
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
 	}
 	return f, nil
+}
+
+// waitLock blocks in flock on f until the lock is f's, ctx ends or timeout
+// passes; on those two it closes f. A flock blocked in the kernel cannot be
+// cancelled, so an abandoned one is left to finish: it then closes f at
+// once, which releases the lock it just took.
+func waitLock(ctx context.Context, f *os.File, path string, timeout time.Duration, logf func(string, ...any)) error {
+	start := time.Now()
+	logf("podnet: waiting for %s, the pod network is in use by %s", path, lockHolder(path))
+	got := make(chan error, 1)
+	go func() {
+		for {
+			err := unix.Flock(int(f.Fd()), unix.LOCK_EX)
+			if !errors.Is(err, unix.EINTR) {
+				got <- err
+				return
+			}
+		}
+	}()
+	abandon := func() { go func() { <-got; _ = f.Close() }() }
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	progress := time.NewTicker(lockLogInterval)
+	defer progress.Stop()
+	for {
+		select {
+		case err := <-got:
+			if err != nil {
+				_ = f.Close()
+				return fmt.Errorf("podnet: lock %s: %w", path, err)
+			}
+			logf("podnet: got %s after %s", path, time.Since(start).Round(time.Millisecond))
+			return nil
+		case <-progress.C:
+			logf("podnet: waiting for %s, the pod network is in use by %s", path, lockHolder(path))
+		case <-deadline.C:
+			abandon()
+			return fmt.Errorf("podnet: gave up after %s waiting for %s (held by %s)", timeout, path, lockHolder(path))
+		case <-ctx.Done():
+			abandon()
+			return fmt.Errorf("podnet: waiting for %s: %w", path, ctx.Err())
+		}
+	}
 }
 
 func lockHolder(path string) string {

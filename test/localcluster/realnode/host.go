@@ -73,6 +73,18 @@ func (n *Node) prepareHost(ctx context.Context) error {
 	if err := os.MkdirAll(Dir, 0o755); err != nil {
 		return err
 	}
+	if err := n.recordHostState(); err != nil {
+		return err
+	}
+	if err := n.makeBridge(ctx); err != nil {
+		return err
+	}
+	return makeCgroupRoot()
+}
+
+// recordHostState writes into Dir what cleanup restores or removes: the
+// sysctls the node changes and the fixed directories it will create.
+func (n *Node) recordHostState() error {
 	st := hostState{Sysctls: map[string]string{}, Netns: n.netns}
 	for _, k := range kernelSettings {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", k))
@@ -91,10 +103,12 @@ func (n *Node) prepareHost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(Dir, stateFile), b, 0o600); err != nil {
-		return err
-	}
+	return os.WriteFile(filepath.Join(Dir, stateFile), b, 0o600)
+}
 
+// makeBridge makes the pods' bridge in the node namespace and the nft table
+// that masquerades their packets to the host.
+func (n *Node) makeBridge(ctx context.Context) error {
 	ip := lookPath("ip")
 	if ip == "" {
 		return errors.New("realnode: iproute2 (ip) is missing")
@@ -131,7 +145,11 @@ func (n *Node) prepareHost(ctx context.Context) error {
 	if _, err := run(ctx, ip, "netns", "exec", n.netns, "nft", "-f", rules); err != nil {
 		return fmt.Errorf("realnode: %w", err)
 	}
+	return nil
+}
 
+// makeCgroupRoot makes the node's cgroup in every mounted hierarchy.
+func makeCgroupRoot() error {
 	hierarchies, err := cgroupHierarchies()
 	if err != nil {
 		return err
@@ -203,7 +221,46 @@ func cleanup(logf func(string, ...any)) error {
 			errs = append(errs, fmt.Errorf("%s: %w", stateFile, err))
 		}
 	}
+	// Read before Dir goes: the files outside Dir are named inside it.
+	left := findLeftovers()
 
+	hierarchies, err := killNodeProcesses(logf)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountUnder(Dir); err != nil {
+		errs = append(errs, err)
+	}
+
+	// The bridge, its veths and the nft table live in the node namespace;
+	// if that is gone (a killed run's bed was removed), so are they.
+	if ip := lookPath("ip"); ip != "" && st.Netns != "" {
+		if _, err := os.Stat(filepath.Join("/run/netns", st.Netns)); err == nil {
+			errs = append(errs, cleanupNetns(ip, st.Netns)...)
+		}
+	}
+
+	for _, h := range hierarchies {
+		if err := removeCgroupTree(filepath.Join(h, cgroupRoot)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	left.remove(st)
+	errs = append(errs, restoreSysctls(st)...)
+	if err := os.RemoveAll(Dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// leftovers are the files outside Dir that the node's sandboxes and shims
+// leave: found through Dir, so found before it is removed.
+type leftovers struct {
+	sandboxes   []string
+	shimSockets []string
+}
+
+func findLeftovers() leftovers {
 	// containerd's CNI library caches each attachment's result as
 	// <network>-<sandbox>-<ifname> in cniCacheDir, for the pod network and
 	// for the loopback network it adds ("cni-loopback"). A sandbox that is
@@ -222,16 +279,20 @@ func cleanup(logf func(string, ...any)) error {
 			}
 		}
 	}
+	return leftovers{sandboxes: sandboxes, shimSockets: shimSockets}
+}
 
+// killNodeProcesses kills the node's daemons, shims and containers, and
+// returns the cgroup hierarchies it searched.
+func killNodeProcesses(logf func(string, ...any)) ([]string, error) {
 	// The node's daemons name Dir on their command line (kubelet's
 	// --root-dir, containerd's --config, the shims' -address); the
 	// containers are found by their cgroups. Shims always outlive
 	// containerd: they leave its process group on purpose.
 	daemons := killDaemons(Dir)
+	// Without the hierarchies (err), the containers cannot be found, but
+	// the daemons are killed all the same.
 	hierarchies, err := cgroupHierarchies()
-	if err != nil {
-		errs = append(errs, err)
-	}
 	containers := map[int]bool{}
 	for range 50 {
 		if !killCgroupProcs(hierarchies, containers) {
@@ -242,25 +303,12 @@ func cleanup(logf func(string, ...any)) error {
 	if daemons+len(containers) > 0 {
 		logf("cleanup: killed %d daemons and shims, %d container processes", daemons, len(containers))
 	}
+	return hierarchies, err
+}
 
-	if err := unmountUnder(Dir); err != nil {
-		errs = append(errs, err)
-	}
-
-	// The bridge, its veths and the nft table live in the node namespace;
-	// if that is gone (a killed run's bed was removed), so are they.
-	if ip := lookPath("ip"); ip != "" && st.Netns != "" {
-		if _, err := os.Stat(filepath.Join("/run/netns", st.Netns)); err == nil {
-			errs = append(errs, cleanupNetns(ip, st.Netns)...)
-		}
-	}
-
-	for _, h := range hierarchies {
-		if err := removeCgroupTree(filepath.Join(h, cgroupRoot)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-
+// remove deletes the leftovers, the kubelet's log links into Dir and the
+// directories st records as created by the node, once empty.
+func (left leftovers) remove(st hostState) {
 	// The kubelet links container logs into containerLogLinks; the links
 	// point into Dir.
 	if entries, err := os.ReadDir(containerLogLinks); err == nil {
@@ -271,12 +319,12 @@ func cleanup(logf func(string, ...any)) error {
 			}
 		}
 	}
-	for _, sb := range sandboxes {
+	for _, sb := range left.sandboxes {
 		id := filepath.Base(sb)
 		_ = os.Remove(filepath.Join(cniCacheDir, "results", cniNetwork+"-"+id+"-eth0"))
 		_ = os.Remove(filepath.Join(cniCacheDir, "results", "cni-loopback-"+id+"-lo"))
 	}
-	for _, sock := range shimSockets {
+	for _, sock := range left.shimSockets {
 		_ = os.Remove(sock)
 	}
 	// The device manager's socket, when the kubelet made its directory; an
@@ -288,7 +336,11 @@ func cleanup(logf func(string, ...any)) error {
 		// Only once empty: another user may have started using it meanwhile.
 		removeEmptyDirs(d)
 	}
+}
 
+// restoreSysctls sets back each sysctl st recorded that differs now.
+func restoreSysctls(st hostState) []error {
+	var errs []error
 	for k, v := range st.Sysctls {
 		p := filepath.Join("/proc/sys", k)
 		if cur, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(cur)) == v {
@@ -298,11 +350,7 @@ func cleanup(logf func(string, ...any)) error {
 			errs = append(errs, fmt.Errorf("restore sysctl %s=%s: %w", k, v, err))
 		}
 	}
-
-	if err := os.RemoveAll(Dir); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // cleanupNetns deletes the node's bridge, its pods' veths and its nft
