@@ -1,6 +1,10 @@
 package controller
 
-import "fmt"
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // overBudget refuses an ElastiService past its namespace's budget
 // (pkg/nsbudget, which the directory keeps): the newest of a namespace
@@ -20,9 +24,9 @@ func overBudget(f *facts) *notReady {
 }
 
 // enqueueBudgetChanges syncs the ElastiServices whose admission the last
-// informer event changed.
-func (c *Controller) enqueueBudgetChanges() {
-	for _, key := range c.directory.Budget().TakeChanged() {
-		c.queue.Add(key)
+// informer event changed (the budget's TakeChanged).
+func enqueueBudgetChanges(q Queue, changed []types.NamespacedName) {
+	for _, key := range changed {
+		q.Add(key)
 	}
 }

@@ -535,7 +535,7 @@ func (c *Controller) onElastiService(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
 		c.queue.Add(es.Key())
 	}
-	c.enqueueBudgetChanges()
+	enqueueBudgetChanges(c.queue, c.directory.Budget().TakeChanged())
 }
 
 func (c *Controller) onElastiServiceUpdate(old, cur any) {
@@ -545,7 +545,7 @@ func (c *Controller) onElastiServiceUpdate(old, cur any) {
 		return
 	}
 	c.queue.Add(n.Key())
-	c.enqueueBudgetChanges()
+	enqueueBudgetChanges(c.queue, c.directory.Budget().TakeChanged())
 	// A changed spec.service frees the old Service for another claimant.
 	if o.Spec.Service != n.Spec.Service {
 		c.enqueueByService(o.Namespace, o.Spec.Service)
@@ -559,7 +559,7 @@ func (c *Controller) onElastiServiceDelete(obj any) {
 	}
 	c.queue.Add(es.Key())
 	c.directory.Budget().Forget(es.Key())
-	c.enqueueBudgetChanges()
+	enqueueBudgetChanges(c.queue, c.directory.Budget().TakeChanged())
 	// Another ElastiService may have been waiting for this one's Service.
 	c.enqueueByService(es.Namespace, es.Spec.Service)
 }

@@ -25,18 +25,18 @@ import (
 // would turn an explained 503 into a connection refused, so it stays, and
 // the condition says why. Either way nothing is scaled, and the Service's
 // next change brings the key back.
-func (c *Controller) leaveUnkeptService(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, v *notReady) error {
-	if svc == nil || endpointready.Unkept(svc) == "" || !c.front.resolverSliceExists(es.Namespace, svc.Name) {
+func (r *resolverFront) leaveUnkeptService(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, v *notReady) error {
+	if svc == nil || endpointready.Unkept(svc) == "" || !r.resolverSliceExists(es.Namespace, svc.Name) {
 		return nil
 	}
-	if !c.front.hasReadyEndpoints(es.Namespace, svc.Name, fence{}) {
+	if !r.hasReadyEndpoints(es.Namespace, svc.Name, fence{}) {
 		v.message += "; the resolver stays in front and answers 503, since none of the Service's remaining EndpointSlices lists a serving endpoint"
 		return nil
 	}
-	if err := c.front.deleteResolverSlice(ctx, es.Namespace, svc.Name); err != nil {
+	if err := r.deleteResolverSlice(ctx, es.Namespace, svc.Name); err != nil {
 		return err
 	}
 	v.message += "; the resolver left the front, and the Service's remaining EndpointSlices, which list serving endpoints, take its traffic"
-	c.recorder.Event(es, corev1.EventTypeWarning, ReasonResolverWithdrawn, v.message)
+	r.recorder.Event(es, corev1.EventTypeWarning, ReasonResolverWithdrawn, v.message)
 	return nil
 }
