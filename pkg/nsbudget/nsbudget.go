@@ -24,13 +24,16 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
-// Defaults of the operator's and the resolver's flags. A namespace with
-// 200 ElastiServices of 16 KiB of spec each is within both: far beyond a
-// real team's, far below what fills the resolver's 256Mi (about 2,600
-// maximal specs).
+// Defaults of the operator's and the resolver's flags. A namespace of
+// 1,000 ElastiServices with the largest probeResponse the CRD accepts is
+// within both: that is what one resolver holds within manifests/' 256Mi
+// beside a held burst (TestElastiWithinManifestLimitsOnTheRealNode), and a
+// KubeElasti fleet of that size moves over unchanged. One namespace then
+// takes at most about 40% of a resolver (about 2,600 maximal specs fill
+// it), where before it could take all of it.
 const (
-	DefaultCount = 200
-	DefaultBytes = 8 << 20
+	DefaultCount = 1000
+	DefaultBytes = 32 << 20
 )
 
 // Reason is the reason of the Ready condition the operator sets on an
