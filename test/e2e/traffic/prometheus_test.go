@@ -101,8 +101,16 @@ func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) [
 	s := &scenario{t: t, bed: b, e: e, client: client, ctx: t.Context(), explained: new(atomic.Bool)}
 	t.Cleanup(s.explainFailure)
 	t.Cleanup(s.explainPrometheus)
-	s.e.Eventually("kube-proxy to route web's ClusterIP to its pod", func() (bool, string) {
+	// By its short name, as the scenarios then send their traffic: the
+	// resolver's shared port answers a request by ClusterIP too, so only
+	// the short name (which it cannot resolve there) tells that kube-proxy
+	// has left a resolver slice of web's first, not yet serving, sync.
+	s.e.Eventually("kube-proxy to route web's ClusterIP and short name to its pod", func() (bool, string) {
 		resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Timeout: 2 * time.Second})
+		if resp.Status != 200 {
+			return false, resp.String()
+		}
+		resp = s.do(realnet.Request{URL: "http://" + app + "/", Timeout: 2 * time.Second})
 		return resp.Status == 200, resp.String()
 	})
 	return s
