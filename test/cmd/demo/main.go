@@ -641,7 +641,7 @@ func (d *demo) pluginStatus() error {
 		return fmt.Errorf("kubectl elasti status: %w\n%s", err, out)
 	}
 	fmt.Print(indent(string(out)))
-	info("(the plugin is built by make build as bin/kubectl-elasti; see README, \"kubectl elasti\")")
+	info("(the plugin is built by make build as bin/kubectl-elasti; see docs/reference/kubectl-elasti.md)")
 	return nil
 }
 
