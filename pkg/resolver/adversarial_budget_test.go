@@ -19,8 +19,8 @@ import (
 )
 
 // serveProxy serves r as the command serves its proxy port (NewServer,
-// LimitListener) on a loopback port and returns the address.
-func serveProxy(t *testing.T, r *Resolver) string {
+// LimitListener) on a loopback port until tb ends, and returns the address.
+func serveProxy(t testing.TB, r *Resolver) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

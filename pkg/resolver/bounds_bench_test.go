@@ -88,14 +88,7 @@ func benchmarkFilledHeld(b *testing.B) {
 	defer r.Close()
 
 	// The proxy port, and one resolver port whose Service is up.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := r.NewServer("")
-	go func() { _ = srv.Serve(r.LimitListener(ln)) }()
-	defer srv.Close()
-	proxy := ln.Addr().String()
+	proxy := serveProxy(b, r)
 	pod := parkingTCP(b)
 	up := ServiceRef{Namespace: testSvc.Namespace, Name: "up"} // esWithPorts's namespace
 	eps.Set(up, pod)
@@ -216,13 +209,7 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := r.NewServer("")
-	go func() { _ = srv.Serve(r.LimitListener(ln)) }()
-	defer srv.Close()
+	proxy := serveProxy(b, r)
 	// Every namespace's share of the budget together is the whole budget:
 	// the streams go to Services of several namespaces.
 	namespaces := 100 / cfg.NamespaceShare
@@ -245,7 +232,7 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 	}()
 	var block bytes.Buffer
 	for i := range h2Conns {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", proxy, 5*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}

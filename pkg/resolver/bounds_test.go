@@ -198,14 +198,7 @@ func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
 	cfg.MaxConnections = 3
 	cfg.RequestTimeout = time.Second // the held one on the resolver port
 	pe := newPortEnv(t, cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := pe.r.NewServer("")
-	go func() { _ = srv.Serve(pe.r.LimitListener(ln)) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	proxy := ln.Addr().String()
+	proxy := serveProxy(t, pe.r)
 
 	dial := func(addr string) net.Conn {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
