@@ -133,7 +133,7 @@ func (c *Controller) apply(ctx context.Context, f *facts, p syncPlan) (syncResul
 	case p.settleHandoff:
 		// A poller waiting to scale the target down must not.
 		c.handoffs.settle(es.Key(), errors.New(p.stop.message))
-		if err := c.front.leaveUnkeptService(ctx, es, f.service, p.stop); err != nil {
+		if err := c.front.leaveUnkeptService(ctx, es, f.service, f.slice != nil, p.stop); err != nil {
 			return syncResult{}, err
 		}
 	case p.stage == stageClaim:

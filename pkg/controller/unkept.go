@@ -9,7 +9,8 @@ import (
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 )
 
-// leaveUnkeptService decides, for a Service refused by the selector checks,
+// leaveUnkeptService decides, for a Service refused by the selector checks
+// (fronted: its resolver slice exists, as reconcile gathered it),
 // whether the resolver stays in front of it, and says which in v's
 // message. It acts only on a Service whose endpoints Kubernetes no longer
 // keeps (endpointready.Unkept) and that this ElastiService fronted before:
@@ -25,8 +26,8 @@ import (
 // would turn an explained 503 into a connection refused, so it stays, and
 // the condition says why. Either way nothing is scaled, and the Service's
 // next change brings the key back.
-func (r *resolverFront) leaveUnkeptService(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, v *notReady) error {
-	if svc == nil || endpointready.Unkept(svc) == "" || !r.resolverSliceExists(es.Namespace, svc.Name) {
+func (r *resolverFront) leaveUnkeptService(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, fronted bool, v *notReady) error {
+	if svc == nil || endpointready.Unkept(svc) == "" || !fronted {
 		return nil
 	}
 	if !r.hasReadyEndpoints(es.Namespace, svc.Name, fence{}) {
