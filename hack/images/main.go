@@ -1,6 +1,6 @@
 // Command images builds elasti's container images without Docker, from the
 // binaries `make images` has cross-compiled into <bin>/<os>_<arch>/, and
-// pushes them (`make push`). See package oci and README, "Images and
+// pushes them (`make push`). See package oci and docs/development/releases.md, "Images and
 // releases". It is a build tool, not part of the product.
 //
 //	go run ./hack/images -version v0.1.0 -revision <commit> -source-date-epoch <unix> [-bin bin] [-out bin/images]

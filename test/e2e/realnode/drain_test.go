@@ -98,7 +98,7 @@ func setTargetSchedulable(t *testing.T, e *testenv.Env, schedulable bool) {
 }
 
 // isDrainAnswer is what a resolver answers the requests it holds when it
-// shuts down (README, "On SIGTERM"): 503, saying so, with a Retry-After.
+// shuts down (docs/concepts/resolver.md, "On SIGTERM"): 503, saying so, with a Retry-After.
 func isDrainAnswer(r realnet.Response) bool {
 	after, err := strconv.Atoi(r.Header.Get("Retry-After"))
 	return r.Err == "" && r.Status == http.StatusServiceUnavailable && strings.Contains(r.Body, "shutting down") && err == nil && after >= 1
@@ -108,7 +108,7 @@ func isDrainAnswer(r realnet.Response) bool {
 // Service whose pods cannot start is held by both resolver containers.
 // Both resolver pods are deleted, so the kubelet sends each container
 // SIGTERM and would SIGKILL it after the manifest's
-// terminationGracePeriodSeconds. As the README says, each resolver fails
+// terminationGracePeriodSeconds. As docs/concepts/resolver.md says, each resolver fails
 // /readyz, waits its shutdown grace, answers every request it holds 503
 // with Retry-After, and exits by itself: every request gets that answer
 // (a SIGKILL would reset them), and every resolver container ends with

@@ -186,7 +186,7 @@ func TestHeldBytesBudgetRefusesPastItAndHoldsWithin(t *testing.T) {
 //     (its address holds its share), and it is answered after the wake.
 //     A FIN cannot tell a half-close from a close, so the place is kept
 //     until the wake or the request timeout; what bounds it is the
-//     per-source share (README, "Per-port routing");
+//     per-source share (docs/concepts/resolver.md, "How routing works");
 //   - a client that gives up with a reset frees its place at once;
 //   - a connection held, then spliced to the new pod, that goes silent
 //     both ways is closed by the resolver, within its own wait and long

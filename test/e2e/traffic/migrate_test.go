@@ -44,7 +44,7 @@ const endpointSliceController = "endpointslice-controller.k8s.io"
 // TestSwitchFromKubeElastiInPlace: a cluster as KubeElasti v0.1.30 left it
 // (two Services asleep behind its resolver slices, one serving that slept
 // before, one that never slept; its operator and resolver running) is
-// switched to elasti by the README's runbook, its kubectl commands as they
+// switched to elasti by the runbook in docs/install/from-kubeelasti.md, its kubectl commands as they
 // are written there (kubeElastiSwitch): Helm's release record, KubeElasti's
 // operator Deployment and its Services are deleted, its resolver
 // Deployment is deleted with its pods orphaned, and `kubectl apply -f
@@ -256,9 +256,8 @@ func TestSwitchFromKubeElastiInPlace(t *testing.T) {
 	}
 }
 
-// kubeElastiSwitch is the switch in the README's "Switching from
-// KubeElasti", steps 1 to 5, as kubectl arguments ("manifests/" is this
-// tree's).
+// kubeElastiSwitch is the switch in docs/install/from-kubeelasti.md,
+// steps 2 to 6, as kubectl arguments ("manifests/" is this tree's).
 var kubeElastiSwitch = [][]string{
 	{"-n", "elasti", "delete", "secret", "-l", "owner=helm,name=elasti"},
 	{"-n", "elasti", "delete", "deployment", "elasti-operator-controller-manager"},
@@ -267,7 +266,7 @@ var kubeElastiSwitch = [][]string{
 	{"apply", "-f", "manifests/"},
 }
 
-// kubeElastiCleanup is the runbook's step 7: KubeElasti's RBAC.
+// kubeElastiCleanup is the runbook's step 8: KubeElasti's RBAC.
 var kubeElastiCleanup = [][]string{
 	{"-n", "elasti", "delete", "serviceaccount", "elasti-operator-controller-manager", "--ignore-not-found"},
 	{"-n", "elasti", "delete", "role,rolebinding", "-l", "app.kubernetes.io/instance=elasti"},
