@@ -115,28 +115,33 @@ func randomLabel(rng *rand.Rand) string {
 	return string(b)
 }
 
-// h2AuthorityCall is one GET / to Addr (host:port) over h2c with prior
-// knowledge, with :authority Authority and a Host header Host.
+// h2AuthorityCall is one unary gRPC call to Addr (host:port) over h2c with
+// prior knowledge, with :authority Authority and a Host header Host, as a
+// gRPC client whose connection was set up for one name and whose metadata
+// names another would send it.
 type h2AuthorityCall struct {
 	Addr      string        `json:"addr"`
 	Authority string        `json:"authority"`
 	Host      string        `json:"host"`
+	Message   []byte        `json:"message"`
 	Timeout   time.Duration `json:"timeout"`
 }
 
-// h2Answer is the answer's :status and body; Err is set when none came
-// (a GOAWAY, a stream reset, the timeout).
+// h2Answer is the answer's :status, body and the pod named in its trailers
+// (servedByHeader); Err is set when none came (a GOAWAY, a stream reset,
+// the timeout).
 type h2Answer struct {
-	Status int    `json:"status"`
-	Body   string `json:"body,omitempty"`
-	Err    string `json:"err,omitempty"`
+	Status   int    `json:"status"`
+	Body     string `json:"body,omitempty"`
+	ServedBy string `json:"servedBy,omitempty"`
+	Err      string `json:"err,omitempty"`
 }
 
 func (a h2Answer) String() string {
 	if a.Err != "" {
 		return fmt.Sprintf("status %d, error %s", a.Status, a.Err)
 	}
-	return fmt.Sprintf("status %d: %.300q", a.Status, a.Body)
+	return fmt.Sprintf("status %d, served by %q: %.300q", a.Status, a.ServedBy, a.Body)
 }
 
 func runH2Authority(ctx context.Context, arg json.RawMessage) (any, error) {
@@ -172,14 +177,18 @@ func h2Exchange(ctx context.Context, c h2AuthorityCall) (h2Answer, error) {
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
 	for _, f := range []hpack.HeaderField{
-		{Name: ":method", Value: http.MethodGet}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: "/"}, {Name: ":authority", Value: c.Authority}, {Name: "host", Value: c.Host},
+		{Name: ":method", Value: http.MethodPost}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/echo.Echo/Say"}, {Name: ":authority", Value: c.Authority}, {Name: "host", Value: c.Host},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 	} {
 		if err := enc.WriteField(f); err != nil {
 			return ans, err
 		}
 	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		return ans, err
+	}
+	if err := fr.WriteData(1, true, grpcFrame(c.Message)); err != nil {
 		return ans, err
 	}
 	if err := bw.Flush(); err != nil {
@@ -205,6 +214,11 @@ func h2Exchange(ctx context.Context, c h2AuthorityCall) (h2Answer, error) {
 		case *http2.MetaHeadersFrame:
 			if s := f.PseudoValue("status"); s != "" && ans.Status == 0 {
 				fmt.Sscan(s, &ans.Status)
+			}
+			for _, hf := range f.RegularFields() {
+				if strings.EqualFold(hf.Name, servedByHeader) {
+					ans.ServedBy = hf.Value
+				}
 			}
 			if f.StreamEnded() {
 				ans.Body = body.String()
@@ -234,8 +248,7 @@ func h2Exchange(ctx context.Context, c h2AuthorityCall) (h2Answer, error) {
 // DNS name, so CoreDNS and the ClusterIP rules are on the path), and the
 // answers and the resolver's own metrics say what it kept.
 func TestAdversarialVariantsThroughKubeProxy(t *testing.T) {
-	s := newScenario(t)
-	s.waitResolverPorts(1)
+	s := newProtocolsScenario(t)
 	shared := fmt.Sprintf("http://%s.%s:8012/", resolverService, elastiNamespace)
 
 	t.Run("random Hosts", func(t *testing.T) { s.in(t).randomHosts(shared) })
@@ -345,18 +358,23 @@ func (s *scenario) hostEncodings(shared string) {
 	}
 }
 
-// h2Authority: over HTTP/2 with prior knowledge to the resolver Service,
-// the Service is the one :authority names, never the Host header's: a
-// request whose :authority names no Service and whose Host names web wakes
-// nothing; one whose :authority names web and whose Host names another
-// Service wakes web.
+// h2Authority: over HTTP/2 with prior knowledge to the resolver Service's
+// shared port, the Service is the one :authority names, never the Host
+// header's. A gRPC call whose :authority names no Service and whose Host
+// names web's gRPC port wakes nothing; one whose :authority names web's
+// gRPC port and whose Host names another Service wakes web and is answered
+// by its pod. The call goes to the port that declares h2c (an HTTP/2
+// request is forwarded over HTTP/2, and web's HTTP port speaks HTTP/1 only,
+// as it would answer the client without elasti).
 func (s *scenario) h2Authority() {
 	s.sleep()
 	addr := fmt.Sprintf("%s.%s:8012", resolverService, elastiNamespace)
-	web, nosuch := "web."+s.e.NS, "nosuch."+s.e.NS
+	port := fmt.Sprintf(":%d", grpcEchoPort)
+	web, nosuch := app+"."+s.e.NS+port, "nosuch."+s.e.NS+port
+	msg := []byte("authority, not host, from " + s.e.NS)
 	h2 := func(authority, host string, timeout time.Duration) h2Answer {
 		var a h2Answer
-		call := h2AuthorityCall{Addr: addr, Authority: authority, Host: host, Timeout: timeout}
+		call := h2AuthorityCall{Addr: addr, Authority: authority, Host: host, Message: msg, Timeout: timeout}
 		if err := s.client.Run(s.ctx, h2AuthorityProgram, call, timeout+10*time.Second, &a); err != nil {
 			s.t.Fatal(err)
 		}
@@ -368,16 +386,13 @@ func (s *scenario) h2Authority() {
 	s.e.HoldsReplicas(elastiv1alpha1.KindDeployment, app, 0, 2*time.Second)
 
 	a := h2(web, nosuch, wakeTimeout)
-	var reply echoReply
-	if a.Status != http.StatusOK || json.Unmarshal([]byte(a.Body), &reply) != nil {
-		s.t.Fatalf(":authority %s, Host %s: %s; want web woken and its pod's answer", web, nosuch, a)
+	if a.Status != http.StatusOK || a.Body != string(grpcFrame(msg)) {
+		s.t.Fatalf(":authority %s, Host %s: %s; want web woken and its pod's echo", web, nosuch, a)
 	}
 	if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 1 {
 		s.t.Errorf("web has %d replicas after the wake; want 1", got)
 	}
-	if ips := s.e.ReadyPodIPs(app); len(ips) != 1 || ips[0] != reply.ServedBy {
-		s.t.Errorf("answered by %s; want web's Ready pod (%v)", reply.ServedBy, ips)
-	}
+	s.expectReadyPod(a.ServedBy)
 	s.e.WaitMode(app, elastiv1alpha1.ModeServe)
 }
 
@@ -436,7 +451,9 @@ func TestAdversarialNamespaceShareThroughKubeProxy(t *testing.T) {
 	)
 	a := newScenario(t)
 	b := newScenario(t)
-	a.setResolverArgs(fmt.Sprintf("--global-queue=%d", global), "--namespace-share=50")
+	// The per-Service queue may not exceed the global one (the resolver
+	// refuses to start otherwise).
+	a.setResolverArgs(fmt.Sprintf("--global-queue=%d", global), fmt.Sprintf("--per-service-queue=%d", global), "--namespace-share=50")
 	a.waitEveryResolverListens(1)
 	b.waitEveryResolverListens(1)
 	a.sleep()
