@@ -87,6 +87,11 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), re
 	}
 	hd.leave()
 	release()
+	if b.Probed {
+		r.metrics.HeldReleases.WithLabelValues(ReleasedByDirectProbe).Inc()
+	} else {
+		r.metrics.HeldReleases.WithLabelValues(ReleasedByEndpointReady).Inc()
+	}
 	waited := time.Since(began)
 	r.metrics.ColdStartWait.Observe(waited.Seconds())
 	s.logger.V(4).Info("Releasing hold", "waited", waited)
@@ -111,7 +116,10 @@ func (r *Resolver) countRefusal(s holdSpec, refused refusal) {
 // looks again when the EndpointSource's change channel closes. Its lock is never held
 // while the informer cache is read.
 type holder struct {
-	eps          EndpointSource
+	eps EndpointSource
+	// direct probes the pods the slices list not ready; nil when direct
+	// probing is off.
+	direct       *podProber
 	wake         func(ctx context.Context, logger klog.Logger, svc ServiceRef) string
 	retryInitial time.Duration
 	retryMax     time.Duration
@@ -142,11 +150,17 @@ type waiter struct {
 	kick chan struct{}
 }
 
+// newHolder returns a holder. pods, when not nil, turns direct probing on:
+// a hold is released by a pod that passed its own readiness checks, run
+// by the resolver, before the slices list it Ready (podprobe.go).
 func newHolder(ctx context.Context, eps EndpointSource, wake func(context.Context, klog.Logger, ServiceRef) string,
-	retryInitial, retryMax time.Duration, logger klog.Logger) *holder {
+	retryInitial, retryMax time.Duration, pods PodGetter, fellBack func(reason string), logger klog.Logger) *holder {
 	h := &holder{eps: eps, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
 		waiters: map[ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
+	if pods != nil {
+		h.direct = newPodProber(h.ctx, pods, fellBack, logger)
+	}
 	return h
 }
 
@@ -218,30 +232,55 @@ func (hd *hold) missed() {
 	h.startLocked(hd.svc, w)
 }
 
-// wait returns port's Ready endpoints once there are some. It ends early
-// with ctx's error (the deadline passed or the client left), errClosed, or
-// a lookup error.
+// wait returns port's Ready endpoints once there are some, or, with direct
+// probing, the not-ready endpoints whose pod passed its own readiness
+// checks first (Backends.Probed). It ends early with ctx's error (the
+// deadline passed or the client left), errClosed, or a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
+	direct := hd.h.direct
+	noProbe := func() {}
+	if direct != nil {
+		leave := direct.join(hd.svc)
+		defer leave()
+	}
 	for {
 		// Watch, then read: a change in between closes changed. The watch
 		// ends with each turn, so nothing stays behind once the hold does.
 		changed, stop := hd.h.eps.Watch(hd.svc)
+		var passed <-chan struct{}
+		stopPassed := noProbe
+		if direct != nil {
+			passed, stopPassed = direct.watch(hd.svc)
+		}
 		b, err := hd.h.eps.Lookup(hd.svc, port)
 		if err != nil || len(b.Addrs) > 0 {
 			stop()
+			stopPassed()
 			return b, err
+		}
+		if direct != nil {
+			if addrs := direct.passed(hd.svc, b.Unready); len(addrs) > 0 {
+				stop()
+				stopPassed()
+				b.Addrs, b.Probed = addrs, true
+				return b, nil
+			}
 		}
 		hd.missed()
 		select {
 		case <-changed:
-			stop()
+		case <-passed:
 		case <-ctx.Done():
 			stop()
+			stopPassed()
 			return Backends{}, ctx.Err()
 		case <-hd.h.ctx.Done():
 			stop()
+			stopPassed()
 			return Backends{}, errClosed
 		}
+		stop()
+		stopPassed()
 	}
 }
 
@@ -316,4 +355,7 @@ func (h *holder) close() {
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
+	if h.direct != nil {
+		h.direct.close()
+	}
 }

@@ -82,6 +82,13 @@ type Metrics struct {
 	// Config.MaxConnectionsPerSource of the client's address.
 	Connections        prometheus.Gauge
 	ConnectionsRefused prometheus.Counter
+	// HeldReleases counts held requests and connections released to a
+	// pod, by what said the pod was ready: its direct check
+	// (direct_probe) or its Ready endpoint (endpoint_ready).
+	HeldReleases *prometheus.CounterVec
+	// DirectProbeFallbacks counts pods direct probing left to the
+	// kubelet's Ready, by reason (see the Fallback constants).
+	DirectProbeFallbacks *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
@@ -95,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused, m.HeldReleases, m.DirectProbeFallbacks} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -176,6 +183,14 @@ func newMetrics(wakeSources func() int) *Metrics {
 			Name: "elasti_resolver_client_connections_refused_total",
 			Help: "Client connections closed as soon as they were accepted because --max-connections, or --max-connections-per-source of the client address, were open.",
 		}),
+		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_held_releases_total",
+			Help: "Held requests and connections released to a pod, by what said the pod was ready: its readiness checks run by the resolver (direct_probe) or its Ready endpoint (endpoint_ready).",
+		}, []string{"released_by"}),
+		DirectProbeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_direct_probe_fallbacks_total",
+			Help: "Pods that direct probing left to the kubelet's Ready, by reason: exec, host, initial_delay, named_port, pod_unreadable, pod_mismatch, bound.",
+		}, []string{"reason"}),
 	}
 }
 
@@ -193,6 +208,12 @@ func (m *Metrics) initLabelValues() {
 	}
 	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
 		m.Overflow.WithLabelValues(s)
+	}
+	for _, by := range []string{ReleasedByDirectProbe, ReleasedByEndpointReady} {
+		m.HeldReleases.WithLabelValues(by)
+	}
+	for _, reason := range fallbackReasons {
+		m.DirectProbeFallbacks.WithLabelValues(reason)
 	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
 		m.WakeRateLimited.WithLabelValues(p)
