@@ -137,33 +137,9 @@ func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip stri
 	h := probe.ProbeHandler
 	switch {
 	case h.HTTPGet != nil:
-		g := h.HTTPGet
-		if g.Host != "" && g.Host != ip {
-			return nil, fallback(FallbackHost, fmt.Sprintf("container %s: httpGet host %q", c.Name, g.Host))
-		}
-		port, err := containerPort(g.Port, c)
-		if err != nil {
+		if err := httpCheckFor(pc, h.HTTPGet, c, ip); err != nil {
 			return nil, err
 		}
-		pc.kind, pc.addr = "http", net.JoinHostPort(ip, strconv.Itoa(port))
-		pc.scheme = strings.ToLower(string(g.Scheme))
-		if pc.scheme == "" {
-			pc.scheme = "http"
-		}
-		pc.target = g.Path
-		pc.header = http.Header{}
-		for _, hd := range g.HTTPHeaders {
-			pc.header.Add(hd.Name, hd.Value)
-		}
-		if _, ok := pc.header["User-Agent"]; !ok {
-			pc.header.Set("User-Agent", "kube-probe/elasti")
-		}
-		if _, ok := pc.header["Accept"]; !ok {
-			pc.header.Set("Accept", "*/*")
-		} else if pc.header.Get("Accept") == "" {
-			pc.header.Del("Accept")
-		}
-		pc.host = pc.header.Get("Host")
 	case h.TCPSocket != nil:
 		t := h.TCPSocket
 		if t.Host != "" && t.Host != ip {
@@ -183,6 +159,40 @@ func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip stri
 		return nil, fallback(FallbackExec, fmt.Sprintf("container %s: not an httpGet, tcpSocket or grpc probe", c.Name))
 	}
 	return pc, nil
+}
+
+// httpCheckFor fills pc from g as the kubelet builds its request
+// (k8s.io/kubernetes pkg/probe/http): scheme http unless set, the path with
+// its query, the headers, a Host header as the request's Host, and a
+// User-Agent and Accept: */* unless the probe sets them.
+func httpCheckFor(pc *podCheck, g *corev1.HTTPGetAction, c *corev1.Container, ip string) error {
+	if g.Host != "" && g.Host != ip {
+		return fallback(FallbackHost, fmt.Sprintf("container %s: httpGet host %q", c.Name, g.Host))
+	}
+	port, err := containerPort(g.Port, c)
+	if err != nil {
+		return err
+	}
+	pc.kind, pc.addr = "http", net.JoinHostPort(ip, strconv.Itoa(port))
+	pc.scheme = strings.ToLower(string(g.Scheme))
+	if pc.scheme == "" {
+		pc.scheme = "http"
+	}
+	pc.target = g.Path
+	pc.header = http.Header{}
+	for _, hd := range g.HTTPHeaders {
+		pc.header.Add(hd.Name, hd.Value)
+	}
+	if _, ok := pc.header["User-Agent"]; !ok {
+		pc.header.Set("User-Agent", "kube-probe/elasti")
+	}
+	if _, ok := pc.header["Accept"]; !ok {
+		pc.header.Set("Accept", "*/*")
+	} else if pc.header.Get("Accept") == "" {
+		pc.header.Del("Accept")
+	}
+	pc.host = pc.header.Get("Host")
+	return nil
 }
 
 // startedLongAgo reports whether the pod's status says container name

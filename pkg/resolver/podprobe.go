@@ -120,6 +120,9 @@ type planOrErr struct {
 type probedService struct {
 	refs int
 	pods map[types.UID]*probeTarget
+	// overBound holds the listed pods not probed for a bound, so each is
+	// counted once, not on every look.
+	overBound map[types.UID]bool
 }
 
 // probeTarget is one pod being probed.
@@ -144,7 +147,7 @@ func (p *podProber) join(svc ServiceRef) func() {
 	defer p.mu.Unlock()
 	ps := p.services[svc]
 	if ps == nil {
-		ps = &probedService{pods: map[types.UID]*probeTarget{}}
+		ps = &probedService{pods: map[types.UID]*probeTarget{}, overBound: map[types.UID]bool{}}
 		p.services[svc] = ps
 	}
 	ps.refs++
@@ -192,9 +195,13 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 		}
 		if t == nil {
 			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods {
-				p.fellBack(FallbackBound)
+				if !ps.overBound[ep.UID] {
+					ps.overBound[ep.UID] = true
+					p.fellBack(FallbackBound)
+				}
 				continue
 			}
+			delete(ps.overBound, ep.UID)
 			t = p.startLocked(svc, ps, ep)
 		}
 		if t.passed {
@@ -204,6 +211,11 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 	for uid := range ps.pods {
 		if !listed[uid] {
 			p.stopLocked(ps, uid)
+		}
+	}
+	for uid := range ps.overBound {
+		if !listed[uid] {
+			delete(ps.overBound, uid)
 		}
 	}
 	slices.Sort(addrs)
@@ -269,16 +281,15 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 	pod, err := p.pods.Pod(rctx, namespace, ep.Pod)
 	cancel()
 	if err != nil {
+		// Not the pod's fault (the hold ended, the apiserver failed, the
+		// resolver lacks the right): remember nothing, so the next hold
+		// reads it again.
 		if ctx.Err() != nil {
-			return nil, ctx.Err() // not the pod's fault: remember nothing
+			return nil, ctx.Err()
 		}
-		err = fallback(FallbackPodUnreadable, err.Error())
-	} else {
-		var plan *podPlan
-		plan, err = planFor(pod, ep)
-		got.plan = plan
+		return nil, fallback(FallbackPodUnreadable, err.Error())
 	}
-	got.err = err
+	got.plan, got.err = planFor(pod, ep)
 	p.remember(ep.UID, got)
 	return got.plan, got.err
 }
