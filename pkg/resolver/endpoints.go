@@ -155,12 +155,6 @@ func (b *broadcaster[K]) watching() int {
 
 // MemoryEndpoints is an EndpointSource set by hand. Every Service it is
 // asked about exists, and the resolver is in front of it until
-// SetUnready replaces the endpoints svc's slices list not ready, and
-// tells its waiters.
-func (m *MemoryEndpoints) SetUnready(svc ServiceRef, eps ...UnreadyEndpoint) {
-	m.update(svc, func() { m.unready[svc] = slices.Clone(eps) })
-}
-
 // SetInFront says otherwise; one never Set has no Ready endpoint. It is
 // meant for tests and for harnesses without an apiserver.
 type MemoryEndpoints struct {
@@ -202,6 +196,12 @@ func (m *MemoryEndpoints) update(svc ServiceRef, change func()) {
 	change()
 	m.mu.Unlock()
 	m.b.broadcast(svc)
+}
+
+// SetUnready replaces the endpoints svc's slices list not ready, and
+// tells its waiters.
+func (m *MemoryEndpoints) SetUnready(svc ServiceRef, eps ...UnreadyEndpoint) {
+	m.update(svc, func() { m.unready[svc] = slices.Clone(eps) })
 }
 
 // SetInFront says whether the resolver is in front of svc, and tells its

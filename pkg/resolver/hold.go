@@ -238,49 +238,48 @@ func (hd *hold) missed() {
 // deadline passed or the client left), errClosed, or a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 	direct := hd.h.direct
-	noProbe := func() {}
 	if direct != nil {
 		leave := direct.join(hd.svc)
 		defer leave()
 	}
 	for {
-		// Watch, then read: a change in between closes changed. The watch
-		// ends with each turn, so nothing stays behind once the hold does.
-		changed, stop := hd.h.eps.Watch(hd.svc)
+		// Watch, then read: a change in between closes changed (or
+		// passed, a pod passing its direct check). The watches end with
+		// each turn, so nothing stays behind once the hold does.
+		changed, stopChanged := hd.h.eps.Watch(hd.svc)
 		var passed <-chan struct{}
-		stopPassed := noProbe
+		stop := stopChanged
 		if direct != nil {
+			var stopPassed func()
 			passed, stopPassed = direct.watch(hd.svc)
+			stop = func() { stopChanged(); stopPassed() }
 		}
 		b, err := hd.h.eps.Lookup(hd.svc, port)
 		if err != nil || len(b.Addrs) > 0 {
 			stop()
-			stopPassed()
 			return b, err
 		}
 		if direct != nil {
 			if addrs := direct.passed(hd.svc, b.Unready); len(addrs) > 0 {
 				stop()
-				stopPassed()
 				b.Addrs, b.Probed = addrs, true
 				return b, nil
 			}
 		}
 		hd.missed()
+		var end error
 		select {
 		case <-changed:
 		case <-passed:
 		case <-ctx.Done():
-			stop()
-			stopPassed()
-			return Backends{}, ctx.Err()
+			end = ctx.Err()
 		case <-hd.h.ctx.Done():
-			stop()
-			stopPassed()
-			return Backends{}, errClosed
+			end = errClosed
 		}
 		stop()
-		stopPassed()
+		if end != nil {
+			return Backends{}, end
+		}
 	}
 }
 
