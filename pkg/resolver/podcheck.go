@@ -257,14 +257,13 @@ func newChecker() *checker {
 func (k *checker) checkPod(ctx context.Context, plan *podPlan, st *podState) bool {
 	all := true
 	for i, c := range plan.containers {
-		if !st.started[i] && c.startup != nil {
-			if !k.check(ctx, c.startup) {
+		if !st.started[i] {
+			if c.startup != nil && !k.check(ctx, c.startup) {
 				all = false
 				continue
 			}
 			st.started[i] = true
 		}
-		st.started[i] = true
 		if c.readiness == nil {
 			continue // started is ready, as for the kubelet
 		}
