@@ -154,12 +154,12 @@ type waiter struct {
 // a hold is released by a pod that passed its own readiness checks, run
 // by the resolver, before the slices list it Ready (podprobe.go).
 func newHolder(ctx context.Context, eps EndpointSource, wake func(context.Context, klog.Logger, ServiceRef) string,
-	retryInitial, retryMax time.Duration, pods PodGetter, fellBack func(reason string), logger klog.Logger) *holder {
+	retryInitial, retryMax time.Duration, pods PodGetter, report probeReport, logger klog.Logger) *holder {
 	h := &holder{eps: eps, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
 		waiters: map[ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	if pods != nil {
-		h.direct = newPodProber(h.ctx, pods, fellBack, logger)
+		h.direct = newPodProber(h.ctx, eps, pods, report, logger)
 	}
 	return h
 }

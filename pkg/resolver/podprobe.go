@@ -57,6 +57,11 @@ const (
 	maxPodPlans = 256
 	// podReadTimeout bounds one GET of a pod.
 	podReadTimeout = 2 * time.Second
+	// maxLeadFollow bounds how long a pod that passed is watched for its
+	// Ready endpoint, to measure the lead (probeReport.lead): beyond the
+	// longest periodSeconds anyone sets. At most maxProbedPods are
+	// watched at once.
+	maxLeadFollow = 5 * time.Minute
 )
 
 // Reasons a pod is left to the kubelet's Ready (label values of
@@ -90,16 +95,25 @@ func (e *fallbackError) Error() string { return e.reason + ": " + e.detail }
 
 func fallback(reason, detail string) error { return &fallbackError{reason, detail} }
 
+// probeReport is where direct probing reports: fellBack when a pod is
+// left to the kubelet's Ready (a Fallback reason), lead with how long
+// before its endpoint turned Ready a pod passed its direct check.
+type probeReport struct {
+	fellBack func(reason string)
+	lead     func(time.Duration)
+}
+
 // podProber runs the direct checks. A Service has an entry only while a
 // hold waits on it (join), and each entry probes at most
 // maxProbedPodsPerService of the pods its slices list unready, all
 // entries together at most maxProbedPods: nothing here grows with what
 // clients send.
 type podProber struct {
+	eps      EndpointSource
 	pods     PodGetter
 	checker  *checker
 	interval time.Duration
-	fellBack func(reason string)
+	report   probeReport
 	logger   klog.Logger
 	ctx      context.Context
 	wg       sync.WaitGroup
@@ -108,8 +122,11 @@ type podProber struct {
 	mu       sync.Mutex
 	services map[ServiceRef]*probedService
 	running  int
-	plans    map[types.UID]planOrErr
-	order    []types.UID // plans' keys, oldest first
+	// following counts the pods that passed whose Ready is awaited
+	// (followReady), at most maxProbedPods.
+	following int
+	plans     map[types.UID]planOrErr
+	order     []types.UID // plans' keys, oldest first
 }
 
 type planOrErr struct {
@@ -134,8 +151,8 @@ type probeTarget struct {
 	passed bool
 }
 
-func newPodProber(ctx context.Context, pods PodGetter, fellBack func(string), logger klog.Logger) *podProber {
-	return &podProber{pods: pods, checker: newChecker(), interval: directProbeInterval, fellBack: fellBack,
+func newPodProber(ctx context.Context, eps EndpointSource, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
+	return &podProber{eps: eps, pods: pods, checker: newChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
 		services: map[ServiceRef]*probedService{}, plans: map[types.UID]planOrErr{}}
 }
@@ -197,7 +214,7 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods {
 				if !ps.overBound[ep.UID] {
 					ps.overBound[ep.UID] = true
-					p.fellBack(FallbackBound)
+					p.report.fellBack(FallbackBound)
 				}
 				continue
 			}
@@ -244,7 +261,7 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 	if err != nil {
 		var fe *fallbackError
 		if errors.As(err, &fe) {
-			p.fellBack(fe.reason)
+			p.report.fellBack(fe.reason)
 		}
 		logger.V(2).Info("Not probing the pod directly; waiting for its Ready endpoint", "err", err)
 		return
@@ -259,6 +276,7 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 			p.mu.Unlock()
 			logger.V(2).Info("Pod passed its readiness checks, probed directly")
 			p.b.broadcast(svc)
+			p.followReady(svc, t.ep, time.Now())
 			return
 		}
 		select {
@@ -267,6 +285,69 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 		case <-tick.C:
 		}
 	}
+}
+
+// followReady reports, once the slices list ep's pod Ready, how long
+// after passed that was: the time direct probing saved the held requests.
+// It gives up when the pod leaves the slices, after maxLeadFollow, or
+// when maxProbedPods are followed already.
+func (p *podProber) followReady(svc ServiceRef, ep UnreadyEndpoint, passed time.Time) {
+	p.mu.Lock()
+	if p.following >= maxProbedPods {
+		p.mu.Unlock()
+		return
+	}
+	p.following++
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			p.following--
+			p.mu.Unlock()
+		}()
+		timeout := time.NewTimer(maxLeadFollow)
+		defer timeout.Stop()
+		for {
+			changed, stop := p.eps.Watch(svc)
+			ready, listed := readyOrListed(p.eps, svc, ep)
+			if ready {
+				stop()
+				p.report.lead(time.Since(passed))
+				return
+			}
+			if !listed {
+				stop()
+				return
+			}
+			select {
+			case <-changed:
+				stop()
+			case <-timeout.C:
+				stop()
+				return
+			case <-p.ctx.Done():
+				stop()
+				return
+			}
+		}
+	}()
+}
+
+// readyOrListed reports whether the slices of svc list ep's address
+// Ready, and whether they still list ep's pod at all.
+func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (ready, listed bool) {
+	b, err := eps.Lookup(svc, "")
+	if err != nil {
+		return false, false
+	}
+	for _, a := range b.Addrs {
+		if host, _, err := net.SplitHostPort(a); err == nil && host == ep.IP {
+			return true, true
+		}
+	}
+	return false, slices.ContainsFunc(b.Unready, func(u UnreadyEndpoint) bool { return u.UID == ep.UID })
 }
 
 // plan returns the checks of ep's pod, read once per pod UID.

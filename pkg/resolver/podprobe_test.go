@@ -152,6 +152,13 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	if n := pods.readsOf("team", "web-1"); n != 1 {
 		t.Errorf("the pod was read %d times, want once", n)
 	}
+	// The slice lists the pod Ready later: the lead is measured once.
+	e.eps.SetUnready(testSvc)
+	e.eps.Set(testSvc, app.addr())
+	eventually(t, 2*time.Second, "the lead measured", func() bool { return metricValue(t, e.r.metrics.DirectProbeLead) == 1 })
+	e.eps.Set(testSvc)
+	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
+
 	// Once nothing is held, nothing is probed.
 	eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
 	before := app.checks.Load()
@@ -288,11 +295,11 @@ func TestDirectProbeBounds(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	var fellBack atomic.Int32
-	p := newPodProber(ctx, &blockingPods{}, func(reason string) {
+	p := newPodProber(ctx, NewMemoryEndpoints(), &blockingPods{}, probeReport{fellBack: func(reason string) {
 		if reason == FallbackBound {
 			fellBack.Add(1)
 		}
-	}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	}}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	t.Cleanup(func() { cancel(); p.close() })
 
 	var leaves []func()
@@ -340,7 +347,7 @@ func TestDirectProbeBounds(t *testing.T) {
 }
 
 func TestPodPlansAreBounded(t *testing.T) {
-	p := newPodProber(context.Background(), newFakePods(), func(string) {}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	p := newPodProber(context.Background(), NewMemoryEndpoints(), newFakePods(), probeReport{}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	for i := range maxPodPlans + 10 {
 		p.remember(types.UID(strconv.Itoa(i)), planOrErr{})
 	}

@@ -101,7 +101,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if cfg.ProbePods {
 		pods = opts.Pods
 	}
-	fellBack := func(reason string) { metrics.DirectProbeFallbacks.WithLabelValues(reason).Inc() }
+	report := probeReport{
+		fellBack: func(reason string) { metrics.DirectProbeFallbacks.WithLabelValues(reason).Inc() },
+		lead:     func(d time.Duration) { metrics.DirectProbeLead.Observe(d.Seconds()) },
+	}
 	return &Resolver{
 		cfg:     cfg,
 		eps:     opts.Endpoints,
@@ -109,7 +112,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		named:   opts.Named,
 		waiting: opts.Waiting,
 		admit:   newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
-		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, fellBack, logger),
+		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
 		conn:    conn,
 		fwd:     newForwarder(cfg, conn, metrics, logger),
 		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
