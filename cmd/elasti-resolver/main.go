@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -146,6 +148,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
 		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Registerer: registry, WakeToken: o.wakeToken,
+		Pods: podGetter{kube},
 	})
 	if err != nil {
 		return nil, err
@@ -257,4 +260,13 @@ func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, close
 	}
 	wg.Wait()
 	closeHolds()
+}
+
+// podGetter reads one pod from the apiserver for direct probing: a GET
+// per pod a wake starts, no informer, which would cache every pod of the
+// cluster.
+type podGetter struct{ kube kubernetes.Interface }
+
+func (g podGetter) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	return g.kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 }

@@ -104,6 +104,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			"Requests for a Service already waking or up cost nothing. Behind an ingress controller every client shares its address. 0 turns the limit off.")
 	fs.IntVar(&r.SourceWakeBurst, "source-wake-burst", def.SourceWakeBurst,
 		"Wakes one client address may start at once before --source-wake-rate applies. 0 turns the limit off.")
+	fs.BoolVar(&r.ProbePods, "probe-pods", def.ProbePods,
+		"Forward a held request to a starting pod as soon as the pod passes its own readiness probes (httpGet, tcpSocket, grpc), run by the resolver, "+
+			"rather than when its endpoint turns Ready after the kubelet's next check; pods it cannot check the same way (exec probes) wait for Ready. Needs get on pods.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, e.String(envWakeTokenFile, ""),
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; wake requests carry the first as Authorization: Bearer. "+
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")

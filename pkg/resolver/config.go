@@ -207,6 +207,13 @@ type Config struct {
 	// SourceWakeTracked bounds the client addresses tracked at once; past
 	// it the least recently seen is forgotten.
 	SourceWakeTracked int
+	// ProbePods turns direct probing on (podprobe.go): a held request is
+	// forwarded to a starting pod as soon as the pod passes its own
+	// readiness checks, run by the resolver, rather than when the slices
+	// list it Ready after the kubelet's next check. It needs Options.Pods.
+	// Like ColdStartHeader it is not defaulted: a partial Config leaves it
+	// off, DefaultConfig turns it on.
+	ProbePods bool
 }
 
 // DefaultConfig returns a Config with every field set to its default.
@@ -229,6 +236,7 @@ func DefaultConfig() Config {
 		SourceWakeRate:          DefaultSourceWakeRate,
 		SourceWakeBurst:         DefaultSourceWakeBurst,
 		SourceWakeTracked:       DefaultSourceWakeTracked,
+		ProbePods:               true,
 		MaxBufferedBody:         DefaultMaxBufferedBody,
 		MaxBufferedBodies:       DefaultMaxBufferedBodies,
 		PerSourceQueue:          DefaultPerSourceQueue,

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -44,7 +45,30 @@ type Backends struct {
 	// (declaredProtocol); "" when it declares none. A resolver port uses
 	// it to tell HTTP from other TCP traffic, sniffing only when it is "".
 	AppProtocol string
+	// Unready are endpoints the Service's own slices list not ready (and
+	// not terminating), each naming its pod, at most maxUnreadyEndpoints:
+	// the pods a wake is starting. The resolver never forwards to one
+	// unless its direct check passed (podprobe.go).
+	Unready []UnreadyEndpoint
+	// Probed says Addrs are pods whose direct check passed, which the
+	// slices do not list Ready yet.
+	Probed bool
 }
+
+// UnreadyEndpoint is an endpoint listed not ready, on the port Backends
+// are for, with the pod its targetRef names in the Service's namespace.
+type UnreadyEndpoint struct {
+	IP   string
+	Port int32
+	Pod  string
+	UID  types.UID
+}
+
+// maxUnreadyEndpoints bounds Backends.Unready: a wake from zero starts
+// the target's minimum replicas, and the first of them to pass releases
+// every held request, so a few are plenty; the rest wait for the
+// kubelet's Ready as before.
+const maxUnreadyEndpoints = 8
 
 // EndpointSource yields the Ready endpoints of the pods behind a public
 // Service, and whether the resolver is in front of it. Unit tests feed one
@@ -140,17 +164,20 @@ type MemoryEndpoints struct {
 	behind map[ServiceRef]bool
 	h2c    map[ServiceRef]bool
 	proto  map[ServiceRef]string
-	b      *broadcaster[ServiceRef]
+	// unready holds the not-ready endpoints Lookup returns.
+	unready map[ServiceRef][]UnreadyEndpoint
+	b       *broadcaster[ServiceRef]
 }
 
 // NewMemoryEndpoints returns an empty MemoryEndpoints.
 func NewMemoryEndpoints() *MemoryEndpoints {
 	return &MemoryEndpoints{
-		addrs:  map[ServiceRef][]string{},
-		behind: map[ServiceRef]bool{},
-		h2c:    map[ServiceRef]bool{},
-		proto:  map[ServiceRef]string{},
-		b:      newBroadcaster[ServiceRef](),
+		addrs:   map[ServiceRef][]string{},
+		behind:  map[ServiceRef]bool{},
+		h2c:     map[ServiceRef]bool{},
+		proto:   map[ServiceRef]string{},
+		unready: map[ServiceRef][]UnreadyEndpoint{},
+		b:       newBroadcaster[ServiceRef](),
 	}
 }
 
@@ -169,6 +196,12 @@ func (m *MemoryEndpoints) update(svc ServiceRef, change func()) {
 	change()
 	m.mu.Unlock()
 	m.b.broadcast(svc)
+}
+
+// SetUnready replaces the endpoints svc's slices list not ready, and
+// tells its waiters.
+func (m *MemoryEndpoints) SetUnready(svc ServiceRef, eps ...UnreadyEndpoint) {
+	m.update(svc, func() { m.unready[svc] = slices.Clone(eps) })
 }
 
 // SetInFront says whether the resolver is in front of svc, and tells its
@@ -201,5 +234,5 @@ func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
 func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc]}, nil
+	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc], Unready: m.unready[svc]}, nil
 }

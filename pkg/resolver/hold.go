@@ -87,6 +87,11 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), re
 	}
 	hd.leave()
 	release()
+	if b.Probed {
+		r.metrics.HeldReleases.WithLabelValues(ReleasedByDirectProbe).Inc()
+	} else {
+		r.metrics.HeldReleases.WithLabelValues(ReleasedByEndpointReady).Inc()
+	}
 	waited := time.Since(began)
 	r.metrics.ColdStartWait.Observe(waited.Seconds())
 	s.logger.V(4).Info("Releasing hold", "waited", waited)
@@ -111,7 +116,10 @@ func (r *Resolver) countRefusal(s holdSpec, refused refusal) {
 // looks again when the EndpointSource's change channel closes. Its lock is never held
 // while the informer cache is read.
 type holder struct {
-	eps          EndpointSource
+	eps EndpointSource
+	// direct probes the pods the slices list not ready; nil when direct
+	// probing is off.
+	direct       *podProber
 	wake         func(ctx context.Context, logger klog.Logger, svc ServiceRef) string
 	retryInitial time.Duration
 	retryMax     time.Duration
@@ -142,11 +150,17 @@ type waiter struct {
 	kick chan struct{}
 }
 
+// newHolder returns a holder. pods, when not nil, turns direct probing on:
+// a hold is released by a pod that passed its own readiness checks, run
+// by the resolver, before the slices list it Ready (podprobe.go).
 func newHolder(ctx context.Context, eps EndpointSource, wake func(context.Context, klog.Logger, ServiceRef) string,
-	retryInitial, retryMax time.Duration, logger klog.Logger) *holder {
+	retryInitial, retryMax time.Duration, pods PodGetter, report probeReport, logger klog.Logger) *holder {
 	h := &holder{eps: eps, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
 		waiters: map[ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
+	if pods != nil {
+		h.direct = newPodProber(h.ctx, eps, pods, report, logger)
+	}
 	return h
 }
 
@@ -218,29 +232,53 @@ func (hd *hold) missed() {
 	h.startLocked(hd.svc, w)
 }
 
-// wait returns port's Ready endpoints once there are some. It ends early
-// with ctx's error (the deadline passed or the client left), errClosed, or
-// a lookup error.
+// wait returns port's Ready endpoints once there are some, or, with direct
+// probing, the not-ready endpoints whose pod passed its own readiness
+// checks first (Backends.Probed). It ends early with ctx's error (the
+// deadline passed or the client left), errClosed, or a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
+	direct := hd.h.direct
+	if direct != nil {
+		leave := direct.join(hd.svc)
+		defer leave()
+	}
 	for {
-		// Watch, then read: a change in between closes changed. The watch
-		// ends with each turn, so nothing stays behind once the hold does.
-		changed, stop := hd.h.eps.Watch(hd.svc)
+		// Watch, then read: a change in between closes changed (or
+		// passed, a pod passing its direct check). The watches end with
+		// each turn, so nothing stays behind once the hold does.
+		changed, stopChanged := hd.h.eps.Watch(hd.svc)
+		var passed <-chan struct{}
+		stop := stopChanged
+		if direct != nil {
+			var stopPassed func()
+			passed, stopPassed = direct.watch(hd.svc)
+			stop = func() { stopChanged(); stopPassed() }
+		}
 		b, err := hd.h.eps.Lookup(hd.svc, port)
 		if err != nil || len(b.Addrs) > 0 {
 			stop()
 			return b, err
 		}
+		if direct != nil {
+			if addrs := direct.passed(hd.svc, b.Unready); len(addrs) > 0 {
+				stop()
+				b.Addrs, b.Probed = addrs, true
+				return b, nil
+			}
+		}
 		hd.missed()
+		var end error
 		select {
 		case <-changed:
-			stop()
+		case <-passed:
 		case <-ctx.Done():
-			stop()
-			return Backends{}, ctx.Err()
+			end = ctx.Err()
 		case <-hd.h.ctx.Done():
-			stop()
-			return Backends{}, errClosed
+			end = errClosed
+		}
+		stop()
+		if end != nil {
+			return Backends{}, end
 		}
 	}
 }
@@ -316,4 +354,7 @@ func (h *holder) close() {
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
+	if h.direct != nil {
+		h.direct.close()
+	}
 }

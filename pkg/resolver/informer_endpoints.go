@@ -188,7 +188,8 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, 
 }
 
 // resolveBackends picks the port the way kube-proxy would and lists the Ready
-// endpoints of the slices for it.
+// endpoints of the slices for it, and a few of the not-ready ones with
+// their pods (Backends.Unready).
 //
 // The Service port is the one whose number is hostPort (80 when hostPort is
 // empty), else the first. The slices name their ports after the Service's
@@ -215,6 +216,7 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 	portName, appProtocol := port.Name, port.AppProtocol
 
 	var addrs []string
+	var unready []UnreadyEndpoint
 	for _, s := range list {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
@@ -235,7 +237,13 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if !endpointready.Serving(ep) || len(ep.Addresses) == 0 {
+			if len(ep.Addresses) == 0 {
+				continue
+			}
+			if !endpointready.Serving(ep) {
+				if u, ok := unreadyOf(ep, pub.Namespace, num); ok && len(unready) < maxUnreadyEndpoints {
+					unready = append(unready, u)
+				}
 				continue
 			}
 			addrs = append(addrs, net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(num))))
@@ -243,7 +251,22 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
-	return Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol), AppProtocol: declaredProtocol(portName, appProtocol)}, nil
+	return Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol), AppProtocol: declaredProtocol(portName, appProtocol), Unready: unready}, nil
+}
+
+// unreadyOf is ep as an UnreadyEndpoint on port: one listed not ready and
+// not terminating whose targetRef names a pod of namespace, the Service's
+// own. Anything else is never probed (a terminating pod is going away; a
+// targetRef elsewhere is not this Service's pod).
+func unreadyOf(ep discoveryv1.Endpoint, namespace string, port int32) (UnreadyEndpoint, bool) {
+	if t := ep.Conditions.Terminating; t != nil && *t {
+		return UnreadyEndpoint{}, false
+	}
+	ref := ep.TargetRef
+	if ref == nil || ref.Kind != "Pod" || ref.Namespace != namespace || ref.Name == "" || ref.UID == "" {
+		return UnreadyEndpoint{}, false
+	}
+	return UnreadyEndpoint{IP: ep.Addresses[0], Port: port, Pod: ref.Name, UID: ref.UID}, true
 }
 
 // declaredProtocol is what a Service port says it speaks: its appProtocol,

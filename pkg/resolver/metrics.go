@@ -82,6 +82,16 @@ type Metrics struct {
 	// Config.MaxConnectionsPerSource of the client's address.
 	Connections        prometheus.Gauge
 	ConnectionsRefused prometheus.Counter
+	// HeldReleases counts held requests and connections released to a
+	// pod, by what said the pod was ready: its direct check
+	// (direct_probe) or its Ready endpoint (endpoint_ready).
+	HeldReleases *prometheus.CounterVec
+	// DirectProbeFallbacks counts pods direct probing left to the
+	// kubelet's Ready, by reason (see the Fallback constants).
+	DirectProbeFallbacks *prometheus.CounterVec
+	// DirectProbeLead is how long before its endpoint turned Ready a pod
+	// passed its direct check: what direct probing saved.
+	DirectProbeLead prometheus.Histogram
 }
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
@@ -95,7 +105,7 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused, m.HeldReleases, m.DirectProbeFallbacks, m.DirectProbeLead} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -176,6 +186,19 @@ func newMetrics(wakeSources func() int) *Metrics {
 			Name: "elasti_resolver_client_connections_refused_total",
 			Help: "Client connections closed as soon as they were accepted because --max-connections, or --max-connections-per-source of the client address, were open.",
 		}),
+		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_held_releases_total",
+			Help: "Held requests and connections released to a pod, by what said the pod was ready: its readiness checks run by the resolver (direct_probe) or its Ready endpoint (endpoint_ready).",
+		}, []string{"released_by"}),
+		DirectProbeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_direct_probe_fallbacks_total",
+			Help: "Pods that direct probing left to the kubelet's Ready, by reason: exec, host, initial_delay, named_port, pod_unreadable, pod_mismatch, bound.",
+		}, []string{"reason"}),
+		DirectProbeLead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "elasti_resolver_direct_probe_lead_seconds",
+			Help:    "Seconds from a starting pod passing the readiness checks the resolver ran to its endpoint turning Ready: how much sooner direct probing released the held requests.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300},
+		}),
 	}
 }
 
@@ -193,6 +216,12 @@ func (m *Metrics) initLabelValues() {
 	}
 	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
 		m.Overflow.WithLabelValues(s)
+	}
+	for _, by := range []string{ReleasedByDirectProbe, ReleasedByEndpointReady} {
+		m.HeldReleases.WithLabelValues(by)
+	}
+	for _, reason := range fallbackReasons {
+		m.DirectProbeFallbacks.WithLabelValues(reason)
 	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
 		m.WakeRateLimited.WithLabelValues(p)

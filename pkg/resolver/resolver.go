@@ -37,6 +37,9 @@ type Options struct {
 	// OperatorClient posts wake requests to the operator; nil means a
 	// private client that ignores HTTP proxy environment variables.
 	OperatorClient *http.Client
+	// Pods reads the pods that direct probing checks (podprobe.go); direct
+	// probing is on when it is set and Config.ProbePods is true.
+	Pods PodGetter
 	// WakeToken, when set, gives the token every wake request carries
 	// (see pkg/waketoken). Nil sends none, as KubeElasti's resolver.
 	WakeToken TokenSource
@@ -94,6 +97,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	}
 	conn := newConnector(opts.Endpoints, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
 	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
+	var pods PodGetter
+	if cfg.ProbePods {
+		pods = opts.Pods
+	}
+	report := probeReport{
+		fellBack: func(reason string) { metrics.DirectProbeFallbacks.WithLabelValues(reason).Inc() },
+		lead:     func(d time.Duration) { metrics.DirectProbeLead.Observe(d.Seconds()) },
+	}
 	return &Resolver{
 		cfg:     cfg,
 		eps:     opts.Endpoints,
@@ -101,7 +112,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		named:   opts.Named,
 		waiting: opts.Waiting,
 		admit:   newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
-		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, logger),
+		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
 		conn:    conn,
 		fwd:     newForwarder(cfg, conn, metrics, logger),
 		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),

@@ -1,0 +1,436 @@
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// A pod's checks, the way the kubelet's prober (k8s.io/kubernetes
+// pkg/probe and pkg/kubelet/prober) runs a container's readinessProbe and
+// startupProbe: httpGet, tcpSocket and grpc, each with the probe's
+// timeoutSeconds, successThreshold consecutive successes for readiness.
+
+// podPlan is what to check on one pod: its containers and restartable
+// init containers (sidecars), whose readiness makes the pod's.
+type podPlan struct {
+	containers []containerPlan
+}
+
+// containerPlan is one container's checks. startup, when set, must pass
+// once before readiness is checked at all, as the kubelet runs no
+// readiness probe before the startup probe succeeded. A container with
+// neither probe is ready when the Service's target port accepts.
+type containerPlan struct {
+	name      string
+	startup   *podCheck
+	readiness *podCheck
+}
+
+// podCheck is one probe's handler at the pod's address.
+type podCheck struct {
+	kind      string // "http", "tcp", "grpc"
+	addr      string // ip:port
+	timeout   time.Duration
+	threshold int
+	// http
+	scheme string
+	target string // path and query
+	header http.Header
+	host   string
+	// grpc
+	service string
+}
+
+// podState is the progress of a plan's checks on one pod.
+type podState struct {
+	started     []bool
+	consecutive []int
+}
+
+func (p *podPlan) newState() *podState {
+	return &podState{started: make([]bool, len(p.containers)), consecutive: make([]int, len(p.containers))}
+}
+
+// planFor builds the checks of pod for the endpoint ep, or a
+// fallbackError when the kubelet's way cannot be followed. The pod must be
+// the one ep names and own ep's address: a slice is writable by anyone
+// with EndpointSlice rights in the namespace, while status.podIP is the
+// kubelet's word, so the resolver only ever connects to an address it
+// could already forward to.
+func planFor(pod *corev1.Pod, ep UnreadyEndpoint) (*podPlan, error) {
+	if pod.UID != ep.UID || pod.Name != ep.Pod {
+		return nil, fallback(FallbackPodMismatch, fmt.Sprintf("pod %s is not the endpoint's (uid %s)", pod.Name, ep.UID))
+	}
+	if pod.DeletionTimestamp != nil {
+		return nil, fallback(FallbackPodMismatch, "pod is being deleted")
+	}
+	if !podOwns(pod, ep.IP) {
+		return nil, fallback(FallbackPodMismatch, fmt.Sprintf("address %s is not the pod's (%s)", ep.IP, pod.Status.PodIP))
+	}
+	var containers []corev1.Container
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			containers = append(containers, c)
+		}
+	}
+	containers = append(containers, pod.Spec.Containers...)
+	plan := &podPlan{}
+	for i := range containers {
+		c := &containers[i]
+		cp := containerPlan{name: c.Name}
+		var err error
+		if cp.startup, err = checkFor(c.StartupProbe, c, pod, ep.IP, false); err != nil {
+			return nil, err
+		}
+		if cp.readiness, err = checkFor(c.ReadinessProbe, c, pod, ep.IP, true); err != nil {
+			return nil, err
+		}
+		if cp.startup == nil && cp.readiness == nil {
+			// The kubelet calls such a container ready once it runs; the
+			// resolver asks more: the Service's target port accepts.
+			cp.readiness = &podCheck{kind: "tcp", addr: net.JoinHostPort(ep.IP, strconv.Itoa(int(ep.Port))),
+				timeout: time.Second, threshold: 1}
+		}
+		plan.containers = append(plan.containers, cp)
+	}
+	return plan, nil
+}
+
+func podOwns(pod *corev1.Pod, ip string) bool {
+	if pod.Status.PodIP == ip {
+		return true
+	}
+	return slices.ContainsFunc(pod.Status.PodIPs, func(p corev1.PodIP) bool { return p.IP == ip })
+}
+
+// checkFor is probe's handler as a podCheck, nil without a probe.
+func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip string, readiness bool) (*podCheck, error) {
+	if probe == nil {
+		return nil, nil
+	}
+	if probe.InitialDelaySeconds > 0 && !startedLongAgo(pod, c.Name, time.Duration(probe.InitialDelaySeconds)*time.Second) {
+		// The kubelet runs no check before initialDelaySeconds after the
+		// container started, which the pod read before the start does not
+		// say: leave it to the kubelet rather than check early.
+		return nil, fallback(FallbackInitialDelay, fmt.Sprintf("container %s: initialDelaySeconds %d", c.Name, probe.InitialDelaySeconds))
+	}
+	pc := &podCheck{timeout: time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second, threshold: 1}
+	if readiness {
+		pc.threshold = int(max(probe.SuccessThreshold, 1))
+	}
+	h := probe.ProbeHandler
+	switch {
+	case h.HTTPGet != nil:
+		if err := httpCheckFor(pc, h.HTTPGet, c, ip); err != nil {
+			return nil, err
+		}
+	case h.TCPSocket != nil:
+		t := h.TCPSocket
+		if t.Host != "" && t.Host != ip {
+			return nil, fallback(FallbackHost, fmt.Sprintf("container %s: tcpSocket host %q", c.Name, t.Host))
+		}
+		port, err := containerPort(t.Port, c)
+		if err != nil {
+			return nil, err
+		}
+		pc.kind, pc.addr = "tcp", net.JoinHostPort(ip, strconv.Itoa(port))
+	case h.GRPC != nil:
+		pc.kind, pc.addr = "grpc", net.JoinHostPort(ip, strconv.Itoa(int(h.GRPC.Port)))
+		if h.GRPC.Service != nil {
+			pc.service = *h.GRPC.Service
+		}
+	default: // exec, or a handler this resolver does not know
+		return nil, fallback(FallbackExec, fmt.Sprintf("container %s: not an httpGet, tcpSocket or grpc probe", c.Name))
+	}
+	return pc, nil
+}
+
+// httpCheckFor fills pc from g as the kubelet builds its request
+// (k8s.io/kubernetes pkg/probe/http): scheme http unless set, the path with
+// its query, the headers, a Host header as the request's Host, and a
+// User-Agent and Accept: */* unless the probe sets them.
+func httpCheckFor(pc *podCheck, g *corev1.HTTPGetAction, c *corev1.Container, ip string) error {
+	if g.Host != "" && g.Host != ip {
+		return fallback(FallbackHost, fmt.Sprintf("container %s: httpGet host %q", c.Name, g.Host))
+	}
+	port, err := containerPort(g.Port, c)
+	if err != nil {
+		return err
+	}
+	pc.kind, pc.addr = "http", net.JoinHostPort(ip, strconv.Itoa(port))
+	pc.scheme = strings.ToLower(string(g.Scheme))
+	if pc.scheme == "" {
+		pc.scheme = "http"
+	}
+	pc.target = g.Path
+	pc.header = http.Header{}
+	for _, hd := range g.HTTPHeaders {
+		pc.header.Add(hd.Name, hd.Value)
+	}
+	if _, ok := pc.header["User-Agent"]; !ok {
+		pc.header.Set("User-Agent", "kube-probe/elasti")
+	}
+	if _, ok := pc.header["Accept"]; !ok {
+		pc.header.Set("Accept", "*/*")
+	} else if pc.header.Get("Accept") == "" {
+		pc.header.Del("Accept")
+	}
+	pc.host = pc.header.Get("Host")
+	return nil
+}
+
+// startedLongAgo reports whether the pod's status says container name
+// has been running for at least d.
+func startedLongAgo(pod *corev1.Pod, name string, d time.Duration) bool {
+	for _, s := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		if s.Name == name && s.State.Running != nil && !s.State.Running.StartedAt.IsZero() {
+			return time.Since(s.State.Running.StartedAt.Time) >= d
+		}
+	}
+	return false
+}
+
+// containerPort resolves a probe's port the way the kubelet does: a
+// number, or the name of one of the container's ports.
+func containerPort(p intstr.IntOrString, c *corev1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		if p.IntVal < 1 || p.IntVal > 65535 {
+			return 0, fallback(FallbackNamedPort, fmt.Sprintf("container %s: port %d out of range", c.Name, p.IntVal))
+		}
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n < 65536 {
+		return n, nil // the kubelet takes a numeric string as the number
+	}
+	return 0, fallback(FallbackNamedPort, fmt.Sprintf("container %s: no port named %q", c.Name, p.StrVal))
+}
+
+// checker runs checks. Its transports keep no connection between checks,
+// as the kubelet's do not.
+type checker struct {
+	dialer *net.Dialer
+	h1     *http.Transport
+	h2c    *http2.Transport
+}
+
+// maxProbeBody is the kubelet's: it reads at most 10 KiB of an answer.
+const maxProbeBody = 10 << 10
+
+func newChecker() *checker {
+	d := &net.Dialer{}
+	return &checker{
+		dialer: d,
+		h1: &http.Transport{
+			Proxy:             nil, // pods are dialled directly, as the kubelet does
+			DialContext:       d.DialContext,
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet verifies no probe's certificate
+			DisableKeepAlives: true,
+		},
+		h2c: &http2.Transport{AllowHTTP: true},
+	}
+}
+
+// checkPod runs one round of the plan's checks on the pod and reports
+// whether every container is ready: started (its startup check passed
+// once) and its readiness check passed threshold times in a row.
+func (k *checker) checkPod(ctx context.Context, plan *podPlan, st *podState) bool {
+	all := true
+	for i, c := range plan.containers {
+		if !st.started[i] {
+			if c.startup != nil && !k.check(ctx, c.startup) {
+				all = false
+				continue
+			}
+			st.started[i] = true
+		}
+		if c.readiness == nil {
+			continue // started is ready, as for the kubelet
+		}
+		if k.check(ctx, c.readiness) {
+			st.consecutive[i]++
+		} else {
+			st.consecutive[i] = 0
+		}
+		if st.consecutive[i] < c.readiness.threshold {
+			all = false
+		}
+	}
+	return all
+}
+
+// check runs c once within its timeout.
+func (k *checker) check(ctx context.Context, c *podCheck) bool {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	switch c.kind {
+	case "tcp":
+		conn, err := k.dialer.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return true
+	case "http":
+		return k.checkHTTP(ctx, c)
+	case "grpc":
+		return k.checkGRPC(ctx, c)
+	}
+	return false
+}
+
+func (k *checker) checkHTTP(ctx context.Context, c *podCheck) bool {
+	u, err := url.Parse(c.target)
+	if err != nil {
+		u = &url.URL{Path: c.target} // as the kubelet: pass it along as is
+	}
+	u.Scheme, u.Host = c.scheme, c.addr
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false
+	}
+	req.Header = c.header.Clone()
+	req.Host = c.host
+	client := &http.Client{Transport: k.h1, CheckRedirect: sameHostRedirects}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	return resp.StatusCode >= 200 && resp.StatusCode < 400
+}
+
+// sameHostRedirects is the kubelet's redirect rule: follow redirects to
+// the same host, up to 10; one to another host ends the check with the
+// redirect, which counts as a success.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+// gRPC health checking (grpc.health.v1): the request and the answer are
+// tiny protobufs, encoded here by hand rather than with a gRPC client.
+const (
+	grpcHealthPath = "/grpc.health.v1.Health/Check"
+	grpcServing    = 1 // HealthCheckResponse.ServingStatus SERVING
+)
+
+// grpcHealthRequest is HealthCheckRequest{service} in a gRPC frame.
+func grpcHealthRequest(service string) []byte {
+	var msg []byte
+	if service != "" {
+		msg = append(msg, 0x0a) // field 1, length-delimited
+		msg = binary.AppendUvarint(msg, uint64(len(service)))
+		msg = append(msg, service...)
+	}
+	frame := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(frame[1:], uint32(len(msg)))
+	return append(frame, msg...)
+}
+
+// grpcServingStatus reads HealthCheckResponse.status from one gRPC frame.
+func grpcServingStatus(frame []byte) (uint64, bool) {
+	if len(frame) < 5 || frame[0] != 0 {
+		return 0, false // short, or compressed, which the request did not offer
+	}
+	n := binary.BigEndian.Uint32(frame[1:5])
+	if uint64(len(frame)-5) < uint64(n) {
+		return 0, false
+	}
+	msg := frame[5 : 5+n]
+	var status uint64
+	for len(msg) > 0 {
+		key, k := binary.Uvarint(msg)
+		if k <= 0 {
+			return 0, false
+		}
+		msg = msg[k:]
+		switch key & 7 {
+		case 0: // varint
+			v, k := binary.Uvarint(msg)
+			if k <= 0 {
+				return 0, false
+			}
+			msg = msg[k:]
+			if key>>3 == 1 {
+				status = v
+			}
+		case 2: // length-delimited: skip
+			l, k := binary.Uvarint(msg)
+			if k <= 0 || uint64(len(msg)-k) < l {
+				return 0, false
+			}
+			msg = msg[k+int(l):]
+		default:
+			return 0, false
+		}
+	}
+	return status, true
+}
+
+func (k *checker) checkGRPC(ctx context.Context, c *podCheck) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addr+grpcHealthPath,
+		bytes.NewReader(grpcHealthRequest(c.service)))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("TE", "trailers")
+	req.Header.Set("User-Agent", "kube-probe/elasti")
+	// A connection of its own, closed after, as the kubelet's gRPC probe
+	// keeps none either.
+	conn, err := k.dialer.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = conn.Close() }()
+	cc, err := k.h2c.NewClientConn(conn)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = cc.Close() }()
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return false
+	}
+	code := resp.Trailer.Get("Grpc-Status")
+	if code == "" {
+		code = resp.Header.Get("Grpc-Status") // a trailers-only answer
+	}
+	if code != "0" {
+		return false
+	}
+	status, ok := grpcServingStatus(body)
+	return ok && status == grpcServing
+}

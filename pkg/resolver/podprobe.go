@@ -1,0 +1,400 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// Direct probing: a held request is forwarded as soon as a pod the wake
+// started passes its own readiness checks, run by the resolver itself the
+// way the kubelet runs them (podcheck.go), instead of after the kubelet's
+// next readiness check, which can come a whole periodSeconds after the app
+// is ready. Knative's activator probes a revision's pods for the same
+// reason.
+//
+// The resolver, not the operator, reads the probes: it GETs the pod an
+// unready endpoint names, lazily, only while a request is held for the
+// Service, once per pod UID. The operator could read the pod template
+// instead, but the template is not the pod: admission webhooks (a service
+// mesh's injector among them) add containers and rewrite probes, and the
+// pod's status.podIP is what proves an endpoint's address belongs to the
+// pod (the tenant check below). It costs `get` on pods, no list or watch:
+// a cluster-wide pod informer would hold every pod of the cluster in the
+// resolver's memory.
+
+// PodGetter reads one pod. The command's reads the apiserver.
+type PodGetter interface {
+	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+}
+
+const (
+	// directProbeInterval is the cadence of the direct checks of one pod.
+	// The issue's target is a held request answered at most 50 ms after the
+	// app's first successful readiness answer (p99): 25 ms leaves half of
+	// that for the check and the forward. A check of an app not yet
+	// listening is a refused connect, microseconds on the node.
+	directProbeInterval = 25 * time.Millisecond
+	// maxProbedPods bounds the pods probed at once in all: at 40 checks a
+	// second each, 64 pods are at most about 2,600 checks a second, a small
+	// share of a resolver's two cores. A pod past it is not probed; its
+	// requests wait for the kubelet's Ready, as without direct probing.
+	maxProbedPods = 64
+	// maxProbedPodsPerService bounds the pods probed at once for one
+	// Service, so one Service of many replicas cannot take every probe:
+	// the first pod to pass releases all its held requests.
+	maxProbedPodsPerService = 4
+	// maxPodPlans bounds the pods whose probes the resolver remembers
+	// (by UID), so a pod is read once while its Service wakes.
+	maxPodPlans = 256
+	// podReadTimeout bounds one GET of a pod.
+	podReadTimeout = 2 * time.Second
+	// maxLeadFollow bounds how long a pod that passed is watched for its
+	// Ready endpoint, to measure the lead (probeReport.lead): beyond the
+	// longest periodSeconds anyone sets. At most maxProbedPods are
+	// watched at once.
+	maxLeadFollow = 5 * time.Minute
+)
+
+// Reasons a pod is left to the kubelet's Ready (label values of
+// elasti_resolver_direct_probe_fallbacks_total).
+const (
+	FallbackExec          = "exec"
+	FallbackHost          = "host"
+	FallbackInitialDelay  = "initial_delay"
+	FallbackNamedPort     = "named_port"
+	FallbackPodUnreadable = "pod_unreadable"
+	FallbackPodMismatch   = "pod_mismatch"
+	FallbackBound         = "bound"
+)
+
+var fallbackReasons = []string{FallbackExec, FallbackHost, FallbackInitialDelay, FallbackNamedPort,
+	FallbackPodUnreadable, FallbackPodMismatch, FallbackBound}
+
+// Released-by label values of elasti_resolver_held_releases_total.
+const (
+	ReleasedByDirectProbe   = "direct_probe"
+	ReleasedByEndpointReady = "endpoint_ready"
+)
+
+// fallbackError is why a pod cannot be checked the kubelet's way.
+type fallbackError struct {
+	reason string
+	detail string
+}
+
+func (e *fallbackError) Error() string { return e.reason + ": " + e.detail }
+
+func fallback(reason, detail string) error { return &fallbackError{reason, detail} }
+
+// probeReport is where direct probing reports: fellBack when a pod is
+// left to the kubelet's Ready (a Fallback reason), lead with how long
+// before its endpoint turned Ready a pod passed its direct check.
+type probeReport struct {
+	fellBack func(reason string)
+	lead     func(time.Duration)
+}
+
+// podProber runs the direct checks. A Service has an entry only while a
+// hold waits on it (join), and each entry probes at most
+// maxProbedPodsPerService of the pods its slices list unready, all
+// entries together at most maxProbedPods: nothing here grows with what
+// clients send.
+type podProber struct {
+	eps      EndpointSource
+	pods     PodGetter
+	checker  *checker
+	interval time.Duration
+	report   probeReport
+	logger   klog.Logger
+	ctx      context.Context
+	wg       sync.WaitGroup
+	b        *broadcaster[ServiceRef]
+
+	mu       sync.Mutex
+	services map[ServiceRef]*probedService
+	running  int
+	// following counts the pods that passed whose Ready is awaited
+	// (followReady), at most maxProbedPods.
+	following int
+	plans     map[types.UID]planOrErr
+	order     []types.UID // plans' keys, oldest first
+}
+
+type planOrErr struct {
+	plan *podPlan
+	err  error
+}
+
+type probedService struct {
+	refs int
+	pods map[types.UID]*probeTarget
+	// overBound holds the listed pods not probed for a bound, so each is
+	// counted once, not on every look.
+	overBound map[types.UID]bool
+}
+
+// probeTarget is one pod being probed.
+type probeTarget struct {
+	ep     UnreadyEndpoint
+	cancel context.CancelFunc
+	// passed is set when every container's check passed; read under the
+	// prober's lock.
+	passed bool
+}
+
+func newPodProber(ctx context.Context, eps EndpointSource, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
+	return &podProber{eps: eps, pods: pods, checker: newChecker(), interval: directProbeInterval, report: report,
+		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
+		services: map[ServiceRef]*probedService{}, plans: map[types.UID]planOrErr{}}
+}
+
+// join says a hold waits on svc; the returned func says it no longer
+// does. Probing of svc's pods stops with the last.
+func (p *podProber) join(svc ServiceRef) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps := p.services[svc]
+	if ps == nil {
+		ps = &probedService{pods: map[types.UID]*probeTarget{}, overBound: map[types.UID]bool{}}
+		p.services[svc] = ps
+	}
+	ps.refs++
+	return sync.OnceFunc(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if ps.refs--; ps.refs == 0 {
+			for uid := range ps.pods {
+				p.stopLocked(ps, uid)
+			}
+			delete(p.services, svc)
+		}
+	})
+}
+
+func (p *podProber) stopLocked(ps *probedService, uid types.UID) {
+	ps.pods[uid].cancel()
+	delete(ps.pods, uid)
+	p.running--
+}
+
+// watch returns a channel closed when a pod of svc passes.
+func (p *podProber) watch(svc ServiceRef) (<-chan struct{}, func()) { return p.b.watch(svc) }
+
+// passed returns, as "ip:port", the endpoints of eps whose pod passed its
+// direct check. It starts probing those of eps not probed yet, within the
+// bounds, and stops probing pods of svc no longer in eps: listed Ready now
+// (the slices take over), or gone. svc must be joined.
+func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps := p.services[svc]
+	if ps == nil {
+		return nil
+	}
+	var addrs []string
+	listed := make(map[types.UID]bool, len(eps))
+	for _, ep := range eps {
+		listed[ep.UID] = true
+		t := ps.pods[ep.UID]
+		if t != nil && t.ep != ep {
+			// The same pod under another address or port: start over.
+			p.stopLocked(ps, ep.UID)
+			t = nil
+		}
+		if t == nil {
+			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods {
+				if !ps.overBound[ep.UID] {
+					ps.overBound[ep.UID] = true
+					p.report.fellBack(FallbackBound)
+				}
+				continue
+			}
+			delete(ps.overBound, ep.UID)
+			t = p.startLocked(svc, ps, ep)
+		}
+		if t.passed {
+			addrs = append(addrs, net.JoinHostPort(ep.IP, strconv.Itoa(int(ep.Port))))
+		}
+	}
+	for uid := range ps.pods {
+		if !listed[uid] {
+			p.stopLocked(ps, uid)
+		}
+	}
+	for uid := range ps.overBound {
+		if !listed[uid] {
+			delete(ps.overBound, uid)
+		}
+	}
+	slices.Sort(addrs)
+	return slices.Compact(addrs)
+}
+
+func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEndpoint) *probeTarget {
+	ctx, cancel := context.WithCancel(p.ctx)
+	t := &probeTarget{ep: ep, cancel: cancel}
+	ps.pods[ep.UID] = t
+	p.running++
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.probe(ctx, svc, t)
+	}()
+	return t
+}
+
+// probe reads t's pod, then checks it every interval until it passes or
+// ctx ends. A pod it cannot check the kubelet's way is left alone: its
+// requests wait for the slice's Ready.
+func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
+	logger := p.logger.WithValues("service", svc.kref(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
+	plan, err := p.plan(ctx, svc.Namespace, t.ep)
+	if err != nil {
+		var fe *fallbackError
+		if errors.As(err, &fe) {
+			p.report.fellBack(fe.reason)
+		}
+		logger.V(2).Info("Not probing the pod directly; waiting for its Ready endpoint", "err", err)
+		return
+	}
+	st := plan.newState()
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
+	for {
+		if p.checker.checkPod(ctx, plan, st) {
+			p.mu.Lock()
+			t.passed = true
+			p.mu.Unlock()
+			logger.V(2).Info("Pod passed its readiness checks, probed directly")
+			p.b.broadcast(svc)
+			p.followReady(svc, t.ep, time.Now())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// followReady reports, once the slices list ep's pod Ready, how long
+// after passed that was: the time direct probing saved the held requests.
+// It gives up when the pod leaves the slices, after maxLeadFollow, or
+// when maxProbedPods are followed already.
+func (p *podProber) followReady(svc ServiceRef, ep UnreadyEndpoint, passed time.Time) {
+	p.mu.Lock()
+	if p.following >= maxProbedPods {
+		p.mu.Unlock()
+		return
+	}
+	p.following++
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			p.following--
+			p.mu.Unlock()
+		}()
+		timeout := time.NewTimer(maxLeadFollow)
+		defer timeout.Stop()
+		for {
+			changed, stop := p.eps.Watch(svc)
+			ready, listed := readyOrListed(p.eps, svc, ep)
+			if ready {
+				stop()
+				p.report.lead(time.Since(passed))
+				return
+			}
+			if !listed {
+				stop()
+				return
+			}
+			select {
+			case <-changed:
+				stop()
+			case <-timeout.C:
+				stop()
+				return
+			case <-p.ctx.Done():
+				stop()
+				return
+			}
+		}
+	}()
+}
+
+// readyOrListed reports whether the slices of svc list ep's address
+// Ready, and whether they still list ep's pod at all.
+func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (ready, listed bool) {
+	b, err := eps.Lookup(svc, "")
+	if err != nil {
+		return false, false
+	}
+	for _, a := range b.Addrs {
+		if host, _, err := net.SplitHostPort(a); err == nil && host == ep.IP {
+			return true, true
+		}
+	}
+	return false, slices.ContainsFunc(b.Unready, func(u UnreadyEndpoint) bool { return u.UID == ep.UID })
+}
+
+// plan returns the checks of ep's pod, read once per pod UID.
+func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoint) (*podPlan, error) {
+	p.mu.Lock()
+	got, ok := p.plans[ep.UID]
+	p.mu.Unlock()
+	if ok {
+		return got.plan, got.err
+	}
+	rctx, cancel := context.WithTimeout(ctx, podReadTimeout)
+	pod, err := p.pods.Pod(rctx, namespace, ep.Pod)
+	cancel()
+	if err != nil {
+		// Not the pod's fault (the hold ended, the apiserver failed, the
+		// resolver lacks the right): remember nothing, so the next hold
+		// reads it again.
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fallback(FallbackPodUnreadable, err.Error())
+	}
+	got.plan, got.err = planFor(pod, ep)
+	p.remember(ep.UID, got)
+	return got.plan, got.err
+}
+
+func (p *podProber) remember(uid types.UID, got planOrErr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.plans[uid]; ok {
+		return
+	}
+	if len(p.order) >= maxPodPlans {
+		delete(p.plans, p.order[0])
+		p.order = p.order[1:]
+	}
+	p.plans[uid] = got
+	p.order = append(p.order, uid)
+}
+
+// probing returns the pods probed now, in all.
+func (p *podProber) probing() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
+// close waits for the probes, which end with the holder's context.
+func (p *podProber) close() { p.wg.Wait() }
