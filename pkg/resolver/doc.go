@@ -36,8 +36,8 @@
 //     global bounds, and per client a bound on the wakes it starts), joins
 //     the Service's waiter, whose wake loop asks the operator to wake the
 //     Service (wake.go; coalesced, with capped exponential backoff), and
-//     waits for a Ready endpoint, or, with direct probing (podprobe.go,
-//     podcheck.go), for a starting pod that passes its own readiness
+//     waits for a Ready endpoint, or, with direct probing (podprobe.go and
+//     package podcheck), for a starting pod that passes its own readiness
 //     probes, run by the resolver. HTTP reads a small body in first
 //     (body.go, where body buffering is explained).
 //   - forward: HTTP reverse-proxied to a pod IP:port (proxy.go), other TCP

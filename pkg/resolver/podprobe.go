@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/podcheck"
 )
 
 // Direct probing: a held request is forwarded as soon as a pod the wake
@@ -64,20 +66,14 @@ const (
 	maxLeadFollow = 5 * time.Minute
 )
 
-// Reasons a pod is left to the kubelet's Ready (label values of
-// elasti_resolver_direct_probe_fallbacks_total).
+// Reasons a pod is left to the kubelet's Ready besides podcheck's (label
+// values of elasti_resolver_direct_probe_fallbacks_total).
 const (
-	FallbackExec          = "exec"
-	FallbackHost          = "host"
-	FallbackInitialDelay  = "initial_delay"
-	FallbackNamedPort     = "named_port"
 	FallbackPodUnreadable = "pod_unreadable"
-	FallbackPodMismatch   = "pod_mismatch"
 	FallbackBound         = "bound"
 )
 
-var fallbackReasons = []string{FallbackExec, FallbackHost, FallbackInitialDelay, FallbackNamedPort,
-	FallbackPodUnreadable, FallbackPodMismatch, FallbackBound}
+var fallbackReasons = append(slices.Clone(podcheck.FallbackReasons), FallbackPodUnreadable, FallbackBound)
 
 // Released-by label values of elasti_resolver_held_releases_total.
 const (
@@ -85,15 +81,9 @@ const (
 	ReleasedByEndpointReady = "endpoint_ready"
 )
 
-// fallbackError is why a pod cannot be checked the kubelet's way.
-type fallbackError struct {
-	reason string
-	detail string
+func fallback(reason, detail string) error {
+	return &podcheck.FallbackError{Reason: reason, Detail: detail}
 }
-
-func (e *fallbackError) Error() string { return e.reason + ": " + e.detail }
-
-func fallback(reason, detail string) error { return &fallbackError{reason, detail} }
 
 // probeReport is where direct probing reports: fellBack when a pod is
 // left to the kubelet's Ready (a Fallback reason), lead with how long
@@ -111,7 +101,7 @@ type probeReport struct {
 type podProber struct {
 	eps      EndpointSource
 	pods     PodGetter
-	checker  *checker
+	checker  *podcheck.Checker
 	interval time.Duration
 	report   probeReport
 	logger   klog.Logger
@@ -130,7 +120,7 @@ type podProber struct {
 }
 
 type planOrErr struct {
-	plan *podPlan
+	plan *podcheck.Plan
 	err  error
 }
 
@@ -152,7 +142,7 @@ type probeTarget struct {
 }
 
 func newPodProber(ctx context.Context, eps EndpointSource, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
-	return &podProber{eps: eps, pods: pods, checker: newChecker(), interval: directProbeInterval, report: report,
+	return &podProber{eps: eps, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
 		services: map[ServiceRef]*probedService{}, plans: map[types.UID]planOrErr{}}
 }
@@ -259,18 +249,18 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 	logger := p.logger.WithValues("service", svc.kref(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
 	plan, err := p.plan(ctx, svc.Namespace, t.ep)
 	if err != nil {
-		var fe *fallbackError
+		var fe *podcheck.FallbackError
 		if errors.As(err, &fe) {
-			p.report.fellBack(fe.reason)
+			p.report.fellBack(fe.Reason)
 		}
 		logger.V(2).Info("Not probing the pod directly; waiting for its Ready endpoint", "err", err)
 		return
 	}
-	st := plan.newState()
+	st := plan.NewState()
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
 	for {
-		if p.checker.checkPod(ctx, plan, st) {
+		if p.checker.CheckPod(ctx, plan, st) {
 			p.mu.Lock()
 			t.passed = true
 			p.mu.Unlock()
@@ -351,7 +341,7 @@ func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (read
 }
 
 // plan returns the checks of ep's pod, read once per pod UID.
-func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoint) (*podPlan, error) {
+func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoint) (*podcheck.Plan, error) {
 	p.mu.Lock()
 	got, ok := p.plans[ep.UID]
 	p.mu.Unlock()
@@ -370,7 +360,7 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		}
 		return nil, fallback(FallbackPodUnreadable, err.Error())
 	}
-	got.plan, got.err = planFor(pod, ep)
+	got.plan, got.err = podcheck.PlanFor(pod, podcheck.Endpoint(ep))
 	p.remember(ep.UID, got)
 	return got.plan, got.err
 }

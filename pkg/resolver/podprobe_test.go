@@ -20,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/elasti-dev/elasti/pkg/podcheck"
+	"github.com/elasti-dev/elasti/pkg/podcheck/podchecktest"
 )
 
 // fakePods is a PodGetter over pods set by hand; it counts reads.
@@ -67,7 +70,7 @@ type startingApp struct {
 
 func newStartingApp(t *testing.T, ip string) *startingApp {
 	a := &startingApp{ip: ip}
-	_, a.port = serveAt(t, ip, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, a.port = podchecktest.Serve(t, ip, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/ready" {
 			a.checks.Add(1)
 			if !a.ready.Load() {
@@ -87,7 +90,7 @@ func newStartingApp(t *testing.T, ip string) *startingApp {
 func (a *startingApp) addr() string { return net.JoinHostPort(a.ip, strconv.Itoa(int(a.port))) }
 
 func (a *startingApp) pod(name string, uid types.UID) *corev1.Pod {
-	p := probePod(a.ip, a.port, httpProbe("/ready", intstr.FromString("web")), nil)
+	p := podchecktest.Pod(a.ip, a.port, podchecktest.HTTPProbe("/ready", intstr.FromString("web")), nil)
 	p.Name, p.UID = name, uid
 	p.Spec.Containers[0].ReadinessProbe.PeriodSeconds = 10
 	return p
@@ -225,8 +228,8 @@ func TestDirectProbeFallsBackToReady(t *testing.T) {
 	}{
 		{"exec probe", func(p *corev1.Pod) {
 			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
-		}, FallbackExec},
-		{"address is not the pod's", func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "127.0.0.9", nil }, FallbackPodMismatch},
+		}, podcheck.FallbackExec},
+		{"address is not the pod's", func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "127.0.0.9", nil }, podcheck.FallbackPodMismatch},
 		{"pod unreadable", nil, FallbackPodUnreadable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package resolver
+package podcheck
 
 import (
 	"context"
@@ -19,54 +19,31 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/elasti-dev/elasti/pkg/podcheck/podchecktest"
 )
 
-// The direct checks run against real servers on 127.0.0.x, standing for
-// pod addresses: the tests connect to nothing else.
+// The checks run against real servers on 127.0.0.x, standing for pod
+// addresses (podchecktest): the tests connect to nothing else.
 
-// serveAt starts h on ip (a loopback address) and returns the server and
-// its port.
-func serveAt(t *testing.T, ip string, h http.Handler) (*httptest.Server, int32) {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &httptest.Server{Listener: l, Config: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}}
-	s.Start()
-	t.Cleanup(func() { s.CloseClientConnections(); s.Close() })
-	return s, int32(l.Addr().(*net.TCPAddr).Port)
-}
+var (
+	serveAt   = podchecktest.Serve
+	probePod  = podchecktest.Pod
+	httpProbe = podchecktest.HTTPProbe
+)
 
-// probePod is a running pod at ip whose one container "app" has the
-// given probes and a port named "web" at port.
-func probePod(ip string, port int32, readiness, startup *corev1.Probe) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-1", UID: "pod-uid-1"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "app", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: port}},
-			ReadinessProbe: readiness, StartupProbe: startup,
-		}}},
-		Status: corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
-	}
-}
-
-func endpointOf(pod *corev1.Pod, port int32) UnreadyEndpoint {
-	return UnreadyEndpoint{IP: pod.Status.PodIP, Port: port, Pod: pod.Name, UID: pod.UID}
-}
-
-func httpProbe(path string, port intstr.IntOrString) *corev1.Probe {
-	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: port}}}
+func endpointOf(pod *corev1.Pod, port int32) Endpoint {
+	return Endpoint{IP: pod.Status.PodIP, Port: port, Pod: pod.Name, UID: pod.UID}
 }
 
 // checkOnce builds pod's plan and runs one round of its checks.
 func checkOnce(t *testing.T, pod *corev1.Pod, port int32) bool {
 	t.Helper()
-	plan, err := planFor(pod, endpointOf(pod, port))
+	plan, err := PlanFor(pod, endpointOf(pod, port))
 	if err != nil {
 		t.Fatalf("planFor: %v", err)
 	}
-	return newChecker().checkPod(context.Background(), plan, plan.newState())
+	return NewChecker().CheckPod(context.Background(), plan, plan.NewState())
 }
 
 func TestDirectCheckHTTPGet(t *testing.T) {
@@ -264,13 +241,13 @@ func TestDirectCheckStartupGatesReadiness(t *testing.T) {
 		}
 	}))
 	pod := probePod("127.0.0.2", port, httpProbe("/ready", intstr.FromInt32(port)), httpProbe("/started", intstr.FromInt32(port)))
-	plan, err := planFor(pod, endpointOf(pod, port))
+	plan, err := PlanFor(pod, endpointOf(pod, port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, st := newChecker(), plan.newState()
+	k, st := NewChecker(), plan.NewState()
 	for range 3 {
-		if k.checkPod(context.Background(), plan, st) {
+		if k.CheckPod(context.Background(), plan, st) {
 			t.Fatal("the pod passed while its startup probe fails")
 		}
 	}
@@ -278,7 +255,7 @@ func TestDirectCheckStartupGatesReadiness(t *testing.T) {
 		t.Errorf("the readiness check ran %d times before the startup check passed", n)
 	}
 	started.Store(true)
-	if !k.checkPod(context.Background(), plan, st) {
+	if !k.CheckPod(context.Background(), plan, st) {
 		t.Error("the pod did not pass once its startup and readiness checks did")
 	}
 	// A container with only a startup probe is ready once started, as for
@@ -299,12 +276,12 @@ func TestDirectCheckSuccessThreshold(t *testing.T) {
 	probe := httpProbe("/ready", intstr.FromInt32(port))
 	probe.SuccessThreshold = 3
 	pod := probePod("127.0.0.2", port, probe, nil)
-	plan, err := planFor(pod, endpointOf(pod, port))
+	plan, err := PlanFor(pod, endpointOf(pod, port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, st := newChecker(), plan.newState()
-	round := func() bool { return k.checkPod(context.Background(), plan, st) }
+	k, st := NewChecker(), plan.NewState()
+	round := func() bool { return k.CheckPod(context.Background(), plan, st) }
 	if round() || round() {
 		t.Fatal("passed before 3 consecutive successes")
 	}
@@ -365,7 +342,7 @@ func TestPlanForFallsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(*corev1.Pod)
-		ep     func(*UnreadyEndpoint)
+		ep     func(*Endpoint)
 		reason string
 	}{
 		{name: "checkable", reason: ""},
@@ -397,12 +374,12 @@ func TestPlanForFallsBack(t *testing.T) {
 				Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Second))}}}}
 		}},
 		// Tenant safety: the slice's address must be the pod's own.
-		{name: "address is not the pod's", reason: FallbackPodMismatch, ep: func(e *UnreadyEndpoint) { e.IP = "10.96.0.10" }},
+		{name: "address is not the pod's", reason: FallbackPodMismatch, ep: func(e *Endpoint) { e.IP = "10.96.0.10" }},
 		{name: "address is the pod's second IP", reason: "", change: func(p *corev1.Pod) {
 			p.Status.PodIP = "10.244.9.9"
 			p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.9.9"}, {IP: ip}}
 		}},
-		{name: "another pod of that name", reason: FallbackPodMismatch, ep: func(e *UnreadyEndpoint) { e.UID = types.UID("other") }},
+		{name: "another pod of that name", reason: FallbackPodMismatch, ep: func(e *Endpoint) { e.UID = types.UID("other") }},
 		{name: "pod being deleted", reason: FallbackPodMismatch, change: func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }},
 		{name: "pod without an address", reason: FallbackPodMismatch, change: func(p *corev1.Pod) { p.Status = corev1.PodStatus{} }},
 	} {
@@ -410,14 +387,14 @@ func TestPlanForFallsBack(t *testing.T) {
 		if tc.change != nil {
 			tc.change(pod)
 		}
-		ep := UnreadyEndpoint{IP: ip, Port: 8080, Pod: "web-1", UID: "pod-uid-1"}
+		ep := Endpoint{IP: ip, Port: 8080, Pod: "web-1", UID: "pod-uid-1"}
 		if tc.ep != nil {
 			tc.ep(&ep)
 		}
-		_, err := planFor(pod, ep)
+		_, err := PlanFor(pod, ep)
 		got := ""
-		if fe, isFallback := err.(*fallbackError); isFallback {
-			got = fe.reason
+		if fe, isFallback := err.(*FallbackError); isFallback {
+			got = fe.Reason
 		} else if err != nil {
 			t.Errorf("%s: error %v is no fallback", tc.name, err)
 		}
@@ -432,7 +409,7 @@ func TestPlanForAddressesOnlyThePod(t *testing.T) {
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "side",
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9000}}}},
 		corev1.Container{Name: "plain"})
-	plan, err := planFor(pod, endpointOf(pod, 8080))
+	plan, err := PlanFor(pod, endpointOf(pod, 8080))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,11 @@
-package resolver
+// Package podcheck checks a pod's readiness the way the kubelet's prober
+// (k8s.io/kubernetes pkg/probe and pkg/kubelet/prober) runs a container's
+// readinessProbe and startupProbe: httpGet, tcpSocket and grpc, each with
+// the probe's timeoutSeconds, successThreshold consecutive successes for
+// readiness. It only ever connects to the pod's own address; where the
+// kubelet's way cannot be followed it says why (FallbackError), and the
+// caller waits for the kubelet's Ready instead.
+package podcheck
 
 import (
 	"bytes"
@@ -18,17 +25,44 @@ import (
 
 	"golang.org/x/net/http2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// A pod's checks, the way the kubelet's prober (k8s.io/kubernetes
-// pkg/probe and pkg/kubelet/prober) runs a container's readinessProbe and
-// startupProbe: httpGet, tcpSocket and grpc, each with the probe's
-// timeoutSeconds, successThreshold consecutive successes for readiness.
+// Endpoint is the address to check and the pod an EndpointSlice says
+// owns it (its targetRef).
+type Endpoint struct {
+	IP   string
+	Port int32
+	Pod  string
+	UID  types.UID
+}
 
-// podPlan is what to check on one pod: its containers and restartable
+// Reasons a pod cannot be checked the kubelet's way (FallbackError.Reason).
+const (
+	FallbackExec         = "exec"
+	FallbackHost         = "host"
+	FallbackInitialDelay = "initial_delay"
+	FallbackNamedPort    = "named_port"
+	FallbackPodMismatch  = "pod_mismatch"
+)
+
+// FallbackReasons are the reasons PlanFor gives, for metric labels.
+var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackInitialDelay, FallbackNamedPort, FallbackPodMismatch}
+
+// FallbackError is why a pod cannot be checked the kubelet's way.
+type FallbackError struct {
+	Reason string
+	Detail string
+}
+
+func (e *FallbackError) Error() string { return e.Reason + ": " + e.Detail }
+
+func fallback(reason, detail string) error { return &FallbackError{reason, detail} }
+
+// Plan is what to check on one pod: its containers and restartable
 // init containers (sidecars), whose readiness makes the pod's.
-type podPlan struct {
+type Plan struct {
 	containers []containerPlan
 }
 
@@ -57,23 +91,23 @@ type podCheck struct {
 	service string
 }
 
-// podState is the progress of a plan's checks on one pod.
-type podState struct {
+// State is the progress of a plan's checks on one pod.
+type State struct {
 	started     []bool
 	consecutive []int
 }
 
-func (p *podPlan) newState() *podState {
-	return &podState{started: make([]bool, len(p.containers)), consecutive: make([]int, len(p.containers))}
+func (p *Plan) NewState() *State {
+	return &State{started: make([]bool, len(p.containers)), consecutive: make([]int, len(p.containers))}
 }
 
-// planFor builds the checks of pod for the endpoint ep, or a
-// fallbackError when the kubelet's way cannot be followed. The pod must be
+// PlanFor builds the checks of pod for the endpoint ep, or a
+// FallbackError when the kubelet's way cannot be followed. The pod must be
 // the one ep names and own ep's address: a slice is writable by anyone
 // with EndpointSlice rights in the namespace, while status.podIP is the
 // kubelet's word, so the resolver only ever connects to an address it
 // could already forward to.
-func planFor(pod *corev1.Pod, ep UnreadyEndpoint) (*podPlan, error) {
+func PlanFor(pod *corev1.Pod, ep Endpoint) (*Plan, error) {
 	if pod.UID != ep.UID || pod.Name != ep.Pod {
 		return nil, fallback(FallbackPodMismatch, fmt.Sprintf("pod %s is not the endpoint's (uid %s)", pod.Name, ep.UID))
 	}
@@ -90,7 +124,7 @@ func planFor(pod *corev1.Pod, ep UnreadyEndpoint) (*podPlan, error) {
 		}
 	}
 	containers = append(containers, pod.Spec.Containers...)
-	plan := &podPlan{}
+	plan := &Plan{}
 	for i := range containers {
 		c := &containers[i]
 		cp := containerPlan{name: c.Name}
@@ -226,9 +260,9 @@ func containerPort(p intstr.IntOrString, c *corev1.Container) (int, error) {
 	return 0, fallback(FallbackNamedPort, fmt.Sprintf("container %s: no port named %q", c.Name, p.StrVal))
 }
 
-// checker runs checks. Its transports keep no connection between checks,
+// Checker runs checks. Its transports keep no connection between checks,
 // as the kubelet's do not.
-type checker struct {
+type Checker struct {
 	dialer *net.Dialer
 	h1     *http.Transport
 	h2c    *http2.Transport
@@ -237,9 +271,9 @@ type checker struct {
 // maxProbeBody is the kubelet's: it reads at most 10 KiB of an answer.
 const maxProbeBody = 10 << 10
 
-func newChecker() *checker {
+func NewChecker() *Checker {
 	d := &net.Dialer{}
-	return &checker{
+	return &Checker{
 		dialer: d,
 		h1: &http.Transport{
 			Proxy:             nil, // pods are dialled directly, as the kubelet does
@@ -251,10 +285,10 @@ func newChecker() *checker {
 	}
 }
 
-// checkPod runs one round of the plan's checks on the pod and reports
+// CheckPod runs one round of the plan's checks on the pod and reports
 // whether every container is ready: started (its startup check passed
 // once) and its readiness check passed threshold times in a row.
-func (k *checker) checkPod(ctx context.Context, plan *podPlan, st *podState) bool {
+func (k *Checker) CheckPod(ctx context.Context, plan *Plan, st *State) bool {
 	all := true
 	for i, c := range plan.containers {
 		if !st.started[i] {
@@ -280,7 +314,7 @@ func (k *checker) checkPod(ctx context.Context, plan *podPlan, st *podState) boo
 }
 
 // check runs c once within its timeout.
-func (k *checker) check(ctx context.Context, c *podCheck) bool {
+func (k *Checker) check(ctx context.Context, c *podCheck) bool {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	switch c.kind {
@@ -299,7 +333,7 @@ func (k *checker) check(ctx context.Context, c *podCheck) bool {
 	return false
 }
 
-func (k *checker) checkHTTP(ctx context.Context, c *podCheck) bool {
+func (k *Checker) checkHTTP(ctx context.Context, c *podCheck) bool {
 	u, err := url.Parse(c.target)
 	if err != nil {
 		u = &url.URL{Path: c.target} // as the kubelet: pass it along as is
@@ -394,7 +428,7 @@ func grpcServingStatus(frame []byte) (uint64, bool) {
 	return status, true
 }
 
-func (k *checker) checkGRPC(ctx context.Context, c *podCheck) bool {
+func (k *Checker) checkGRPC(ctx context.Context, c *podCheck) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addr+grpcHealthPath,
 		bytes.NewReader(grpcHealthRequest(c.service)))
 	if err != nil {
