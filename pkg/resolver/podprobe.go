@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/podcheck"
@@ -57,6 +58,8 @@ const (
 	// maxPodPlans bounds the pods whose probes the resolver remembers
 	// (by UID), so a pod is read once while its Service wakes.
 	maxPodPlans = 256
+	// podPlanTTL is how long a pod's checks are remembered unused.
+	podPlanTTL = 30 * time.Minute
 	// podReadTimeout bounds one GET of a pod.
 	podReadTimeout = 2 * time.Second
 	// maxLeadFollow bounds how long a pod that passed is watched for its
@@ -115,8 +118,10 @@ type podProber struct {
 	// following counts the pods that passed whose Ready is awaited
 	// (followReady), at most maxProbedPods.
 	following int
-	plans     map[types.UID]planOrErr
-	order     []types.UID // plans' keys, oldest first
+	// plans are the pods' checks by UID (planOrErr), the least recently
+	// used dropped past maxPodPlans. A pod's probes cannot change, so an
+	// entry is good for its pod's life; podPlanTTL only frees memory.
+	plans *utilcache.LRUExpireCache
 }
 
 type planOrErr struct {
@@ -144,7 +149,7 @@ type probeTarget struct {
 func newPodProber(ctx context.Context, eps EndpointSource, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
 	return &podProber{eps: eps, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
-		services: map[ServiceRef]*probedService{}, plans: map[types.UID]planOrErr{}}
+		services: map[ServiceRef]*probedService{}, plans: utilcache.NewLRUExpireCache(maxPodPlans)}
 }
 
 // join says a hold waits on svc; the returned func says it no longer
@@ -342,10 +347,8 @@ func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (read
 
 // plan returns the checks of ep's pod, read once per pod UID.
 func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoint) (*podcheck.Plan, error) {
-	p.mu.Lock()
-	got, ok := p.plans[ep.UID]
-	p.mu.Unlock()
-	if ok {
+	if v, ok := p.plans.Get(ep.UID); ok {
+		got := v.(planOrErr)
 		return got.plan, got.err
 	}
 	rctx, cancel := context.WithTimeout(ctx, podReadTimeout)
@@ -360,23 +363,9 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		}
 		return nil, fallback(FallbackPodUnreadable, err.Error())
 	}
-	got.plan, got.err = podcheck.PlanFor(pod, podcheck.Endpoint(ep))
-	p.remember(ep.UID, got)
-	return got.plan, got.err
-}
-
-func (p *podProber) remember(uid types.UID, got planOrErr) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.plans[uid]; ok {
-		return
-	}
-	if len(p.order) >= maxPodPlans {
-		delete(p.plans, p.order[0])
-		p.order = p.order[1:]
-	}
-	p.plans[uid] = got
-	p.order = append(p.order, uid)
+	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
+	p.plans.Add(ep.UID, planOrErr{plan, err}, podPlanTTL)
+	return plan, err
 }
 
 // probing returns the pods probed now, in all.
