@@ -147,7 +147,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, err
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
-		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Registerer: registry, WakeToken: o.wakeToken,
+		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Pages: named, Registerer: registry, WakeToken: o.wakeToken,
 		Pods: podGetter{kube},
 	})
 	if err != nil {

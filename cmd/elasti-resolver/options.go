@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -107,6 +108,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.BoolVar(&r.ProbePods, "probe-pods", def.ProbePods,
 		"Forward a held request to a starting pod as soon as the pod passes its own readiness probes (httpGet, tcpSocket, grpc), run by the resolver, "+
 			"rather than when its endpoint turns Ready after the kubelet's next check; pods it cannot check the same way (exec probes) wait for Ready. Needs get on pods.")
+	fs.BoolVar(&r.WaitingPage, "waiting-page", def.WaitingPage,
+		"Answer a browser navigation held for a waking Service with a small page that reloads itself (503, Retry-After) once it has waited --waiting-page-after, "+
+			"for every ElastiService whose annotation "+elastiv1alpha1.AnnotationWaitingPage+" does not say \"false\"; off, only those whose annotation says \"true\". API clients are held as before.")
+	fs.DurationVar(&r.WaitingPageAfter, "waiting-page-after", def.WaitingPageAfter,
+		"How long a browser navigation is held without a Ready pod before it gets the waiting page; 0: at once. Below --request-timeout.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, e.String(envWakeTokenFile, ""),
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; wake requests carry the first as Authorization: Bearer. "+
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")
@@ -152,6 +158,9 @@ func (o *options) finish(e *command.Env, portRange string, defProxyPort int) err
 	if r.MaxConnectionsPerSource < 1 || r.MaxRequestBytes < 1 || r.NamespaceShare < 1 || r.NamespaceShare > 100 {
 		e.Errs = append(e.Errs, fmt.Errorf("--max-connections-per-source=%d and --max-request-bytes=%d must be positive, --namespace-share=%d in 1-100",
 			r.MaxConnectionsPerSource, r.MaxRequestBytes, r.NamespaceShare))
+	}
+	if r.WaitingPageAfter < 0 || r.WaitingPageAfter >= r.RequestTimeout {
+		e.Errs = append(e.Errs, fmt.Errorf("--waiting-page-after=%v must be at least 0 and below --request-timeout=%v", r.WaitingPageAfter, r.RequestTimeout))
 	}
 	if r.FrontDrain <= 0 {
 		e.Errs = append(e.Errs, fmt.Errorf("--front-drain=%v must be positive", r.FrontDrain))

@@ -76,6 +76,19 @@ func TestResourceBoundFlags(t *testing.T) {
 	}
 }
 
+// The waiting page is off unless asked for, and then shown after a
+// second; 0 shows it at once.
+func TestWaitingPageFlags(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil || o.resolver.WaitingPage || o.resolver.WaitingPageAfter != time.Second {
+		t.Errorf("defaults: on %v after %v, err %v; want off, 1s", o.resolver.WaitingPage, o.resolver.WaitingPageAfter, err)
+	}
+	o, err = parse(t, nil, "--waiting-page", "--waiting-page-after=0")
+	if err != nil || !o.resolver.WaitingPage || o.resolver.WaitingPageAfter != 0 {
+		t.Errorf("parsed on %v after %v, err %v; want on, 0", o.resolver.WaitingPage, o.resolver.WaitingPageAfter, err)
+	}
+}
+
 func TestBadResolverInput(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
@@ -98,6 +111,8 @@ func TestBadResolverInput(t *testing.T) {
 		{nil, []string{"--max-request-bytes=0"}, "--max-request-bytes=0"},
 		{nil, []string{"--namespace-share=0"}, "--namespace-share=0"},
 		{nil, []string{"--namespace-share=101"}, "--namespace-share=101"},
+		{nil, []string{"--waiting-page-after=-1s"}, "--waiting-page-after=-1s"},
+		{nil, []string{"--waiting-page-after=2m", "--request-timeout=2m"}, "below --request-timeout"},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)

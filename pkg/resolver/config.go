@@ -28,6 +28,9 @@ const (
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
+	// A cold start that takes less than a second never shows the
+	// waiting page: the browser gets the pod's answer.
+	DefaultWaitingPageAfter = time.Second
 	// kube-proxy and ingress controllers follow a deleted resolver slice
 	// a second or two later (Traefik throttles its updates to 2 s);
 	// 10 s leaves room for a busy cluster.
@@ -214,6 +217,16 @@ type Config struct {
 	// Like ColdStartHeader it is not defaulted: a partial Config leaves it
 	// off, DefaultConfig turns it on.
 	ProbePods bool
+	// WaitingPage turns the waiting page (waitpage.go) on for every
+	// Service whose ElastiService does not turn it off by its annotation
+	// (elastiv1alpha1.AnnotationWaitingPage); off, only those whose
+	// annotation says "true" get it.
+	WaitingPage bool
+	// WaitingPageAfter is how long a browser navigation is held without a
+	// Ready pod before it gets the waiting page; 0 answers at once. Like
+	// ColdStartHeader it is not defaulted: a partial Config has 0,
+	// DefaultConfig DefaultWaitingPageAfter.
+	WaitingPageAfter time.Duration
 }
 
 // DefaultConfig returns a Config with every field set to its default.
@@ -237,6 +250,7 @@ func DefaultConfig() Config {
 		SourceWakeBurst:         DefaultSourceWakeBurst,
 		SourceWakeTracked:       DefaultSourceWakeTracked,
 		ProbePods:               true,
+		WaitingPageAfter:        DefaultWaitingPageAfter,
 		MaxBufferedBody:         DefaultMaxBufferedBody,
 		MaxBufferedBodies:       DefaultMaxBufferedBodies,
 		PerSourceQueue:          DefaultPerSourceQueue,
@@ -292,6 +306,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("operator retry max %v is below the initial interval %v", c.OperatorRetryMax, c.OperatorRetryInitial)
 	case c.DialTimeout < 0:
 		return c, fmt.Errorf("dial timeout %v is negative", c.DialTimeout)
+	case c.WaitingPageAfter < 0:
+		return c, fmt.Errorf("waiting page delay %v is negative", c.WaitingPageAfter)
 	case c.RetryAfter < 0:
 		return c, fmt.Errorf("retry-after %v is negative", c.RetryAfter)
 	case c.SourceWakeRate < 0 || c.SourceWakeBurst < 0 || c.SourceWakeTracked < 0:

@@ -39,7 +39,9 @@
 //     waits for a Ready endpoint, or, with direct probing (podprobe.go and
 //     package podcheck), for a starting pod that passes its own readiness
 //     probes, run by the resolver. HTTP reads a small body in first
-//     (body.go, where body buffering is explained).
+//     (body.go, where body buffering is explained); a browser navigation
+//     for a Service with the waiting page on leaves the hold after a
+//     delay with that page (waitpage.go).
 //   - forward: HTTP reverse-proxied to a pod IP:port (proxy.go), other TCP
 //     spliced byte for byte (splice.go), both through the one connect
 //     strategy (connect.go: connect rounds over the endpoints as they are

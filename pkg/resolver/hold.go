@@ -44,7 +44,9 @@ type holdSpec struct {
 //
 // It returns nil when ready or refuse ran or the client left; otherwise
 // why the wait ended, for the caller to answer: context.DeadlineExceeded
-// (counted as a timeout), errClosed, or the EndpointSource's error.
+// (counted as a timeout), errWaitingPage when ctx ended with that cause
+// (the caller's own deadline, waitpage.go), errClosed, or the
+// EndpointSource's error.
 func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), ready func(b Backends, waited time.Duration)) error {
 	release, refused := r.admit.admit(s.svc, sourceOf(s.client), s.bytes)
 	if refused.scope != "" {
@@ -75,6 +77,8 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), re
 	}
 	switch {
 	case err == nil:
+	case errors.Is(context.Cause(ctx), errWaitingPage):
+		return errWaitingPage
 	case errors.Is(err, context.DeadlineExceeded):
 		r.metrics.Timeouts.Inc()
 		s.logger.V(2).Info("Hold timed out", "protocol", s.protocol, "timeout", r.cfg.RequestTimeout)

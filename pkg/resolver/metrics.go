@@ -92,6 +92,9 @@ type Metrics struct {
 	// DirectProbeLead is how long before its endpoint turned Ready a pod
 	// passed its direct check: what direct probing saved.
 	DirectProbeLead prometheus.Histogram
+	// WaitingPages counts browser navigations answered with the waiting
+	// page (waitpage.go).
+	WaitingPages prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg; a nil reg
@@ -105,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused, m.HeldReleases, m.DirectProbeFallbacks, m.DirectProbeLead} {
+	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused, m.HeldReleases, m.DirectProbeFallbacks, m.DirectProbeLead, m.WaitingPages} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -198,6 +201,10 @@ func newMetrics(wakeSources func() int) *Metrics {
 			Name:    "elasti_resolver_direct_probe_lead_seconds",
 			Help:    "Seconds from a starting pod passing the readiness checks the resolver ran to its endpoint turning Ready: how much sooner direct probing released the held requests.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300},
+		}),
+		WaitingPages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_waiting_pages_total",
+			Help: "Browser navigations held for a waking Service that were answered with the waiting page (503, reloading itself) after --waiting-page-after without a Ready pod.",
 		}),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/connlimit"
@@ -30,6 +31,10 @@ type Options struct {
 	// Waiting is optional; with it, a hold that times out names what the
 	// wake waits on, a dependency of a wake group (NamedIndex is one).
 	Waiting interface{ WaitingOn(ServiceRef) string }
+	// Pages is optional; with it, an ElastiService's annotation turns the
+	// waiting page on or off for its Service (waitpage.go). Without it
+	// Config.WaitingPage alone decides.
+	Pages PageSwitch
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
@@ -61,6 +66,7 @@ type Resolver struct {
 	probes  ProbeMatcher
 	named   interface{ Named(ServiceRef) bool }
 	waiting interface{ WaitingOn(ServiceRef) string }
+	pages   PageSwitch
 	admit   *admission
 	holds   *holder
 	conn    *connector
@@ -73,6 +79,9 @@ type Resolver struct {
 	conns *connlimit.Limiter
 	// buffered counts the bytes of held request bodies in memory (body.go).
 	buffered atomic.Int64
+	// pageClock and pageLog serve the waiting page (waitpage.go).
+	pageClock *pageClock
+	pageLog   *rate.Sometimes
 }
 
 // New returns a Resolver. ctx carries the logger and bounds the
@@ -111,6 +120,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		probes:  opts.Probes,
 		named:   opts.Named,
 		waiting: opts.Waiting,
+		pages:   opts.Pages,
 		admit:   newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
 		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
 		conn:    conn,
@@ -118,6 +128,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
 		metrics: metrics,
 		logger:  logger,
+		// A wake's pages count on while reloads come at least this often.
+		pageClock: newPageClock(cfg.WaitingPageAfter + 10*pageRefresh),
+		pageLog:   newPageLog(),
 	}, nil
 }
 
@@ -192,7 +205,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 // holdRequest holds req with try (hold.go), its body read into memory
 // first when it may be (body.go), and answers what try leaves to it: a
 // refusal (answer.go), 504 at the request timeout, 503 when the resolver
-// shuts down.
+// shuts down, and to a browser the waiting page (waitpage.go).
 func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
 	// The body budget is asked first: a body that does not fit streams,
 	// and what a streaming body keeps in memory is charged on admission.
@@ -208,17 +221,28 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	}
 	s := holdSpec{svc: svc, port: port, protocol: ProtocolHTTP, client: req.RemoteAddr,
 		bytes: heldRequestBytes(req, buffer), logger: logger}
+	page := r.waitingPageFor(req, logger, svc)
+	ctx, cancel := r.holdContext(req.Context(), page)
+	defer cancel()
+	began := time.Now()
 	if buffer {
 		s.whileHeld = func(ctx context.Context, _ context.CancelFunc) (func(), error) {
 			deadline, _ := ctx.Deadline()
 			return nil, bufferBody(w, req, deadline)
 		}
 	}
-	err := r.try(req.Context(), s,
+	err := r.try(ctx, s,
 		func(refused refusal) { r.writeRefusal(w, svc, refused) },
-		func(b Backends, waited time.Duration) { r.forward(w, req, logger, svc, port, b, waited) })
+		func(b Backends, waited time.Duration) {
+			if page {
+				r.pageClock.forget(svc)
+			}
+			r.forward(w, req, logger, svc, port, b, waited)
+		})
 	switch {
 	case err == nil:
+	case errors.Is(err, errWaitingPage):
+		r.writeWaitingPage(w, req, logger, svc, port, began)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc)
 		if r.waiting != nil {

@@ -14,7 +14,7 @@ import (
 // resolver reads of each object. The resolver watches every Service and
 // EndpointSlice of the cluster, and every ElastiService, so what it keeps
 // of each is multiplied by the size of the cluster; managed fields,
-// annotations, selectors' contents, topology and the ElastiService's
+// annotations (but the ElastiService's waiting-page switch), selectors' contents, topology and the ElastiService's
 // triggers and conditions are never read here.
 func TrimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
@@ -58,6 +58,15 @@ func TrimForCache(obj any) (any, error) {
 	case *elastiv1alpha1.ElastiService:
 		meta := scaletarget.Identity(o.ObjectMeta)
 		meta.CreationTimestamp = o.CreationTimestamp // the older claim on a resolver port wins
+		// The waiting page's switch (waitpage.go) is the one annotation
+		// read here; a value longer than any valid one is cut, and stays
+		// invalid.
+		if v, ok := o.Annotations[elastiv1alpha1.AnnotationWaitingPage]; ok {
+			if len(v) > elastiv1alpha1.MaxWaitingPageValueLength {
+				v = v[:elastiv1alpha1.MaxWaitingPageValueLength+1]
+			}
+			meta.Annotations = map[string]string{elastiv1alpha1.AnnotationWaitingPage: v}
+		}
 		return &elastiv1alpha1.ElastiService{
 			TypeMeta:   o.TypeMeta,
 			ObjectMeta: meta,

@@ -1,0 +1,382 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+)
+
+// navigation is what a browser sends when a person opens the page.
+func navigation(t *testing.T, e *testEnv, method string) *http.Request {
+	req := e.request(t, context.Background(), method, "/shop?q=1", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	req.Header.Set("Sec-Fetch-Mode", "navigate")
+	req.Header.Set("Sec-Fetch-Dest", "document")
+	return req
+}
+
+func pageConfig(after time.Duration) Config {
+	cfg := testConfig()
+	cfg.WaitingPage = true
+	cfg.WaitingPageAfter = after
+	return cfg
+}
+
+// checkPage checks the headers of a waiting page.
+func checkPage(t *testing.T, resp *http.Response) {
+	t.Helper()
+	want := map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Cache-Control":           "no-store",
+		"Retry-After":             "1",
+		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+		"X-Content-Type-Options":  "nosniff",
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503", resp.StatusCode)
+	}
+	for k, v := range want {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if resp.ContentLength <= 0 || resp.ContentLength > 2048 {
+		t.Errorf("Content-Length %d, want a small page", resp.ContentLength)
+	}
+}
+
+// A browser navigation held past --waiting-page-after gets the page,
+// leaves its hold, and the wake goes on: a later reload says what the
+// resolver sees, and once a pod is Ready it gets the pod's answer.
+func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
+	checkNoLeaks(t)
+	const after = 200 * time.Millisecond
+	e := newEnv(t, pageConfig(after))
+	e.backend(t, "10.244.0.1:8080", named("pod"))
+	client := newClient(t)
+
+	start := time.Now()
+	resp, err := client.Do(navigation(t, e, "GET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if took := time.Since(start); took < after {
+		t.Errorf("page after %v, want at least %v", took, after)
+	}
+	checkPage(t, resp)
+	for _, want := range []string{`<meta http-equiv="refresh" content="1">`, "<title>web is starting</title>", "scaling up, no pod yet", " s so far."} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+	for _, never := range []string{"<script", "src=", "href=", "team"} {
+		if strings.Contains(body, never) {
+			t.Errorf("page has %q:\n%s", never, body)
+		}
+	}
+	if got := e.r.holds.held(testSvc); got != 0 {
+		t.Errorf("%d held after the page, want 0", got)
+	}
+	if e.op.posts.Load() < 1 {
+		t.Error("the page's request did not wake the Service")
+	}
+	if got := metricValue(t, e.r.metrics.WaitingPages); got != 1 {
+		t.Errorf("waiting pages %v, want 1", got)
+	}
+
+	e.eps.SetUnready(testSvc, UnreadyEndpoint{IP: "10.244.0.1", Port: 8080, Pod: "web-1"}, UnreadyEndpoint{IP: "10.244.0.2", Port: 8080, Pod: "web-2"})
+	resp, err = client.Do(navigation(t, e, "GET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "starting, 2 pod(s) not ready yet") {
+		t.Errorf("reload: %d %q, want the page with 2 pods starting", resp.StatusCode, body)
+	}
+
+	if got := e.answerOnceHeld(t, client, navigation(t, e, "GET"), "10.244.0.1:8080"); got != "200 pod /shop" {
+		t.Errorf("reload once a pod is Ready: %q, want the pod's answer", got)
+	}
+	if got := metricValue(t, e.r.metrics.WaitingPages); got != 2 {
+		t.Errorf("waiting pages %v, want 2", got)
+	}
+}
+
+// HEAD gets the page's headers and no body.
+func TestWaitingPageHeadHasNoBody(t *testing.T) {
+	checkNoLeaks(t)
+	e := newEnv(t, pageConfig(0))
+	resp, err := newClient(t).Do(navigation(t, e, "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPage(t, resp)
+	if body := readAll(t, resp); body != "" {
+		t.Errorf("HEAD body %q", body)
+	}
+}
+
+// A cold start faster than the delay never shows the page.
+func TestWaitingPageNotShownOnAFastWake(t *testing.T) {
+	checkNoLeaks(t)
+	e := newEnv(t, pageConfig(5*time.Second))
+	e.backend(t, "10.244.0.1:8080", named("pod"))
+	if got := e.answerOnceHeld(t, newClient(t), navigation(t, e, "GET"), "10.244.0.1:8080"); got != "200 pod /shop" {
+		t.Errorf("got %q, want the pod's answer", got)
+	}
+	if got := metricValue(t, e.r.metrics.WaitingPages); got != 0 {
+		t.Errorf("waiting pages %v, want 0", got)
+	}
+}
+
+// pageSwitch is a fixed annotation for testSvc.
+type pageSwitch struct {
+	on, set bool
+	err     error
+}
+
+func (p pageSwitch) WaitingPage(svc ServiceRef) (bool, bool, error) {
+	if svc != testSvc {
+		return false, false, nil
+	}
+	return p.on, p.set, p.err
+}
+
+// Requests that are not a navigation, and navigations for a Service the
+// page is off for, are held past the delay and answered by the pod.
+func TestWaitingPageOthersAreHeldAsBefore(t *testing.T) {
+	const after = 50 * time.Millisecond
+	api := func(t *testing.T, e *testEnv) *http.Request {
+		req := e.request(t, context.Background(), "GET", "/api", nil)
+		req.Header.Set("Accept", "application/json")
+		return req
+	}
+	for name, c := range map[string]struct {
+		flag bool
+		sw   PageSwitch
+		req  func(*testing.T, *testEnv) *http.Request
+	}{
+		"API client":       {true, nil, api},
+		"POST from a form": {true, nil, func(t *testing.T, e *testEnv) *http.Request { return withBody(navigation(t, e, "POST")) }},
+		"fetch from a page": {true, nil, func(t *testing.T, e *testEnv) *http.Request {
+			r := navigation(t, e, "GET")
+			r.Header.Set("Sec-Fetch-Mode", "cors")
+			return r
+		}},
+		"WebSocket": {true, nil, func(t *testing.T, e *testEnv) *http.Request {
+			r := navigation(t, e, "GET")
+			r.Header.Set("Upgrade", "websocket")
+			return r
+		}},
+		"Range": {true, nil, func(t *testing.T, e *testEnv) *http.Request {
+			r := navigation(t, e, "GET")
+			r.Header.Set("Range", "bytes=0-")
+			return r
+		}},
+		"flag off, no annotation":      {false, pageSwitch{}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+		"flag off, no named index":     {false, nil, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+		"flag on, annotation false":    {true, pageSwitch{on: false, set: true}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+		"flag off, annotation invalid": {false, pageSwitch{err: fmt.Errorf("bad")}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			checkNoLeaks(t)
+			e := newEnv(t, pageConfig(after), func(o *Options) { o.Pages = c.sw })
+			e.r.cfg.WaitingPage = c.flag
+			e.backend(t, "10.244.0.1:8080", named("pod"))
+			done := make(chan string, 1)
+			go func() { done <- fetch(newClient(t), c.req(t, e)) }()
+			eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+			time.Sleep(6 * after)
+			if got := e.r.holds.held(testSvc); got != 1 {
+				t.Fatalf("%d held %v after the delay, want 1", got, 6*after)
+			}
+			e.eps.Set(testSvc, "10.244.0.1:8080")
+			if got := <-done; !strings.HasPrefix(got, "200 pod") {
+				t.Errorf("got %q, want the pod's answer", got)
+			}
+			if got := metricValue(t, e.r.metrics.WaitingPages); got != 0 {
+				t.Errorf("waiting pages %v, want 0", got)
+			}
+		})
+	}
+}
+
+func withBody(r *http.Request) *http.Request {
+	r.Body = http.NoBody
+	r.ContentLength = 0
+	return r
+}
+
+// The annotation turns the page on or off per Service, whatever the flag,
+// in any case; anything else counts as unset. It survives the cache's
+// trim, however long.
+func TestWaitingPageAnnotation(t *testing.T) {
+	for _, c := range []struct {
+		value        string // "-": no annotation
+		flag         bool
+		want, logged bool
+	}{
+		{"-", false, false, false},
+		{"-", true, true, false},
+		{"true", false, true, false},
+		{"TRUE", false, true, false},
+		{"True", false, true, false},
+		{"false", true, false, false},
+		{"FALSE", true, false, false},
+		{"yes", false, false, true},
+		{"1", true, true, true},
+		{" true", false, false, true},
+		{"true" + strings.Repeat("x", 4096), false, false, true},
+		{"", true, true, true},
+	} {
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
+		es := elastiService("team", "shop", "web", 1)
+		if c.value != "-" {
+			es.Annotations = map[string]string{v1.AnnotationWaitingPage: c.value, "other": strings.Repeat("y", 1024)}
+		}
+		trimmed, _ := TrimForCache(es)
+		if err := idx.Add(trimmed); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(trimmed.(*v1.ElastiService).Annotations[v1.AnnotationWaitingPage]); n > v1.MaxWaitingPageValueLength+1 {
+			t.Errorf("%.20q: the cache keeps %d bytes of it", c.value, n)
+		}
+		if _, ok := trimmed.(*v1.ElastiService).Annotations["other"]; ok {
+			t.Error("the cache keeps other annotations")
+		}
+		logger, _ := ktesting.NewTestContext(t)
+		r := &Resolver{cfg: Config{WaitingPage: c.flag}, pages: &NamedIndex{indexer: idx}, pageLog: newPageLog()}
+		req := httptest.NewRequest("GET", "http://web.team/", nil)
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		if got := r.waitingPageFor(req, logger, testSvc); got != c.want {
+			t.Errorf("%.20q with --waiting-page=%v: page %v, want %v", c.value, c.flag, got, c.want)
+		}
+		if _, _, err := r.pages.WaitingPage(testSvc); (err != nil) != c.logged {
+			t.Errorf("%.20q: error %v, want one: %v", c.value, err, c.logged)
+		} else if err != nil && (!strings.Contains(err.Error(), "team/shop") || len(err.Error()) > 200) {
+			t.Errorf("%.20q: error %q should name the ElastiService, briefly", c.value, err)
+		}
+		// Another Service of the namespace is not concerned.
+		if on, set, err := r.pages.WaitingPage(ServiceRef{"team", "api"}); on || set || err != nil {
+			t.Errorf("another Service: %v %v %v", on, set, err)
+		}
+	}
+}
+
+func TestIsNavigation(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		header map[string]string
+		want   bool
+	}{
+		{"GET", map[string]string{"Sec-Fetch-Mode": "navigate"}, true},
+		{"GET", map[string]string{"Sec-Fetch-Mode": "Navigate", "Accept": "application/json"}, true},
+		{"HEAD", map[string]string{"Accept": "text/html"}, true},
+		{"GET", map[string]string{"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, true},
+		{"GET", map[string]string{"Accept": "application/json, TEXT/HTML;q=0.5"}, true},
+		{"GET", map[string]string{"Accept": "text/html;q=0"}, false},
+		{"GET", map[string]string{"Accept": "text/html;q=bad"}, false},
+		{"GET", map[string]string{"Accept": "*/*"}, false},
+		{"GET", map[string]string{"Accept": "text/*"}, false},
+		{"GET", map[string]string{"Accept": "text/htmlx"}, false},
+		{"GET", map[string]string{}, false},
+		{"GET", map[string]string{"Sec-Fetch-Mode": "cors", "Accept": "text/html"}, false},
+		{"GET", map[string]string{"Sec-Fetch-Mode": "no-cors", "Accept": "text/html"}, false},
+		{"GET", map[string]string{"Sec-Fetch-Mode": "navigate", "Upgrade": "websocket"}, false},
+		{"GET", map[string]string{"Sec-Fetch-Mode": "navigate", "Range": "bytes=0-1"}, false},
+		{"POST", map[string]string{"Sec-Fetch-Mode": "navigate", "Accept": "text/html"}, false},
+		{"OPTIONS", map[string]string{"Accept": "text/html"}, false},
+	} {
+		req := httptest.NewRequest(c.method, "http://web.team/", nil)
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		if got := isNavigation(req); got != c.want {
+			t.Errorf("%s %v: %v, want %v", c.method, c.header, got, c.want)
+		}
+	}
+	// A body (which no navigation by GET has) and HTTP/3 or HTTP/0.9
+	// framing are not navigations either.
+	withLen := httptest.NewRequest("GET", "http://web.team/", strings.NewReader("x"))
+	withLen.Header.Set("Sec-Fetch-Mode", "navigate")
+	if isNavigation(withLen) {
+		t.Error("GET with a body counted as a navigation")
+	}
+	h3 := httptest.NewRequest("GET", "http://web.team/", nil)
+	h3.Header.Set("Sec-Fetch-Mode", "navigate")
+	h3.ProtoMajor = 3
+	if isNavigation(h3) {
+		t.Error("HTTP/3 counted as a navigation")
+	}
+}
+
+// The page escapes the Service's name and stays small whatever it is.
+func TestWaitingPageEscapesAndIsBounded(t *testing.T) {
+	e := newEnv(t, pageConfig(0))
+	logger, _ := ktesting.NewTestContext(t)
+	svc := ServiceRef{"team", `<script>alert("x")</script>&` + strings.Repeat("a", 63)}
+	w := httptest.NewRecorder()
+	e.r.writeWaitingPage(w, httptest.NewRequest("GET", "/", nil), logger, svc, "", time.Now().Add(-90*time.Second))
+	body := w.Body.String()
+	if strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;") {
+		t.Errorf("name not escaped:\n%s", body)
+	}
+	if !strings.Contains(body, "for 90 s so far") {
+		t.Errorf("elapsed time missing:\n%s", body)
+	}
+	if w.Body.Len() > 2048 {
+		t.Errorf("page of %d bytes", w.Body.Len())
+	}
+}
+
+// The pages of one wake count from its first request while reloads keep
+// coming; after a pause, or once the wake is over, a page counts anew.
+// The clock is bounded.
+func TestPageClock(t *testing.T) {
+	c := newPageClock(10 * time.Second)
+	t0 := time.Now()
+	if got := c.since(testSvc, t0, t0.Add(time.Second)); !got.Equal(t0) {
+		t.Errorf("first page: %v", got)
+	}
+	if got := c.since(testSvc, t0.Add(3*time.Second), t0.Add(4*time.Second)); !got.Equal(t0) {
+		t.Errorf("reload: since %v, want the first request's %v", got, t0)
+	}
+	late := t0.Add(30 * time.Second)
+	if got := c.since(testSvc, late, late.Add(time.Second)); !got.Equal(late) {
+		t.Errorf("after a pause: since %v, want %v", got, late)
+	}
+	c.forget(testSvc)
+	now := late.Add(2 * time.Second)
+	if got := c.since(testSvc, now, now); !got.Equal(now) {
+		t.Errorf("after forget: since %v, want %v", got, now)
+	}
+	for i := range maxPageClocks + 10 {
+		c.since(ServiceRef{"ns", fmt.Sprint("s", i)}, now, now)
+	}
+	if n := len(c.starts); n > maxPageClocks {
+		t.Errorf("%d clocks kept, want at most %d", n, maxPageClocks)
+	}
+	// Stale ones make room.
+	later := now.Add(time.Minute)
+	c.since(ServiceRef{"ns", "new"}, later, later)
+	if _, ok := c.starts[ServiceRef{"ns", "new"}]; !ok || len(c.starts) != 1 {
+		t.Errorf("stale clocks not pruned: %d kept", len(c.starts))
+	}
+}
+
+func TestWaitingPageAfterNegativeIsRefused(t *testing.T) {
+	cfg := testConfig()
+	cfg.WaitingPageAfter = -time.Second
+	if _, err := cfg.complete(); err == nil {
+		t.Error("a negative --waiting-page-after was accepted")
+	}
+}

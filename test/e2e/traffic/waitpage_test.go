@@ -1,0 +1,110 @@
+package traffic
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+)
+
+// TestBrowserGetsTheWaitingPageUntilWebWakes: web's ElastiService asks
+// for the waiting page, and web's pods are the late app with a readiness
+// probe, so a wake takes seconds. A browser-like navigation by web's short
+// name, through kube-proxy, is answered with the page (503, reloading
+// itself) after the resolver's second; reloading it, as the page makes a
+// browser do, reaches the new pod's answer once web is woken, and web was
+// scaled up once.
+func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
+	const (
+		lateAppDelay = 5 * time.Second
+		maxReloads   = 60
+	)
+	s := newScenario(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		es := s.e.Get(app)
+		if es.Annotations == nil {
+			es.Annotations = map[string]string{}
+		}
+		es.Annotations[elastiv1alpha1.AnnotationWaitingPage] = "true"
+		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitEveryResolverListens(1)
+	s.sleep()
+	s.runLateApp(lateAppDelay)
+	// Not Ready, to the kubelet or to the resolver's direct check, until
+	// it listens.
+	s.updateApp(func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(appPort)}},
+			PeriodSeconds: 1,
+		}
+	})
+	writes := s.scaleWrites()
+
+	browser := realnet.Request{URL: "http://" + app + "/shop", Timeout: quickTimeout, Header: map[string]string{
+		"Accept":         "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+		"Sec-Fetch-Mode": "navigate",
+		"Sec-Fetch-Dest": "document",
+		"User-Agent":     "Mozilla/5.0 (elasti e2e)",
+	}}
+	first := s.do(browser)
+	if first.Status != http.StatusServiceUnavailable || !strings.Contains(first.Body, `<meta http-equiv="refresh" content="1">`) ||
+		!strings.Contains(first.Body, "web is starting") || first.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
+		first.Header.Get("Retry-After") != "1" || first.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("first navigation: want the waiting page, got %s", first)
+	}
+	t.Logf("waiting page after %s", first.Duration.Round(time.Millisecond))
+
+	pages := 1
+	for range maxReloads {
+		time.Sleep(time.Second)
+		resp := s.do(browser)
+		if resp.Status == http.StatusOK {
+			// Direct probing may forward before the kubelet marks the pod
+			// Ready: the answer is from web's one pod, which turns Ready.
+			var reply echoReply
+			if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil || reply.Path != "/shop" {
+				t.Fatalf("want web's answer to the navigation's own path, got %s", resp)
+			}
+			pods, err := s.e.Kube.CoreV1().Pods(s.e.NS).List(s.ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) != 1 || pods.Items[0].Status.PodIP != reply.ServedBy {
+				t.Fatalf("answered by %s, want web's one pod (%d pods)", reply.ServedBy, len(pods.Items))
+			}
+			s.e.Eventually("web's pod to be Ready", func() (bool, string) {
+				ips := s.e.ReadyPodIPs(app)
+				return len(ips) == 1 && ips[0] == reply.ServedBy, fmt.Sprint(ips)
+			})
+			if got := s.e.Replicas(elastiv1alpha1.KindDeployment, app); got != 1 {
+				t.Errorf("web has %d replicas after the wake, want 1", got)
+			}
+			if got := s.scaleWrites() - writes; got != 1 {
+				t.Errorf("%d scale-ups for a browser reloading the page; want exactly 1", got)
+			}
+			t.Logf("%d waiting pages, then the pod's answer", pages)
+			return
+		}
+		if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.Body, "web is starting") {
+			t.Fatalf("reload %d: want the waiting page or the pod's answer, got %s", pages, resp)
+		}
+		pages++
+	}
+	t.Fatalf("web did not answer within %d reloads", maxReloads)
+}
