@@ -22,6 +22,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// In a network namespace of its own, so the pod network needs no
+	// machine-wide lock.
+	clustertest.Isolate()
 	code := clustertest.Main(m)
 	// Every test's resolver stopped in its cleanup, so nothing dials a pod
 	// IP any more when the route into the namespace goes.

@@ -72,9 +72,11 @@ func (o *Once[B]) Started() (B, bool) {
 // Main runs a suite's tests (clustertest.Main) and then stop, the bed's
 // stopper, and returns the exit code. A client pod is the suite's binary
 // again, run inside its sandbox: that run is the client (realnet.ClientMain)
-// and never returns here.
+// and never returns here. The suite runs in a network namespace of its own
+// (clustertest.Isolate), beside the other suites that need a pod network.
 func Main(m *testing.M, stop func()) int {
 	realnet.ClientMain()
+	clustertest.Isolate()
 	code := clustertest.Main(m)
 	stop()
 	return code

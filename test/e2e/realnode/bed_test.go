@@ -57,9 +57,10 @@ func testBed(t testing.TB) *bed {
 }
 
 func startBed(t testing.TB) (b *bed, err error) {
-	// The bed may first wait up to 30 minutes for the pod network, which
-	// another package's suite holds under make test's -p 2 (podnet's lock
-	// wait), and then starts in a few minutes.
+	// The bed may first wait for the real node, which test/localcluster/
+	// realnode holds under make test's -p 2 (realnode's lock; the pod
+	// network is this process's own, clustertest.Isolate), and then starts
+	// in a few minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	c := clustertest.Get(t)

@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 	// the late app some tests run as web's pods.
 	lateAppMain()
 	realnet.ClientMain()
+	// Beside the other pod-network suites, in a namespace of its own: the
+	// "host" below is that namespace, where the bed's routes and veth end
+	// live.
+	clustertest.Isolate()
 
 	before, err := hostNetworkState("")
 	if err != nil {

@@ -116,6 +116,14 @@ func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) [
 	return s
 }
 
+// parallelPrometheusScenario marks t as one of the trigger scenarios that
+// run side by side: each waits out cooldowns and rate windows of its own
+// Service in its own namespace, and changes nothing the others read (no
+// elasti restart, no Prometheus change). Go runs parallel tests once every
+// serial test of the package is over, so none of them meets a test that
+// restarts the resolver or the operator or stops Prometheus.
+func parallelPrometheusScenario(t *testing.T) { t.Parallel() }
+
 // promResult is the part of a Prometheus query answer the tests read.
 type promResult struct {
 	Status    string `json:"status"`
@@ -274,6 +282,7 @@ func one(query func(ns string) string, threshold string) func(ns string) []elast
 // above the threshold and web stays up past its cooldown; once they stop
 // and the minute's window empties, web is scaled to zero.
 func TestIngressRateTriggerWithOrVector0(t *testing.T) {
+	parallelPrometheusScenario(t)
 	const cooldown = 10
 	s := newPrometheusScenario(t, cooldown, one(func(ns string) string { return ingressRate(ns, "1m", true) }, "0.5"))
 	s.ingress("by-service-name", s.fqdn())
@@ -297,6 +306,7 @@ func TestIngressRateTriggerWithOrVector0(t *testing.T) {
 // web stays up, and the ElastiService says why in a TriggerError event and
 // its TriggersEvaluated condition (False, EmptyResult).
 func TestIngressRateTriggerWithoutOrVector0(t *testing.T) {
+	parallelPrometheusScenario(t)
 	s := newPrometheusScenario(t, 2, one(func(ns string) string { return ingressRate(ns, "1m", false) }, "0.5"))
 	if r, resp := s.query(ingressRate(s.e.NS, "1m", false)); r.Status != "success" || len(r.Data.Result) != 0 {
 		t.Fatalf("want an empty result from Prometheus: %s", resp)
@@ -311,6 +321,7 @@ func TestIngressRateTriggerWithoutOrVector0(t *testing.T) {
 // still holds its traffic, well past the cooldown, and lets it go to zero
 // once Prometheus reads the rate below the threshold.
 func TestRateWindowLongerThanCooldown(t *testing.T) {
+	parallelPrometheusScenario(t)
 	const cooldown = 4 * time.Second
 	query := func(ns string) string { return appRate(ns, "30s") }
 	s := newPrometheusScenario(t, int32(cooldown/time.Second), one(query, "0.2"))
@@ -353,6 +364,7 @@ func TestRateWindowLongerThanCooldown(t *testing.T) {
 // Prometheus's status and error type), and clears the condition once the
 // query is fixed.
 func TestTriggerSyntaxErrorIsAConditionAndAnEvent(t *testing.T) {
+	parallelPrometheusScenario(t)
 	broken := func(ns string) string { return fmt.Sprintf(`sum(rate(%s{namespace=%q}[1m])`, appRequestsMetric, ns) }
 	s := newPrometheusScenario(t, 2, one(broken, "0.5"))
 	if r, resp := s.query(broken(s.e.NS)); resp.Status != http.StatusBadRequest || r.ErrorType != "bad_data" {
@@ -470,6 +482,7 @@ func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
 // web is at zero; one request wakes it; continued traffic keeps it up,
 // with no scale-down, for several cooldowns.
 func TestTrafficAloneDrivesTheLifecycle(t *testing.T) {
+	parallelPrometheusScenario(t)
 	const cooldown = 15 * time.Second
 	query := func(ns string) string { return appRate(ns, "20s") }
 	s := newPrometheusScenario(t, int32(cooldown/time.Second), one(query, "0.2"))

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/elasti-dev/elasti/test/localcluster"
+	"github.com/elasti-dev/elasti/test/localcluster/podnet"
 )
 
 // ReuseEnv names a running cluster's directory to use instead of starting one.
@@ -68,6 +69,24 @@ func runHooks(list *[]func()) {
 	for i := len(hooks) - 1; i >= 0; i-- {
 		hooks[i]()
 	}
+}
+
+// Isolate runs the package's test binary in a network namespace of its own
+// (podnet.Isolate), so its pod network and loopback listeners never meet
+// another package's and it need not wait for LockPath: call it first in
+// TestMain. The control plane's binaries are built before, on the host,
+// since a build on a cold machine downloads. With ReuseEnv set the package
+// uses a cluster on the host's loopback, so it stays on the host.
+func Isolate() {
+	if os.Getenv(ReuseEnv) != "" {
+		return
+	}
+	podnet.Isolate(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		_, err := localcluster.EnsureBinaries(ctx, os.Stderr)
+		return err
+	})
 }
 
 // Main starts (or attaches to) the package's cluster, runs the tests and

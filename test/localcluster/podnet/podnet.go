@@ -15,7 +15,10 @@
 // blackhole route and the host's connection attempt times out. [Kubelet]
 // keeps the pod IPs on lo in step with the pods' readiness.
 //
-// The host route for 10.244.0.0/16 can exist only once per machine, so Setup
+// The route for 10.244.0.0/16 can exist only once per network namespace.
+// A test binary that called [Isolate] runs in a namespace of its own, so
+// its Setups wait only for each other and the suites that need a pod
+// network run side by side. Any other caller is on the host, where Setup
 // takes an exclusive flock on [LockPath] and holds it until Close; users in
 // other goroutines and processes wait their turn. Everything needs root and
 // iproute2.
@@ -80,11 +83,12 @@ const (
 	LinkPrefix = "elpn"
 
 	// DefaultLockTimeout bounds how long Setup waits for another user of
-	// the pod network when Options.LockTimeout is zero. make test runs the
-	// pod network's users (the traffic, helm and real-node suites, this
-	// package) in turn, and the traffic suite alone takes about 15 minutes
-	// on a loaded 2-core machine, so the last in line may wait 20; the
-	// Makefile's TEST_TIMEOUT leaves room for the wait and the run.
+	// the pod network when Options.LockTimeout is zero. The suites isolate
+	// themselves and never wait for each other, but users on the host (this
+	// package's tests, the demo, runs with a reused cluster) still take
+	// LockPath in turn, and one of them may hold it for about 15 minutes on
+	// a loaded 2-core machine; the Makefile's TEST_TIMEOUT leaves room for
+	// the wait and the run.
 	DefaultLockTimeout = 30 * time.Minute
 	// DefaultDialTimeout is Reachable's timeout when ctx has no earlier
 	// deadline.
@@ -112,17 +116,19 @@ type Options struct {
 // Network is one pod network namespace with its veth pair and host route.
 // Its methods are safe for concurrent use.
 type Network struct {
-	name     string // network namespace
-	hostLink string // veth end on the host
-	nsLink   string // veth end inside the namespace
-	logf     func(format string, args ...any)
+	name          string // network namespace
+	sandboxPrefix string // starts the names of its sandbox namespaces
+	hostLink      string // veth end on the host
+	nsLink        string // veth end inside the namespace
+	logf          func(format string, args ...any)
 
 	// mu is held for reading by everything that uses the namespace or the
 	// route (including Reachable's dial), and for writing by Close, so no
 	// dial can leave through the default route after the host route is gone.
 	mu        sync.RWMutex
 	closed    bool
-	lock      *os.File
+	lock      *os.File // LockPath, held on the host
+	release   func()   // the isolated process's slot (Isolate)
 	listeners []net.Listener
 }
 
@@ -147,30 +153,39 @@ func Setup(ctx context.Context, opts Options) (n *Network, err error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	lock, err := acquireLock(ctx, LockPath, timeout, logf)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = lock.Close() // releases the flock
-		}
-	}()
-
-	if err := removeStale(ctx, logf); err != nil {
-		return nil, err
-	}
-
 	suffix, err := randomHex(4)
 	if err != nil {
 		return nil, err
 	}
 	n = &Network{
-		name:     fmt.Sprintf("%s%d-%s", NamespacePrefix, os.Getpid(), suffix),
-		hostLink: LinkPrefix + suffix + "h",
-		nsLink:   LinkPrefix + suffix + "n",
-		logf:     logf,
-		lock:     lock,
+		name:          fmt.Sprintf("%s%d-%s", NamespacePrefix, os.Getpid(), suffix),
+		sandboxPrefix: SandboxPrefix,
+		hostLink:      LinkPrefix + suffix + "h",
+		nsLink:        LinkPrefix + suffix + "n",
+		logf:          logf,
+	}
+	// In a namespace of its own (Isolate) the route is this process's
+	// alone, so only its own Setups wait for each other; on the host,
+	// every user on the machine does.
+	if isolated {
+		n.name = fmt.Sprintf("%s%d-%s", IsolatedNamespacePrefix, os.Getpid(), suffix)
+		n.sandboxPrefix = fmt.Sprintf("%s%d-", IsolatedSandboxPrefix, os.Getpid())
+		if n.release, err = takeIsolatedSlot(ctx, timeout); err != nil {
+			return nil, err
+		}
+	} else {
+		if n.lock, err = acquireLock(ctx, LockPath, timeout, logf); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			_ = n.unlock() // releases the flock or the slot
+		}
+	}()
+
+	if err := removeStale(ctx, logf); err != nil {
+		return nil, err
 	}
 	if err := n.build(ctx); err != nil {
 		if terr := n.teardown(); terr != nil {
@@ -258,14 +273,26 @@ func (n *Network) Close() error {
 	}
 	n.listeners = nil
 	err := n.teardown()
-	if n.lock != nil {
-		if cerr := n.lock.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("podnet: release lock: %w", cerr))
-		}
-		n.lock = nil
+	if cerr := n.unlock(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("podnet: release lock: %w", cerr))
 	}
 	if err == nil {
 		n.logf("podnet: namespace %s removed", n.name)
+	}
+	return err
+}
+
+// unlock releases the machine-wide lock or the isolated process's slot,
+// whichever Setup took.
+func (n *Network) unlock() error {
+	var err error
+	if n.lock != nil {
+		err = n.lock.Close()
+		n.lock = nil
+	}
+	if n.release != nil {
+		n.release()
+		n.release = nil
 	}
 	return err
 }
@@ -480,7 +507,9 @@ func lockHolder(path string) string {
 }
 
 // removeStale deletes what a crashed earlier run left behind. The caller
-// holds the lock, so every elasti-podnet namespace and elpn link is stale.
+// holds the lock, so every elasti-podnet namespace and elpn link in this
+// network namespace is stale; of the isolated processes' namespaces, those
+// whose process is gone are (staleIsolated).
 // A 10.244.0.0/16 or 10.245.0.0/30 route that survives that belongs to
 // someone else and is not touched: Setup fails instead.
 func removeStale(ctx context.Context, logf func(string, ...any)) error {
@@ -490,7 +519,13 @@ func removeStale(ctx context.Context, logf func(string, ...any)) error {
 	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || !(strings.HasPrefix(f[0], NamespacePrefix) || strings.HasPrefix(f[0], SandboxPrefix)) {
+		if len(f) == 0 {
+			continue
+		}
+		// On the host, the lock makes every host-mode namespace stale; in
+		// an isolated process it does not, since those never wait for it.
+		hostMode := !isolated && (strings.HasPrefix(f[0], NamespacePrefix) || strings.HasPrefix(f[0], SandboxPrefix))
+		if !hostMode && !staleIsolated(f[0], pidAlive) {
 			continue
 		}
 		logf("podnet: removing stale namespace %s", f[0])

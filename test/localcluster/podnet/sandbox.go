@@ -53,7 +53,7 @@ func (n *Network) AddSandbox(ctx context.Context, ip string) (sb *Sandbox, err e
 	if err != nil {
 		return nil, err
 	}
-	sb = &Sandbox{Name: SandboxPrefix + suffix, IP: addr.String(), net: n, nodeLink: sandboxLinkPrefix + suffix}
+	sb = &Sandbox{Name: n.sandboxPrefix + suffix, IP: addr.String(), net: n, nodeLink: sandboxLinkPrefix + suffix}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, sb.remove())

@@ -29,7 +29,11 @@ import (
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
+// In a network namespace of its own, beside the other pod-network suites.
+func TestMain(m *testing.M) {
+	clustertest.Isolate()
+	os.Exit(clustertest.Main(m))
+}
 
 // manifestResolver is the resolver Deployment of manifests/30-resolver.yaml.
 func manifestResolver(t *testing.T, root string) *appsv1.Deployment {
