@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -179,4 +180,30 @@ func DefaultDir() string {
 		cache = os.TempDir()
 	}
 	return filepath.Join(cache, "elasti", "cluster")
+}
+
+// EnsureModules downloads every module the tests' own builds need (the
+// images' GOWORK=off build of the product module, and the workspace's),
+// so that a package that runs in a network namespace of its own, with no
+// route out, builds on a machine whose module cache is empty. Call it on
+// the host, before isolating.
+func EnsureModules(ctx context.Context, progress io.Writer) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	for _, env := range [][]string{{"GOWORK=off"}, nil} {
+		cmd := exec.CommandContext(ctx, goBin, "mod", "download")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = progress, progress
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go mod download %v in %s: %w", env, root, err)
+		}
+	}
+	return nil
 }

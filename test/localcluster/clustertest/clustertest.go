@@ -74,8 +74,9 @@ func runHooks(list *[]func()) {
 // Isolate runs the package's test binary in a network namespace of its own
 // (podnet.Isolate), so its pod network and loopback listeners never meet
 // another package's and it need not wait for LockPath: call it first in
-// TestMain. The control plane's binaries are built before, on the host,
-// since a build on a cold machine downloads. With ReuseEnv set the package
+// TestMain. The control plane's binaries are built, and the modules the
+// tests' own builds need downloaded, before, on the host: the namespace
+// has no route out, and a cold machine downloads. With ReuseEnv set the package
 // uses a cluster on the host's loopback, so it stays on the host.
 func Isolate() {
 	if os.Getenv(ReuseEnv) != "" {
@@ -84,8 +85,10 @@ func Isolate() {
 	podnet.Isolate(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		_, err := localcluster.EnsureBinaries(ctx, os.Stderr)
-		return err
+		if _, err := localcluster.EnsureBinaries(ctx, os.Stderr); err != nil {
+			return err
+		}
+		return localcluster.EnsureModules(ctx, os.Stderr)
 	})
 }
 
