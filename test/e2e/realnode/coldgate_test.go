@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -139,9 +140,14 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 	// Whatever the run set, the resolver leaves with the args it came
 	// with, for the package's other tests.
 	orig := g.resolverArgs()
-	tb.Cleanup(func() { g.setResolverArgs(orig) })
+	tb.Cleanup(func() {
+		// The test's context is over by now.
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout+time.Minute)
+		defer cancel()
+		g.setResolverArgs(ctx, orig)
+	})
 	for _, v := range opts.variants {
-		g.setResolverArgs(withArgs(orig, v.args))
+		g.setResolverArgs(tb.Context(), withArgs(orig, v.args))
 		for round := range opts.count {
 			g.sleepAll()
 			g.wakeAll(v, round)
@@ -242,11 +248,11 @@ func withArgs(orig, args []string) []string {
 
 // setResolverArgs rolls the resolver out with args, when they differ, and
 // waits until its pods are all of the new template and Ready.
-func (g *coldGate) setResolverArgs(args []string) {
+func (g *coldGate) setResolverArgs(ctx context.Context, args []string) {
 	g.tb.Helper()
 	changed := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := g.b.kube.AppsV1().Deployments(elastiNamespace).Get(g.tb.Context(), resolverDeployment, metav1.GetOptions{})
+		d, err := g.b.kube.AppsV1().Deployments(elastiNamespace).Get(ctx, resolverDeployment, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -256,7 +262,7 @@ func (g *coldGate) setResolverArgs(args []string) {
 		d = d.DeepCopy()
 		d.Spec.Template.Spec.Containers[0].Args = args
 		changed = true
-		_, err = g.b.kube.AppsV1().Deployments(elastiNamespace).Update(g.tb.Context(), d, metav1.UpdateOptions{})
+		_, err = g.b.kube.AppsV1().Deployments(elastiNamespace).Update(ctx, d, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -266,7 +272,7 @@ func (g *coldGate) setResolverArgs(args []string) {
 		return
 	}
 	g.tb.Logf("resolver args %q: rolling out", args)
-	if err := g.b.net.WaitDeploymentReady(g.tb.Context(), elastiNamespace, resolverDeployment, readyTimeout); err != nil {
+	if err := g.b.net.WaitDeploymentReady(ctx, elastiNamespace, resolverDeployment, readyTimeout); err != nil {
 		g.tb.Fatalf("the resolver with args %q: %v%s", args, err, g.b.diagnose())
 	}
 }
