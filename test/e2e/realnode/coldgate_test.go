@@ -198,12 +198,14 @@ func (g *coldGate) makeApps() {
 			}
 		}
 	}
+	// All the containers start at once: each pod's start is bounded, not
+	// only the operator's reaction to it.
 	for _, cell := range g.cells {
-		g.e.WaitMode(cell.svc, elastiv1alpha1.ModeServe)
 		g.e.EventuallyWithin(cell.svc+"'s pod to be Ready", podTimeout, func() (bool, string) {
 			names := readyPodNames(g.e, cell.svc)
 			return len(names) == 1, fmt.Sprint(names)
 		})
+		g.e.WaitMode(cell.svc, elastiv1alpha1.ModeServe)
 		svc, err := g.e.Kube.CoreV1().Services(g.e.NS).Get(g.tb.Context(), cell.svc, metav1.GetOptions{})
 		if err != nil {
 			g.tb.Fatal(err)
