@@ -48,8 +48,8 @@ var (
 		"BenchmarkColdStartGateOnTheRealNode: the resolver variants to run, of on (direct probing, the default) and off (--probe-pods=false)")
 )
 
-// coldVariant is one way the resolver runs: args replace its flags that
-// start with one of owned.
+// coldVariant is one way the resolver runs: args are appended to the
+// resolver container's args once any probePodsFlag is taken out of them.
 type coldVariant struct {
 	name string
 	args []string
