@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -205,13 +206,36 @@ func (g *coldGate) makeApps() {
 			names := readyPodNames(g.e, cell.svc)
 			return len(names) == 1, fmt.Sprint(names)
 		})
-		g.e.WaitMode(cell.svc, elastiv1alpha1.ModeServe)
+		g.waitServe(cell.svc)
 		svc, err := g.e.Kube.CoreV1().Services(g.e.NS).Get(g.tb.Context(), cell.svc, metav1.GetOptions{})
 		if err != nil {
 			g.tb.Fatal(err)
 		}
 		g.clusterIPs[cell.svc] = svc.Spec.ClusterIP
 	}
+}
+
+// waitServe waits until svc's ElastiService serves straight, within a
+// pod's start bound (the operator follows eighteen apps at once on a
+// loaded machine), and says what its pods were doing if it does not.
+func (g *coldGate) waitServe(svc string) {
+	g.tb.Helper()
+	g.e.EventuallyWithin(svc+" to be in serve mode", podTimeout, func() (bool, string) {
+		es := g.e.Get(svc)
+		cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
+		if es.Status.Mode == elastiv1alpha1.ModeServe && cond != nil && cond.Status == metav1.ConditionTrue {
+			return true, ""
+		}
+		desc := testenv.Describe(es)
+		pods, err := g.e.Kube.CoreV1().Pods(g.e.NS).List(g.tb.Context(), metav1.ListOptions{LabelSelector: "app=" + svc})
+		if err != nil {
+			return false, desc + "; " + err.Error()
+		}
+		for _, p := range pods.Items {
+			desc += "; " + realnet.DescribePod(&p)
+		}
+		return false, desc
+	})
 }
 
 // publicHost is the host of svc's Ingress: its own per namespace, so a
@@ -286,7 +310,7 @@ func (g *coldGate) setResolverArgs(ctx context.Context, args []string) {
 func (g *coldGate) sleepAll() {
 	g.tb.Helper()
 	for _, cell := range g.cells {
-		g.e.WaitMode(cell.svc, elastiv1alpha1.ModeServe)
+		g.waitServe(cell.svc)
 		g.e.Scale(elastiv1alpha1.KindDeployment, cell.svc, 0)
 	}
 	for _, cell := range g.cells {
