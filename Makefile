@@ -24,7 +24,8 @@ FLEET_TIMEOUT ?= 150m
 # The real node's cold-start gate (BenchmarkColdStartGateOnTheRealNode):
 # cold starts per cell, each cell a resolver variant × an app's listen delay
 # (0, 300 ms, 2 s) × periodSeconds (1, 10) × a path; 10 is 120 per path
-# with both variants: on (direct probing of woken pods) and off.
+# with both variants: on (direct probing of woken pods) and off. -v, since
+# go test cuts a benchmark's log, which holds the per-cell table, short.
 COLDSTART_COUNT    ?= 10
 COLDSTART_VARIANTS ?= on,off
 # How long make fuzz runs each fuzz target.
@@ -138,7 +139,7 @@ bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start 
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
 	$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/
-	$(GO) test -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
+	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags
