@@ -27,6 +27,13 @@ FLEET_PHASES  ?= all
 # The fleet benchmark's bound: N = 10,000 takes about 45 minutes on an idle
 # 2-core machine and far longer beside other jobs; N = 1000, about 5.
 FLEET_TIMEOUT ?= 150m
+# The real node's cold-start gate (BenchmarkColdStartGateOnTheRealNode):
+# cold starts per cell, each cell a resolver variant × an app's listen delay
+# (0, 300 ms, 2 s) × periodSeconds (1, 10) × a path; 10 is 120 per path
+# with both variants: on (direct probing of woken pods) and off. -v, since
+# go test cuts a benchmark's log, which holds the per-cell table, short.
+COLDSTART_COUNT    ?= 10
+COLDSTART_VARIANTS ?= on,off
 # How long make fuzz runs each fuzz target.
 FUZZTIME      ?= 30s
 
@@ -134,12 +141,13 @@ cluster-down: ## Stop the local control plane
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
-bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gate and the 10-minute flapping run among them); FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
+bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gates and the 10-minute flapping run among them); COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
 	$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/
+	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags

@@ -1,10 +1,28 @@
 // Command sampleapp is the test bed's sample application, run as a real
 // container on the real node (package realnode builds its image as
-// hack/images builds elasti's): a small HTTP server, and a client mode for
-// pods that request it.
+// hack/images builds elasti's) and in `make demo`: a small HTTP server that
+// starts the way a real app does, and a client mode for pods that request
+// it.
 //
-//	sampleapp                 serve on :$PORT (8080): JSON {servedBy, host, path}
+//	sampleapp [flags]         serve on :$PORT (8080): JSON {servedBy, host, path, …}
 //	sampleapp get <url>       GET url, print the status and body; exit 0 on 200
+//
+// Flags (each also read from the environment variable named after it):
+//
+//	-listen-delay (LISTEN_DELAY)    how long after its process starts it listens (0)
+//	-not-ready-for (NOT_READY_FOR)  how long after it listens its readiness path
+//	                                answers 503, while every other path answers (0)
+//	-ready-path (READY_PATH)        its readiness path (/ready)
+//
+// It records when its process started, when it listened, when its
+// readiness path first answered 200, and how many requests other than a
+// readiness check (or a /metrics scrape) arrived before that: a request
+// sent to the pod before its own readiness check passed. Every answer
+// carries them in its headers (Header*), so a client measures the time
+// beyond the app's first readiness 200 on the app's own clock. GET
+// /metrics is http_requests_total, the requests it answered other than
+// readiness checks and scrapes, as an instrumented app exposes it for
+// Prometheus.
 //
 // It is a test fixture, not part of the product.
 package main
@@ -13,11 +31,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,39 +48,194 @@ import (
 // target's pod starts as a real container.
 const getTimeout = 90 * time.Second
 
+// The headers on every answer: instants in Unix microseconds (the clients
+// run on the same host, so the wall clocks agree), 0 for "not yet".
+const (
+	HeaderStarted   = "X-Sampleapp-Started"
+	HeaderListening = "X-Sampleapp-Listening"
+	// HeaderFirstReady is when the readiness path first answered 200.
+	HeaderFirstReady = "X-Sampleapp-First-Ready"
+	// HeaderArrived is when this request arrived.
+	HeaderArrived = "X-Sampleapp-Arrived"
+	// HeaderEarly counts the requests, this one included, that arrived
+	// before the readiness path first answered 200.
+	HeaderEarly = "X-Sampleapp-Early-Requests"
+)
+
+// started is taken first thing, as near the process's start as Go gets.
+var started = time.Now()
+
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "get" {
 		os.Exit(get(os.Args[2]))
 	}
-	if err := serve(); err != nil {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv)
+	if err == nil {
+		err = serve(cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "sampleapp:", err)
 		os.Exit(1)
 	}
 }
 
-// reply is what the server answers: which pod served, and the request as
-// it arrived.
+// config is how the app starts.
+type config struct {
+	port        string
+	listenDelay time.Duration
+	notReadyFor time.Duration
+	readyPath   string
+}
+
+// maxDelay bounds both delays: a fixture that never gets ready is a
+// mistake, not a scenario.
+const maxDelay = 10 * time.Minute
+
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	fs := flag.NewFlagSet("sampleapp", flag.ContinueOnError)
+	envOr := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	cfg := config{port: envOr("PORT", "8080")}
+	listen := fs.String("listen-delay", envOr("LISTEN_DELAY", "0s"), "how long after the process starts it listens")
+	notReady := fs.String("not-ready-for", envOr("NOT_READY_FOR", "0s"), "how long after it listens its readiness path answers 503")
+	fs.StringVar(&cfg.readyPath, "ready-path", envOr("READY_PATH", "/ready"), "the readiness path")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	for _, d := range []struct {
+		name string
+		in   string
+		out  *time.Duration
+	}{{"listen-delay", *listen, &cfg.listenDelay}, {"not-ready-for", *notReady, &cfg.notReadyFor}} {
+		v, err := time.ParseDuration(d.in)
+		if err != nil || v < 0 || v > maxDelay {
+			return cfg, fmt.Errorf("-%s %q: want a duration from 0 to %s", d.name, d.in, maxDelay)
+		}
+		*d.out = v
+	}
+	if len(cfg.readyPath) == 0 || cfg.readyPath[0] != '/' {
+		return cfg, fmt.Errorf("-ready-path %q: want a path starting with /", cfg.readyPath)
+	}
+	return cfg, nil
+}
+
+// reply is what the server answers: which pod served, the request as it
+// arrived, and the app's start as the headers tell it.
 type reply struct {
 	ServedBy string `json:"servedBy"`
 	Host     string `json:"host"`
 	Path     string `json:"path"`
+	// ListenDelay and NotReadyFor are the app's settings.
+	ListenDelay string `json:"listenDelay"`
+	NotReadyFor string `json:"notReadyFor"`
+	// The headers' instants and count, for clients that read the body.
+	Started    int64 `json:"started"`
+	Listening  int64 `json:"listening"`
+	FirstReady int64 `json:"firstReady"`
+	Arrived    int64 `json:"arrived"`
+	Early      int64 `json:"earlyRequests"`
 }
 
-func serve() error {
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "8080"
+// app is the server's state: when it listened, when its readiness path
+// first answered 200, and what arrived before.
+type app struct {
+	cfg  config
+	name string
+	now  func() time.Time
+
+	mu         sync.Mutex // guards the fields below
+	listening  time.Time
+	firstReady time.Time
+	early      int64
+	requests   int64
+}
+
+// micros is t in Unix microseconds, 0 for the zero time.
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
+	return t.UnixMicro()
+}
+
+func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := a.now()
+	a.mu.Lock()
+	switch r.URL.Path {
+	case a.cfg.readyPath:
+		// Ready once the window after listening is over; the first 200
+		// is the instant the app is first known ready.
+		if a.firstReady.IsZero() && !arrived.Before(a.listening.Add(a.cfg.notReadyFor)) {
+			a.firstReady = arrived
+		}
+	case "/metrics":
+		// A scrape is not a user's request: Prometheus scrapes every pod,
+		// Ready or not.
+	default:
+		a.requests++
+		if a.firstReady.IsZero() {
+			a.early++
+		}
+	}
+	listening, firstReady, early, requests := a.listening, a.firstReady, a.early, a.requests
+	a.mu.Unlock()
+
+	h := w.Header()
+	for name, v := range map[string]int64{
+		HeaderStarted: micros(started), HeaderListening: micros(listening), HeaderFirstReady: micros(firstReady),
+		HeaderArrived: micros(arrived), HeaderEarly: early,
+	} {
+		h.Set(name, strconv.FormatInt(v, 10))
+	}
+	switch r.URL.Path {
+	case a.cfg.readyPath:
+		if firstReady.IsZero() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	case "/metrics":
+		h.Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# HELP http_requests_total Requests this pod answered, readiness checks and scrapes aside.\n# TYPE http_requests_total counter\nhttp_requests_total %d\n", requests)
+	default:
+		h.Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(reply{
+			ServedBy: a.name, Host: r.Host, Path: r.URL.Path,
+			ListenDelay: a.cfg.listenDelay.String(), NotReadyFor: a.cfg.notReadyFor.String(),
+			Started: micros(started), Listening: micros(listening), FirstReady: micros(firstReady), Arrived: micros(arrived),
+			Early: early,
+		})
+	}
+}
+
+func serve(cfg config) error {
 	name, _ := os.Hostname()
-	srv := &http.Server{Addr: ":" + port, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(reply{ServedBy: name, Host: r.Host, Path: r.URL.Path})
-	})}
+	a := &app{cfg: cfg, name: name, now: time.Now}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// Starting up: the port is closed until the delay is over, as an app
+	// that loads its configuration and warms its caches first.
+	select {
+	case <-time.After(cfg.listenDelay - time.Since(started)):
+	case <-ctx.Done():
+		return nil
+	}
+	l, err := net.Listen("tcp", ":"+cfg.port)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.listening = time.Now()
+	a.mu.Unlock()
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: a}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Printf("sampleapp %s serving on :%s\n", name, port)
+	go func() { errc <- srv.Serve(l) }()
+	fmt.Printf("sampleapp %s serving on :%s, %s after its start (listen delay %s, readiness %s not ready for %s)\n",
+		name, cfg.port, time.Since(started).Round(time.Millisecond), cfg.listenDelay, cfg.readyPath, cfg.notReadyFor)
 	select {
 	case err := <-errc:
 		return err

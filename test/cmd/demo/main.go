@@ -5,16 +5,20 @@
 // test bed (kube-proxy, CoreDNS, the Traefik ingress controller, a real
 // Prometheus and a node that really runs pods), builds elasti's images from
 // this tree, starts a real node (kubelet, containerd, runc) that imports
-// them, installs elasti with `kubectl apply -f manifests/` (its
-// Deployments placed on the real node, where they run as containers under
-// the manifests' securityContext and limits; it prints each elasti pod's
-// image digest and container ID), applies a sample app with an Ingress,
+// them with the sample app's (hack/sampleapp), installs elasti with
+// `kubectl apply -f manifests/` (its Deployments placed on the real node,
+// where they run as containers under the manifests' securityContext and
+// limits; it prints each elasti pod's image digest and container ID),
+// applies a sample app with an Ingress (the app a real container on the
+// real node too, which listens 300 ms after its process starts and keeps
+// the kubelet's default probe period; its wake group's pods on kwok),
 // waits for it to go idle (its request rate, scraped by Prometheus from
 // the app's own /metrics, is 0) and scale to zero, its wake group (a
 // database StatefulSet and a worker, spec.wakeWith) after it, and wakes it
 // twice: once by its short name from a client pod, once through the
 // ingress by its public host, each time showing the group waking in
-// dependency order. Only the story is printed; every
+// dependency order, and the new pod's node, its start delay, its
+// periodSeconds and the cold start. Only the story is printed; every
 // component's log goes to a folder named at the end. Everything it starts
 // on this machine it stops on exit; the control plane keeps running for
 // you to explore (make cluster-down stops it).
@@ -25,7 +29,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,10 +39,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -56,7 +59,6 @@ import (
 const (
 	appNamespace = "demo"
 	appName      = "hello"
-	appPort      = 8080 // the sample app's containerPort
 	// publicHost is the sample Ingress's host (deploy/samples/demo-ingress.yaml).
 	publicHost = "hello.example.com"
 	// pollingInterval makes the idle check quick enough for a demo.
@@ -190,7 +192,7 @@ func (d *demo) startCluster() error {
 }
 
 func (d *demo) startNode() error {
-	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, a real node (kubelet, containerd, runc) for elasti, CoreDNS and Traefik, and kwok for the app")
+	step("Starting the real traffic paths: kube-proxy (nftables), CoreDNS, Traefik, Prometheus, a real node (kubelet, containerd, runc) for elasti, CoreDNS, Traefik and the app, and kwok for the app's wake group")
 	dir := filepath.Join(d.logDir, "images")
 	var tarballs []string
 	for _, cmd := range []string{"elasti-operator", "elasti-resolver"} {
@@ -201,6 +203,12 @@ func (d *demo) startNode() error {
 		info("built image %s (%s) from this tree", img.Ref, img.ID)
 		tarballs = append(tarballs, img.Tarball)
 	}
+	sample, err := realnode.BuildSampleApp(d.ctx, d.root, dir)
+	if err != nil {
+		return err
+	}
+	info("built image %s (%s) of the sample app, hack/sampleapp", sample.Ref, sample.ID)
+	tarballs = append(tarballs, sample.Tarball)
 	addonImages, err := realnode.BuildAddonImages(d.cluster, dir)
 	if err != nil {
 		return err
@@ -230,39 +238,12 @@ func (d *demo) startNode() error {
 	if err := d.node.RunAddons(d.ctx, d.kube); err != nil {
 		return err
 	}
-	// kwok runs the sample app; its pods' IPs answer through one backend
-	// in the node namespace.
+	// kwok runs the app's wake group: a database and a worker that serve
+	// nothing, so pods that are Ready at once show the order alone.
 	kctx, cancel := context.WithCancel(d.ctx)
 	d.stopKwok = cancel
-	if _, err := d.net.Network.RunKubelet(kctx, d.kube, nil); err != nil {
-		return err
-	}
-	backend, err := d.net.Network.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", appPort))
-	if err != nil {
-		return err
-	}
-	go func() { _ = http.Serve(backend, helloApp()) }()
-	return nil
-}
-
-// helloApp is the sample app's pods (one server answers on every pod IP):
-// a greeting, and on GET /metrics that pod's own http_requests_total, as an
-// instrumented app exposes it for Prometheus (the sample's pods carry the
-// prometheus.io/scrape annotations).
-func helloApp() http.Handler {
-	var requests sync.Map // pod IP -> *atomic.Int64
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, _ := net.SplitHostPort(r.Context().Value(http.LocalAddrContextKey).(net.Addr).String())
-		v, _ := requests.LoadOrStore(host, new(atomic.Int64))
-		n := v.(*atomic.Int64)
-		if r.Method == http.MethodGet && r.URL.Path == "/metrics" {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			fmt.Fprintf(w, "# HELP http_requests_total Requests this pod answered.\n# TYPE http_requests_total counter\nhttp_requests_total %d\n", n.Load())
-			return
-		}
-		n.Add(1)
-		fmt.Fprintf(w, "Hello from pod %s: %s %s (Host: %s)\n", host, r.Method, r.URL.Path, r.Host)
-	})
+	_, err = d.net.Network.RunKubelet(kctx, d.kube, nil)
+	return err
 }
 
 func (d *demo) install() error {
@@ -325,7 +306,18 @@ func (d *demo) applyApp() error {
 		}
 		fmt.Print(indent(string(out)))
 	}
-	var err error
+	// The sample names the real node and the sample app's image as
+	// literals, for a reader; they must be what this bed runs.
+	dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	spec := dep.Spec.Template.Spec
+	if spec.NodeSelector[corev1.LabelHostname] != realnode.NodeName || !slices.Contains(spec.Tolerations, realnode.Toleration()) ||
+		len(spec.Containers) == 0 || spec.Containers[0].Image != realnode.SampleAppImage {
+		return fmt.Errorf("deploy/samples/demo-app.yaml: %s must run %s on %s (nodeSelector %s, toleration %s)",
+			appName, realnode.SampleAppImage, realnode.NodeName, corev1.LabelHostname, realnode.TaintKey)
+	}
 	d.client, err = d.net.Client(d.ctx, appNamespace)
 	return err
 }
@@ -476,6 +468,9 @@ func (d *demo) wake(how string, req realnet.Request) error {
 		return fmt.Errorf("the request was not served: %s", resp)
 	}
 	info("→ %d %s", resp.Status, strings.TrimSpace(resp.Body))
+	if err := d.showPod(resp); err != nil {
+		return err
+	}
 	info("cold start: %s from the client's request to the new pod's answer (the resolver held it %s, says its %s header)",
 		resp.Duration.Round(time.Millisecond), resp.Header.Get(resolver.DefaultColdStartHeader), resolver.DefaultColdStartHeader)
 	dep, err := d.kube.AppsV1().Deployments(appNamespace).Get(d.ctx, appName, metav1.GetOptions{})
@@ -484,6 +479,46 @@ func (d *demo) wake(how string, req realnet.Request) error {
 	}
 	info("now: replicas=%d", ptr.Deref(dep.Spec.Replicas, 1))
 	order.show()
+	return nil
+}
+
+// showPod prints where the answer's pod ran and how it started: its node,
+// its start delay and its readiness probe's periodSeconds (the sample
+// app's answer names its pod), and, from the app's own clock, how long
+// after listening its readiness path first answered 200 and how long
+// after that the held request arrived.
+func (d *demo) showPod(resp realnet.Response) error {
+	var reply struct {
+		ServedBy    string `json:"servedBy"`
+		ListenDelay string `json:"listenDelay"`
+		Started     int64  `json:"started"`
+		Listening   int64  `json:"listening"`
+		FirstReady  int64  `json:"firstReady"`
+		Arrived     int64  `json:"arrived"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil || reply.ServedBy == "" {
+		return fmt.Errorf("not the sample app's answer (%v): %s", err, resp)
+	}
+	pod, err := d.kube.CoreV1().Pods(appNamespace).Get(d.ctx, reply.ServedBy, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	period := "none"
+	if len(pod.Spec.Containers) > 0 && pod.Spec.Containers[0].ReadinessProbe != nil {
+		period = fmt.Sprintf("%ds", pod.Spec.Containers[0].ReadinessProbe.PeriodSeconds)
+	}
+	node := pod.Spec.NodeName
+	if len(pod.Status.ContainerStatuses) > 0 {
+		node += ", " + pod.Status.ContainerStatuses[0].ContainerID
+	}
+	us := func(from, to int64) time.Duration {
+		return (time.Duration(to-from) * time.Microsecond).Round(time.Millisecond)
+	}
+	info("the new pod %s: a real container on %s", pod.Name, node)
+	info("  it listened %s after its process started (start delay %s); readiness probe every %s (periodSeconds)",
+		us(reply.Started, reply.Listening), reply.ListenDelay, period)
+	info("  its readiness path first answered 200 %s after it listened; the held request reached it %s after that",
+		us(reply.Listening, reply.FirstReady), us(reply.FirstReady, reply.Arrived))
 	return nil
 }
 
@@ -650,7 +685,7 @@ func (d *demo) summary() {
 	fmt.Printf(`
 Logs of everything the demo ran: %s
   (node/pods/logs: CoreDNS, Traefik and Prometheus; kubelet.log and containerd.log: the real node that ran the
-   operator and resolver; node/kube-proxy.log; demo.log)
+   operator, the resolver and the app; node/kube-proxy.log; demo.log)
 
 Try next. The control plane keeps running, but the demo stops the real node and the
 node network when it exits, so elasti's own pods show Pending afterwards; run with

@@ -31,7 +31,7 @@ const (
 
 // readyResolverPods lists the resolver pods that are Ready and not being
 // deleted.
-func (b *bed) readyResolverPods(t *testing.T) []corev1.Pod {
+func (b *bed) readyResolverPods(t testing.TB) []corev1.Pod {
 	t.Helper()
 	pods, err := b.kube.CoreV1().Pods(elastiNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + resolverDeployment})
 	if err != nil {

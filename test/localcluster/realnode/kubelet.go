@@ -38,6 +38,9 @@ var (
 //   - eviction and image GC thresholds at the extremes, so a busy shared
 //     disk evicts no test pod and collects no imported image (they cannot
 //     be pulled back).
+//   - maxPods: 40 holds the bed's own pods (elasti's three, CoreDNS,
+//     Traefik, a rollout's surge) beside the cold-start gate's eighteen
+//     apps (test/e2e/realnode), which all run at once.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %[1]s
@@ -71,7 +74,7 @@ resolvConf: ""
 clusterDNS:
 - %[9]s
 clusterDomain: cluster.local
-maxPods: 16
+maxPods: 40
 evictionHard:
   memory.available: "1Mi"
   nodefs.available: "1%%"

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clock is a settable time for the app.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newApp(t *testing.T, args ...string) (*app, *clock) {
+	t.Helper()
+	cfg, err := parseConfig(args, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: time.Unix(1000, 0)}
+	return &app{cfg: cfg, name: "pod", now: c.now, listening: c.t}, c
+}
+
+func do(a *app, path string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	return w
+}
+
+// The readiness path answers 503 for the window after listening and 200
+// from its end; every other path answers 200 throughout.
+func TestReadinessWindow(t *testing.T) {
+	a, c := newApp(t, "-not-ready-for", "500ms", "-ready-path", "/healthz")
+	for _, step := range []struct {
+		at   time.Duration
+		path string
+		want int
+	}{
+		{0, "/healthz", 503},
+		{100 * time.Millisecond, "/", 200},
+		{499 * time.Millisecond, "/healthz", 503},
+		{500 * time.Millisecond, "/healthz", 200},
+		{time.Second, "/healthz", 200},
+		{time.Second, "/ready", 200}, // not the readiness path: an ordinary request
+	} {
+		c.t = a.listening.Add(step.at)
+		if got := do(a, step.path).Code; got != step.want {
+			t.Errorf("GET %s at +%s: %d, want %d", step.path, step.at, got, step.want)
+		}
+	}
+}
+
+// A request other than a readiness check or a scrape that arrives before
+// the first readiness 200 is counted and reported in the headers and the
+// body; one after it is not; the first 200's instant is reported.
+func TestEarlyRequestsAndFirstReady(t *testing.T) {
+	a, c := newApp(t, "-not-ready-for", "1s")
+	early := func(w *httptest.ResponseRecorder) string { return w.Header().Get(HeaderEarly) }
+	if w := do(a, "/metrics"); early(w) != "0" {
+		t.Errorf("a scrape counted as an early request: %s", early(w))
+	}
+	if w := do(a, "/ready"); w.Code != 503 || early(w) != "0" || w.Header().Get(HeaderFirstReady) != "0" {
+		t.Errorf("a failing readiness check: %d, early %s, first ready %s", w.Code, early(w), w.Header().Get(HeaderFirstReady))
+	}
+	c.t = c.t.Add(200 * time.Millisecond)
+	w := do(a, "/orders")
+	var r reply
+	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if early(w) != "1" || r.Early != 1 || r.FirstReady != 0 || r.Arrived != c.t.UnixMicro() || r.Path != "/orders" {
+		t.Errorf("a request before readiness: header %s, body %+v", early(w), r)
+	}
+	c.t = a.listening.Add(1500 * time.Millisecond)
+	readyAt := c.t
+	if w := do(a, "/ready"); w.Code != 200 || w.Header().Get(HeaderFirstReady) != strconv.FormatInt(readyAt.UnixMicro(), 10) {
+		t.Errorf("the first readiness 200: %d, first ready %s, want %d", w.Code, w.Header().Get(HeaderFirstReady), readyAt.UnixMicro())
+	}
+	c.t = c.t.Add(time.Second)
+	do(a, "/ready") // a later 200 does not move the first
+	w = do(a, "/after")
+	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Early != 1 || r.FirstReady != readyAt.UnixMicro() || r.Arrived-r.FirstReady != time.Second.Microseconds() {
+		t.Errorf("a request after readiness: %+v", r)
+	}
+	if m := do(a, "/metrics").Body.String(); !strings.Contains(m, "http_requests_total 2\n") {
+		t.Errorf("metrics count the two ordinary requests only:\n%s", m)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	env := map[string]string{"LISTEN_DELAY": "300ms", "NOT_READY_FOR": "2s", "PORT": "9000"}
+	cfg, err := parseConfig(nil, func(k string) string { return env[k] })
+	if err != nil || cfg.listenDelay != 300*time.Millisecond || cfg.notReadyFor != 2*time.Second || cfg.port != "9000" || cfg.readyPath != "/ready" {
+		t.Errorf("from the environment: %+v, %v", cfg, err)
+	}
+	cfg, err = parseConfig([]string{"-listen-delay", "1s"}, func(k string) string { return env[k] })
+	if err != nil || cfg.listenDelay != time.Second {
+		t.Errorf("a flag wins over the environment: %+v, %v", cfg, err)
+	}
+	for _, bad := range [][]string{
+		{"-listen-delay", "-1s"}, {"-listen-delay", "10m1s"}, {"-not-ready-for", "soon"}, {"-ready-path", "ready"}, {"-ready-path", ""},
+	} {
+		if _, err := parseConfig(bad, func(string) string { return "" }); err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
+	}
+	if _, err := parseConfig([]string{"-listen-delay", "10m"}, func(string) string { return "" }); err != nil {
+		t.Errorf("the bound itself is refused: %v", err)
+	}
+}

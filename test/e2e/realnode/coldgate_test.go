@@ -1,0 +1,573 @@
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+	"github.com/elasti-dev/elasti/test/testenv"
+)
+
+// The cold-start gate on the real node (issue #33): sample apps that start
+// as real apps do (hack/sampleapp: they listen some time after their
+// process starts, and may answer 503 on their readiness path for a while
+// after), as real containers, woken by a client's request on each path a
+// client takes, and every answer checked: 200, from a pod that started
+// after the round began, through the resolver (its cold-start header), and
+// no request of any client reached that pod before its own readiness path
+// first answered 200 (the app counts them). Beside the cold start (the
+// client's request to its answer) it measures the time beyond the app's
+// first readiness 200: from that 200 to the held request's arrival, both
+// on the app's clock.
+//
+// One Service per cell (listen delay × periodSeconds × path) sleeps and
+// wakes together in each round; a round is one cold start per cell, so a
+// round starts len(cells) containers at once on the real node. Each
+// variant of the resolver (its args: direct probing of woken pods on, the
+// default, or off) runs every round, one variant after the other, in the
+// same run.
+
+var (
+	coldStartCount = flag.Int("coldstart-count", 10,
+		"BenchmarkColdStartGateOnTheRealNode: cold starts per cell (variant × listen delay × periodSeconds × path)")
+	coldStartVariants = flag.String("coldstart-variants", "on,off",
+		"BenchmarkColdStartGateOnTheRealNode: the resolver variants to run, of on (direct probing, the default) and off (--probe-pods=false)")
+)
+
+// coldVariant is one way the resolver runs: args are appended to the
+// resolver container's args once any probePodsFlag is taken out of them.
+type coldVariant struct {
+	name string
+	args []string
+}
+
+// probePodsFlag is the resolver's flag that turns direct probing of woken
+// pods off; the gate owns it in the resolver's args.
+const probePodsFlag = "--probe-pods"
+
+var coldVariants = []coldVariant{
+	{name: "on"},
+	{name: "off", args: []string{probePodsFlag + "=false"}},
+}
+
+// coldPath is one way a client pod reaches a sleeping Service.
+type coldPath struct {
+	name, prefix string
+	// ingress: the Service has an Ingress, and the request goes to
+	// Traefik with its public host.
+	ingress bool
+}
+
+var coldPaths = []coldPath{
+	{name: "short-name", prefix: "name"},
+	{name: "cluster-ip", prefix: "ip"},
+	{name: "ingress", prefix: "ing", ingress: true},
+}
+
+// ingressAddr is Traefik's Service, by the name a pod resolves.
+const ingressAddr = realnet.IngressService + "." + realnet.IngressNamespace
+
+// coldCell is one sample app: how it starts, its probe period, the path
+// its cold starts take.
+type coldCell struct {
+	listenDelay, notReadyFor time.Duration
+	// period is the readiness probe's periodSeconds; 10 is the default,
+	// which the pod spec then leaves unset.
+	period int32
+	path   coldPath
+	svc    string
+}
+
+// coldOptions are one run of the gate.
+type coldOptions struct {
+	variants     []coldVariant
+	listenDelays []time.Duration
+	notReadyFor  time.Duration
+	periods      []int32
+	count        int
+}
+
+// coldFigures are one cell's cold starts under one variant.
+type coldFigures struct {
+	total, beyond []time.Duration
+	failed        []string
+}
+
+// coldKey names a cell under a variant.
+type coldKey struct {
+	variant string
+	cell    int
+}
+
+type coldGate struct {
+	tb         testing.TB
+	b          *bed
+	e          *testenv.Env
+	opts       coldOptions
+	cells      []coldCell
+	clients    map[string]*realnet.Client // one per path
+	clusterIPs map[string]string
+	figures    map[coldKey]*coldFigures
+}
+
+// coldGateTimeout bounds one cold start: the container's start, a probe
+// period of 10 s and a loaded machine.
+const coldGateTimeout = 2 * time.Minute
+
+// runColdGate runs the gate: it makes every cell's app, then per variant
+// sets the resolver's args and runs opts.count rounds. It fails tb for
+// every cold start that failed a check, and returns the figures.
+func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
+	tb.Helper()
+	g := &coldGate{tb: tb, b: testBed(tb), e: testenv.New(tb), opts: opts,
+		clients: map[string]*realnet.Client{}, clusterIPs: map[string]string{}, figures: map[coldKey]*coldFigures{}}
+	started := time.Now()
+	g.makeApps()
+	// Whatever the run set, the resolver leaves with the args it came
+	// with, for the package's other tests.
+	orig := g.resolverArgs()
+	tb.Cleanup(func() {
+		// The test's context is over by now.
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout+time.Minute)
+		defer cancel()
+		g.setResolverArgs(ctx, orig)
+	})
+	for _, v := range opts.variants {
+		g.setResolverArgs(tb.Context(), withArgs(orig, v.args))
+		for round := range opts.count {
+			g.sleepAll()
+			g.wakeAll(v, round)
+		}
+	}
+	g.report(time.Since(started))
+	return g
+}
+
+// makeApps creates a Deployment of the sample app, its Service and its
+// ElastiService per cell (and the Ingress on the ingress path), and waits
+// until they all serve.
+func (g *coldGate) makeApps() {
+	g.tb.Helper()
+	for _, p := range coldPaths {
+		c, err := g.b.net.Client(g.tb.Context(), g.e.NS)
+		if err != nil {
+			g.tb.Fatal(err)
+		}
+		g.tb.Cleanup(c.Close)
+		g.clients[p.name] = c
+	}
+	for _, d := range g.opts.listenDelays {
+		for _, period := range g.opts.periods {
+			for _, p := range coldPaths {
+				cell := coldCell{listenDelay: d, notReadyFor: g.opts.notReadyFor, period: period, path: p,
+					svc: fmt.Sprintf("%s-l%d-p%d", p.prefix, d.Milliseconds(), period)}
+				g.cells = append(g.cells, cell)
+				g.b.sampleApp(g.tb, g.e, cell.svc, 1, func(c *corev1.Container) {
+					c.Env = append(c.Env,
+						corev1.EnvVar{Name: "LISTEN_DELAY", Value: cell.listenDelay.String()},
+						corev1.EnvVar{Name: "NOT_READY_FOR", Value: cell.notReadyFor.String()})
+					c.ReadinessProbe.HTTPGet.Path = "/ready"
+					c.ReadinessProbe.PeriodSeconds = cell.period
+					if cell.period == 10 {
+						c.ReadinessProbe.PeriodSeconds = 0 // the default
+					}
+				})
+				g.e.ElastiServiceWith(cell.svc, cell.svc, elastiv1alpha1.KindDeployment, cell.svc, func(es *elastiv1alpha1.ElastiService) {
+					es.Spec.MinTargetReplicas = 1
+				})
+				if p.ingress {
+					ing := realnet.Ingress(g.e.NS, cell.svc, g.publicHost(cell.svc), cell.svc)
+					if _, err := g.e.Kube.NetworkingV1().Ingresses(g.e.NS).Create(g.tb.Context(), ing, metav1.CreateOptions{}); err != nil {
+						g.tb.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	// All the containers start at once: each pod's start is bounded, not
+	// only the operator's reaction to it.
+	for _, cell := range g.cells {
+		g.e.EventuallyWithin(cell.svc+"'s pod to be Ready", podTimeout, func() (bool, string) {
+			names := readyPodNames(g.e, cell.svc)
+			return len(names) == 1, fmt.Sprint(names)
+		})
+		g.waitServe(cell.svc)
+		svc, err := g.e.Kube.CoreV1().Services(g.e.NS).Get(g.tb.Context(), cell.svc, metav1.GetOptions{})
+		if err != nil {
+			g.tb.Fatal(err)
+		}
+		g.clusterIPs[cell.svc] = svc.Spec.ClusterIP
+	}
+}
+
+// waitServe waits until svc's ElastiService serves straight, within a
+// pod's start bound (the operator follows eighteen apps at once on a
+// loaded machine), and says what its pods were doing if it does not.
+func (g *coldGate) waitServe(svc string) {
+	g.tb.Helper()
+	g.e.EventuallyWithin(svc+" to be in serve mode", podTimeout, func() (bool, string) {
+		es := g.e.Get(svc)
+		cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
+		if es.Status.Mode == elastiv1alpha1.ModeServe && cond != nil && cond.Status == metav1.ConditionTrue {
+			return true, ""
+		}
+		desc := testenv.Describe(es)
+		pods, err := g.e.Kube.CoreV1().Pods(g.e.NS).List(g.tb.Context(), metav1.ListOptions{LabelSelector: "app=" + svc})
+		if err != nil {
+			return false, desc + "; " + err.Error()
+		}
+		for _, p := range pods.Items {
+			desc += "; " + realnet.DescribePod(&p)
+		}
+		return false, desc
+	})
+}
+
+// publicHost is the host of svc's Ingress: its own per namespace, so a
+// host an earlier run's namespace still claims is not shared.
+func (g *coldGate) publicHost(svc string) string { return svc + "-" + g.e.NS + ".example.com" }
+
+// request is what cell's client sends for a cold start.
+func (g *coldGate) request(cell coldCell) realnet.Request {
+	req := realnet.Request{URL: "http://" + cell.svc + "/", Timeout: coldGateTimeout}
+	switch {
+	case cell.path.ingress:
+		req.URL, req.Host = "http://"+ingressAddr+"/", g.publicHost(cell.svc)
+	case cell.path.name == "cluster-ip":
+		req.URL = "http://" + g.clusterIPs[cell.svc] + "/"
+	}
+	return req
+}
+
+// resolverArgs are the resolver container's args now.
+func (g *coldGate) resolverArgs() []string {
+	g.tb.Helper()
+	d, err := g.b.kube.AppsV1().Deployments(elastiNamespace).Get(g.tb.Context(), resolverDeployment, metav1.GetOptions{})
+	if err != nil {
+		g.tb.Fatal(err)
+	}
+	return slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
+}
+
+// withArgs is orig without the flags the gate owns, then args.
+func withArgs(orig, args []string) []string {
+	kept := slices.DeleteFunc(slices.Clone(orig), func(a string) bool {
+		return a == probePodsFlag || strings.HasPrefix(a, probePodsFlag+"=")
+	})
+	return append(kept, args...)
+}
+
+// setResolverArgs rolls the resolver out with args, when they differ, and
+// waits until its pods are all of the new template and Ready.
+func (g *coldGate) setResolverArgs(ctx context.Context, args []string) {
+	g.tb.Helper()
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := g.b.kube.AppsV1().Deployments(elastiNamespace).Get(ctx, resolverDeployment, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if slices.Equal(d.Spec.Template.Spec.Containers[0].Args, args) {
+			return nil
+		}
+		d = d.DeepCopy()
+		d.Spec.Template.Spec.Containers[0].Args = args
+		changed = true
+		_, err = g.b.kube.AppsV1().Deployments(elastiNamespace).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		g.tb.Fatal(err)
+	}
+	if !changed {
+		return
+	}
+	g.tb.Logf("resolver args %q: rolling out", args)
+	if err := g.b.net.WaitDeploymentReady(ctx, elastiNamespace, resolverDeployment, readyTimeout); err != nil {
+		g.tb.Fatalf("the resolver with args %q: %v%s", args, err, g.b.diagnose())
+	}
+}
+
+// sleepAll scales every cell's app to zero and waits until the resolver
+// is in front of each on its path: proxy mode, no pod left, kube-proxy
+// (and on the ingress path Traefik) following the resolver slice, and
+// every Ready resolver pod listening on each Service's resolver port.
+func (g *coldGate) sleepAll() {
+	g.tb.Helper()
+	for _, cell := range g.cells {
+		g.waitServe(cell.svc)
+		g.e.Scale(elastiv1alpha1.KindDeployment, cell.svc, 0)
+	}
+	for _, cell := range g.cells {
+		g.e.WaitMode(cell.svc, elastiv1alpha1.ModeProxy)
+		g.e.EventuallyWithin(cell.svc+"'s pods to be gone", podTimeout, func() (bool, string) {
+			pods, err := g.e.Kube.CoreV1().Pods(g.e.NS).List(g.tb.Context(), metav1.ListOptions{LabelSelector: "app=" + cell.svc})
+			return err == nil && len(pods.Items) == 0, fmt.Sprint(err)
+		})
+		if err := g.b.net.WaitKubeProxyFollows(g.tb.Context(), g.e.NS, cell.svc, testenv.WaitTimeout); err != nil {
+			g.tb.Fatal(err)
+		}
+		if cell.path.ingress {
+			if err := g.b.net.WaitIngressFollows(g.tb.Context(), g.clients[cell.path.name], g.e.NS, cell.svc, testenv.WaitTimeout); err != nil {
+				g.tb.Fatal(err)
+			}
+		}
+	}
+	g.waitResolverListens()
+}
+
+// waitResolverListens waits until every Ready resolver pod's route table
+// lists every cell's Service as listening: a pod the last rollout made
+// learns them from the operator.
+func (g *coldGate) waitResolverListens() {
+	g.tb.Helper()
+	c := g.clients[coldPaths[0].name]
+	g.e.EventuallyWithin("the resolver pods to listen for every cell's Service", testenv.WaitTimeout, func() (bool, string) {
+		pods := g.b.readyResolverPods(g.tb)
+		if len(pods) == 0 {
+			return false, "no Ready resolver pod"
+		}
+		for _, pod := range pods {
+			resp, err := c.Do(g.tb.Context(), realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", pod.Status.PodIP, resolverPort), Timeout: 5 * time.Second})
+			if err != nil {
+				g.tb.Fatal(err)
+			}
+			var table []resolver.RouteStatus
+			if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
+				return false, fmt.Sprintf("%s: %s", pod.Name, resp)
+			}
+			for _, cell := range g.cells {
+				if !slices.ContainsFunc(table, func(r resolver.RouteStatus) bool {
+					return r.Namespace == g.e.NS && r.Service == cell.svc && r.Listening
+				}) {
+					return false, fmt.Sprintf("%s does not listen for %s", pod.Name, cell.svc)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+// sampleReply is the sample app's JSON answer (hack/sampleapp): instants
+// in Unix microseconds on the app's clock.
+type sampleReply struct {
+	ServedBy   string `json:"servedBy"`
+	Started    int64  `json:"started"`
+	FirstReady int64  `json:"firstReady"`
+	Arrived    int64  `json:"arrived"`
+	Early      int64  `json:"earlyRequests"`
+}
+
+// wakeAll sends one request to every cell at once, each from its path's
+// client, and checks and records every answer.
+func (g *coldGate) wakeAll(v coldVariant, round int) {
+	g.tb.Helper()
+	began := time.Now()
+	type result struct {
+		resp realnet.Response
+		err  error
+	}
+	results := make([]result, len(g.cells))
+	var wg sync.WaitGroup
+	for i, cell := range g.cells {
+		wg.Go(func() {
+			resp, err := g.clients[cell.path.name].Do(g.tb.Context(), g.request(cell))
+			results[i] = result{resp, err}
+		})
+	}
+	wg.Wait()
+	for i, cell := range g.cells {
+		k := coldKey{v.name, i}
+		f := g.figures[k]
+		if f == nil {
+			f = &coldFigures{}
+			g.figures[k] = f
+		}
+		r := results[i]
+		if r.err != nil {
+			g.tb.Fatal(r.err)
+		}
+		if why := checkColdStart(r.resp, began); why != "" {
+			f.failed = append(f.failed, fmt.Sprintf("round %d %s: %s", round, cell.svc, why))
+			continue
+		}
+		var reply sampleReply
+		_ = json.Unmarshal([]byte(r.resp.Body), &reply) // checkColdStart parsed it
+		f.total = append(f.total, r.resp.Duration)
+		f.beyond = append(f.beyond, time.Duration(reply.Arrived-reply.FirstReady)*time.Microsecond)
+	}
+}
+
+// checkColdStart says what is wrong with a cold start's answer, or "".
+func checkColdStart(resp realnet.Response, began time.Time) string {
+	if resp.Err != "" || resp.Status != 200 {
+		return resp.String()
+	}
+	if resp.Header.Get(resolver.DefaultColdStartHeader) == "" {
+		return "answered without the resolver's " + resolver.DefaultColdStartHeader + " header, so not held by it: " + resp.String()
+	}
+	var reply sampleReply
+	if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil || reply.ServedBy == "" {
+		return fmt.Sprintf("not the sample app's answer (%v): %s", err, resp)
+	}
+	if reply.Started < began.UnixMicro() {
+		return fmt.Sprintf("answered by pod %s, started %s before the round began", reply.ServedBy,
+			began.Sub(time.UnixMicro(reply.Started)).Round(time.Millisecond))
+	}
+	if reply.Early > 0 || reply.FirstReady == 0 || reply.Arrived < reply.FirstReady {
+		return fmt.Sprintf("%d requests reached pod %s before its readiness path first answered 200 (first 200 at %d µs, this request at %d µs)",
+			reply.Early, reply.ServedBy, reply.FirstReady, reply.Arrived)
+	}
+	return ""
+}
+
+// report logs the figures per variant and cell and fails tb for every
+// failed cold start and every cell short of its count.
+func (g *coldGate) report(took time.Duration) {
+	g.tb.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d variants × %d cells, %d rounds of %d cold starts at once each, in %s:\n",
+		len(g.opts.variants), len(g.cells), g.opts.count, len(g.cells), took.Round(time.Second))
+	fmt.Fprintf(&b, "%-7s %6s %6s %-10s %4s %6s %21s %23s\n", "variant", "listen", "period", "path", "cold", "failed",
+		"cold start p50 / p99", "beyond 1st 200 p50 / p99")
+	for _, v := range g.opts.variants {
+		for i, cell := range g.cells {
+			f := g.figures[coldKey{v.name, i}]
+			if f == nil {
+				f = &coldFigures{}
+			}
+			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %9s / %-9s\n", v.name, cell.listenDelay, cell.period,
+				cell.path.name, len(f.total), len(f.failed), msOf(percentile(f.total, 50)), msOf(percentile(f.total, 99)),
+				msOf(percentile(f.beyond, 50)), msOf(percentile(f.beyond, 99)))
+		}
+	}
+	g.tb.Log(b.String())
+	for _, v := range g.opts.variants {
+		for i, cell := range g.cells {
+			f := g.figures[coldKey{v.name, i}]
+			if f == nil {
+				f = &coldFigures{}
+			}
+			if len(f.failed) > 0 {
+				g.tb.Errorf("%s %s: %d of %d cold starts failed; the first: %s", v.name, cell.svc, len(f.failed), g.opts.count,
+					strings.Join(f.failed[:min(len(f.failed), 3)], " | "))
+			}
+			if n := len(f.total) + len(f.failed); n != g.opts.count {
+				g.tb.Errorf("%s %s: %d cold starts, want %d", v.name, cell.svc, n, g.opts.count)
+			}
+		}
+	}
+	if g.tb.Failed() {
+		g.tb.Logf("diagnosis:%s", g.b.diagnose())
+	}
+}
+
+// perPath counts the cold starts each path took, all variants and cells.
+func (g *coldGate) perPath() map[string]int {
+	out := map[string]int{}
+	for k, f := range g.figures {
+		out[g.cells[k.cell].path.name] += len(f.total)
+	}
+	return out
+}
+
+// msOf is d in milliseconds, for the figures.
+func msOf(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
+
+// percentile is the nearest-rank p-th percentile of ds (0 for none).
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// TestColdStartsOnTheRealNodeWaitForReadiness is the gate in make test,
+// kept cheap (about two minutes on an idle machine: ten rounds of three
+// containers): the resolver as installed, an app on each path that listens
+// 300 ms after its start and answers 503 on its readiness path for a
+// second after that, probed every second. Ten cold starts per path, not
+// one failed, and no request reached a pod before its own readiness path
+// first answered 200.
+func TestColdStartsOnTheRealNodeWaitForReadiness(t *testing.T) {
+	const count = 10
+	g := runColdGate(t, coldOptions{
+		variants:     []coldVariant{coldVariants[0]},
+		listenDelays: []time.Duration{300 * time.Millisecond},
+		notReadyFor:  time.Second,
+		periods:      []int32{1},
+		count:        count,
+	})
+	for _, p := range coldPaths {
+		if n := g.perPath()[p.name]; n < count {
+			t.Errorf("%s: %d good cold starts, want %d", p.name, n, count)
+		}
+	}
+}
+
+// BenchmarkColdStartGateOnTheRealNode is the gate's figures (make bench):
+// direct probing on and off (-coldstart-variants), apps that listen 0,
+// 300 ms and 2 s after their start, periodSeconds 1 and 10, each path, in
+// one run, -coldstart-count cold starts per cell. It fails on any failed
+// cold start and reports per variant the cold start's p50 for the app
+// that listens after 300 ms under the default period, and the worst p99
+// beyond the app's first readiness 200 over the cells; the log has every
+// cell's p50 and p99 (docs/benchmarks.md, "Cold start on the real node").
+func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
+	var variants []coldVariant
+	for _, name := range strings.Split(*coldStartVariants, ",") {
+		i := slices.IndexFunc(coldVariants, func(v coldVariant) bool { return v.name == strings.TrimSpace(name) })
+		if i < 0 {
+			bm.Fatalf("-coldstart-variants: unknown variant %q (on, off)", name)
+		}
+		variants = append(variants, coldVariants[i])
+	}
+	if *coldStartCount < 1 {
+		bm.Fatalf("-coldstart-count %d: want at least 1", *coldStartCount)
+	}
+	for range bm.N {
+		g := runColdGate(bm, coldOptions{
+			variants:     variants,
+			listenDelays: []time.Duration{0, 300 * time.Millisecond, 2 * time.Second},
+			periods:      []int32{1, 10},
+			count:        *coldStartCount,
+		})
+		for _, v := range variants {
+			var worst time.Duration
+			var cold []time.Duration
+			for i, cell := range g.cells {
+				f := g.figures[coldKey{v.name, i}]
+				if f == nil {
+					continue
+				}
+				worst = max(worst, percentile(f.beyond, 99))
+				if cell.listenDelay == 300*time.Millisecond && cell.period == 10 {
+					cold = append(cold, f.total...)
+				}
+			}
+			bm.ReportMetric(float64(percentile(cold, 50).Microseconds())/1000, v.name+"-l300ms-p10-cold-p50-ms")
+			bm.ReportMetric(float64(worst.Microseconds())/1000, v.name+"-beyond-first-200-worst-p99-ms")
+		}
+		for path, n := range g.perPath() {
+			bm.ReportMetric(float64(n), path+"-cold-starts")
+		}
+	}
+}
