@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -110,9 +109,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			"rather than when its endpoint turns Ready after the kubelet's next check; pods it cannot check the same way (exec probes) wait for Ready. Needs get on pods.")
 	fs.BoolVar(&r.WaitingPage, "waiting-page", def.WaitingPage,
 		"Answer a browser navigation held for a waking Service with a small page that reloads itself (503, Retry-After) once it has waited --waiting-page-after, "+
-			"for every ElastiService whose annotation "+elastiv1alpha1.AnnotationWaitingPage+" does not say \"false\"; off, only those whose annotation says \"true\". API clients are held as before.")
+			"for every ElastiService whose spec.waitingPage does not disable it; off, only those whose spec.waitingPage enables it. API clients are held as before.")
 	fs.DurationVar(&r.WaitingPageAfter, "waiting-page-after", def.WaitingPageAfter,
-		"How long a browser navigation is held without a Ready pod before it gets the waiting page; 0: at once. Below --request-timeout.")
+		"How long a browser navigation is held without a Ready pod before it gets the waiting page, unless spec.waitingPage.after says otherwise; 0: at once. Below --request-timeout.")
 	fs.StringVar(&o.wakeTokenFile, waketoken.Flag, e.String(envWakeTokenFile, ""),
 		"File holding the wake token(s), one a line, e.g. a mounted Secret key; wake requests carry the first as Authorization: Bearer. "+
 			"Re-read when it changes. Empty: none is sent (env "+envWakeTokenFile+").")

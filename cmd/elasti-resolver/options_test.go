@@ -76,16 +76,16 @@ func TestResourceBoundFlags(t *testing.T) {
 	}
 }
 
-// The waiting page is off unless asked for, and then shown after a
-// second; 0 shows it at once.
+// The waiting page is off unless asked for, and then shown at once; a
+// delay holds it back.
 func TestWaitingPageFlags(t *testing.T) {
 	o, err := parse(t, nil)
-	if err != nil || o.resolver.WaitingPage || o.resolver.WaitingPageAfter != time.Second {
-		t.Errorf("defaults: on %v after %v, err %v; want off, 1s", o.resolver.WaitingPage, o.resolver.WaitingPageAfter, err)
+	if err != nil || o.resolver.WaitingPage || o.resolver.WaitingPageAfter != 0 {
+		t.Errorf("defaults: on %v after %v, err %v; want off, 0", o.resolver.WaitingPage, o.resolver.WaitingPageAfter, err)
 	}
-	o, err = parse(t, nil, "--waiting-page", "--waiting-page-after=0")
-	if err != nil || !o.resolver.WaitingPage || o.resolver.WaitingPageAfter != 0 {
-		t.Errorf("parsed on %v after %v, err %v; want on, 0", o.resolver.WaitingPage, o.resolver.WaitingPageAfter, err)
+	o, err = parse(t, nil, "--waiting-page", "--waiting-page-after=1500ms")
+	if err != nil || !o.resolver.WaitingPage || o.resolver.WaitingPageAfter != 1500*time.Millisecond {
+		t.Errorf("parsed on %v after %v, err %v; want on, 1.5s", o.resolver.WaitingPage, o.resolver.WaitingPageAfter, err)
 	}
 }
 

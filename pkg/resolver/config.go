@@ -28,9 +28,10 @@ const (
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
-	// A cold start that takes less than a second never shows the
-	// waiting page: the browser gets the pod's answer.
-	DefaultWaitingPageAfter = time.Second
+	// The waiting page comes at once: a person sees at once that the
+	// Service is starting. spec.waitingPage.after (or this flag) delays
+	// it, so that a cold start shorter than the delay shows no page.
+	DefaultWaitingPageAfter = 0 * time.Second
 	// kube-proxy and ingress controllers follow a deleted resolver slice
 	// a second or two later (Traefik throttles its updates to 2 s);
 	// 10 s leaves room for a busy cluster.
@@ -218,14 +219,12 @@ type Config struct {
 	// off, DefaultConfig turns it on.
 	ProbePods bool
 	// WaitingPage turns the waiting page (waitpage.go) on for every
-	// Service whose ElastiService does not turn it off by its annotation
-	// (elastiv1alpha1.AnnotationWaitingPage); off, only those whose
-	// annotation says "true" get it.
+	// Service whose ElastiService's spec.waitingPage does not turn it off;
+	// off, only those whose spec.waitingPage turns it on get it.
 	WaitingPage bool
 	// WaitingPageAfter is how long a browser navigation is held without a
-	// Ready pod before it gets the waiting page; 0 answers at once. Like
-	// ColdStartHeader it is not defaulted: a partial Config has 0,
-	// DefaultConfig DefaultWaitingPageAfter.
+	// Ready pod before it gets the waiting page, unless its ElastiService's
+	// spec.waitingPage.after says otherwise; 0 answers at once.
 	WaitingPageAfter time.Duration
 }
 

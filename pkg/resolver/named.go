@@ -94,23 +94,19 @@ func (f *NamedIndex) WaitingOn(svc ServiceRef) string {
 	return ""
 }
 
-// WaitingPage reads the waiting-page annotation of the ElastiService
-// whose spec.service svc is (see PageSwitch).
-func (f *NamedIndex) WaitingPage(svc ServiceRef) (on, set bool, err error) {
+// WaitingPage returns the spec.waitingPage of the ElastiService whose
+// spec.service svc is, nil when it has none (see PageSwitch).
+func (f *NamedIndex) WaitingPage(svc ServiceRef) *elastiv1alpha1.WaitingPage {
 	objs, err := f.indexer.ByIndex(namedIndex, svc.Namespace+"/"+svc.Name)
 	if err != nil {
-		return false, false, nil
+		return nil
 	}
 	for _, obj := range objs {
 		if es, ok := obj.(*elastiv1alpha1.ElastiService); ok && es.Spec.Service == svc.Name {
-			on, set, err := elastiv1alpha1.WaitingPage(es)
-			if err != nil {
-				err = fmt.Errorf("ElastiService %s/%s: %w", es.Namespace, es.Name, err)
-			}
-			return on, set, err
+			return es.Spec.WaitingPage
 		}
 	}
-	return false, false, nil
+	return nil
 }
 
 // HasSynced reports whether the ElastiService informer has synced.

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	"k8s.io/klog/v2"
 
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/connlimit"
 )
 
@@ -31,9 +31,9 @@ type Options struct {
 	// Waiting is optional; with it, a hold that times out names what the
 	// wake waits on, a dependency of a wake group (NamedIndex is one).
 	Waiting interface{ WaitingOn(ServiceRef) string }
-	// Pages is optional; with it, an ElastiService's annotation turns the
-	// waiting page on or off for its Service (waitpage.go). Without it
-	// Config.WaitingPage alone decides.
+	// Pages is optional; with it, an ElastiService's spec.waitingPage
+	// turns the waiting page on or off for its Service (waitpage.go).
+	// Without it Config.WaitingPage alone decides.
 	Pages PageSwitch
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
@@ -79,9 +79,8 @@ type Resolver struct {
 	conns *connlimit.Limiter
 	// buffered counts the bytes of held request bodies in memory (body.go).
 	buffered atomic.Int64
-	// pageClock and pageLog serve the waiting page (waitpage.go).
+	// pageClock serves the waiting page (waitpage.go).
 	pageClock *pageClock
-	pageLog   *rate.Sometimes
 }
 
 // New returns a Resolver. ctx carries the logger and bounds the
@@ -129,8 +128,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		metrics: metrics,
 		logger:  logger,
 		// A wake's pages count on while reloads come at least this often.
-		pageClock: newPageClock(cfg.WaitingPageAfter + 10*pageRefresh),
-		pageLog:   newPageLog(),
+		pageClock: newPageClock(max(cfg.WaitingPageAfter, elastiv1alpha1.MaxWaitingPageAfter) + 10*pageRefresh),
 	}, nil
 }
 
@@ -221,8 +219,8 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	}
 	s := holdSpec{svc: svc, port: port, protocol: ProtocolHTTP, client: req.RemoteAddr,
 		bytes: heldRequestBytes(req, buffer), logger: logger}
-	page := r.waitingPageFor(req, logger, svc)
-	ctx, cancel := r.holdContext(req.Context(), page)
+	page, after := r.waitingPageFor(req, svc)
+	ctx, cancel := r.holdContext(req.Context(), page, after)
 	defer cancel()
 	began := time.Now()
 	if buffer {

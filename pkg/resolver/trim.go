@@ -58,20 +58,12 @@ func TrimForCache(obj any) (any, error) {
 	case *elastiv1alpha1.ElastiService:
 		meta := scaletarget.Identity(o.ObjectMeta)
 		meta.CreationTimestamp = o.CreationTimestamp // the older claim on a resolver port wins
-		// The waiting page's switch (waitpage.go) is the one annotation
-		// read here; a value longer than any valid one is cut, and stays
-		// invalid.
-		if v, ok := o.Annotations[elastiv1alpha1.AnnotationWaitingPage]; ok {
-			if len(v) > elastiv1alpha1.MaxWaitingPageValueLength {
-				v = v[:elastiv1alpha1.MaxWaitingPageValueLength+1]
-			}
-			meta.Annotations = map[string]string{elastiv1alpha1.AnnotationWaitingPage: v}
-		}
 		return &elastiv1alpha1.ElastiService{
 			TypeMeta:   o.TypeMeta,
 			ObjectMeta: meta,
-			Spec:       elastiv1alpha1.ElastiServiceSpec{Service: o.Spec.Service, ProbeResponse: o.Spec.ProbeResponse},
-			Status:     elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts, Conditions: waitingConditions(o.Status.Conditions)},
+			Spec: elastiv1alpha1.ElastiServiceSpec{Service: o.Spec.Service, ProbeResponse: o.Spec.ProbeResponse,
+				WaitingPage: o.Spec.WaitingPage},
+			Status: elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts, Conditions: waitingConditions(o.Status.Conditions)},
 		}, nil
 	}
 	return obj, nil

@@ -13,8 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"k8s.io/klog/v2"
+
+	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
 // The waiting page, said once here.
@@ -28,9 +29,10 @@ import (
 // reads it; each reload is held, and wakes, as any request. Every other
 // request (APIs, gRPC, fetch, WebSockets, TCP) is held as before.
 //
-// It is on for a Service when its ElastiService's annotation
-// (elastiv1alpha1.AnnotationWaitingPage) says "true", or when
-// Config.WaitingPage is set and the annotation does not say "false".
+// It is on for a Service when its ElastiService's spec.waitingPage says
+// enabled, or when Config.WaitingPage is set and spec.waitingPage does not
+// say disabled; spec.waitingPage.after, when set, replaces
+// Config.WaitingPageAfter for that Service.
 
 // errWaitingPage is the cause of a hold that ends to answer a waiting
 // page (see try).
@@ -47,11 +49,10 @@ const maxPageClocks = 4096
 // its only style is inline.
 const pageContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'"
 
-// PageSwitch reads a Service's ElastiService's waiting-page annotation:
-// set says it is present and valid, on its value, err an invalid value
-// (which counts as unset). NamedIndex is one.
+// PageSwitch reads the spec.waitingPage of a Service's ElastiService, nil
+// when it has none. NamedIndex is one.
 type PageSwitch interface {
-	WaitingPage(ServiceRef) (on, set bool, err error)
+	WaitingPage(ServiceRef) *elastiv1alpha1.WaitingPage
 }
 
 // isNavigation reports whether req is a browser's top-level navigation,
@@ -98,39 +99,34 @@ func acceptsHTML(accept []string) bool {
 }
 
 // waitingPageFor reports whether req, about to be held for svc, gets the
-// waiting page if it waits long enough.
-func (r *Resolver) waitingPageFor(req *http.Request, logger klog.Logger, svc ServiceRef) bool {
+// waiting page if it waits long enough, and after how long.
+func (r *Resolver) waitingPageFor(req *http.Request, svc ServiceRef) (bool, time.Duration) {
 	if !isNavigation(req) {
-		return false
+		return false, 0
 	}
-	on := r.cfg.WaitingPage
-	if r.pages != nil {
-		v, set, err := r.pages.WaitingPage(svc)
-		if err != nil {
-			logged := false
-			r.pageLog.Do(func() {
-				logger.Info("Ignoring an invalid waiting-page annotation (further ones within this long are logged at -v=4)", "err", err, "within", pageLogEvery)
-				logged = true
-			})
-			if !logged {
-				logger.V(4).Info("Ignoring an invalid waiting-page annotation", "err", err)
-			}
-		}
-		if set {
-			on = v
+	on, after := r.cfg.WaitingPage, r.cfg.WaitingPageAfter
+	if r.pages == nil {
+		return on, after
+	}
+	if wp := r.pages.WaitingPage(svc); wp != nil {
+		on = wp.Enabled
+		// The operator refuses an invalid after (InvalidSpec); until it
+		// is fixed the resolver's own delay stands.
+		if d, ok, err := elastiv1alpha1.ParseWaitingPageAfter(wp.After); ok && err == nil {
+			after = d
 		}
 	}
-	return on
+	return on, after
 }
 
 // holdContext gives a request that may get the waiting page a context
-// whose deadline, Config.WaitingPageAfter away, ends its hold with
-// errWaitingPage (see try); others keep ctx.
-func (r *Resolver) holdContext(ctx context.Context, page bool) (context.Context, context.CancelFunc) {
+// whose deadline, after away, ends its hold with errWaitingPage (see try);
+// others keep ctx.
+func (r *Resolver) holdContext(ctx context.Context, page bool, after time.Duration) (context.Context, context.CancelFunc) {
 	if !page {
 		return ctx, func() {}
 	}
-	return context.WithTimeoutCause(ctx, r.cfg.WaitingPageAfter, errWaitingPage)
+	return context.WithTimeoutCause(ctx, after, errWaitingPage)
 }
 
 // pageTemplate is the page: self-contained, no script, no external
@@ -246,9 +242,3 @@ func (c *pageClock) forget(svc ServiceRef) {
 	delete(c.starts, svc)
 	c.mu.Unlock()
 }
-
-// pageLogEvery bounds how often an invalid annotation is logged at the
-// default verbosity: every held navigation for its Service reads it.
-const pageLogEvery = time.Minute
-
-func newPageLog() *rate.Sometimes { return &rate.Sometimes{Interval: pageLogEvery} }

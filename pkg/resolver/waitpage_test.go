@@ -138,17 +138,14 @@ func TestWaitingPageNotShownOnAFastWake(t *testing.T) {
 	}
 }
 
-// pageSwitch is a fixed annotation for testSvc.
-type pageSwitch struct {
-	on, set bool
-	err     error
-}
+// pageSwitch is a fixed spec.waitingPage for testSvc.
+type pageSwitch struct{ wp *v1.WaitingPage }
 
-func (p pageSwitch) WaitingPage(svc ServiceRef) (bool, bool, error) {
+func (p pageSwitch) WaitingPage(svc ServiceRef) *v1.WaitingPage {
 	if svc != testSvc {
-		return false, false, nil
+		return nil
 	}
-	return p.on, p.set, p.err
+	return p.wp
 }
 
 // Requests that are not a navigation, and navigations for a Service the
@@ -182,10 +179,14 @@ func TestWaitingPageOthersAreHeldAsBefore(t *testing.T) {
 			r.Header.Set("Range", "bytes=0-")
 			return r
 		}},
-		"flag off, no annotation":      {false, pageSwitch{}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
-		"flag off, no named index":     {false, nil, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
-		"flag on, annotation false":    {true, pageSwitch{on: false, set: true}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
-		"flag off, annotation invalid": {false, pageSwitch{err: fmt.Errorf("bad")}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+		"flag off, no spec.waitingPage": {false, pageSwitch{}, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+		"flag off, no named index":      {false, nil, func(t *testing.T, e *testEnv) *http.Request { return navigation(t, e, "GET") }},
+		"flag on, spec disables": {true, pageSwitch{&v1.WaitingPage{Enabled: false}}, func(t *testing.T, e *testEnv) *http.Request {
+			return navigation(t, e, "GET")
+		}},
+		"spec enables, after past the wait": {false, pageSwitch{&v1.WaitingPage{Enabled: true, After: "1m"}}, func(t *testing.T, e *testEnv) *http.Request {
+			return navigation(t, e, "GET")
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			checkNoLeaks(t)
@@ -216,58 +217,48 @@ func withBody(r *http.Request) *http.Request {
 	return r
 }
 
-// The annotation turns the page on or off per Service, whatever the flag,
-// in any case; anything else counts as unset. It survives the cache's
-// trim, however long.
-func TestWaitingPageAnnotation(t *testing.T) {
+// spec.waitingPage turns the page on or off per Service, whatever the
+// flag, and its after replaces the flag's delay; an after the operator
+// would refuse leaves the flag's. It survives the cache's trim, and no
+// other Service of the namespace is concerned.
+func TestWaitingPageSpec(t *testing.T) {
+	const flagAfter = 3 * time.Second
 	for _, c := range []struct {
-		value        string // "-": no annotation
-		flag         bool
-		want, logged bool
+		wp        *v1.WaitingPage
+		flag      bool
+		want      bool
+		wantAfter time.Duration
 	}{
-		{"-", false, false, false},
-		{"-", true, true, false},
-		{"true", false, true, false},
-		{"TRUE", false, true, false},
-		{"True", false, true, false},
-		{"false", true, false, false},
-		{"FALSE", true, false, false},
-		{"yes", false, false, true},
-		{"1", true, true, true},
-		{" true", false, false, true},
-		{"true" + strings.Repeat("x", 4096), false, false, true},
-		{"", true, true, true},
+		{nil, false, false, flagAfter},
+		{nil, true, true, flagAfter},
+		{&v1.WaitingPage{Enabled: true}, false, true, flagAfter},
+		{&v1.WaitingPage{Enabled: false}, true, false, flagAfter},
+		{&v1.WaitingPage{Enabled: true, After: "0s"}, false, true, 0},
+		{&v1.WaitingPage{Enabled: true, After: "1500ms"}, false, true, 1500 * time.Millisecond},
+		{&v1.WaitingPage{Enabled: true, After: "1m"}, false, true, time.Minute},
+		{&v1.WaitingPage{Enabled: true, After: "1m1s"}, false, true, flagAfter},
+		{&v1.WaitingPage{Enabled: true, After: "-1s"}, false, true, flagAfter},
+		{&v1.WaitingPage{Enabled: true, After: "soon"}, false, true, flagAfter},
 	} {
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
 		es := elastiService("team", "shop", "web", 1)
-		if c.value != "-" {
-			es.Annotations = map[string]string{v1.AnnotationWaitingPage: c.value, "other": strings.Repeat("y", 1024)}
-		}
+		es.Spec.WaitingPage = c.wp
+		es.Annotations = map[string]string{"other": strings.Repeat("y", 1024)}
 		trimmed, _ := TrimForCache(es)
 		if err := idx.Add(trimmed); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(trimmed.(*v1.ElastiService).Annotations[v1.AnnotationWaitingPage]); n > v1.MaxWaitingPageValueLength+1 {
-			t.Errorf("%.20q: the cache keeps %d bytes of it", c.value, n)
-		}
 		if _, ok := trimmed.(*v1.ElastiService).Annotations["other"]; ok {
-			t.Error("the cache keeps other annotations")
+			t.Error("the cache keeps annotations")
 		}
-		logger, _ := ktesting.NewTestContext(t)
-		r := &Resolver{cfg: Config{WaitingPage: c.flag}, pages: &NamedIndex{indexer: idx}, pageLog: newPageLog()}
+		r := &Resolver{cfg: Config{WaitingPage: c.flag, WaitingPageAfter: flagAfter}, pages: &NamedIndex{indexer: idx}}
 		req := httptest.NewRequest("GET", "http://web.team/", nil)
 		req.Header.Set("Sec-Fetch-Mode", "navigate")
-		if got := r.waitingPageFor(req, logger, testSvc); got != c.want {
-			t.Errorf("%.20q with --waiting-page=%v: page %v, want %v", c.value, c.flag, got, c.want)
+		if got, after := r.waitingPageFor(req, testSvc); got != c.want || after != c.wantAfter {
+			t.Errorf("%+v with --waiting-page=%v: page %v after %v, want %v after %v", c.wp, c.flag, got, after, c.want, c.wantAfter)
 		}
-		if _, _, err := r.pages.WaitingPage(testSvc); (err != nil) != c.logged {
-			t.Errorf("%.20q: error %v, want one: %v", c.value, err, c.logged)
-		} else if err != nil && (!strings.Contains(err.Error(), "team/shop") || len(err.Error()) > 200) {
-			t.Errorf("%.20q: error %q should name the ElastiService, briefly", c.value, err)
-		}
-		// Another Service of the namespace is not concerned.
-		if on, set, err := r.pages.WaitingPage(ServiceRef{"team", "api"}); on || set || err != nil {
-			t.Errorf("another Service: %v %v %v", on, set, err)
+		if wp := r.pages.WaitingPage(ServiceRef{"team", "api"}); wp != nil {
+			t.Errorf("another Service: %+v", wp)
 		}
 	}
 }

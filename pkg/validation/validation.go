@@ -45,6 +45,11 @@ func ValidateSpec(spec *v1alpha1.ElastiServiceSpec, path *field.Path) field.Erro
 	errs = append(errs, validateProbeResponse(spec.ProbeResponse, path.Child("probeResponse"))...)
 	errs = append(errs, validateEnabledPeriod(spec.EnabledPeriod, path.Child("enabledPeriod"))...)
 	errs = append(errs, validateWakeWith(spec.WakeWith, spec.ScaleTargetRef, path.Child("wakeWith"))...)
+	if wp := spec.WaitingPage; wp != nil {
+		if _, _, err := v1alpha1.ParseWaitingPageAfter(wp.After); err != nil {
+			errs = append(errs, field.Invalid(path.Child("waitingPage", "after"), shorten(wp.After), err.Error()))
+		}
+	}
 	return errs
 }
 

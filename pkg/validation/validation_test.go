@@ -204,6 +204,24 @@ func TestValidateElastiService(t *testing.T) {
 		{"pre-warm not a duration", func(s *v1alpha1.ElastiServiceSpec) {
 			s.EnabledPeriod = &v1alpha1.EnabledPeriod{PreWarm: "15 minutes"}
 		}, []string{"spec.enabledPeriod.preWarm: Invalid value"}},
+		{"waiting page at once", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WaitingPage = &v1alpha1.WaitingPage{Enabled: true}
+		}, nil},
+		{"waiting page after the bound", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WaitingPage = &v1alpha1.WaitingPage{Enabled: true, After: "1m"}
+		}, nil},
+		{"waiting page after one past the bound", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WaitingPage = &v1alpha1.WaitingPage{Enabled: true, After: "1m0.001s"}
+		}, []string{"spec.waitingPage.after: Invalid value"}},
+		{"waiting page after negative", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WaitingPage = &v1alpha1.WaitingPage{Enabled: true, After: "-1s"}
+		}, []string{"spec.waitingPage.after: Invalid value"}},
+		{"waiting page after not a duration", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WaitingPage = &v1alpha1.WaitingPage{After: "one second"}
+		}, []string{"spec.waitingPage.after: Invalid value"}},
+		{"waiting page after of a megabyte", func(s *v1alpha1.ElastiServiceSpec) {
+			s.WaitingPage = &v1alpha1.WaitingPage{After: strings.Repeat("1", 1<<20) + "s"}
+		}, []string{"spec.waitingPage.after: Invalid value"}},
 		{"everything wrong at once", func(s *v1alpha1.ElastiServiceSpec) {
 			s.Service, s.ScaleTargetRef.Name = "", "A/B"
 			s.Triggers = append(s.Triggers, v1alpha1.ScaleTrigger{Type: "cpu"}, prometheus(megaQuery))

@@ -22,7 +22,7 @@ import (
 // for the waiting page, and web's pods are the late app with a readiness
 // probe, so a wake takes seconds. A browser-like navigation by web's short
 // name, through kube-proxy, is answered with the page (503, reloading
-// itself) after the resolver's second; reloading it, as the page makes a
+// itself) at once; reloading it, as the page makes a
 // browser do, reaches the new pod's answer once web is woken, and web was
 // scaled up once.
 func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
@@ -33,10 +33,7 @@ func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
 	s := newScenario(t)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		es := s.e.Get(app)
-		if es.Annotations == nil {
-			es.Annotations = map[string]string{}
-		}
-		es.Annotations[elastiv1alpha1.AnnotationWaitingPage] = "true"
+		es.Spec.WaitingPage = &elastiv1alpha1.WaitingPage{Enabled: true}
 		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
 		return err
 	})

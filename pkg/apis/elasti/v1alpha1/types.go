@@ -262,6 +262,10 @@ type ElastiServiceSpec struct {
 	// it is another ElastiService's scaleTargetRef. At most MaxWakeWith.
 	// KubeElasti has no such field; omitted, nothing changes.
 	WakeWith []Dependency `json:"wakeWith,omitempty"`
+	// WaitingPage answers a browser navigation with a page that reloads
+	// itself while the target wakes; see WaitingPage. KubeElasti has no such
+	// field; omitted, the resolver's --waiting-page decides (off by default).
+	WaitingPage *WaitingPage `json:"waitingPage,omitempty"`
 }
 
 // Dependency is one workload of spec.wakeWith: a Deployment, StatefulSet or
