@@ -229,6 +229,11 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 			return nil, bufferBody(w, req, deadline)
 		}
 	}
+	paged := false
+	if page {
+		done := r.holds.probeAcrossPages(svc)
+		defer func() { done(paged) }()
+	}
 	err := r.try(ctx, s,
 		func(refused refusal) { r.writeRefusal(w, svc, refused) },
 		func(b Backends, waited time.Duration) {
@@ -240,6 +245,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	switch {
 	case err == nil:
 	case errors.Is(err, errWaitingPage):
+		paged = true
 		r.writeWaitingPage(w, req, logger, svc, port, began)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc)

@@ -119,6 +119,31 @@ func (r *Resolver) waitingPageFor(req *http.Request, svc ServiceRef) (bool, time
 	return on, after
 }
 
+// pageProbeLinger is how long a page keeps its Service's starting pods
+// checked directly (podprobe.go) after it is written: longer than the
+// page's reload, so that the reload finds a pod that passed meanwhile.
+// Without it a page answered at once would end each hold, and with it
+// the checks, before one could pass.
+const pageProbeLinger = 3 * pageRefresh
+
+// probeAcrossPages keeps svc's direct checks going for a request that
+// may get the waiting page: it joins the prober before the hold, and
+// done lets go, pageProbeLinger later when the request was paged, at once
+// otherwise. Without direct probing it does nothing.
+func (h *holder) probeAcrossPages(svc ServiceRef) (done func(paged bool)) {
+	if h.direct == nil {
+		return func(bool) {}
+	}
+	leave := h.direct.join(svc)
+	return func(paged bool) {
+		if paged {
+			time.AfterFunc(pageProbeLinger, leave)
+			return
+		}
+		leave()
+	}
+}
+
 // holdContext gives a request that may get the waiting page a context
 // whose deadline, after away, ends its hold with errWaitingPage (see try);
 // others keep ctx.

@@ -371,3 +371,47 @@ func TestWaitingPageAfterNegativeIsRefused(t *testing.T) {
 		t.Error("a negative --waiting-page-after was accepted")
 	}
 }
+
+// A page answered at once ends its request's hold, but not the direct
+// checks of the Service's starting pod: they go on across the browser's
+// reload, so the reload after the pod passes gets the pod's answer
+// without waiting for the slice's Ready, and never before it passes.
+func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
+	app := newStartingApp(t, "127.0.0.2")
+	pods := newFakePods(app.pod("web-1", "u1"))
+	cfg := pageConfig(0)
+	cfg.ProbePods = true
+	e := newEnv(t, cfg, func(o *Options) { o.Pods = pods })
+	e.net.route(app.addr(), app.addr())
+	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
+	client := newClient(t)
+
+	reload := func() *http.Response {
+		resp, err := client.Do(navigation(t, e, "GET"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := reload(); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("first navigation: %d, want the page", resp.StatusCode)
+	} else {
+		readAll(t, resp)
+	}
+	// Between reloads nothing is held, yet the pod is still checked.
+	eventually(t, 5*time.Second, "the pod checked between reloads", func() bool {
+		return e.r.holds.held(testSvc) == 0 && app.checks.Load() >= 4
+	})
+	before := app.checks.Load()
+	app.ready.Store(true)
+	eventually(t, 5*time.Second, "the pod's direct check to pass", func() bool { return app.checks.Load() > before })
+	resp := reload()
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "pod" {
+		t.Errorf("reload after the pod passed: %d %q, want the pod's answer", resp.StatusCode, body)
+	}
+	if n := app.earlyHits.Load(); n != 0 {
+		t.Errorf("the app got %d requests while its readiness answered 503", n)
+	}
+	// The linger ends: nothing is probed once the pages stop.
+	eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
+}
