@@ -216,6 +216,13 @@ func TestKubeletSIGTERMDrainsHeldRequests(t *testing.T) {
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
 	}
+	// The watch's events may trail the pods' deletion: wait for them to be
+	// read, not only sent.
+	e.Eventually("the terminated state of each resolver container", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(exits) >= len(resolvers), fmt.Sprintf("%d of %d seen", len(exits), len(resolvers))
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for _, p := range resolvers {
