@@ -45,10 +45,11 @@ const (
 	FallbackInitialDelay = "initial_delay"
 	FallbackNamedPort    = "named_port"
 	FallbackPodMismatch  = "pod_mismatch"
+	FallbackNoProbe      = "no_probe"
 )
 
 // FallbackReasons are the reasons PlanFor gives, for metric labels.
-var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackInitialDelay, FallbackNamedPort, FallbackPodMismatch}
+var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackInitialDelay, FallbackNamedPort, FallbackPodMismatch, FallbackNoProbe}
 
 // FallbackError is why a pod cannot be checked the kubelet's way.
 type FallbackError struct {
@@ -69,7 +70,8 @@ type Plan struct {
 // containerPlan is one container's checks. startup, when set, must pass
 // once before readiness is checked at all, as the kubelet runs no
 // readiness probe before the startup probe succeeded. A container with
-// neither probe is ready when the Service's target port accepts.
+// neither probe has no check, as it is Ready to the kubelet once it runs;
+// a pod none of whose containers has a probe is left to the kubelet.
 type containerPlan struct {
 	name      string
 	startup   *podCheck
@@ -125,6 +127,7 @@ func PlanFor(pod *corev1.Pod, ep Endpoint) (*Plan, error) {
 	}
 	containers = append(containers, pod.Spec.Containers...)
 	plan := &Plan{}
+	checked := false
 	for i := range containers {
 		c := &containers[i]
 		cp := containerPlan{name: c.Name}
@@ -135,13 +138,17 @@ func PlanFor(pod *corev1.Pod, ep Endpoint) (*Plan, error) {
 		if cp.readiness, err = checkFor(c.ReadinessProbe, c, pod, ep.IP, true); err != nil {
 			return nil, err
 		}
-		if cp.startup == nil && cp.readiness == nil {
-			// The kubelet calls such a container ready once it runs; the
-			// resolver asks more: the Service's target port accepts.
-			cp.readiness = &podCheck{kind: "tcp", addr: net.JoinHostPort(ep.IP, strconv.Itoa(int(ep.Port))),
-				timeout: time.Second, threshold: 1}
-		}
+		// A container with neither probe is Ready to the kubelet once it
+		// runs: it has no check here either (CheckPod counts it ready).
+		checked = checked || cp.startup != nil || cp.readiness != nil
 		plan.containers = append(plan.containers, cp)
+	}
+	if !checked {
+		// No container has a probe: the kubelet calls the pod Ready as
+		// soon as it runs, so the slice says Ready within moments, and a
+		// port that accepts says nothing of the app behind it. Leave it to
+		// the kubelet.
+		return nil, fallback(FallbackNoProbe, "no container has a readiness or startup probe")
 	}
 	return plan, nil
 }

@@ -3,11 +3,11 @@ package podcheck
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -318,19 +318,18 @@ func TestDirectCheckEveryContainer(t *testing.T) {
 	}
 }
 
-func TestDirectCheckNoProbeMeansTargetPortAccepts(t *testing.T) {
+func TestDirectCheckNoProbeIsLeftToTheKubelet(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.6:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.Close()
 	port := int32(l.Addr().(*net.TCPAddr).Port)
 	pod := probePod("127.0.0.6", port, nil, nil)
-	if !checkOnce(t, pod, port) {
-		t.Error("a pod without probes whose target port accepts is not ready")
-	}
-	_ = l.Close()
-	if checkOnce(t, pod, port) {
-		t.Error("a pod without probes whose target port refuses is ready")
+	_, err = PlanFor(pod, endpointOf(pod, port))
+	var fe *FallbackError
+	if !errors.As(err, &fe) || fe.Reason != FallbackNoProbe {
+		t.Errorf("a pod without probes whose port accepts: %v, want the %s fallback", err, FallbackNoProbe)
 	}
 }
 
@@ -413,13 +412,16 @@ func TestPlanForAddressesOnlyThePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"10.244.0.7:8080", "10.244.0.7:9000", "10.244.0.7:8080"}
-	for i, c := range plan.containers {
+	want := []string{"10.244.0.7:8080", "10.244.0.7:9000"}
+	if len(plan.containers) != 3 {
+		t.Fatalf("%d containers planned, want 3", len(plan.containers))
+	}
+	for i, c := range plan.containers[:2] {
 		if c.readiness == nil || c.readiness.addr != want[i] {
 			t.Errorf("container %s checks %+v, want address %s", c.name, c.readiness, want[i])
 		}
 	}
-	if plan.containers[2].readiness.kind != "tcp" || strconv.Itoa(len(plan.containers)) != "3" {
-		t.Errorf("a container without probes is checked by %q, want tcp on the target port", plan.containers[2].readiness.kind)
+	if c := plan.containers[2]; c.readiness != nil || c.startup != nil {
+		t.Errorf("a container without probes is checked (%+v); it is Ready to the kubelet once it runs", c)
 	}
 }
