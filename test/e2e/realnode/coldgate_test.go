@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -452,8 +451,8 @@ func (g *coldGate) report(took time.Duration) {
 				f = &coldFigures{}
 			}
 			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %9s / %-9s\n", v.name, cell.listenDelay, cell.period,
-				cell.path.name, len(f.total), len(f.failed), msOf(percentile(f.total, 50)), msOf(percentile(f.total, 99)),
-				msOf(percentile(f.beyond, 50)), msOf(percentile(f.beyond, 99)))
+				cell.path.name, len(f.total), len(f.failed), testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)),
+				testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)))
 		}
 	}
 	g.tb.Log(b.String())
@@ -484,20 +483,6 @@ func (g *coldGate) perPath() map[string]int {
 		out[g.cells[k.cell].path.name] += len(f.total)
 	}
 	return out
-}
-
-// msOf is d in milliseconds, for the figures.
-func msOf(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
-
-// percentile is the nearest-rank p-th percentile of ds (0 for none).
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 // TestColdStartsOnTheRealNodeWaitForReadiness is the gate in make test,
@@ -558,12 +543,12 @@ func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
 				if f == nil {
 					continue
 				}
-				worst = max(worst, percentile(f.beyond, 99))
+				worst = max(worst, testenv.Percentile(f.beyond, 99))
 				if cell.listenDelay == 300*time.Millisecond && cell.period == 10 {
 					cold = append(cold, f.total...)
 				}
 			}
-			bm.ReportMetric(float64(percentile(cold, 50).Microseconds())/1000, v.name+"-l300ms-p10-cold-p50-ms")
+			bm.ReportMetric(float64(testenv.Percentile(cold, 50).Microseconds())/1000, v.name+"-l300ms-p10-cold-p50-ms")
 			bm.ReportMetric(float64(worst.Microseconds())/1000, v.name+"-beyond-first-200-worst-p99-ms")
 		}
 		for path, n := range g.perPath() {

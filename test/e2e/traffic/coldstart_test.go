@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -158,7 +157,7 @@ func runColdStartGate(tb testing.TB) map[string]*pathFigures {
 	for _, p := range gatePaths {
 		f := g.figures[p.name]
 		fmt.Fprintf(&b, "%-11s %5d %6d %6d %11s / %-9s %11s / %-9s\n", p.name, len(f.total), len(f.failed), len(f.unheld),
-			ms(percentile(f.total, 50)), ms(percentile(f.total, 99)), ms(percentile(f.beyondReady, 50)), ms(percentile(f.beyondReady, 99)))
+			testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)), testenv.Millis(testenv.Percentile(f.beyondReady, 50)), testenv.Millis(testenv.Percentile(f.beyondReady, 99)))
 	}
 	tb.Log(b.String())
 	for _, p := range gatePaths {
@@ -181,20 +180,6 @@ func runColdStartGate(tb testing.TB) map[string]*pathFigures {
 		tb.Logf("kube-proxy:\n%s", g.bed.KubeProxyLog(15))
 	}
 	return g.figures
-}
-
-// ms is d in milliseconds, for the figures.
-func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
-
-// percentile is the nearest-rank p-th percentile of ds (0 for none).
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 // newGate makes the gate's namespace: per path, gateServicesPerPath
@@ -867,10 +852,10 @@ func BenchmarkColdStartGate(b *testing.B) {
 		for _, p := range gatePaths {
 			f := figures[p.name]
 			failed, unheld = failed+len(f.failed), unheld+len(f.unheld)
-			b.ReportMetric(float64(percentile(f.total, 50).Microseconds())/1000, p.name+"-p50-ms")
-			b.ReportMetric(float64(percentile(f.total, 99).Microseconds())/1000, p.name+"-p99-ms")
-			b.ReportMetric(float64(percentile(f.beyondReady, 50).Microseconds())/1000, p.name+"-beyond-ready-p50-ms")
-			b.ReportMetric(float64(percentile(f.beyondReady, 99).Microseconds())/1000, p.name+"-beyond-ready-p99-ms")
+			b.ReportMetric(float64(testenv.Percentile(f.total, 50).Microseconds())/1000, p.name+"-p50-ms")
+			b.ReportMetric(float64(testenv.Percentile(f.total, 99).Microseconds())/1000, p.name+"-p99-ms")
+			b.ReportMetric(float64(testenv.Percentile(f.beyondReady, 50).Microseconds())/1000, p.name+"-beyond-ready-p50-ms")
+			b.ReportMetric(float64(testenv.Percentile(f.beyondReady, 99).Microseconds())/1000, p.name+"-beyond-ready-p99-ms")
 		}
 		b.ReportMetric(float64(failed), "failed")
 		b.ReportMetric(float64(unheld), "unheld")
