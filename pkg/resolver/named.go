@@ -78,15 +78,7 @@ func (f *NamedIndex) Named(svc ServiceRef) bool {
 // Ready: its DependenciesReady condition's message, as the operator wrote
 // it. Empty otherwise.
 func (f *NamedIndex) WaitingOn(svc ServiceRef) string {
-	objs, err := f.indexer.ByIndex(namedIndex, svc.Namespace+"/"+svc.Name)
-	if err != nil {
-		return ""
-	}
-	for _, obj := range objs {
-		es, ok := obj.(*elastiv1alpha1.ElastiService)
-		if !ok || es.Spec.Service != svc.Name {
-			continue
-		}
+	for _, es := range f.naming(svc) {
 		if c := waitingConditions(es.Status.Conditions); c != nil {
 			return fmt.Sprintf("ElastiService %s/%s: %s", es.Namespace, es.Name, c[0].Message)
 		}
@@ -97,16 +89,25 @@ func (f *NamedIndex) WaitingOn(svc ServiceRef) string {
 // WaitingPage returns the spec.waitingPage of the ElastiService whose
 // spec.service svc is, nil when it has none (see PageSwitch).
 func (f *NamedIndex) WaitingPage(svc ServiceRef) *elastiv1alpha1.WaitingPage {
+	if es := f.naming(svc); len(es) > 0 {
+		return es[0].Spec.WaitingPage
+	}
+	return nil
+}
+
+// naming returns the cached ElastiServices whose spec.service is svc.
+func (f *NamedIndex) naming(svc ServiceRef) []*elastiv1alpha1.ElastiService {
 	objs, err := f.indexer.ByIndex(namedIndex, svc.Namespace+"/"+svc.Name)
 	if err != nil {
 		return nil
 	}
+	var out []*elastiv1alpha1.ElastiService
 	for _, obj := range objs {
 		if es, ok := obj.(*elastiv1alpha1.ElastiService); ok && es.Spec.Service == svc.Name {
-			return es.Spec.WaitingPage
+			out = append(out, es)
 		}
 	}
-	return nil
+	return out
 }
 
 // HasSynced reports whether the ElastiService informer has synced.
