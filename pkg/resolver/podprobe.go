@@ -84,10 +84,6 @@ const (
 	ReleasedByEndpointReady = "endpoint_ready"
 )
 
-func fallback(reason, detail string) error {
-	return &podcheck.FallbackError{Reason: reason, Detail: detail}
-}
-
 // probeReport is where direct probing reports: fellBack when a pod is
 // left to the kubelet's Ready (a Fallback reason), lead with how long
 // before its endpoint turned Ready a pod passed its direct check.
@@ -361,7 +357,7 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fallback(FallbackPodUnreadable, err.Error())
+		return nil, &podcheck.FallbackError{Reason: FallbackPodUnreadable, Detail: err.Error()}
 	}
 	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
 	p.plans.Add(ep.UID, planOrErr{plan, err}, podPlanTTL)
