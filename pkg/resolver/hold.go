@@ -292,17 +292,24 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 // reached, or every retryMax after a success, and at once on a kick. It
 // stops when nothing is held or svc has a Ready endpoint that no hold
 // missed since.
+//
+// The first request is sent even when the hold that started the loop has
+// already ended: a waiting page answered at once, or a client that gave
+// up, leaves before this goroutine runs, and the operator must still hear
+// that the Service was asked for, or every reload of the page would race
+// the same way and the Service would never wake.
 func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 	defer h.wg.Done()
 	logger := h.logger.WithValues("service", svc.kref())
 	backoff := h.retryInitial
+	asked := false
 	for {
 		h.mu.Lock()
 		seen := w.misses
 		h.mu.Unlock()
 		ready := h.ready(svc) // outside the lock: reads the informer cache
 		h.mu.Lock()
-		if w.held == 0 || (ready && w.misses == seen) || h.closed {
+		if (w.held == 0 && asked) || (ready && w.misses == seen) || h.closed {
 			w.waking = false
 			if w.held == 0 {
 				delete(h.waiters, svc)
@@ -321,6 +328,13 @@ func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 			backoff = min(2*backoff, h.retryMax)
 		} else {
 			backoff = h.retryInitial
+		}
+		asked = true
+		h.mu.Lock()
+		left := w.held == 0
+		h.mu.Unlock()
+		if left {
+			continue // nothing to pause for: the loop ends, a new hold starts another
 		}
 		timer := time.NewTimer(wait)
 		select {

@@ -3,6 +3,7 @@ package resolver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,5 +140,25 @@ func TestCloseEndsWaits(t *testing.T) {
 	h.close()
 	if err := <-errs; !errors.Is(err, errClosed) {
 		t.Fatalf("wait after close = %v, want errClosed", err)
+	}
+}
+
+// A hold that ends before its wake loop runs (a waiting page answered at
+// once, a client that gave up) still reaches the operator, once, and the
+// loop then ends: each reload of a page would otherwise race the same
+// way and the Service would never wake.
+func TestHoldEndedBeforeTheLoopRanStillWakes(t *testing.T) {
+	_, n, h, svc := newHoldBed(t, time.Hour)
+	for i := range 3 {
+		h.join(svc).leave() // no yield between: the loop has not run yet
+		n.waitPost(t, fmt.Sprintf("hold %d, ended at once", i+1))
+		eventually(t, 5*time.Second, "the wake loop to end", func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.waiters[svc] == nil
+		})
+	}
+	if got := n.posts.Load(); got != 3 {
+		t.Fatalf("%d POSTs for three holds ended at once, want 3", got)
 	}
 }
