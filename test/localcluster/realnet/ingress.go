@@ -54,35 +54,40 @@ const ingressAPIPort = "9000"
 // by default), and until then dials the old addresses; the wait reads its
 // API from client c, as any pod could.
 func (n *Net) WaitIngressFollows(ctx context.Context, c *Client, namespace, service string, timeout time.Duration) error {
-	return n.follow(ctx, "the ingress controller", namespace, service, timeout, func() ([]string, error) {
+	return n.follow(ctx, "the ingress controller", namespace, service, timeout, false, func() ([]string, error) {
 		return n.ingressBackends(ctx, c, namespace, service)
 	})
 }
 
 // WaitKubeProxyFollows waits until kube-proxy's rules send service in
-// namespace to the addresses and ports its EndpointSlices list now. Ports
-// count: elasti may rewrite its slice to the resolver with the same
-// addresses and another port (per-port routing or not). kube-proxy
-// applies changes after its sync period (about a second), and until then
-// new connections still go to the old endpoints.
+// namespace to the addresses and ports its EndpointSlices list now, and
+// to every port of every Ready endpoint: kube-proxy programs all of them,
+// so a rule still missing for one port (say web's raw TCP port, right
+// after kube-proxy restarted) means it has not caught up. Ports count:
+// elasti may rewrite its slice to the resolver with the same addresses
+// and another port (per-port routing or not). kube-proxy applies changes
+// after its sync period (about a second), and until then new connections
+// still go to the old endpoints.
 func (n *Net) WaitKubeProxyFollows(ctx context.Context, namespace, service string, timeout time.Duration) error {
-	return n.follow(ctx, "kube-proxy", namespace, service, timeout, func() ([]string, error) {
+	return n.follow(ctx, "kube-proxy", namespace, service, timeout, true, func() ([]string, error) {
 		return n.kubeProxyBackends(ctx, namespace, service)
 	})
 }
 
 // follow polls routes until it names some "ip:port" backends and only
-// those of service's EndpointSlices.
-func (n *Net) follow(ctx context.Context, who, namespace, service string, timeout time.Duration, routes func() ([]string, error)) error {
+// those of service's EndpointSlices; with allReady, also every port of
+// every Ready endpoint. The ingress controller's routes name only the
+// port its Ingress or HTTPRoute names, so it is not held to allReady.
+func (n *Net) follow(ctx context.Context, who, namespace, service string, timeout time.Duration, allReady bool, routes func() ([]string, error)) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		want, err := n.sliceAddresses(ctx, namespace, service)
+		want, ready, err := n.sliceAddresses(ctx, namespace, service)
 		if err != nil {
 			return false, err
 		}
 		got, err := routes()
-		last = fmt.Sprintf("routes to %v, the EndpointSlices list %v (%v)", got, want, err)
-		return err == nil && len(got) > 0 && subset(got, want), nil
+		last = fmt.Sprintf("routes to %v, the EndpointSlices list %v, Ready %v (%v)", got, want, ready, err)
+		return err == nil && len(got) > 0 && subset(got, want) && (!allReady || subset(ready, got)), nil
 	})
 	if err != nil {
 		return fmt.Errorf("realnet: %s did not follow %s/%s within %s: %s: %w", who, namespace, service, timeout, last, err)
@@ -100,27 +105,33 @@ func subset(got, want []string) bool {
 }
 
 // sliceAddresses lists "ip:port" for every endpoint and port of service's
-// slices.
-func (n *Net) sliceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
+// slices, and apart those of the Ready endpoints (ready unset counts as
+// Ready, as kube-proxy reads it).
+func (n *Net) sliceAddresses(ctx context.Context, namespace, service string) (all, ready []string, err error) {
 	list, err := n.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=" + service,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
 	for _, s := range list.Items {
 		for _, ep := range s.Endpoints {
+			isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 			for _, addr := range ep.Addresses {
 				for _, p := range s.Ports {
-					if p.Port != nil {
-						out = append(out, net.JoinHostPort(addr, strconv.Itoa(int(*p.Port))))
+					if p.Port == nil {
+						continue
+					}
+					a := net.JoinHostPort(addr, strconv.Itoa(int(*p.Port)))
+					all = append(all, a)
+					if isReady {
+						ready = append(ready, a)
 					}
 				}
 			}
 		}
 	}
-	return out, nil
+	return all, ready, nil
 }
 
 // ingressBackends lists the addresses the ingress controller sends
@@ -215,8 +226,9 @@ func (n *Net) DescribeRoutes(ctx context.Context, c *Client, namespace, service 
 		}
 		fmt.Fprintf(&b, "%s: %v\n", who, got)
 	}
-	got, err := n.sliceAddresses(ctx, namespace, service)
+	got, ready, err := n.sliceAddresses(ctx, namespace, service)
 	line("EndpointSlices list", got, err)
+	line("of which Ready", ready, err)
 	got, err = n.kubeProxyBackends(ctx, namespace, service)
 	line("kube-proxy sends to", got, err)
 	got, err = n.ingressBackends(ctx, c, namespace, service)
