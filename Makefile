@@ -147,7 +147,7 @@ bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start 
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
 	$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/
-	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
+	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode|ColdStartOneAtATimeOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags
