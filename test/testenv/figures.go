@@ -22,3 +22,17 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 	i := int(math.Ceil(p/100*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
+
+// Mean is the arithmetic mean of ds (0 for none): beside the percentiles
+// it shows a bimodal figure's weight, such as cold starts of which some
+// wait out a whole probe period.
+func Mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
+}

@@ -374,6 +374,7 @@ type sampleReply struct {
 	Started    int64  `json:"started"`
 	FirstReady int64  `json:"firstReady"`
 	Arrived    int64  `json:"arrived"`
+	Listening  int64  `json:"listening"`
 	Early      int64  `json:"earlyRequests"`
 }
 
@@ -418,10 +419,25 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 		}
 		var reply sampleReply
 		_ = json.Unmarshal([]byte(r.resp.Body), &reply) // checkColdStart parsed it
+		beyond := time.Duration(reply.Arrived-reply.FirstReady) * time.Microsecond
 		f.total = append(f.total, r.resp.Duration)
-		f.beyond = append(f.beyond, time.Duration(reply.Arrived-reply.FirstReady)*time.Microsecond)
+		f.beyond = append(f.beyond, beyond)
+		if beyond > slowBeyond {
+			// Say where the time went: the resolver's hold (its cold-start
+			// header) against the client's phases and the app's clock.
+			g.tb.Logf("%s round %d %s: the held request reached pod %s %s after its first readiness 200; the resolver says it held it %s; the client: %s (%s); the pod listened %s and first answered 200 %s after it started",
+				v.name, round, cell.svc, reply.ServedBy, beyond.Round(time.Millisecond), r.resp.Header.Get(resolver.DefaultColdStartHeader),
+				r.resp.Duration.Round(time.Millisecond), r.resp.Phases,
+				(time.Duration(reply.Listening-reply.Started) * time.Microsecond).Round(time.Millisecond),
+				(time.Duration(reply.FirstReady-reply.Started) * time.Microsecond).Round(time.Millisecond))
+		}
 	}
 }
+
+// slowBeyond is the time beyond the app's first readiness 200 past which
+// the gate logs where a cold start's time went: twenty times the issue's
+// 50 ms p99 target.
+const slowBeyond = time.Second
 
 // checkColdStart says what is wrong with a cold start's answer, or "".
 func checkColdStart(resp realnet.Response, began time.Time) string {
@@ -457,17 +473,17 @@ func (g *coldGate) report(took time.Duration) {
 	}
 	fmt.Fprintf(&b, "%d variants × %d cells, %d rounds of %d cold starts %s each, in %s:\n",
 		len(g.opts.variants), len(g.cells), g.opts.count, len(g.cells), how, took.Round(time.Second))
-	fmt.Fprintf(&b, "%-7s %6s %6s %-10s %4s %6s %21s %23s\n", "variant", "listen", "period", "path", "cold", "failed",
-		"cold start p50 / p99", "beyond 1st 200 p50 / p99")
+	fmt.Fprintf(&b, "%-7s %6s %6s %-10s %4s %6s %21s %10s %23s\n", "variant", "listen", "period", "path", "cold", "failed",
+		"cold start p50 / p99", "mean", "beyond 1st 200 p50 / p99")
 	for _, v := range g.opts.variants {
 		for i, cell := range g.cells {
 			f := g.figures[coldKey{v.name, i}]
 			if f == nil {
 				f = &coldFigures{}
 			}
-			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %9s / %-9s\n", v.name, cell.listenDelay, cell.period,
+			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %10s %9s / %-9s\n", v.name, cell.listenDelay, cell.period,
 				cell.path.name, len(f.total), len(f.failed), testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)),
-				testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)))
+				testenv.Millis(testenv.Mean(f.total)), testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)))
 		}
 	}
 	g.tb.Log(b.String())
@@ -545,9 +561,9 @@ func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
 }
 
 // BenchmarkColdStartOneAtATimeOnTheRealNode is the issue's 3× cell as a
-// user with one sleeping app meets it: the app that listens 300 ms after
-// its start, under the default 10 s period, each path, woken one at a
-// time so that nothing else starts on the node beside it;
+// user with one sleeping app meets it: apps that listen 300 ms and 2 s
+// after their start, under the default 10 s period, each path, woken one
+// at a time so that nothing else starts on the node beside them;
 // -coldstart-count cold starts per cell and -coldstart-variants side by
 // side in one run.
 func BenchmarkColdStartOneAtATimeOnTheRealNode(bm *testing.B) {
@@ -555,7 +571,7 @@ func BenchmarkColdStartOneAtATimeOnTheRealNode(bm *testing.B) {
 	for range bm.N {
 		g := runColdGate(bm, coldOptions{
 			variants:     variants,
-			listenDelays: []time.Duration{300 * time.Millisecond},
+			listenDelays: []time.Duration{300 * time.Millisecond, 2 * time.Second},
 			periods:      []int32{10},
 			count:        *coldStartCount,
 			oneAtATime:   true,
