@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,10 @@ var (
 		"BenchmarkColdStartGateOnTheRealNode: cold starts per cell (variant × listen delay × periodSeconds × path)")
 	coldStartVariants = flag.String("coldstart-variants", "on,off",
 		"BenchmarkColdStartGateOnTheRealNode: the resolver variants to run, of on (direct probing, the default) and off (--probe-pods=false)")
+	oneAtATimeListen = flag.String("coldstart-one-listen", "300ms,2s",
+		"BenchmarkColdStartOneAtATimeOnTheRealNode: the apps' listen delays")
+	oneAtATimePeriods = flag.String("coldstart-one-periods", "10",
+		"BenchmarkColdStartOneAtATimeOnTheRealNode: the readiness probes' periodSeconds (10 is the default, left unset)")
 )
 
 // coldVariant is one way the resolver runs: args are appended to the
@@ -562,17 +567,33 @@ func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
 
 // BenchmarkColdStartOneAtATimeOnTheRealNode is the 3× cell as a
 // user with one sleeping app meets it: apps that listen 300 ms and 2 s
-// after their start, under the default 10 s period, each path, woken one
-// at a time so that nothing else starts on the node beside them;
-// -coldstart-count cold starts per cell and -coldstart-variants side by
-// side in one run.
+// after their start (-coldstart-one-listen), under the default 10 s
+// period (-coldstart-one-periods), each path, woken one at a time so that
+// nothing else starts on the node beside them; -coldstart-count cold
+// starts per cell and -coldstart-variants side by side in one run.
 func BenchmarkColdStartOneAtATimeOnTheRealNode(bm *testing.B) {
 	variants := benchVariants(bm)
+	var listen []time.Duration
+	for _, v := range strings.Split(*oneAtATimeListen, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < 0 || d > time.Minute {
+			bm.Fatalf("-coldstart-one-listen: %q is not a delay from 0 to 1m", v)
+		}
+		listen = append(listen, d)
+	}
+	var periods []int32
+	for _, v := range strings.Split(*oneAtATimePeriods, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 60 {
+			bm.Fatalf("-coldstart-one-periods: %q is not a periodSeconds from 1 to 60", v)
+		}
+		periods = append(periods, int32(n))
+	}
 	for range bm.N {
 		g := runColdGate(bm, coldOptions{
 			variants:     variants,
-			listenDelays: []time.Duration{300 * time.Millisecond, 2 * time.Second},
-			periods:      []int32{10},
+			listenDelays: listen,
+			periods:      periods,
 			count:        *coldStartCount,
 			oneAtATime:   true,
 		})
