@@ -488,14 +488,7 @@ func (d *demo) wake(how string, req realnet.Request) error {
 // after listening its readiness path first answered 200 and how long
 // after that the held request arrived.
 func (d *demo) showPod(resp realnet.Response) error {
-	var reply struct {
-		ServedBy    string `json:"servedBy"`
-		ListenDelay string `json:"listenDelay"`
-		Started     int64  `json:"started"`
-		Listening   int64  `json:"listening"`
-		FirstReady  int64  `json:"firstReady"`
-		Arrived     int64  `json:"arrived"`
-	}
+	var reply realnode.SampleReply
 	if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil || reply.ServedBy == "" {
 		return fmt.Errorf("not the sample app's answer (%v): %s", err, resp)
 	}
@@ -511,14 +504,11 @@ func (d *demo) showPod(resp realnet.Response) error {
 	if len(pod.Status.ContainerStatuses) > 0 {
 		node += ", " + pod.Status.ContainerStatuses[0].ContainerID
 	}
-	us := func(from, to int64) time.Duration {
-		return (time.Duration(to-from) * time.Microsecond).Round(time.Millisecond)
-	}
 	info("the new pod %s: a real container on %s", pod.Name, node)
 	info("  it listened %s after its process started (start delay %s); readiness probe every %s (periodSeconds)",
-		us(reply.Started, reply.Listening), reply.ListenDelay, period)
+		reply.ListenedAfter().Round(time.Millisecond), reply.ListenDelay, period)
 	info("  its readiness path first answered 200 %s after it listened; the held request reached it %s after that",
-		us(reply.Listening, reply.FirstReady), us(reply.FirstReady, reply.Arrived))
+		reply.ReadyAfterListening().Round(time.Millisecond), reply.BeyondReady().Round(time.Millisecond))
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
+	"github.com/elasti-dev/elasti/test/localcluster/realnode"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -372,17 +373,6 @@ func (g *coldGate) waitResolverListens() {
 	})
 }
 
-// sampleReply is the sample app's JSON answer (hack/sampleapp): instants
-// in Unix microseconds on the app's clock.
-type sampleReply struct {
-	ServedBy   string `json:"servedBy"`
-	Started    int64  `json:"started"`
-	FirstReady int64  `json:"firstReady"`
-	Arrived    int64  `json:"arrived"`
-	Listening  int64  `json:"listening"`
-	Early      int64  `json:"earlyRequests"`
-}
-
 // wakeAll sends one request to every cell, at once or (oneAtATime) one
 // after the other, each from its path's client, and checks and records
 // every answer.
@@ -418,13 +408,12 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 		if r.err != nil {
 			g.tb.Fatal(r.err)
 		}
-		if why := checkColdStart(r.resp, began); why != "" {
+		reply, why := checkColdStart(r.resp, began)
+		if why != "" {
 			f.failed = append(f.failed, fmt.Sprintf("round %d %s: %s", round, cell.svc, why))
 			continue
 		}
-		var reply sampleReply
-		_ = json.Unmarshal([]byte(r.resp.Body), &reply) // checkColdStart parsed it
-		beyond := time.Duration(reply.Arrived-reply.FirstReady) * time.Microsecond
+		beyond := reply.BeyondReady()
 		f.total = append(f.total, r.resp.Duration)
 		f.beyond = append(f.beyond, beyond)
 		if beyond > slowBeyond {
@@ -433,8 +422,7 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 			g.tb.Logf("%s round %d %s: the held request reached pod %s %s after its first readiness 200; the resolver says it held it %s; the client: %s (%s); the pod listened %s and first answered 200 %s after it started",
 				v.name, round, cell.svc, reply.ServedBy, beyond.Round(time.Millisecond), r.resp.Header.Get(resolver.DefaultColdStartHeader),
 				r.resp.Duration.Round(time.Millisecond), r.resp.Phases,
-				(time.Duration(reply.Listening-reply.Started) * time.Microsecond).Round(time.Millisecond),
-				(time.Duration(reply.FirstReady-reply.Started) * time.Microsecond).Round(time.Millisecond))
+				reply.ListenedAfter().Round(time.Millisecond), reply.ReadyAfterStart().Round(time.Millisecond))
 		}
 	}
 }
@@ -444,27 +432,28 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 // 50 ms p99 target.
 const slowBeyond = time.Second
 
-// checkColdStart says what is wrong with a cold start's answer, or "".
-func checkColdStart(resp realnet.Response, began time.Time) string {
+// checkColdStart reads a cold start's answer, the sample app's reply, and says
+// what is wrong with it, or "".
+func checkColdStart(resp realnet.Response, began time.Time) (realnode.SampleReply, string) {
+	var reply realnode.SampleReply
 	if resp.Err != "" || resp.Status != 200 {
-		return resp.String()
+		return reply, resp.String()
 	}
 	if resp.Header.Get(resolver.DefaultColdStartHeader) == "" {
-		return "answered without the resolver's " + resolver.DefaultColdStartHeader + " header, so not held by it: " + resp.String()
+		return reply, "answered without the resolver's " + resolver.DefaultColdStartHeader + " header, so not held by it: " + resp.String()
 	}
-	var reply sampleReply
 	if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil || reply.ServedBy == "" {
-		return fmt.Sprintf("not the sample app's answer (%v): %s", err, resp)
+		return reply, fmt.Sprintf("not the sample app's answer (%v): %s", err, resp)
 	}
 	if reply.Started < began.UnixMicro() {
-		return fmt.Sprintf("answered by pod %s, started %s before the round began", reply.ServedBy,
+		return reply, fmt.Sprintf("answered by pod %s, started %s before the round began", reply.ServedBy,
 			began.Sub(time.UnixMicro(reply.Started)).Round(time.Millisecond))
 	}
 	if reply.Early > 0 || reply.FirstReady == 0 || reply.Arrived < reply.FirstReady {
-		return fmt.Sprintf("%d requests reached pod %s before its readiness path first answered 200 (first 200 at %d µs, this request at %d µs)",
+		return reply, fmt.Sprintf("%d requests reached pod %s before its readiness path first answered 200 (first 200 at %d µs, this request at %d µs)",
 			reply.Early, reply.ServedBy, reply.FirstReady, reply.Arrived)
 	}
-	return ""
+	return reply, ""
 }
 
 // report logs the figures per variant and cell and fails tb for every
