@@ -148,6 +148,12 @@ type waiter struct {
 	// stops on a Ready endpoint only if no hold missed one since it
 	// looked: the endpoint it saw may have gone again.
 	misses uint64
+	// joins counts the holds ever joined. The wake loop ends, with nothing
+	// held, only if no hold joined since it last asked: a hold that joins
+	// and leaves while the loop pauses (a waiting page answered at once)
+	// was never asked for, and the Service may have gone back to zero or
+	// the last wake failed.
+	joins uint64
 	// kick ends the wake loop's pause between wake requests when a
 	// request is held after every earlier one was released: the Service
 	// went back to zero, and the operator must hear of it now.
@@ -192,6 +198,7 @@ func (h *holder) join(svc ServiceRef) *hold {
 		}
 	}
 	w.held++
+	w.joins++
 	w.misses++
 	start := h.startLocked(svc, w)
 	h.mu.Unlock()
@@ -290,26 +297,28 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 // wakeLoop asks the operator to wake svc while it has held requests: at once, then
 // with exponential backoff while the operator rejects or cannot be
 // reached, or every retryMax after a success, and at once on a kick. It
-// stops when nothing is held or svc has a Ready endpoint that no hold
-// missed since.
+// stops when nothing is held and no hold joined since it last asked, or
+// when svc has a Ready endpoint that no hold missed since.
 //
-// The first request is sent even when the hold that started the loop has
-// already ended: a waiting page answered at once, or a client that gave
-// up, leaves before this goroutine runs, and the operator must still hear
+// Every hold is asked for, even one that ended before the loop looked: a
+// waiting page answered at once, or a client that gave up, leaves before
+// this goroutine runs or while it pauses, and the operator must still hear
 // that the Service was asked for, or every reload of the page would race
 // the same way and the Service would never wake.
 func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 	defer h.wg.Done()
 	logger := h.logger.WithValues("service", svc.kref())
 	backoff := h.retryInitial
-	asked := false
+	// w.joins when the loop last asked. A loop starts only after a join, so
+	// joins is at least 1 and the first look asks.
+	var askedFor uint64
 	for {
 		h.mu.Lock()
 		seen := w.misses
 		h.mu.Unlock()
 		ready := h.ready(svc) // outside the lock: reads the informer cache
 		h.mu.Lock()
-		if (w.held == 0 && asked) || (ready && w.misses == seen) || h.closed {
+		if (w.held == 0 && w.joins == askedFor) || (ready && w.misses == seen) || h.closed {
 			w.waking = false
 			if w.held == 0 {
 				delete(h.waiters, svc)
@@ -318,10 +327,12 @@ func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 			logger.V(2).Info("Stopped asking the operator to wake the service")
 			return
 		}
+		joins := w.joins
 		h.mu.Unlock()
 		if ready {
 			continue // a hold missed while we looked: look again
 		}
+		askedFor = joins // a hold that joins from here on is asked for again
 		wait := h.retryMax
 		if outcome := h.wake(h.ctx, logger, svc); outcome != OutcomeSuccess {
 			wait = backoff
@@ -329,12 +340,11 @@ func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 		} else {
 			backoff = h.retryInitial
 		}
-		asked = true
 		h.mu.Lock()
 		left := w.held == 0
 		h.mu.Unlock()
 		if left {
-			continue // nothing to pause for: the loop ends, a new hold starts another
+			continue // nothing to pause for: the loop ends unless a hold joined meanwhile
 		}
 		timer := time.NewTimer(wait)
 		select {

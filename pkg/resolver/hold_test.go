@@ -86,6 +86,65 @@ func TestManyHoldsShareOneWakeLoop(t *testing.T) {
 	}
 }
 
+// gatedEndpoints stops the next Lookup once armed, until open closes: a
+// test holds the wake loop as it looks, while holds come and go.
+type gatedEndpoints struct {
+	*MemoryEndpoints
+	armed   atomic.Bool
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedEndpoints) Lookup(svc ServiceRef, port string) (Backends, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.open
+	}
+	return g.MemoryEndpoints.Lookup(svc, port)
+}
+
+// A hold that joins and leaves while the wake loop pauses after a wake (a
+// waiting page answered at once) must still reach the operator, and the
+// loop must end after: the Service may have gone back to zero since the
+// last wake, or that wake failed.
+func TestHoldThatLeftDuringThePauseStillWakes(t *testing.T) {
+	for i := range 3 {
+		g := &gatedEndpoints{MemoryEndpoints: NewMemoryEndpoints(), entered: make(chan struct{}, 1), open: make(chan struct{})}
+		n := newCountingWaker()
+		h := newTestHolder(t, g, n, time.Hour)
+		svc := ServiceRef{Namespace: "shop", Name: "web"}
+
+		first := h.join(svc)
+		n.waitPost(t, fmt.Sprintf("round %d: first hold", i+1))
+		// Let the loop reach its hour's pause with first still held, so
+		// the next join kicks it rather than starting another loop.
+		time.Sleep(50 * time.Millisecond)
+		first.leave()
+
+		g.armed.Store(true)
+		second := h.join(svc) // kicks the pause; the loop stops in its Lookup
+		select {
+		case <-g.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the kicked wake loop never looked", i+1)
+		}
+		second.leave()
+		close(g.open)
+
+		n.waitPost(t, fmt.Sprintf("round %d: a hold that joined and left during the pause", i+1))
+		deadline := time.Now().Add(5 * time.Second)
+		for h.waiting(svc) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the wake loop still runs with nothing held", i+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got := n.posts.Load(); got != 2 {
+			t.Fatalf("round %d: %d POSTs, want 2", i+1, got)
+		}
+	}
+}
+
 // wait returns the endpoints once the Service has one, and the context's
 // error at the deadline.
 func TestWaitEndsOnReadyOrDeadline(t *testing.T) {
@@ -162,4 +221,13 @@ func TestHoldEndedBeforeTheLoopRanStillWakes(t *testing.T) {
 			t.Fatalf("round %d: held = %d after the hold ended, want 0", i+1, got)
 		}
 	}
+}
+
+// waiting reports whether svc still has a waiter: something held or its
+// wake loop running.
+func (h *holder) waiting(svc ServiceRef) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.waiters[svc]
+	return ok
 }
