@@ -15,8 +15,10 @@
 //	-ready-path (READY_PATH)        its readiness path (/ready)
 //
 // It records when its process started, when it listened, when its
-// readiness path first answered 200, and how many requests other than a
-// readiness check (or a /metrics scrape) arrived before that: a request
+// readiness path first answered 200 and whose check that was (the
+// kubelet's or the resolver's direct probe, by its User-Agent), and how many
+// requests other than a readiness check (or a /metrics scrape) arrived
+// before that: a request
 // sent to the pod before its own readiness check passed. Every answer
 // carries them in its headers (Header*), so a client measures the time
 // beyond the app's first readiness 200 on the app's own clock. GET
@@ -42,6 +44,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/elasti-dev/elasti/hack/sampleapp/answer"
 )
 
 // getTimeout bounds a client request: a request at zero is held while the
@@ -123,23 +127,6 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
-// reply is what the server answers: which pod served, the request as it
-// arrived, and the app's start as the headers tell it.
-type reply struct {
-	ServedBy string `json:"servedBy"`
-	Host     string `json:"host"`
-	Path     string `json:"path"`
-	// ListenDelay and NotReadyFor are the app's settings.
-	ListenDelay string `json:"listenDelay"`
-	NotReadyFor string `json:"notReadyFor"`
-	// The headers' instants and count, for clients that read the body.
-	Started    int64 `json:"started"`
-	Listening  int64 `json:"listening"`
-	FirstReady int64 `json:"firstReady"`
-	Arrived    int64 `json:"arrived"`
-	Early      int64 `json:"earlyRequests"`
-}
-
 // app is the server's state: when it listened, when its readiness path
 // first answered 200, and what arrived before.
 type app struct {
@@ -147,11 +134,12 @@ type app struct {
 	name string
 	now  func() time.Time
 
-	mu         sync.Mutex // guards the fields below
-	listening  time.Time
-	firstReady time.Time
-	early      int64
-	requests   int64
+	mu           sync.Mutex // guards the fields below
+	listening    time.Time
+	firstReady   time.Time
+	firstReadyBy string
+	early        int64
+	requests     int64
 }
 
 // micros is t in Unix microseconds, 0 for the zero time.
@@ -171,6 +159,7 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// is the instant the app is first known ready.
 		if a.firstReady.IsZero() && !arrived.Before(a.listening.Add(a.cfg.notReadyFor)) {
 			a.firstReady = arrived
+			a.firstReadyBy = answer.CheckerOf(r.UserAgent())
 		}
 	case "/metrics":
 		// A scrape is not a user's request: Prometheus scrapes every pod,
@@ -181,7 +170,7 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.early++
 		}
 	}
-	listening, firstReady, early, requests := a.listening, a.firstReady, a.early, a.requests
+	listening, firstReady, firstReadyBy, early, requests := a.listening, a.firstReady, a.firstReadyBy, a.early, a.requests
 	a.mu.Unlock()
 
 	h := w.Header()
@@ -203,11 +192,11 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "# HELP http_requests_total Requests this pod answered, readiness checks and scrapes aside.\n# TYPE http_requests_total counter\nhttp_requests_total %d\n", requests)
 	default:
 		h.Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(reply{
+		_ = json.NewEncoder(w).Encode(answer.Reply{
 			ServedBy: a.name, Host: r.Host, Path: r.URL.Path,
 			ListenDelay: a.cfg.listenDelay.String(), NotReadyFor: a.cfg.notReadyFor.String(),
-			Started: micros(started), Listening: micros(listening), FirstReady: micros(firstReady), Arrived: micros(arrived),
-			Early: early,
+			Started: micros(started), Listening: micros(listening), FirstReady: micros(firstReady), FirstReadyBy: firstReadyBy,
+			Arrived: micros(arrived), Early: early,
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/hack/sampleapp/answer"
 )
 
 // clock is a settable time for the app.
@@ -25,9 +27,14 @@ func newApp(t *testing.T, args ...string) (*app, *clock) {
 	return &app{cfg: cfg, name: "pod", now: c.now, listening: c.t}, c
 }
 
-func do(a *app, path string) *httptest.ResponseRecorder {
+func do(a *app, path string) *httptest.ResponseRecorder { return doAs(a, path, "") }
+
+// doAs is do with a User-Agent, as a readiness checker sends it.
+func doAs(a *app, path, userAgent string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
-	a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Header.Set("User-Agent", userAgent)
+	a.ServeHTTP(w, r)
 	return w
 }
 
@@ -68,7 +75,7 @@ func TestEarlyRequestsAndFirstReady(t *testing.T) {
 	}
 	c.t = c.t.Add(200 * time.Millisecond)
 	w := do(a, "/orders")
-	var r reply
+	var r answer.Reply
 	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
@@ -77,16 +84,16 @@ func TestEarlyRequestsAndFirstReady(t *testing.T) {
 	}
 	c.t = a.listening.Add(1500 * time.Millisecond)
 	readyAt := c.t
-	if w := do(a, "/ready"); w.Code != 200 || w.Header().Get(HeaderFirstReady) != strconv.FormatInt(readyAt.UnixMicro(), 10) {
+	if w := doAs(a, "/ready", "kube-probe/1.36"); w.Code != 200 || w.Header().Get(HeaderFirstReady) != strconv.FormatInt(readyAt.UnixMicro(), 10) {
 		t.Errorf("the first readiness 200: %d, first ready %s, want %d", w.Code, w.Header().Get(HeaderFirstReady), readyAt.UnixMicro())
 	}
 	c.t = c.t.Add(time.Second)
-	do(a, "/ready") // a later 200 does not move the first
+	doAs(a, "/ready", "kube-probe/elasti") // a later 200 does not move the first, nor say whose it was
 	w = do(a, "/after")
 	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Early != 1 || r.FirstReady != readyAt.UnixMicro() || r.Arrived-r.FirstReady != time.Second.Microseconds() {
+	if r.Early != 1 || r.FirstReady != readyAt.UnixMicro() || r.FirstReadyBy != answer.CheckedByKubelet || r.Arrived-r.FirstReady != time.Second.Microseconds() {
 		t.Errorf("a request after readiness: %+v", r)
 	}
 	if m := do(a, "/metrics").Body.String(); !strings.Contains(m, "http_requests_total 2\n") {

@@ -48,6 +48,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/elasti-dev/elasti/hack/sampleapp/answer"
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -488,7 +489,7 @@ func (d *demo) wake(how string, req realnet.Request) error {
 // after listening its readiness path first answered 200 and how long
 // after that the held request arrived.
 func (d *demo) showPod(resp realnet.Response) error {
-	var reply realnode.SampleReply
+	var reply answer.Reply
 	if err := json.Unmarshal([]byte(resp.Body), &reply); err != nil || reply.ServedBy == "" {
 		return fmt.Errorf("not the sample app's answer (%v): %s", err, resp)
 	}
@@ -507,8 +508,8 @@ func (d *demo) showPod(resp realnet.Response) error {
 	info("the new pod %s: a real container on %s", pod.Name, node)
 	info("  it listened %s after its process started (start delay %s); readiness probe every %s (periodSeconds)",
 		reply.ListenedAfter().Round(time.Millisecond), reply.ListenDelay, period)
-	info("  its readiness path first answered 200 %s after it listened; the held request reached it %s after that",
-		reply.ReadyAfterListening().Round(time.Millisecond), reply.BeyondReady().Round(time.Millisecond))
+	info("  its readiness path first answered 200 %s after it listened, to the %s's check; the held request reached it %s after that",
+		reply.ReadyAfterListening().Round(time.Millisecond), reply.FirstReadyBy, reply.BeyondReady().Round(time.Millisecond))
 	return nil
 }
 

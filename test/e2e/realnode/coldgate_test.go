@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/elasti-dev/elasti/hack/sampleapp/answer"
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
-	"github.com/elasti-dev/elasti/test/localcluster/realnode"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -115,7 +115,10 @@ type coldOptions struct {
 // coldFigures are one cell's cold starts under one variant.
 type coldFigures struct {
 	total, beyond []time.Duration
-	failed        []string
+	// byResolver counts the good cold starts whose app got its first
+	// readiness 200 from the resolver's direct check, not the kubelet's.
+	byResolver int
+	failed     []string
 }
 
 // coldKey names a cell under a variant.
@@ -409,6 +412,9 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 			g.tb.Fatal(r.err)
 		}
 		reply, why := checkColdStart(r.resp, began)
+		if why == "" && reply.FirstReadyBy == answer.CheckedByResolver && slices.Contains(v.args, probePodsFlag+"=false") {
+			why = fmt.Sprintf("pod %s got its first readiness 200 from the resolver's direct check, with direct probing off", reply.ServedBy)
+		}
 		if why != "" {
 			f.failed = append(f.failed, fmt.Sprintf("round %d %s: %s", round, cell.svc, why))
 			continue
@@ -416,13 +422,16 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 		beyond := reply.BeyondReady()
 		f.total = append(f.total, r.resp.Duration)
 		f.beyond = append(f.beyond, beyond)
+		if reply.FirstReadyBy == answer.CheckedByResolver {
+			f.byResolver++
+		}
 		if beyond > slowBeyond {
 			// Say where the time went: the resolver's hold (its cold-start
 			// header) against the client's phases and the app's clock.
-			g.tb.Logf("%s round %d %s: the held request reached pod %s %s after its first readiness 200; the resolver says it held it %s; the client: %s (%s); the pod listened %s and first answered 200 %s after it started",
+			g.tb.Logf("%s round %d %s: the held request reached pod %s %s after its first readiness 200; the resolver says it held it %s; the client: %s (%s); the pod listened %s and first answered 200 %s after it started, to the %s's check",
 				v.name, round, cell.svc, reply.ServedBy, beyond.Round(time.Millisecond), r.resp.Header.Get(resolver.DefaultColdStartHeader),
 				r.resp.Duration.Round(time.Millisecond), r.resp.Phases,
-				reply.ListenedAfter().Round(time.Millisecond), reply.ReadyAfterStart().Round(time.Millisecond))
+				reply.ListenedAfter().Round(time.Millisecond), reply.ReadyAfterStart().Round(time.Millisecond), reply.FirstReadyBy)
 		}
 	}
 }
@@ -434,8 +443,8 @@ const slowBeyond = time.Second
 
 // checkColdStart reads a cold start's answer, the sample app's reply, and says
 // what is wrong with it, or "".
-func checkColdStart(resp realnet.Response, began time.Time) (realnode.SampleReply, string) {
-	var reply realnode.SampleReply
+func checkColdStart(resp realnet.Response, began time.Time) (answer.Reply, string) {
+	var reply answer.Reply
 	if resp.Err != "" || resp.Status != 200 {
 		return reply, resp.String()
 	}
@@ -467,17 +476,17 @@ func (g *coldGate) report(took time.Duration) {
 	}
 	fmt.Fprintf(&b, "%d variants × %d cells, %d rounds of %d cold starts %s each, in %s:\n",
 		len(g.opts.variants), len(g.cells), g.opts.count, len(g.cells), how, took.Round(time.Second))
-	fmt.Fprintf(&b, "%-7s %6s %6s %-10s %4s %6s %21s %10s %23s\n", "variant", "listen", "period", "path", "cold", "failed",
-		"cold start p50 / p99", "mean", "beyond 1st 200 p50 / p99")
+	fmt.Fprintf(&b, "%-7s %6s %6s %-10s %4s %6s %21s %10s %23s %8s\n", "variant", "listen", "period", "path", "cold", "failed",
+		"cold start p50 / p99", "mean", "beyond 1st 200 p50 / p99", "1st 200 by resolver")
 	for _, v := range g.opts.variants {
 		for i, cell := range g.cells {
 			f := g.figures[coldKey{v.name, i}]
 			if f == nil {
 				f = &coldFigures{}
 			}
-			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %10s %9s / %-9s\n", v.name, cell.listenDelay, cell.period,
+			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %10s %9s / %-9s %8d\n", v.name, cell.listenDelay, cell.period,
 				cell.path.name, len(f.total), len(f.failed), testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)),
-				testenv.Millis(testenv.Mean(f.total)), testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)))
+				testenv.Millis(testenv.Mean(f.total)), testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)), f.byResolver)
 		}
 	}
 	g.tb.Log(b.String())
