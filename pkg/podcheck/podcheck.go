@@ -40,16 +40,21 @@ type Endpoint struct {
 
 // Reasons a pod cannot be checked the kubelet's way (FallbackError.Reason).
 const (
-	FallbackExec         = "exec"
-	FallbackHost         = "host"
-	FallbackInitialDelay = "initial_delay"
-	FallbackNamedPort    = "named_port"
-	FallbackPodMismatch  = "pod_mismatch"
-	FallbackNoProbe      = "no_probe"
+	FallbackExec        = "exec"
+	FallbackHost        = "host"
+	FallbackNamedPort   = "named_port"
+	FallbackPodMismatch = "pod_mismatch"
+	FallbackNoProbe     = "no_probe"
 )
 
 // FallbackReasons are the reasons PlanFor gives, for metric labels.
-var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackInitialDelay, FallbackNamedPort, FallbackPodMismatch, FallbackNoProbe}
+var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackNamedPort, FallbackPodMismatch, FallbackNoProbe}
+
+// ErrNotStarted is PlanFor's error for a pod with a probe that has
+// initialDelaySeconds whose container the pod read does not show running:
+// when the kubelet may first run that probe is not known yet. The caller
+// reads the pod again.
+var ErrNotStarted = errors.New("container not shown running yet")
 
 // FallbackError is why a pod cannot be checked the kubelet's way.
 type FallbackError struct {
@@ -84,6 +89,9 @@ type podCheck struct {
 	addr      string // ip:port
 	timeout   time.Duration
 	threshold int
+	// notBefore, when set, is the earliest instant the kubelet may run
+	// the probe, after its initialDelaySeconds; no check runs before it.
+	notBefore time.Time
 	// http
 	scheme string
 	target string // path and query
@@ -165,13 +173,18 @@ func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip stri
 	if probe == nil {
 		return nil, nil
 	}
-	if probe.InitialDelaySeconds > 0 && !startedLongAgo(pod, c.Name, time.Duration(probe.InitialDelaySeconds)*time.Second) {
-		// The kubelet runs no check before initialDelaySeconds after the
-		// container started, which the pod read before the start does not
-		// say: leave it to the kubelet rather than check early.
-		return nil, fallback(FallbackInitialDelay, fmt.Sprintf("container %s: initialDelaySeconds %d", c.Name, probe.InitialDelaySeconds))
-	}
 	pc := &podCheck{timeout: time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second, threshold: 1}
+	if probe.InitialDelaySeconds > 0 {
+		// The kubelet runs no check before initialDelaySeconds after the
+		// container started, by the runtime's clock. The API keeps
+		// startedAt to the second, cut down, so the container started
+		// within the second after it: one second more is never early.
+		started, ok := runningSince(pod, c.Name)
+		if !ok {
+			return nil, fmt.Errorf("%w: container %s has initialDelaySeconds %d", ErrNotStarted, c.Name, probe.InitialDelaySeconds)
+		}
+		pc.notBefore = started.Add(time.Second + time.Duration(probe.InitialDelaySeconds)*time.Second)
+	}
 	if readiness {
 		pc.threshold = int(max(probe.SuccessThreshold, 1))
 	}
@@ -236,15 +249,15 @@ func httpCheckFor(pc *podCheck, g *corev1.HTTPGetAction, c *corev1.Container, ip
 	return nil
 }
 
-// startedLongAgo reports whether the pod's status says container name
-// has been running for at least d.
-func startedLongAgo(pod *corev1.Pod, name string, d time.Duration) bool {
+// runningSince returns when the pod's status says container name started
+// running, and false when it does not say it runs.
+func runningSince(pod *corev1.Pod, name string) (time.Time, bool) {
 	for _, s := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 		if s.Name == name && s.State.Running != nil && !s.State.Running.StartedAt.IsZero() {
-			return time.Since(s.State.Running.StartedAt.Time) >= d
+			return s.State.Running.StartedAt.Time, true
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // containerPort resolves a probe's port the way the kubelet does: a
@@ -270,6 +283,8 @@ func containerPort(p intstr.IntOrString, c *corev1.Container) (int, error) {
 // Checker runs checks. Its transports keep no connection between checks,
 // as the kubelet's do not.
 type Checker struct {
+	// now is the clock a check's notBefore is read against.
+	now    func() time.Time
 	dialer *net.Dialer
 	h1     *http.Transport
 	h2c    *http2.Transport
@@ -281,6 +296,7 @@ const maxProbeBody = 10 << 10
 func NewChecker() *Checker {
 	d := &net.Dialer{}
 	return &Checker{
+		now:    time.Now,
 		dialer: d,
 		h1: &http.Transport{
 			Proxy:             nil, // pods are dialled directly, as the kubelet does
@@ -320,8 +336,12 @@ func (k *Checker) CheckPod(ctx context.Context, plan *Plan, st *State) bool {
 	return all
 }
 
-// check runs c once within its timeout.
+// check runs c once within its timeout; before c's notBefore it fails
+// without connecting, as the kubelet has not run it yet either.
 func (k *Checker) check(ctx context.Context, c *podCheck) bool {
+	if k.now().Before(c.notBefore) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	switch c.kind {

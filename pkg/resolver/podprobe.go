@@ -62,6 +62,13 @@ const (
 	podPlanTTL = 30 * time.Minute
 	// podReadTimeout bounds one GET of a pod.
 	podReadTimeout = 2 * time.Second
+	// podRereadInitial and podRereadMax pace the reads of a pod whose
+	// probe has initialDelaySeconds while its container is not shown
+	// running (podcheck.ErrNotStarted): the kubelet publishes the start at
+	// its next pod sync, within a second or so on a real node; the pause
+	// doubles up to the max, so 64 such pods cost at most 64 GETs every 2 s.
+	podRereadInitial = 100 * time.Millisecond
+	podRereadMax     = 2 * time.Second
 	// maxLeadFollow bounds how long a pod that passed is watched for its
 	// Ready endpoint, to measure the lead (probeReport.lead): beyond the
 	// longest periodSeconds anyone sets. At most maxProbedPods are
@@ -249,6 +256,17 @@ func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEnd
 func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 	logger := p.logger.WithValues("service", svc.kref(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
 	plan, err := p.plan(ctx, svc.Namespace, t.ep)
+	for pause := podRereadInitial; errors.Is(err, podcheck.ErrNotStarted); pause = min(2*pause, podRereadMax) {
+		logger.V(4).Info("Reading the pod again once its container runs, for its probe's initialDelaySeconds", "err", err, "after", pause)
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		plan, err = p.plan(ctx, svc.Namespace, t.ep)
+	}
 	if err != nil {
 		var fe *podcheck.FallbackError
 		if errors.As(err, &fe) {
@@ -360,6 +378,12 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		return nil, &podcheck.FallbackError{Reason: FallbackPodUnreadable, Detail: err.Error()}
 	}
 	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
+	if errors.Is(err, podcheck.ErrNotStarted) {
+		return nil, err // the next read may show the container running
+	}
+	// A plan's notBefore stays that of the container's first start: a
+	// container that restarts before it passes may be checked before its
+	// new initialDelaySeconds are over, by its own probe.
 	p.plans.Add(ep.UID, planOrErr{plan, err}, podPlanTTL)
 	return plan, err
 }

@@ -173,9 +173,7 @@ func (n *Net) IngressRoutes(ctx context.Context, c *Client, namespace string, se
 	for _, service := range services {
 		routes[service] = nil
 		for _, svc := range all {
-			// Traefik names an Ingress backend <namespace>-<service>-<port>@kubernetes
-			// and an HTTPRoute's <namespace>-<service>-http-<port>@kubernetesgateway.
-			if !strings.HasPrefix(svc.Name, namespace+"-"+service+"-") {
+			if !traefikServiceOf(svc.Name, namespace, service) {
 				continue
 			}
 			for _, s := range svc.LoadBalancer.Servers {
@@ -188,6 +186,19 @@ func (n *Net) IngressRoutes(ctx context.Context, c *Client, namespace string, se
 		}
 	}
 	return routes, nil
+}
+
+// traefikPort is what follows <namespace>-<service>- in the name Traefik
+// gives a backend: <port>@kubernetes for an Ingress's, http-<port>@kubernetesgateway
+// for an HTTPRoute's; a port is a number or a name without a dash here.
+var traefikPort = regexp.MustCompile(`^(?:http-)?[0-9a-z]+@`)
+
+// traefikServiceOf reports whether Traefik's backend name is service's
+// in namespace, and not the backend of another Service whose name only
+// starts with service's (web and web-2).
+func traefikServiceOf(name, namespace, service string) bool {
+	rest, ok := strings.CutPrefix(name, namespace+"-"+service+"-")
+	return ok && traefikPort.MatchString(rest)
 }
 
 // dnatBackends reads the "ip:port" backends of service from kube-proxy's

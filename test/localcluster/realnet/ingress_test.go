@@ -38,3 +38,23 @@ COMMIT`
 		t.Fatalf("backends %v, want %v", got, want)
 	}
 }
+
+// A Traefik backend is a Service's only by its exact name: web's routes
+// are not web-d2's, the Ingress and HTTPRoute forms both count, and the
+// namespace must match.
+func TestTraefikServiceOf(t *testing.T) {
+	for name, want := range map[string]bool{
+		"shop-web-80@kubernetes":             true,
+		"shop-web-http@kubernetes":           true,
+		"shop-web-http-80@kubernetesgateway": true,
+		"shop-web-d2-80@kubernetes":          false,
+		"shop-web-2-80@kubernetes":           false,
+		"shop-webby-80@kubernetes":           false,
+		"other-web-80@kubernetes":            false,
+		"shop-web-80":                        false,
+	} {
+		if got := traefikServiceOf(name, "shop", "web"); got != want {
+			t.Errorf("traefikServiceOf(%q, shop, web) = %v, want %v", name, got, want)
+		}
+	}
+}
