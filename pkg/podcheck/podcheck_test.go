@@ -361,13 +361,12 @@ func TestPlanForFallsBack(t *testing.T) {
 			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "example.com", Port: intstr.FromInt32(80)}}}
 		}},
 		{name: "unknown port name", reason: FallbackNamedPort, change: func(p *corev1.Pod) { p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port = intstr.FromString("admin") }},
-		{name: "initialDelaySeconds before the start", reason: FallbackInitialDelay, change: func(p *corev1.Pod) { p.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 5 }},
 		{name: "initialDelaySeconds long past", reason: "", change: func(p *corev1.Pod) {
 			p.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 5
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
 				Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Minute))}}}}
 		}},
-		{name: "initialDelaySeconds not yet past", reason: FallbackInitialDelay, change: func(p *corev1.Pod) {
+		{name: "initialDelaySeconds not yet past", reason: "", change: func(p *corev1.Pod) {
 			p.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 5
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
 				Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Second))}}}}
@@ -399,6 +398,77 @@ func TestPlanForFallsBack(t *testing.T) {
 		}
 		if got != tc.reason {
 			t.Errorf("%s: fallback %q (%v), want %q", tc.name, got, err, tc.reason)
+		}
+	}
+}
+
+// A probe with initialDelaySeconds is checked no sooner than the kubelet
+// may run it: the plan waits for a pod read that shows the container
+// running (ErrNotStarted, no fallback), and no check connects before
+// startedAt, which the API cuts down to the second, plus one second plus
+// the delay; at that instant it does. The startup probe's own delay
+// gates it the same way, and so does a sidecar's.
+func TestDirectCheckWaitsOutInitialDelay(t *testing.T) {
+	var hits atomic.Int32    // checks of the delayed probe's path
+	var delayed atomic.Value // that path
+	_, port := serveAt(t, "127.0.0.2", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == delayed.Load() {
+			hits.Add(1)
+		}
+	}))
+	started := time.Date(2026, 11, 28, 5, 0, 7, 0, time.UTC) // as the API has it: whole seconds
+	running := func(name string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		path  string              // the delayed probe's
+		setUp func(p *corev1.Pod) // gives a probe its delay, 5 s; the pod does not run yet
+		run   func(p *corev1.Pod) // says the delayed container runs
+	}{
+		{name: "readiness", path: "/ready", setUp: func(p *corev1.Pod) { p.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 5 },
+			run: func(p *corev1.Pod) { p.Status.ContainerStatuses = []corev1.ContainerStatus{running("app")} }},
+		{name: "startup", path: "/started", setUp: func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = nil
+			p.Spec.Containers[0].StartupProbe = httpProbe("/started", intstr.FromInt32(port))
+			p.Spec.Containers[0].StartupProbe.InitialDelaySeconds = 5
+		}, run: func(p *corev1.Pod) { p.Status.ContainerStatuses = []corev1.ContainerStatus{running("app")} }},
+		{name: "sidecar", path: "/side", setUp: func(p *corev1.Pod) {
+			side := httpProbe("/side", intstr.FromInt32(port))
+			side.InitialDelaySeconds = 5
+			p.Spec.InitContainers = []corev1.Container{{Name: "side", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), ReadinessProbe: side}}
+		}, run: func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{running("side")}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{running("app")}
+		}},
+	} {
+		hits.Store(0)
+		delayed.Store(tc.path)
+		pod := probePod("127.0.0.2", port, httpProbe("/ready", intstr.FromInt32(port)), nil)
+		tc.setUp(pod)
+		_, err := PlanFor(pod, endpointOf(pod, port))
+		var fe *FallbackError
+		if !errors.Is(err, ErrNotStarted) || errors.As(err, &fe) {
+			t.Errorf("%s: a pod read before the delayed container runs: %v, want ErrNotStarted and no fallback", tc.name, err)
+		}
+		tc.run(pod)
+		plan, err := PlanFor(pod, endpointOf(pod, port))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		k, st := NewChecker(), plan.NewState()
+		for _, at := range []time.Duration{0, 5 * time.Second, 6*time.Second - time.Nanosecond} {
+			k.now = func() time.Time { return started.Add(at) }
+			if k.CheckPod(context.Background(), plan, st) {
+				t.Errorf("%s: passed %s after the start the API shows, before the delay and its second", tc.name, at)
+			}
+		}
+		if n := hits.Load(); n != 0 {
+			t.Errorf("%s: %d checks reached the pod before the delay was over", tc.name, n)
+		}
+		k.now = func() time.Time { return started.Add(6 * time.Second) }
+		if !k.CheckPod(context.Background(), plan, st) || hits.Load() == 0 {
+			t.Errorf("%s: did not pass once the delay and its second were over (%d checks)", tc.name, hits.Load())
 		}
 	}
 }

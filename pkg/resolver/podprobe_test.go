@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -48,6 +49,13 @@ func (f *fakePods) Pod(_ context.Context, namespace, name string) (*corev1.Pod, 
 		return p.DeepCopy(), nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+}
+
+// set puts p in place of the pod of its name, as a status update does.
+func (f *fakePods) set(p *corev1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods[p.Namespace+"/"+p.Name] = p
 }
 
 func (f *fakePods) readsOf(namespace, name string) int {
@@ -253,6 +261,56 @@ func TestDirectProbeFallsBackToReady(t *testing.T) {
 				t.Errorf("fallbacks for %s = %v, want 1", tc.reason, got)
 			}
 		})
+	}
+}
+
+// A probe with initialDelaySeconds is not a fallback: while the pod read
+// does not show its container running, the resolver reads the pod again
+// and checks nothing; once it runs and the delay is over, the pod's own
+// check releases the held request.
+func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
+	checkNoLeaks(t)
+	app := newStartingApp(t, "127.0.0.2")
+	app.ready.Store(true)
+	pod := app.pod("web-1", "u1")
+	pod.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 2
+	pods := newFakePods(pod)
+	e := probeEnv(t, true, pods)
+	e.net.route(app.addr(), app.addr())
+	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
+
+	client := newClient(t)
+	done := make(chan string, 1)
+	go func() { done <- fetch(client, e.request(t, context.Background(), http.MethodGet, "/", nil)) }()
+	eventually(t, 5*time.Second, "the pod read again", func() bool { return pods.readsOf("team", "web-1") >= 3 })
+	select {
+	case got := <-done:
+		t.Fatalf("answered %q before the pod showed its container running", got)
+	default:
+	}
+	if n := app.checks.Load(); n != 0 {
+		t.Fatalf("the pod was checked %d times before it showed its container running", n)
+	}
+
+	running := pod.DeepCopy()
+	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
+		Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))}}}}
+	pods.set(running)
+	select {
+	case got := <-done:
+		if got != "200 pod" {
+			t.Fatalf("answer = %q, want 200 pod", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request was not forwarded once the container ran past its initialDelaySeconds")
+	}
+	if got := releasedBy(t, e, ReleasedByDirectProbe); got != 1 {
+		t.Errorf("releases by direct probe = %v, want 1", got)
+	}
+	for _, reason := range fallbackReasons {
+		if got := metricValue(t, e.r.metrics.DirectProbeFallbacks.WithLabelValues(reason)); got != 0 {
+			t.Errorf("fallbacks for %s = %v, want 0", reason, got)
+		}
 	}
 }
 

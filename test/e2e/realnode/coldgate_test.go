@@ -52,6 +52,8 @@ var (
 		"BenchmarkColdStartOneAtATimeOnTheRealNode: the apps' listen delays")
 	oneAtATimePeriods = flag.String("coldstart-one-periods", "10",
 		"BenchmarkColdStartOneAtATimeOnTheRealNode: the readiness probes' periodSeconds (10 is the default, left unset)")
+	oneAtATimeInitialDelays = flag.String("coldstart-one-initial-delays", "0",
+		"BenchmarkColdStartOneAtATimeOnTheRealNode: the readiness probes' initialDelaySeconds")
 )
 
 // coldVariant is one way the resolver runs: args are appended to the
@@ -94,8 +96,12 @@ type coldCell struct {
 	// period is the readiness probe's periodSeconds; 10 is the default,
 	// which the pod spec then leaves unset.
 	period int32
-	path   coldPath
-	svc    string
+	// initialDelay is the readiness probe's initialDelaySeconds: no check
+	// of the kubelet's or the resolver's may answer sooner after the
+	// app's start.
+	initialDelay int32
+	path         coldPath
+	svc          string
 }
 
 // coldOptions are one run of the gate.
@@ -104,7 +110,10 @@ type coldOptions struct {
 	listenDelays []time.Duration
 	notReadyFor  time.Duration
 	periods      []int32
-	count        int
+	// initialDelays are the readiness probes' initialDelaySeconds, one
+	// set of cells each; none is 0 only.
+	initialDelays []int32
+	count         int
 	// oneAtATime wakes a round's cells one after the other, each alone on
 	// the node, instead of all at once: the figure a user with one
 	// sleeping app sees, where the containers' start does not hide the
@@ -184,29 +193,39 @@ func (g *coldGate) makeApps() {
 		g.tb.Cleanup(c.Close)
 		g.clients[p.name] = c
 	}
+	delays := g.opts.initialDelays
+	if len(delays) == 0 {
+		delays = []int32{0}
+	}
 	for _, d := range g.opts.listenDelays {
 		for _, period := range g.opts.periods {
-			for _, p := range coldPaths {
-				cell := coldCell{listenDelay: d, notReadyFor: g.opts.notReadyFor, period: period, path: p,
-					svc: fmt.Sprintf("%s-l%d-p%d", p.prefix, d.Milliseconds(), period)}
-				g.cells = append(g.cells, cell)
-				g.b.sampleApp(g.tb, g.e, cell.svc, 1, func(c *corev1.Container) {
-					c.Env = append(c.Env,
-						corev1.EnvVar{Name: "LISTEN_DELAY", Value: cell.listenDelay.String()},
-						corev1.EnvVar{Name: "NOT_READY_FOR", Value: cell.notReadyFor.String()})
-					c.ReadinessProbe.HTTPGet.Path = "/ready"
-					c.ReadinessProbe.PeriodSeconds = cell.period
-					if cell.period == 10 {
-						c.ReadinessProbe.PeriodSeconds = 0 // the default
+			for _, initialDelay := range delays {
+				for _, p := range coldPaths {
+					cell := coldCell{listenDelay: d, notReadyFor: g.opts.notReadyFor, period: period, initialDelay: initialDelay,
+						path: p, svc: fmt.Sprintf("%s-l%d-p%d", p.prefix, d.Milliseconds(), period)}
+					if initialDelay > 0 {
+						cell.svc += fmt.Sprintf("-d%d", initialDelay)
 					}
-				})
-				g.e.ElastiServiceWith(cell.svc, cell.svc, elastiv1alpha1.KindDeployment, cell.svc, func(es *elastiv1alpha1.ElastiService) {
-					es.Spec.MinTargetReplicas = 1
-				})
-				if p.ingress {
-					ing := realnet.Ingress(g.e.NS, cell.svc, g.publicHost(cell.svc), cell.svc)
-					if _, err := g.e.Kube.NetworkingV1().Ingresses(g.e.NS).Create(g.tb.Context(), ing, metav1.CreateOptions{}); err != nil {
-						g.tb.Fatal(err)
+					g.cells = append(g.cells, cell)
+					g.b.sampleApp(g.tb, g.e, cell.svc, 1, func(c *corev1.Container) {
+						c.Env = append(c.Env,
+							corev1.EnvVar{Name: "LISTEN_DELAY", Value: cell.listenDelay.String()},
+							corev1.EnvVar{Name: "NOT_READY_FOR", Value: cell.notReadyFor.String()})
+						c.ReadinessProbe.HTTPGet.Path = "/ready"
+						c.ReadinessProbe.PeriodSeconds = cell.period
+						c.ReadinessProbe.InitialDelaySeconds = cell.initialDelay
+						if cell.period == 10 {
+							c.ReadinessProbe.PeriodSeconds = 0 // the default
+						}
+					})
+					g.e.ElastiServiceWith(cell.svc, cell.svc, elastiv1alpha1.KindDeployment, cell.svc, func(es *elastiv1alpha1.ElastiService) {
+						es.Spec.MinTargetReplicas = 1
+					})
+					if p.ingress {
+						ing := realnet.Ingress(g.e.NS, cell.svc, g.publicHost(cell.svc), cell.svc)
+						if _, err := g.e.Kube.NetworkingV1().Ingresses(g.e.NS).Create(g.tb.Context(), ing, metav1.CreateOptions{}); err != nil {
+							g.tb.Fatal(err)
+						}
 					}
 				}
 			}
@@ -412,6 +431,9 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 			g.tb.Fatal(r.err)
 		}
 		reply, why := checkColdStart(r.resp, began)
+		if why == "" && cell.initialDelay > 0 {
+			why = g.checkInitialDelay(cell, reply)
+		}
 		if why == "" && reply.FirstReadyBy == answer.CheckedByResolver && slices.Contains(v.args, probePodsFlag+"=false") {
 			why = fmt.Sprintf("pod %s got its first readiness 200 from the resolver's direct check, with direct probing off", reply.ServedBy)
 		}
@@ -440,6 +462,38 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 // the gate logs where a cold start's time went: twenty times the issue's
 // 50 ms p99 target.
 const slowBeyond = time.Second
+
+// checkInitialDelay says what is wrong, or "", with the first readiness
+// 200 of a pod whose probe has initialDelaySeconds: no check may run
+// sooner after the container's start, which the kubelet measures from its
+// runtime's instant and the API shows cut down to the second, so the
+// kubelet's first 200 comes no sooner than the API's startedAt plus the
+// delay, and the resolver's, which does not know the fraction, no sooner
+// than one second more. The app's clock and the node's are one here.
+func (g *coldGate) checkInitialDelay(cell coldCell, reply answer.Reply) string {
+	pod, err := g.e.Kube.CoreV1().Pods(g.e.NS).Get(g.tb.Context(), reply.ServedBy, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("reading pod %s for its start: %v", reply.ServedBy, err)
+	}
+	var started time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			started = cs.State.Running.StartedAt.Time
+		}
+	}
+	if started.IsZero() {
+		return fmt.Sprintf("pod %s answered but its status shows no running container", reply.ServedBy)
+	}
+	earliest := started.Add(time.Duration(cell.initialDelay) * time.Second)
+	if reply.FirstReadyBy == answer.CheckedByResolver {
+		earliest = earliest.Add(time.Second)
+	}
+	if firstReady := time.UnixMicro(reply.FirstReady); firstReady.Before(earliest) {
+		return fmt.Sprintf("pod %s answered the %s's readiness check 200 %s after the startedAt its status shows (%s), before initialDelaySeconds %d allow",
+			reply.ServedBy, reply.FirstReadyBy, firstReady.Sub(started).Round(time.Millisecond), started.Format(time.RFC3339), cell.initialDelay)
+	}
+	return ""
+}
 
 // checkColdStart reads a cold start's answer, the sample app's reply, and says
 // what is wrong with it, or "".
@@ -476,7 +530,7 @@ func (g *coldGate) report(took time.Duration) {
 	}
 	fmt.Fprintf(&b, "%d variants × %d cells, %d rounds of %d cold starts %s each, in %s:\n",
 		len(g.opts.variants), len(g.cells), g.opts.count, len(g.cells), how, took.Round(time.Second))
-	fmt.Fprintf(&b, "%-7s %6s %6s %-10s %4s %6s %21s %10s %23s %8s\n", "variant", "listen", "period", "path", "cold", "failed",
+	fmt.Fprintf(&b, "%-7s %6s %6s %5s %-10s %4s %6s %21s %10s %23s %8s\n", "variant", "listen", "period", "delay", "path", "cold", "failed",
 		"cold start p50 / p99", "mean", "beyond 1st 200 p50 / p99", "1st 200 by resolver")
 	for _, v := range g.opts.variants {
 		for i, cell := range g.cells {
@@ -484,8 +538,8 @@ func (g *coldGate) report(took time.Duration) {
 			if f == nil {
 				f = &coldFigures{}
 			}
-			fmt.Fprintf(&b, "%-7s %6s %5ds %-10s %4d %6d %9s / %-9s %10s %9s / %-9s %8d\n", v.name, cell.listenDelay, cell.period,
-				cell.path.name, len(f.total), len(f.failed), testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)),
+			fmt.Fprintf(&b, "%-7s %6s %5ds %4ds %-10s %4d %6d %9s / %-9s %10s %9s / %-9s %8d\n", v.name, cell.listenDelay, cell.period,
+				cell.initialDelay, cell.path.name, len(f.total), len(f.failed), testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)),
 				testenv.Millis(testenv.Mean(f.total)), testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)), f.byResolver)
 		}
 	}
@@ -520,24 +574,27 @@ func (g *coldGate) perPath() map[string]int {
 }
 
 // TestColdStartsOnTheRealNodeWaitForReadiness is the gate in make test,
-// kept cheap (about two minutes on an idle machine: ten rounds of three
-// containers): the resolver as installed, an app on each path that listens
-// 300 ms after its start and answers 503 on its readiness path for a
-// second after that, probed every second. Ten cold starts per path, not
-// one failed, and no request reached a pod before its own readiness path
-// first answered 200.
+// kept cheap (ten rounds of six containers): the resolver as installed,
+// an app on each path that listens 300 ms after its start and answers 503
+// on its readiness path for a second after that, probed every second,
+// once with no initialDelaySeconds and once with 2 s, when it is ready
+// before the delay is over. Twenty cold starts per path, not one failed,
+// no request reached a pod before its own readiness path first answered
+// 200, and no readiness check answered 200 before the delay
+// (checkInitialDelay).
 func TestColdStartsOnTheRealNodeWaitForReadiness(t *testing.T) {
 	const count = 10
 	g := runColdGate(t, coldOptions{
-		variants:     []coldVariant{coldVariants[0]},
-		listenDelays: []time.Duration{300 * time.Millisecond},
-		notReadyFor:  time.Second,
-		periods:      []int32{1},
-		count:        count,
+		variants:      []coldVariant{coldVariants[0]},
+		listenDelays:  []time.Duration{300 * time.Millisecond},
+		notReadyFor:   time.Second,
+		periods:       []int32{1},
+		initialDelays: []int32{0, 2},
+		count:         count,
 	})
 	for _, p := range coldPaths {
-		if n := g.perPath()[p.name]; n < count {
-			t.Errorf("%s: %d good cold starts, want %d", p.name, n, count)
+		if n := g.perPath()[p.name]; n < 2*count {
+			t.Errorf("%s: %d good cold starts, want %d", p.name, n, 2*count)
 		}
 	}
 }
@@ -587,13 +644,22 @@ func BenchmarkColdStartOneAtATimeOnTheRealNode(bm *testing.B) {
 		}
 		periods = append(periods, int32(n))
 	}
+	var delays []int32
+	for _, v := range strings.Split(*oneAtATimeInitialDelays, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > 60 {
+			bm.Fatalf("-coldstart-one-initial-delays: %q is not an initialDelaySeconds from 0 to 60", v)
+		}
+		delays = append(delays, int32(n))
+	}
 	for range bm.N {
 		g := runColdGate(bm, coldOptions{
-			variants:     variants,
-			listenDelays: listen,
-			periods:      periods,
-			count:        *coldStartCount,
-			oneAtATime:   true,
+			variants:      variants,
+			listenDelays:  listen,
+			periods:       periods,
+			initialDelays: delays,
+			count:         *coldStartCount,
+			oneAtATime:    true,
 		})
 		g.reportMetrics(bm)
 	}
@@ -630,7 +696,7 @@ func (g *coldGate) reportMetrics(bm *testing.B) {
 				continue
 			}
 			worst = max(worst, testenv.Percentile(f.beyond, 99))
-			if cell.listenDelay == 300*time.Millisecond && cell.period == 10 {
+			if cell.listenDelay == 300*time.Millisecond && cell.period == 10 && cell.initialDelay == 0 {
 				cold = append(cold, f.total...)
 			}
 		}
