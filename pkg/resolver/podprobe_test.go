@@ -131,9 +131,7 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	e.net.route(app.addr(), app.addr())
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 
-	client := newClient(t)
-	done := make(chan string, 1)
-	go func() { done <- fetch(client, e.request(t, context.Background(), http.MethodGet, "/", nil)) }()
+	done := fetchAsync(t, e)
 	eventually(t, 5*time.Second, "the readiness path checked a few times", func() bool { return app.checks.Load() >= 4 })
 	select {
 	case got := <-done:
@@ -180,7 +178,7 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 
 	// A second request before the slice says Ready is released the same
 	// way, without reading the pod again.
-	if got := fetch(client, e.request(t, context.Background(), http.MethodGet, "/", nil)); got != "200 pod" {
+	if got := <-fetchAsync(t, e); got != "200 pod" {
 		t.Errorf("second request = %q", got)
 	}
 	if n := pods.readsOf("team", "web-1"); n != 1 {
@@ -188,14 +186,21 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	}
 }
 
+// fetchAsync sends GET / to the resolver for testSvc and returns where its
+// answer ("status body") arrives.
+func fetchAsync(t *testing.T, e *testEnv) <-chan string {
+	client := newClient(t)
+	done := make(chan string, 1)
+	go func() { done <- fetch(client, e.request(t, context.Background(), http.MethodGet, "/", nil)) }()
+	return done
+}
+
 // heldWhile holds one request for testSvc and reports, after d, whether
 // it is still held; then the slice lists app Ready and the answer must
 // be the pod's.
 func heldWhile(t *testing.T, e *testEnv, app *startingApp, d time.Duration) {
 	t.Helper()
-	client := newClient(t)
-	done := make(chan string, 1)
-	go func() { done <- fetch(client, e.request(t, context.Background(), http.MethodGet, "/", nil)) }()
+	done := fetchAsync(t, e)
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	time.Sleep(d)
 	select {
@@ -279,9 +284,7 @@ func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
 	e.net.route(app.addr(), app.addr())
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 
-	client := newClient(t)
-	done := make(chan string, 1)
-	go func() { done <- fetch(client, e.request(t, context.Background(), http.MethodGet, "/", nil)) }()
+	done := fetchAsync(t, e)
 	eventually(t, 5*time.Second, "the pod read again", func() bool { return pods.readsOf("team", "web-1") >= 3 })
 	select {
 	case got := <-done:

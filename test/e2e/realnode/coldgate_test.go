@@ -636,22 +636,8 @@ func BenchmarkColdStartOneAtATimeOnTheRealNode(bm *testing.B) {
 		}
 		listen = append(listen, d)
 	}
-	var periods []int32
-	for _, v := range strings.Split(*oneAtATimePeriods, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 1 || n > 60 {
-			bm.Fatalf("-coldstart-one-periods: %q is not a periodSeconds from 1 to 60", v)
-		}
-		periods = append(periods, int32(n))
-	}
-	var delays []int32
-	for _, v := range strings.Split(*oneAtATimeInitialDelays, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 || n > 60 {
-			bm.Fatalf("-coldstart-one-initial-delays: %q is not an initialDelaySeconds from 0 to 60", v)
-		}
-		delays = append(delays, int32(n))
-	}
+	periods := secondsList(bm, "-coldstart-one-periods", *oneAtATimePeriods, "periodSeconds", 1)
+	delays := secondsList(bm, "-coldstart-one-initial-delays", *oneAtATimeInitialDelays, "initialDelaySeconds", 0)
 	for range bm.N {
 		g := runColdGate(bm, coldOptions{
 			variants:      variants,
@@ -663,6 +649,20 @@ func BenchmarkColdStartOneAtATimeOnTheRealNode(bm *testing.B) {
 		})
 		g.reportMetrics(bm)
 	}
+}
+
+// secondsList parses flag's comma-separated value, each a probe field
+// (what) in whole seconds from least to 60.
+func secondsList(bm *testing.B, flag, value, what string, least int) []int32 {
+	var out []int32
+	for _, v := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < least || n > 60 {
+			bm.Fatalf("%s: %q is not a %s from %d to 60", flag, v, what, least)
+		}
+		out = append(out, int32(n))
+	}
+	return out
 }
 
 // benchVariants are the variants -coldstart-variants names, and checks
