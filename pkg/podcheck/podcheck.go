@@ -174,17 +174,6 @@ func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip stri
 		return nil, nil
 	}
 	pc := &podCheck{timeout: time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second, threshold: 1}
-	if probe.InitialDelaySeconds > 0 {
-		// The kubelet runs no check before initialDelaySeconds after the
-		// container started, by the runtime's clock. The API keeps
-		// startedAt to the second, cut down, so the container started
-		// within the second after it: one second more is never early.
-		started, ok := runningSince(pod, c.Name)
-		if !ok {
-			return nil, fmt.Errorf("%w: container %s has initialDelaySeconds %d", ErrNotStarted, c.Name, probe.InitialDelaySeconds)
-		}
-		pc.notBefore = started.Add(time.Second + time.Duration(probe.InitialDelaySeconds)*time.Second)
-	}
 	if readiness {
 		pc.threshold = int(max(probe.SuccessThreshold, 1))
 	}
@@ -211,6 +200,18 @@ func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip stri
 		}
 	default: // exec, or a handler this resolver does not know
 		return nil, fallback(FallbackExec, fmt.Sprintf("container %s: not an httpGet, tcpSocket or grpc probe", c.Name))
+	}
+	if probe.InitialDelaySeconds > 0 {
+		// The kubelet runs no check before initialDelaySeconds after the
+		// container's startedAt as its status manager keeps it, cut down
+		// to the second as the API shows it (normalizeStatus); its prober
+		// reads that copy. So the API's startedAt plus the delay is the
+		// kubelet's own earliest instant, on the node's clock.
+		started, ok := runningSince(pod, c.Name)
+		if !ok {
+			return nil, fmt.Errorf("%w: container %s has initialDelaySeconds %d", ErrNotStarted, c.Name, probe.InitialDelaySeconds)
+		}
+		pc.notBefore = started.Add(time.Duration(probe.InitialDelaySeconds) * time.Second)
 	}
 	return pc, nil
 }

@@ -296,7 +296,10 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 
 // wakeLoop asks the operator to wake svc while it has held requests: at once, then
 // with exponential backoff while the operator rejects or cannot be
-// reached, or every retryMax after a success, and at once on a kick. It
+// reached, or every retryMax after a success, and at once on a kick or
+// when a hold joined since it last asked and nothing is held (a waiting
+// page: the Service may have gone back to zero; such joins are bounded by
+// admission's per-client wake rate). It
 // stops when nothing is held and no hold joined since it last asked, or
 // when svc has a Ready endpoint that no hold missed since.
 //

@@ -145,6 +145,9 @@ type coldGate struct {
 	clients    map[string]*realnet.Client // one per path
 	clusterIPs map[string]string
 	figures    map[coldKey]*coldFigures
+	// diagnosedSlow is set once the first slow cold start's diagnosis
+	// (the elasti pods' last log lines, the kubelet's) is logged.
+	diagnosedSlow bool
 }
 
 // coldGateTimeout bounds one cold start: the container's start, a probe
@@ -454,6 +457,11 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 				v.name, round, cell.svc, reply.ServedBy, beyond.Round(time.Millisecond), r.resp.Header.Get(resolver.DefaultColdStartHeader),
 				r.resp.Duration.Round(time.Millisecond), r.resp.Phases,
 				reply.ListenedAfter().Round(time.Millisecond), reply.ReadyAfterStart().Round(time.Millisecond), reply.FirstReadyBy)
+			if !g.diagnosedSlow {
+				// While the logs still hold it: once per run, to bound the output.
+				g.diagnosedSlow = true
+				g.tb.Logf("diagnosis of the first slow cold start:%s", g.b.diagnose())
+			}
 		}
 	}
 }
@@ -464,12 +472,11 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 const slowBeyond = time.Second
 
 // checkInitialDelay says what is wrong, or "", with the first readiness
-// 200 of a pod whose probe has initialDelaySeconds: no check may run
-// sooner after the container's start, which the kubelet measures from its
-// runtime's instant and the API shows cut down to the second, so the
-// kubelet's first 200 comes no sooner than the API's startedAt plus the
-// delay, and the resolver's, which does not know the fraction, no sooner
-// than one second more. The app's clock and the node's are one here.
+// 200 of a pod whose probe has initialDelaySeconds: no check, the
+// kubelet's or the resolver's, may answer sooner after the container's
+// startedAt as the API shows it (cut down to the second, the copy the
+// kubelet's prober reads too). The app's clock and the node's are one
+// here.
 func (g *coldGate) checkInitialDelay(cell coldCell, reply answer.Reply) string {
 	pod, err := g.e.Kube.CoreV1().Pods(g.e.NS).Get(g.tb.Context(), reply.ServedBy, metav1.GetOptions{})
 	if err != nil {
@@ -485,9 +492,6 @@ func (g *coldGate) checkInitialDelay(cell coldCell, reply answer.Reply) string {
 		return fmt.Sprintf("pod %s answered but its status shows no running container", reply.ServedBy)
 	}
 	earliest := started.Add(time.Duration(cell.initialDelay) * time.Second)
-	if reply.FirstReadyBy == answer.CheckedByResolver {
-		earliest = earliest.Add(time.Second)
-	}
 	if firstReady := time.UnixMicro(reply.FirstReady); firstReady.Before(earliest) {
 		return fmt.Sprintf("pod %s answered the %s's readiness check 200 %s after the startedAt its status shows (%s), before initialDelaySeconds %d allow",
 			reply.ServedBy, reply.FirstReadyBy, firstReady.Sub(started).Round(time.Millisecond), started.Format(time.RFC3339), cell.initialDelay)

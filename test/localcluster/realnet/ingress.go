@@ -191,7 +191,7 @@ func (n *Net) IngressRoutes(ctx context.Context, c *Client, namespace string, se
 // traefikPort is what follows <namespace>-<service>- in the name Traefik
 // gives a backend: <port>@kubernetes for an Ingress's, http-<port>@kubernetesgateway
 // for an HTTPRoute's; a port is a number or a name without a dash here.
-var traefikPort = regexp.MustCompile(`^(?:http-)?[0-9a-z]+@`)
+var traefikPort = regexp.MustCompile(`^(?:[0-9a-z]+@kubernetes|http-[0-9a-z]+@kubernetesgateway)$`)
 
 // traefikServiceOf reports whether Traefik's backend name is service's
 // in namespace, and not the backend of another Service whose name only

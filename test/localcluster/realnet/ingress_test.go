@@ -49,6 +49,7 @@ func TestTraefikServiceOf(t *testing.T) {
 		"shop-web-http-80@kubernetesgateway": true,
 		"shop-web-d2-80@kubernetes":          false,
 		"shop-web-2-80@kubernetes":           false,
+		"shop-web-http-80@kubernetes":        false, // web-http's Ingress backend
 		"shop-webby-80@kubernetes":           false,
 		"other-web-80@kubernetes":            false,
 		"shop-web-80":                        false,
