@@ -132,13 +132,7 @@ func TestHoldThatLeftDuringThePauseStillWakes(t *testing.T) {
 		close(g.open)
 
 		n.waitPost(t, fmt.Sprintf("round %d: a hold that joined and left during the pause", i+1))
-		deadline := time.Now().Add(5 * time.Second)
-		for h.waiting(svc) {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the wake loop still runs with nothing held", i+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		eventually(t, 5*time.Second, fmt.Sprintf("round %d: the wake loop to end with nothing held", i+1), func() bool { return !h.waiting(svc) })
 		if got := n.posts.Load(); got != 2 {
 			t.Fatalf("round %d: %d POSTs, want 2", i+1, got)
 		}

@@ -98,7 +98,7 @@ type coldCell struct {
 	period int32
 	// initialDelay is the readiness probe's initialDelaySeconds: no check
 	// of the kubelet's or the resolver's may answer sooner after the
-	// app's start.
+	// container's startedAt (checkInitialDelay).
 	initialDelay int32
 	path         coldPath
 	svc          string
