@@ -40,9 +40,12 @@ func TestLeaderKilledDuringScaleDownAndWakeLeavesNoServiceDark(t *testing.T) {
 }
 
 type chaos struct {
-	t      *testing.T
-	e      *testenv.Env
-	prom   *testenv.FakePrometheus
+	t    *testing.T
+	e    *testenv.Env
+	prom *testenv.FakePrometheus
+	// writes is every target's replicas and every mode as they changed,
+	// watched from before the fleet was made.
+	writes *timeline
 	names  []string
 	leader atomic.Pointer[testenv.OperatorProcess]
 	starts int
@@ -56,6 +59,7 @@ const replicas = 2
 // process that polls their triggers often.
 func newChaos(t *testing.T, n int) *chaos {
 	c := &chaos{t: t, e: testenv.New(t), prom: testenv.NewFakePrometheus(t)}
+	c.writes = watchTimeline(t, c.e)
 	c.prom.Set("5", "1", testenv.PrometheusHealthy)
 	c.e.Resolver(2)
 	for i := range n {
@@ -85,12 +89,15 @@ func (c *chaos) killDuring(round int, what string, act func(stop <-chan struct{}
 	c.t.Helper()
 	stop := make(chan struct{})
 	var acting sync.WaitGroup
+	// The mark is taken before act starts: its first write may land
+	// before this goroutine runs again.
+	mark := c.writes.mark()
 	acting.Go(func() { act(stop) })
-	c.awaitFirstChange(what)
+	first := c.awaitFirstChange(what, mark)
 	// Spread the kills over the whole sequence: right at its first write,
 	// in the middle, and after most of it.
 	delay := time.Duration(round)*60*time.Millisecond + rand.N(40*time.Millisecond)
-	time.Sleep(delay)
+	time.Sleep(time.Until(first.Add(delay)))
 	old := c.leader.Load()
 	old.Signal(syscall.SIGKILL)
 	<-old.Done()
@@ -105,20 +112,18 @@ func (c *chaos) killDuring(round int, what string, act func(stop <-chan struct{}
 		round, what, delay.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), proxy, serve)
 }
 
-// awaitFirstChange waits until some target's replicas have moved, which is
-// the first write of a scale-down or a wake.
-func (c *chaos) awaitFirstChange(what string) {
+// awaitFirstChange waits until some target's replicas have moved after
+// mark, which is the first write of a scale-down or a wake, and returns
+// when the watch saw it.
+func (c *chaos) awaitFirstChange(what string, mark int) time.Time {
 	c.t.Helper()
-	before := c.replicas()
-	c.e.Eventually(what+": its first write", func() (bool, string) {
-		now := c.replicas()
-		for name, r := range now {
-			if r != before[name] {
-				return true, ""
-			}
-		}
-		return false, "no target changed"
-	})
+	first, ok := c.writes.waitFor(mark, "replicas", testenv.WaitTimeout)
+	if !ok {
+		c.t.Fatalf("%s: no target's replicas changed within %s; the writes since it began:\n%s",
+			what, testenv.WaitTimeout, c.writes.String(mark))
+	}
+	c.t.Logf("%s: first write %s", what, first.text)
+	return first.at
 }
 
 func (c *chaos) replicas() map[string]int32 {
@@ -183,4 +188,27 @@ func (c *chaos) converged(mode string, replicas int32) func() (bool, string) {
 		}
 		return len(list.Items) == len(c.names), fmt.Sprintf("%d ElastiServices", len(list.Items))
 	}
+}
+
+// The chaos test's first write of an act is seen even when it lands before
+// the test looks: the watch that sees it starts before the act. Comparing
+// the replicas before and after could not see this one, which is how a
+// wake of the whole fleet went unseen in a loaded CI run (issue 43):
+// every target had moved before the "before" was read.
+func TestChaosSeesAFirstWriteThatLandsBeforeItLooks(t *testing.T) {
+	t.Parallel()
+	c := &chaos{t: t, e: testenv.New(t)}
+	c.writes = watchTimeline(t, c.e)
+	c.e.Deployment("quick", 1, nil)
+	mark := c.writes.mark()
+	// The whole act is over before the test looks.
+	scale, err := c.e.Kube.AppsV1().Deployments(c.e.NS).GetScale(c.e.Ctx(), "quick", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 0
+	if _, err := c.e.Kube.AppsV1().Deployments(c.e.NS).UpdateScale(c.e.Ctx(), "quick", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.awaitFirstChange("an act over before the look", mark)
 }
