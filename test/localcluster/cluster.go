@@ -81,6 +81,13 @@ type Options struct {
 	Detach bool
 	// Progress receives human-readable progress lines; nil discards them.
 	Progress io.Writer
+	// ReadyAfterAddress leaves kwok pods' Ready to the pod network's fake
+	// kubelet (podnet.Kubelet), which publishes it once the pod's address
+	// answers: kwok starts them with Ready False (AwaitingAddressReason).
+	// Without it kwok reports a pod Ready as it gives it its address, before
+	// anything answers there. Set it only where a fake kubelet runs from
+	// the start: nothing else makes such pods Ready.
+	ReadyAfterAddress bool
 }
 
 // Cluster is a running local control plane.
@@ -171,7 +178,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.startControllers(opts.Detach); err != nil {
 		return nil, err
 	}
-	if err := c.startKwokNode(ctx, opts.Detach); err != nil {
+	if err := c.startKwokNode(ctx, opts.Detach, opts.ReadyAfterAddress); err != nil {
 		return nil, err
 	}
 	if err := c.waitControllerManager(ctx); err != nil {
@@ -320,15 +327,23 @@ options:
 `
 
 // startKwokNode starts kwok, creates its fake node and waits until the node
-// is Ready.
-func (c *Cluster) startKwokNode(ctx context.Context, detach bool) error {
+// is Ready. With readyAfterAddress, kwok leaves pods' Ready to a fake
+// kubelet (Options.ReadyAfterAddress).
+func (c *Cluster) startKwokNode(ctx context.Context, detach, readyAfterAddress bool) error {
 	kwokConfig := filepath.Join(c.Dir, "kwok.yaml")
 	if err := os.WriteFile(kwokConfig, []byte(kwokConfiguration), 0o600); err != nil {
 		return err
 	}
+	stages := filepath.Join(c.BinDir, KwokStagesFile)
+	if readyAfterAddress {
+		var err error
+		if stages, err = c.writeReadyAfterAddressStages(); err != nil {
+			return err
+		}
+	}
 	kwok, err := c.start("kwok", detach,
 		"--kubeconfig="+c.Kubeconfig,
-		"--config="+filepath.Join(c.BinDir, "stages.yaml"),
+		"--config="+stages,
 		"--config="+kwokConfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: reading the host's routes and nftables: %v\n", err)
 		os.Exit(1)
 	}
+	// The bed serves kwok's app pods (e2ebed.ServeApps) before it makes
+	// any: their Ready waits for their address, as on a real node.
+	clustertest.ReadyAfterAddress()
 	code := clustertest.Main(m)
 	ours := ""
 	if b, ok := theBed.Started(); ok {

@@ -31,6 +31,8 @@ const ReuseEnv = "ELASTI_TEST_CLUSTER"
 
 var (
 	shared *localcluster.Cluster
+	// readyAfterAddress is what ReadyAfterAddress sets.
+	readyAfterAddress bool
 
 	interruptMu sync.Mutex
 	onInterrupt []func()
@@ -92,6 +94,13 @@ func Isolate() {
 	})
 }
 
+// ReadyAfterAddress makes the package's own cluster leave kwok pods' Ready
+// to the pod network's fake kubelet (localcluster.Options.ReadyAfterAddress):
+// call it before Main in a package whose bed runs podnet's Kubelet before
+// it makes any kwok pod, so no pod is Ready before its address answers. A
+// cluster named by ReuseEnv keeps the stages it was started with.
+func ReadyAfterAddress() { readyAfterAddress = true }
+
 // Main starts (or attaches to) the package's cluster, runs the tests and
 // stops the cluster. Use it as: func TestMain(m *testing.M) { os.Exit(clustertest.Main(m)) }
 func Main(m *testing.M) int {
@@ -125,7 +134,7 @@ func runOwn(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer runAfterTestsHooks()
-	c, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr})
+	c, err := localcluster.Start(ctx, localcluster.Options{Progress: os.Stderr, ReadyAfterAddress: readyAfterAddress})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: the local control plane could not start, so no integration test can run:\n%v\n", err)
 		return 1

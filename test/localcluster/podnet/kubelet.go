@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/workloop"
+	"github.com/elasti-dev/elasti/test/localcluster"
 )
 
 // kubeletName names the work queue (and its metrics).
@@ -31,10 +33,17 @@ const kubeletName = "podnet-kubelet"
 // ranges) are ignored. kwok may hand a deleted pod's IP to a new pod, so an
 // IP is removed only when no Ready pod holds it any more.
 //
+// On a cluster started with localcluster.Options.ReadyAfterAddress it is
+// also what makes kwok's pods Ready, as a kubelet would: kwok starts a pod
+// with Ready False (localcluster.AwaitingAddressReason), and the Kubelet
+// puts the pod's IP on lo first and publishes Ready after, so no pod is
+// ever Ready before its address answers.
+//
 // Event handlers only queue pod keys; a single worker reconciles them, with
 // the bounded retries of workloop.
 type Kubelet struct {
 	net      *Network
+	kube     kubernetes.Interface
 	onChange func(ip string, ready bool)
 
 	factory   informers.SharedInformerFactory
@@ -62,6 +71,7 @@ func NewKubelet(n *Network, kube kubernetes.Interface, onChange func(ip string, 
 	pods := factory.Core().V1().Pods()
 	k := &Kubelet{
 		net:       n,
+		kube:      kube,
 		onChange:  onChange,
 		factory:   factory,
 		podLister: pods.Lister(),
@@ -148,25 +158,49 @@ func (k *Kubelet) enqueue(obj any) {
 	k.loop.Add(key)
 }
 
-// syncPod makes the IP held for key match the pod's current state.
+// syncPod makes the IP held for key match the pod's current state, then
+// publishes Ready for a pod that awaited its address.
 func (k *Kubelet) syncPod(ctx context.Context, key cache.ObjectName) error {
-	logger := klog.FromContext(ctx)
 	want := ""
 	pod, err := k.podLister.Pods(key.Namespace).Get(key.Name)
 	switch {
 	case apierrors.IsNotFound(err):
+		pod = nil
 	case err != nil:
 		return err
 	default:
 		want = servingIP(pod)
 	}
+	if err := k.syncIP(ctx, key, want); err != nil {
+		return err
+	}
+	if pod == nil || pod.DeletionTimestamp != nil || !awaitingAddress(pod) {
+		return nil
+	}
+	if want != "" && !k.holds(key, want) {
+		// The network is closed: the address does not answer.
+		return nil
+	}
+	return k.publishReady(ctx, pod)
+}
+
+// holds reports whether ip is on lo for the pod key.
+func (k *Kubelet) holds(key cache.ObjectName, ip string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.podIP[key] == ip
+}
+
+// syncIP makes the IP held for key want ("" for none).
+func (k *Kubelet) syncIP(ctx context.Context, key cache.ObjectName, want string) error {
+	logger := klog.FromContext(ctx)
 
 	type change struct {
 		ip    string
 		ready bool
 	}
 	var changes []change
-	err = func() error {
+	err := func() error {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		have := k.podIP[key]
@@ -217,10 +251,47 @@ func (k *Kubelet) syncPod(ctx context.Context, key cache.ObjectName) error {
 	return err
 }
 
+// publishReady writes pod's Ready, its containers' and its readiness
+// gates' as True: its address answers now (syncIP has run). A conflict
+// is retried by the queue, and the pod's next update queues it anyway.
+func (k *Kubelet) publishReady(ctx context.Context, pod *corev1.Pod) error {
+	pod = pod.DeepCopy()
+	now := metav1.Now()
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue && c.Reason == localcluster.AwaitingAddressReason {
+			c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionTrue, "", now
+		}
+	}
+	for i := range pod.Status.ContainerStatuses {
+		pod.Status.ContainerStatuses[i].Ready = true
+	}
+	if _, err := k.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("podnet kubelet: publishing Ready of %s: %w", klog.KObj(pod), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Published Ready once the address answered", "pod", klog.KObj(pod), "ip", pod.Status.PodIP)
+	return nil
+}
+
+// awaitingAddress reports whether kwok started pod and left its Ready to
+// the Kubelet (localcluster.Options.ReadyAfterAddress).
+func awaitingAddress(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status != corev1.ConditionTrue && c.Reason == localcluster.AwaitingAddressReason
+		}
+	}
+	return false
+}
+
 // servingIP is the pod IP that should answer for pod, or "" if none: the pod
-// must be Ready, not being deleted, and have an IP inside PodCIDR.
+// must be Ready or awaiting its address, not being deleted, and have an IP
+// inside PodCIDR.
 func servingIP(pod *corev1.Pod) string {
-	if pod.DeletionTimestamp != nil || !podReady(pod) {
+	if pod.DeletionTimestamp != nil || !(podReady(pod) || awaitingAddress(pod)) {
 		return ""
 	}
 	addr, err := ParsePodIP(pod.Status.PodIP)

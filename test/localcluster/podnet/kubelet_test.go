@@ -2,6 +2,7 @@ package podnet
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/elasti-dev/elasti/test/localcluster"
 )
 
 func pod(ns, name, ip string, ready bool) *corev1.Pod {
@@ -215,4 +219,90 @@ func TestKubeletIPChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "IP moved", func() bool { return hasIP(t, n, "10.244.8.2") && !hasIP(t, n, "10.244.8.1") })
+}
+
+// awaitingPod is a pod as kwok starts it on a cluster with
+// localcluster.Options.ReadyAfterAddress: Running with its address, Ready
+// False until the fake kubelet publishes it.
+func awaitingPod(ns, name, ip string) *corev1.Pod {
+	p := pod(ns, name, ip, false)
+	p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: localcluster.AwaitingAddressReason},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: localcluster.AwaitingAddressReason},
+		{Type: "example.com/gate", Status: corev1.ConditionFalse, Reason: localcluster.AwaitingAddressReason},
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Started: ptr.To(true)}}
+	return p
+}
+
+// A pod kwok started without Ready is published Ready by the fake kubelet,
+// and only once its address answers: whoever sees it Ready can reach it,
+// as on a real node, where the kubelet's probe passed on that address
+// before it wrote Ready. Every watch event of the pod is checked at once.
+func TestKubeletPublishesReadyOnlyOnceTheAddressAnswers(t *testing.T) {
+	n := newNetwork(t)
+	const port = 18083
+	serve(t, n, fmt.Sprintf("0.0.0.0:%d", port))
+	kube := fake.NewClientset()
+	startKubelet(t, n, kube)
+	ctx := t.Context()
+	pods := kube.CoreV1().Pods("a")
+	w, err := pods.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	ips := []string{"10.244.9.1", "10.244.9.2", "10.244.9.3", "10.244.9.4"}
+	for i, ip := range ips {
+		if _, err := pods.Create(ctx, awaitingPod("a", fmt.Sprintf("p%d", i), ip), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pod a test marked not Ready, without the reason, is left alone.
+	if _, err := pods.Create(ctx, pod("a", "unready", "10.244.9.9", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]bool{}
+	timeout := time.After(10 * time.Second)
+	for len(ready) < len(ips) {
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || !podReady(p) || ready[p.Name] {
+				continue
+			}
+			ready[p.Name] = true
+			if p.Name == "unready" {
+				t.Errorf("the kubelet published Ready for a pod that did not await its address")
+			}
+			if _, err := get(n, p.Status.PodIP, port); err != nil {
+				t.Errorf("%s is Ready and its address %s does not answer: %v", p.Name, p.Status.PodIP, err)
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Status != corev1.ConditionTrue {
+					t.Errorf("%s: condition %s still %s", p.Name, c.Type, c.Status)
+				}
+			}
+			if !p.Status.ContainerStatuses[0].Ready {
+				t.Errorf("%s: Ready with its container not ready", p.Name)
+			}
+		case <-timeout:
+			t.Fatalf("only %d of %d pods published Ready: %v", len(ready), len(ips), ready)
+		}
+	}
+	if hasIP(t, n, "10.244.9.9") {
+		t.Errorf("the address of a pod that is not Ready is up")
+	}
+	// A host-network pod has nothing for the fake kubelet to bring up: its
+	// address is the node's. It is published Ready all the same.
+	host := awaitingPod("a", "host", "10.245.0.1")
+	host.Spec.HostNetwork = true
+	if _, err := pods.Create(ctx, host, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host-network pod published Ready", func() bool {
+		p, err := pods.Get(ctx, "host", metav1.GetOptions{})
+		return err == nil && podReady(p)
+	})
 }
