@@ -3,7 +3,10 @@ package resolver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +44,27 @@ const (
 // errNoEndpoint is what connect rounds end with when there was no
 // endpoint to try.
 var errNoEndpoint = errors.New("no ready endpoint")
+
+// maxReportedEndpoints bounds the endpoints a connectError names.
+const maxReportedEndpoints = 8
+
+// connectError is how connect rounds give up after retrying: which
+// endpoints they tried, for how many rounds and how long, and the last
+// attempt's error (which it wraps). It is what a failed connect's log
+// line says, so a 502 names the addresses that did not answer.
+type connectError struct {
+	endpoints []string
+	rounds    int
+	after     time.Duration
+	err       error
+}
+
+func (e *connectError) Error() string {
+	return fmt.Sprintf("no endpoint accepted in %d rounds over %s (tried %s): %v",
+		e.rounds, e.after.Round(time.Millisecond), strings.Join(e.endpoints, ", "), e.err)
+}
+
+func (e *connectError) Unwrap() error { return e.err }
 
 // connector is the one connect strategy of the forward layer: the HTTP
 // transport (proxy.go) and the TCP splice (splice.go) both reach a pod
@@ -107,10 +131,14 @@ func (c *connector) rounds(ctx context.Context, svc ServiceRef, port string, add
 	var err error
 	began := time.Now()
 	backoff := connectBackoff
+	var endpoints []string // every endpoint tried, in order, at most maxReportedEndpoints
 	for round := 1; ; round++ {
 		tried := make(map[string]bool, len(addrs))
 		for addr := c.nextEndpoint(svc, port, addrs, tried); addr != ""; addr = c.nextEndpoint(svc, port, addrs, tried) {
 			tried[addr] = true
+			if len(endpoints) < maxReportedEndpoints && !slices.Contains(endpoints, addr) {
+				endpoints = append(endpoints, addr)
+			}
 			var retry bool
 			if retry, err = attempt(addr); err == nil || !retry {
 				return err
@@ -121,7 +149,7 @@ func (c *connector) rounds(ctx context.Context, svc ServiceRef, port string, add
 			return errNoEndpoint
 		}
 		if (patience > 0 && time.Since(began)+backoff > patience) || !pause(ctx, backoff) {
-			return err
+			return &connectError{endpoints: endpoints, rounds: round, after: time.Since(began), err: err}
 		}
 		backoff = min(2*backoff, maxConnectBackoff)
 		// The next round starts from the endpoints as they are now.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -158,5 +159,37 @@ func TestPodThatNeverListensIsA502AfterTheConnectPatience(t *testing.T) {
 	}
 	if got := metricValue(t, e.r.metrics.ConnectFailures); got != float64(e.net.dialCount(pod)) {
 		t.Errorf("%v failed connects counted, %d made", got, e.net.dialCount(pod))
+	}
+}
+
+// Connect rounds that give up name every endpoint they tried, each once,
+// how many rounds they made and how long, and stay a dial error for the
+// 502: the resolver's log line of a failed cold start says which
+// addresses did not answer.
+func TestConnectRoundsThatGiveUpNameTheEndpointsTried(t *testing.T) {
+	e := newEnv(t, testConfig())
+	const a, b = "10.244.0.5:8080", "10.244.0.6:8080"
+	e.eps.Set(testSvc, a, b)
+	err := e.r.conn.rounds(t.Context(), testSvc, "", []string{a, b}, 300*time.Millisecond, func(string) (bool, error) {
+		return true, &dialError{errors.New("connection refused")}
+	})
+	var ce *connectError
+	if !errors.As(err, &ce) {
+		t.Fatalf("rounds gave up with %v (%T), want a *connectError", err, err)
+	}
+	if !slices.Equal(ce.endpoints, []string{a, b}) {
+		t.Errorf("endpoints named %v, want %v, each once", ce.endpoints, []string{a, b})
+	}
+	if ce.rounds < 2 || ce.after <= 0 {
+		t.Errorf("%d rounds over %v; want at least 2 in the patience", ce.rounds, ce.after)
+	}
+	var de *dialError
+	if !errors.As(err, &de) {
+		t.Errorf("%v is no longer a dial error", err)
+	}
+	for _, want := range []string{a, b, "connection refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
 	}
 }

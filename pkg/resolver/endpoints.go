@@ -55,6 +55,15 @@ type Backends struct {
 	Probed bool
 }
 
+// source names where Addrs came from, for log lines: pods whose direct
+// readiness check passed, or the Ready endpoints of the slices.
+func (b Backends) source() string {
+	if b.Probed {
+		return "direct probe"
+	}
+	return "EndpointSlice"
+}
+
 // UnreadyEndpoint is an endpoint listed not ready, on the port Backends
 // are for, with the pod its targetRef names in the Service's namespace.
 type UnreadyEndpoint struct {

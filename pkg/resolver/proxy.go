@@ -40,6 +40,8 @@ type forwardInfo struct {
 	h2c   bool
 	// held is how long the request waited for the Service to wake.
 	held time.Duration
+	// source is where addrs came from (Backends.source), for log lines.
+	source string
 }
 
 type forwardInfoKey struct{}
@@ -100,8 +102,9 @@ func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceR
 		port:  port,
 		addrs: f.conn.order(svc, b.Addrs),
 		// WebSocket and other upgrades exist only in HTTP/1.1.
-		h2c:  !upgrade && (b.H2C || req.ProtoMajor == 2 || isGRPC(req)),
-		held: held,
+		h2c:    !upgrade && (b.H2C || req.ProtoMajor == 2 || isGRPC(req)),
+		held:   held,
+		source: b.source(),
 	}
 	if req.ProtoMajor == 1 && !upgrade {
 		// Let a streaming backend answer while the client still sends.
@@ -225,7 +228,10 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err e
 	f.metrics.Proxied.WithLabelValues("5xx").Inc()
 	var de *dialError
 	if errors.As(err, &de) {
-		logger.V(2).Info("No endpoint accepted the connection", "err", err)
+		// At the default level: a held request that ends in a 502 is a
+		// failed cold start, and its line says which addresses, from
+		// which source, did not answer.
+		logger.Info("No endpoint accepted the connection", "source", info.source, "err", err)
 		httpError(w, http.StatusBadGateway, fmt.Sprintf("could not connect to a ready pod of service %s", info.svc))
 		return
 	}

@@ -19,7 +19,7 @@ func (r *Resolver) spliceTo(ctx, drop context.Context, c *peekedConn, logger klo
 	backend, err := r.conn.connect(ctx, svc, port, b.Addrs)
 	if err != nil {
 		r.metrics.Spliced.WithLabelValues(OutcomeUnreachable).Inc()
-		logger.V(2).Info("Closing connection: no pod accepted it", "err", err)
+		logger.Info("Closing connection: no pod accepted it", "source", b.source(), "err", err)
 		return
 	}
 	r.metrics.Spliced.WithLabelValues(OutcomeSuccess).Inc()
