@@ -45,10 +45,11 @@ const (
 	FallbackNamedPort   = "named_port"
 	FallbackPodMismatch = "pod_mismatch"
 	FallbackNoProbe     = "no_probe"
+	FallbackHostNetwork = "host_network"
 )
 
 // FallbackReasons are the reasons PlanFor gives, for metric labels.
-var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackNamedPort, FallbackPodMismatch, FallbackNoProbe}
+var FallbackReasons = []string{FallbackExec, FallbackHost, FallbackNamedPort, FallbackPodMismatch, FallbackNoProbe, FallbackHostNetwork}
 
 // ErrNotStarted is PlanFor's error for a pod with a probe that has
 // initialDelaySeconds whose container the pod read does not show running:
@@ -127,6 +128,11 @@ func PlanFor(pod *corev1.Pod, ep Endpoint) (*Plan, error) {
 	if !podOwns(pod, ep.IP) {
 		return nil, fallback(FallbackPodMismatch, fmt.Sprintf("address %s is not the pod's (%s)", ep.IP, pod.Status.PodIP))
 	}
+	if pod.Spec.HostNetwork {
+		// Its address is the node's: a check would reach the node's own
+		// ports (the kubelet's, node agents'), not only the pod's.
+		return nil, fallback(FallbackHostNetwork, "the pod uses the host's network")
+	}
 	var containers []corev1.Container
 	for _, c := range pod.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
@@ -173,7 +179,7 @@ func checkFor(probe *corev1.Probe, c *corev1.Container, pod *corev1.Pod, ip stri
 	if probe == nil {
 		return nil, nil
 	}
-	pc := &podCheck{timeout: time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second, threshold: 1}
+	pc := &podCheck{timeout: min(time.Duration(max(probe.TimeoutSeconds, 1))*time.Second, MaxCheckTimeout), threshold: 1}
 	if readiness {
 		pc.threshold = int(max(probe.SuccessThreshold, 1))
 	}
@@ -291,8 +297,23 @@ type Checker struct {
 	h2c    *http2.Transport
 }
 
-// maxProbeBody is the kubelet's: it reads at most 10 KiB of an answer.
-const maxProbeBody = 10 << 10
+// What one check may cost, whatever the pod answers. The pod is the
+// tenant's, and the resolver that checks it serves every namespace: a
+// check holds at most MaxCheckHeaderBytes of status line and headers (or
+// of an h2c header list, trailers included), maxProbeBody of body, and
+// lasts at most MaxCheckTimeout. With the resolver's bound on the pods
+// checked at once (64), all checks together hold at most about 2 MiB.
+const (
+	// maxProbeBody is the kubelet's: it reads at most 10 KiB of an answer.
+	maxProbeBody = 10 << 10
+	// MaxCheckHeaderBytes bounds an answer's headers. Go's default is
+	// 10 MiB; a readiness answer needs a few hundred bytes.
+	MaxCheckHeaderBytes = 16 << 10
+	// MaxCheckTimeout caps a probe's timeoutSeconds for the resolver's own
+	// check: a check past it fails and is tried again at the next tick,
+	// and the kubelet's Ready still releases the held requests.
+	MaxCheckTimeout = 2 * time.Second
+)
 
 func NewChecker() *Checker {
 	d := &net.Dialer{}
@@ -304,8 +325,17 @@ func NewChecker() *Checker {
 			DialContext:       d.DialContext,
 			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet verifies no probe's certificate
 			DisableKeepAlives: true,
+			// As the kubelet's prober: no gzip asked for or inflated.
+			DisableCompression:     true,
+			MaxResponseHeaderBytes: MaxCheckHeaderBytes,
 		},
-		h2c: &http2.Transport{AllowHTTP: true},
+		h2c: &http2.Transport{
+			AllowHTTP:          true,
+			DisableCompression: true,
+			MaxHeaderListSize:  MaxCheckHeaderBytes,
+			// The smallest frame HTTP/2 allows: a gRPC answer is tiny.
+			MaxReadFrameSize: 16 << 10,
+		},
 	}
 }
 

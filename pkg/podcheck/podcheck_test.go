@@ -380,6 +380,8 @@ func TestPlanForFallsBack(t *testing.T) {
 		{name: "another pod of that name", reason: FallbackPodMismatch, ep: func(e *Endpoint) { e.UID = types.UID("other") }},
 		{name: "pod being deleted", reason: FallbackPodMismatch, change: func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }},
 		{name: "pod without an address", reason: FallbackPodMismatch, change: func(p *corev1.Pod) { p.Status = corev1.PodStatus{} }},
+		// Tenant safety: a host-network pod's address is the node's.
+		{name: "host network", reason: FallbackHostNetwork, change: func(p *corev1.Pod) { p.Spec.HostNetwork = true }},
 	} {
 		pod := ok()
 		if tc.change != nil {

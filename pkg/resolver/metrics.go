@@ -195,7 +195,7 @@ func newMetrics(wakeSources func() int) *Metrics {
 		}, []string{"released_by"}),
 		DirectProbeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_direct_probe_fallbacks_total",
-			Help: "Pods that direct probing left to the kubelet's Ready, by reason: exec, host, named_port, no_probe, pod_unreadable, pod_mismatch, bound.",
+			Help: "Pods that direct probing left to the kubelet's Ready, by reason: exec, host, named_port, no_probe, host_network, pod_unreadable, pod_mismatch, bound.",
 		}, []string{"reason"}),
 		DirectProbeLead: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "elasti_resolver_direct_probe_lead_seconds",
