@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/operator"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -203,7 +204,7 @@ func (o *options) finish(env *command.Env, raw rawFlags) error {
 	} else {
 		op.ResolverPortRange = r
 	}
-	op.WatchNamespaces = operator.ParseWatchNamespaces(*raw.watchNamespaces)
+	op.WatchNamespaces = nsinformer.ParseList(*raw.watchNamespaces)
 	op.QPS = float32(*raw.qps)
 	if list, err := triggers.ParseServerPrefixes(*raw.allowedServers); err != nil {
 		env.Errs = append(env.Errs, fmt.Errorf("--prometheus-allowed-servers: %w", err))

@@ -151,7 +151,7 @@ func TestKubeElastiFlagsAreAccepted(t *testing.T) {
 }
 
 // --watch-namespace takes KubeElasti's one namespace or a comma-separated
-// list (global.allowedNamespaces), up to operator.MaxWatchNamespaces.
+// list (global.allowedNamespaces), up to nsinformer.MaxNamespaces.
 func TestWatchNamespaceTakesAList(t *testing.T) {
 	for _, c := range []struct {
 		flag string

@@ -124,21 +124,21 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
 	}
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(resolver.TrimForCache))
-	budget := resolver.NewSpecBudget(o.resolver.NamespaceBudget)
+	budget := resolver.NewSpecBudget(o.resolver.NamespaceBudget, o.resolver.WatchNamespaces)
 	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(elasti, 0, elastiinformers.WithTransform(budget.Transform))
 	elastiServices := elastiFactory.Elasti().V1alpha1().ElastiServices()
 	if err := budget.Watch(elastiServices); err != nil {
 		return nil, err
 	}
-	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), o.resolver.FrontDrain)
+	named, err := resolver.NewNamedIndex(elastiServices)
+	if err != nil {
+		return nil, err
+	}
+	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), named, o.resolver.FrontDrain)
 	if err != nil {
 		return nil, err
 	}
 	probes, err := resolver.NewProbeIndex(ctx, elastiServices)
-	if err != nil {
-		return nil, err
-	}
-	named, err := resolver.NewNamedIndex(elastiServices)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/command"
+	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
@@ -88,6 +89,8 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 			"HTTP/2 connections may open as many concurrent streams as a namespace's share of it holds at their largest.")
 	fs.IntVar(&r.NamespaceShare, "namespace-share", def.NamespaceShare,
 		"Percentage of --global-queue, --max-held-bytes and --max-request-bytes that the requests for one namespace's Services may take; past it 503 with Retry-After. 100 turns it off.")
+	fs.Func("watch-namespace", "Only serve the Services of these namespaces, comma-separated; set it to the operator's --watch-namespace. Empty serves every namespace.",
+		func(v string) error { r.WatchNamespaces = nsinformer.ParseList(v); return nil })
 	fs.IntVar(&r.NamespaceBudget.Count, "namespace-budget-count", def.NamespaceBudget.Count,
 		"Most ElastiServices of one namespace the resolver keeps and serves, oldest first; set it to the operator's. 0: no bound.")
 	fs.Int64Var(&r.NamespaceBudget.Bytes, "namespace-budget-bytes", def.NamespaceBudget.Bytes,
@@ -170,6 +173,9 @@ func (o *options) finish(e *command.Env, portRange string, defProxyPort int) err
 	}
 	if o.shutdownGrace < 0 {
 		e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))
+	}
+	if err := nsinformer.ValidateList(r.WatchNamespaces); err != nil {
+		e.Errs = append(e.Errs, err)
 	}
 	return errors.Join(e.Errs...)
 }

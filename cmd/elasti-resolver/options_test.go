@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,10 +114,25 @@ func TestBadResolverInput(t *testing.T) {
 		{nil, []string{"--namespace-share=101"}, "--namespace-share=101"},
 		{nil, []string{"--waiting-page-after=-1s"}, "--waiting-page-after=-1s"},
 		{nil, []string{"--waiting-page-after=2m", "--request-timeout=2m"}, "below --request-timeout"},
+		{nil, []string{"--watch-namespace=team,Team_B"}, `"Team_B" is not a namespace name`},
+		{nil, []string{"--watch-namespace=team,,b"}, `"" is not a namespace name`},
+		{nil, []string{"--watch-namespace=team,team"}, `names "team" twice`},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)
 		}
+	}
+}
+
+// --watch-namespace takes the operator's list, with the same spelling.
+func TestWatchNamespaceFlag(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil || o.resolver.WatchNamespaces != nil {
+		t.Errorf("default: %v, %v; want every namespace (nil)", o.resolver.WatchNamespaces, err)
+	}
+	o, err = parse(t, nil, "--watch-namespace= team , shop")
+	if err != nil || !slices.Equal(o.resolver.WatchNamespaces, []string{"team", "shop"}) {
+		t.Errorf("parsed %q, %v; want [team shop]", o.resolver.WatchNamespaces, err)
 	}
 }
 

@@ -1,11 +1,6 @@
 package operator
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
@@ -24,40 +19,6 @@ import (
 	elastilisters "github.com/elasti-dev/elasti/pkg/generated/listers/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/nsinformer"
 )
-
-// MaxWatchNamespaces bounds --watch-namespace's list: every namespace costs
-// one watch per resource type (seven) on the apiserver.
-const MaxWatchNamespaces = 100
-
-// ParseWatchNamespaces reads --watch-namespace: empty watches every
-// namespace, otherwise a comma-separated list of namespaces.
-func ParseWatchNamespaces(s string) []string {
-	if strings.TrimSpace(s) == "" {
-		return nil
-	}
-	var out []string
-	for _, ns := range strings.Split(s, ",") {
-		out = append(out, strings.TrimSpace(ns))
-	}
-	return out
-}
-
-// validateWatchNamespaces refuses empty, malformed and repeated names, and
-// more than MaxWatchNamespaces.
-func validateWatchNamespaces(namespaces []string) error {
-	if len(namespaces) > MaxWatchNamespaces {
-		return fmt.Errorf("--watch-namespace names %d namespaces; at most %d", len(namespaces), MaxWatchNamespaces)
-	}
-	for i, ns := range namespaces {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return fmt.Errorf("--watch-namespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
-		}
-		if slices.Contains(namespaces[:i], ns) {
-			return fmt.Errorf("--watch-namespace names %q twice", ns)
-		}
-	}
-	return nil
-}
 
 // watched are the informers of the namespaces the operator watches: one
 // factory per namespace of --watch-namespace (or one for all namespaces),

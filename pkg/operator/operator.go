@@ -33,6 +33,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/metrics"
 	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
+	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 	"github.com/elasti-dev/elasti/pkg/triggers"
@@ -133,7 +134,7 @@ func DefaultOptions() Options {
 
 // Validate reports the first unusable option.
 func (o Options) Validate() error {
-	if err := validateWatchNamespaces(o.WatchNamespaces); err != nil {
+	if err := nsinformer.ValidateList(o.WatchNamespaces); err != nil {
 		return err
 	}
 	switch {

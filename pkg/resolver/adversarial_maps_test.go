@@ -51,7 +51,7 @@ func newMapsEnv(t *testing.T) (*Resolver, *InformerEndpoints) {
 		service("team", "plain", svcPort("http", 80, intstr.FromInt32(8080))),
 		service("team", "named", svcPort("http", 80, intstr.FromInt32(8080))),
 	)
-	e := startEndpoints(t, client)
+	e := startEndpoints(t, client, elastiServiceFor("team", "web"))
 	op := newFakeOperator(t)
 	cfg := testConfig()
 	cfg.OperatorURL = op.srv.URL
@@ -244,7 +244,7 @@ const randomHostsRequests = 100_000
 // -benchtime=1x.
 func BenchmarkRandomHosts(b *testing.B) {
 	client := fake.NewClientset(service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))), resolverSlice("team", "web"))
-	e := startEndpoints(b, client)
+	e := startEndpoints(b, client, elastiServiceFor("team", "web"))
 	op := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer op.Close()
 	cfg := DefaultConfig()

@@ -47,7 +47,7 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 			}
 			objs = append(objs, mk("other", 9))
 			client := elastifake.NewSimpleClientset(objs...)
-			budget := NewSpecBudget(tc.limits)
+			budget := NewSpecBudget(tc.limits, nil)
 			factory := elastiinformers.NewSharedInformerFactoryWithOptions(client, 0, elastiinformers.WithTransform(budget.Transform))
 			informer := factory.Elasti().V1alpha1().ElastiServices()
 			if err := budget.Watch(informer); err != nil {

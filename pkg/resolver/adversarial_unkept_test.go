@@ -45,7 +45,7 @@ func TestUnkeptServiceSlicesAreNeverForwardedTo(t *testing.T) {
 				slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1")),
 				slice("team", "kept-abc", "kept", map[string]int32{"http": 8080}, ep("10.244.0.2")),
 				resolverSlice("team", "web"))
-			e := startEndpoints(t, client)
+			e := startEndpoints(t, client, elastiServiceFor("team", "web"))
 			svc := ServiceRef{"team", "web"}
 			if got, err := e.Lookup(svc, "80"); err != nil || !slices.Equal(got.Addrs, []string{"10.244.0.1:8080"}) {
 				t.Fatalf("before the change: Lookup = %v, %v", got.Addrs, err)
@@ -94,7 +94,7 @@ func TestRequestForUnkeptServiceIsRefused(t *testing.T) {
 	client := fake.NewClientset(web,
 		slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1")),
 		resolverSlice("team", "web"))
-	eps := startEndpoints(t, client)
+	eps := startEndpoints(t, client, elastiServiceFor("team", "web"))
 	env := newEnv(t, testConfig(), func(o *Options) { o.Endpoints = eps })
 	hit := make(chan struct{}, 1)
 	env.backend(t, "10.244.0.1:8080", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit <- struct{}{} }))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
+	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
@@ -159,6 +160,12 @@ type Config struct {
 	// resolver keeps and serves (see SpecBudget); it must be the
 	// operator's.
 	NamespaceBudget nsbudget.Limits
+	// WatchNamespaces are the namespaces whose Services the resolver
+	// serves, the operator's --watch-namespace; empty serves every
+	// namespace. An ElastiService of any other namespace is cached as its
+	// identity alone (see SpecBudget), so it names no Service, holds no
+	// port and vouches for no resolver slice.
+	WatchNamespaces []string
 	// OperatorURL is the base URL of the operator; wakeapi.Path is
 	// appended to it.
 	OperatorURL string
@@ -323,6 +330,9 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("buffered body bounds must satisfy 0 <= per body (%d) <= all bodies (%d)", c.MaxBufferedBody, c.MaxBufferedBodies)
 	}
 	if err := c.PortRange.ValidateForResolver(int32(c.ProxyPort)); err != nil {
+		return c, err
+	}
+	if err := nsinformer.ValidateList(c.WatchNamespaces); err != nil {
 		return c, err
 	}
 	u, err := url.Parse(c.OperatorURL)

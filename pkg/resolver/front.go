@@ -25,6 +25,17 @@ type FrontSource interface {
 	Front(svc ServiceRef) bool
 }
 
+// SliceControllers vouches for the controller of a resolver slice. A
+// slice's labels and owner references are whatever its writer set, and
+// anyone who may write EndpointSlices in a namespace may write them; the
+// resolver fronts a Service only for a slice whose controller is an
+// ElastiService it has cached, with that UID, naming that Service. An
+// ElastiService of a namespace the resolver does not serve
+// (Config.WatchNamespaces) is cached without its spec, and names none.
+type SliceControllers interface {
+	Controls(ref metav1.OwnerReference, svc ServiceRef) bool
+}
+
 // frontGrace is how long a request for a Service that an ElastiService
 // names, but that the resolver is not in front of, waits for a resolver
 // slice before it is answered 404: kube-proxy may route to a slice before

@@ -61,6 +61,8 @@ type InformerEndpoints struct {
 	// byClusterIP indexes the Services by ClusterIP.
 	byClusterIP cache.Indexer
 	slices      cache.Indexer
+	// controllers vouches for resolver slices: see SliceControllers.
+	controllers SliceControllers
 	// drains remembers the Services whose resolver slice just went.
 	drains *drains
 	synced []cache.InformerSynced
@@ -70,14 +72,17 @@ type InformerEndpoints struct {
 
 // NewInformerEndpoints registers an index and event handlers on the shared
 // Service and EndpointSlice informers. Call it before the informer factory
-// is started. ctx only carries the logger. drain is Config.FrontDrain: how
-// long the resolver stays in front of a Service after its last resolver
-// slice goes.
-func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer, drain time.Duration) (*InformerEndpoints, error) {
+// is started. ctx only carries the logger. controllers vouches for the
+// resolver slices' ElastiServices (the command's NamedIndex). drain is
+// Config.FrontDrain: how long the resolver stays in front of a Service
+// after its last resolver slice goes.
+func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer,
+	controllers SliceControllers, drain time.Duration) (*InformerEndpoints, error) {
 	e := &InformerEndpoints{
 		services:    services.Lister(),
 		byClusterIP: services.Informer().GetIndexer(),
 		slices:      endpointSlices.Informer().GetIndexer(),
+		controllers: controllers,
 		drains:      newDrains(drain, clock.RealClock{}),
 		b:           newBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
@@ -141,8 +146,31 @@ func (e *InformerEndpoints) Front(svc ServiceRef) bool { return e.inFront(svc) }
 func (e *InformerEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return e.b.watch(svc) }
 
 func (e *InformerEndpoints) inFront(svc ServiceRef) bool {
+	return e.hasResolverSlice(svc) || e.drains.draining(svc)
+}
+
+// hasResolverSlice reports whether a resolver slice for svc exists whose
+// controller the ElastiServices vouch for: the managed-by label and an
+// owner reference are the slice writer's to set, so neither alone proves
+// the operator wrote the slice.
+func (e *InformerEndpoints) hasResolverSlice(svc ServiceRef) bool {
 	objs, err := e.slices.ByIndex(resolverSlicesIndex, svc.Namespace+"/"+svc.Name)
-	return (err == nil && len(objs) > 0) || e.drains.draining(svc)
+	if err != nil {
+		return false
+	}
+	for _, obj := range objs {
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && e.vouched(s, svc) {
+			return true
+		}
+	}
+	return false
+}
+
+// vouched reports whether the controller of s, a resolver slice for svc,
+// is an ElastiService that vouches for it (SliceControllers).
+func (e *InformerEndpoints) vouched(s *discoveryv1.EndpointSlice, svc ServiceRef) bool {
+	ref := metav1.GetControllerOfNoCopy(s)
+	return ref != nil && e.controllers.Controls(*ref, svc)
 }
 
 // ServiceForClusterIP implements ClusterIPIndex.
@@ -341,7 +369,7 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 		return
 	}
 	if name := resolverSliceOf(s); name != "" {
-		e.resolverSliceChanged(ServiceRef{s.Namespace, name})
+		e.resolverSliceChanged(s, ServiceRef{s.Namespace, name})
 		return
 	}
 	name := podSlicesOf(s)
@@ -353,12 +381,15 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 	e.b.broadcast(ServiceRef{s.Namespace, name})
 }
 
-// resolverSliceChanged follows the resolver slices of svc. Informers update
-// their store before they call handlers, so when the index holds none
-// after a change, the last one just went: the drain starts.
-func (e *InformerEndpoints) resolverSliceChanged(svc ServiceRef) {
-	objs, err := e.slices.ByIndex(resolverSlicesIndex, svc.Namespace+"/"+svc.Name)
-	if err == nil && len(objs) == 0 {
+// resolverSliceChanged follows the resolver slices of svc; s is the one
+// that changed, as it was before the change or after it (an update
+// calls it for both). Informers update their store before they call
+// handlers, so when s was vouched for and none is after the change, the
+// resolver just left the front of svc: the drain starts. A slice nobody
+// vouches for starts none, so a forged one cannot front a Service for a
+// drain either.
+func (e *InformerEndpoints) resolverSliceChanged(s *discoveryv1.EndpointSlice, svc ServiceRef) {
+	if e.vouched(s, svc) && !e.hasResolverSlice(svc) {
 		e.logger.V(4).Info("Resolver left the front of the service; draining", "service", svc.kref(), "drain", e.drains.drain)
 		e.drains.leave(svc)
 	}

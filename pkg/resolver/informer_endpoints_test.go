@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
@@ -19,7 +20,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/nsbudget"
 )
 
 // serviceUID is the UID service gives a Service, and slice names as the
@@ -303,7 +307,11 @@ func TestInformerEndpoints(t *testing.T) {
 		slice("team", privName+"-abc", privName, map[string]int32{"http": 8080}, ep("10.244.8.8")),
 	)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), DefaultFrontDrain)
+	named, err := NewNamedIndex(elastiinformers.NewSharedInformerFactory(elastifake.NewSimpleClientset(), 0).Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), named, DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,22 +426,53 @@ func resolverSlice(ns, svcName string) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// elastiServiceFor is the ElastiService whose resolver slice resolverSlice
+// makes for svcName: of that name, with its UID, naming svcName.
+func elastiServiceFor(ns, svcName string) *elastiv1alpha1.ElastiService {
+	return &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svcName, UID: "es-uid"},
+		Spec:       elastiv1alpha1.ElastiServiceSpec{Service: svcName},
+	}
+}
+
 // startEndpoints runs an InformerEndpoints over client until the test
-// ends, with the command's cache transform.
-func startEndpoints(t testing.TB, client *fake.Clientset) *InformerEndpoints {
+// ends, with the command's cache transform, vouching for resolver slices
+// by the ElastiServices ess as the command's NamedIndex does.
+func startEndpoints(t testing.TB, client *fake.Clientset, ess ...*elastiv1alpha1.ElastiService) *InformerEndpoints {
+	t.Helper()
+	e, _ := startEndpointsOf(t, client, nil, ess...)
+	return e
+}
+
+// startEndpointsOf is startEndpoints for a resolver that serves namespaces
+// (all when empty); it also returns the NamedIndex that vouches.
+func startEndpointsOf(t testing.TB, client *fake.Clientset, namespaces []string, ess ...*elastiv1alpha1.ElastiService) (*InformerEndpoints, *NamedIndex) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
+	var objs []runtime.Object
+	for _, es := range ess {
+		objs = append(objs, es)
+	}
+	elastiClient := elastifake.NewSimpleClientset(objs...)
+	budget := NewSpecBudget(nsbudget.Limits{}, namespaces)
+	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(elastiClient, 0, elastiinformers.WithTransform(budget.Transform))
+	named, err := NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(TrimForCache))
-	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), DefaultFrontDrain)
+	e, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), named, DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	elastiFactory.Start(ctx.Done())
+	t.Cleanup(func() { cancel(); factory.Shutdown(); elastiFactory.Shutdown() })
 	factory.WaitForCacheSync(ctx.Done())
+	elastiFactory.WaitForCacheSync(ctx.Done())
 	eventually(t, 5*time.Second, "handlers synced", e.HasSynced)
-	return e
+	return e, named
 }
 
 // The resolver is in front of a Service while the operator's resolver
@@ -450,7 +489,7 @@ func TestFrontFollowsResolverSlicesAndDrains(t *testing.T) {
 		service("team", "other", svcPort("http", 80, intstr.FromInt32(8080))),
 		forged,
 	)
-	e := startEndpoints(t, client)
+	e := startEndpoints(t, client, elastiServiceFor("team", "web"))
 	web, other := ServiceRef{"team", "web"}, ServiceRef{"team", "other"}
 	if e.Front(other) {
 		t.Fatal("a hand-made slice with the operator's managed-by label and no ElastiService controller put the resolver in front")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -65,6 +66,20 @@ func namedServices(es *elastiv1alpha1.ElastiService) []ServiceRef {
 		add(p.Service)
 	}
 	return out
+}
+
+// Controls implements SliceControllers: ref is the cached ElastiService
+// of svc's namespace with ref's name and UID, and it names svc.
+func (f *NamedIndex) Controls(ref metav1.OwnerReference, svc ServiceRef) bool {
+	if !elastiv1alpha1.IsElastiServiceRef(ref) {
+		return false
+	}
+	obj, ok, err := f.indexer.GetByKey(svc.Namespace + "/" + ref.Name)
+	if err != nil || !ok {
+		return false
+	}
+	es, isES := obj.(*elastiv1alpha1.ElastiService)
+	return isES && es.UID == ref.UID && slices.Contains(namedServices(es), svc)
 }
 
 // Named reports whether an ElastiService names svc.

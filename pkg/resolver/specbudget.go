@@ -25,25 +25,41 @@ import (
 // brings; one pushed out after it was cached whole (an older one grew, or
 // arrived later in the first list) is cut down on the event of the
 // operator's status write that sets the condition.
+//
+// An ElastiService of a namespace outside Config.WatchNamespaces is cut
+// down the same way, and is not weighed: the resolver serves no Service
+// of that namespace, whatever slices point at it.
 type SpecBudget struct {
 	tracker *nsbudget.Tracker
+	// served are the namespaces served; nil serves every namespace.
+	served map[string]bool
 }
 
-// NewSpecBudget returns the budget for limits. Its Transform goes to the
-// ElastiService informer factory; Watch to the informer it makes.
-func NewSpecBudget(limits nsbudget.Limits) *SpecBudget {
-	return &SpecBudget{tracker: nsbudget.NewTracker(limits)}
+// NewSpecBudget returns the budget for limits, serving namespaces (all
+// when empty). Its Transform goes to the ElastiService informer factory;
+// Watch to the informer it makes.
+func NewSpecBudget(limits nsbudget.Limits, namespaces []string) *SpecBudget {
+	b := &SpecBudget{tracker: nsbudget.NewTracker(limits)}
+	if len(namespaces) > 0 {
+		b.served = map[string]bool{}
+		for _, ns := range namespaces {
+			b.served[ns] = true
+		}
+	}
+	return b
 }
 
-// Transform is TrimForCache, with the budget.
+// Transform is TrimForCache, with the budget and the namespace list.
 func (b *SpecBudget) Transform(obj any) (any, error) {
 	es, ok := obj.(*elastiv1alpha1.ElastiService)
 	if !ok {
 		return TrimForCache(obj)
 	}
-	b.tracker.Observe(es)
-	if b.tracker.Admitted(es.Key()) {
-		return TrimForCache(es)
+	if b.served == nil || b.served[es.Namespace] {
+		b.tracker.Observe(es)
+		if b.tracker.Admitted(es.Key()) {
+			return TrimForCache(es)
+		}
 	}
 	meta := scaletarget.Identity(es.ObjectMeta)
 	meta.CreationTimestamp = es.CreationTimestamp

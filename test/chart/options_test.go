@@ -23,6 +23,9 @@ func TestChartAllowedNamespaces(t *testing.T) {
 	objs := render(t, "-f", repo(t, "charts", "elasti", "ci", "allowed-namespaces-values.yaml"))
 	opc, _ := container(t, get(t, objs, "Deployment elasti/elasti-operator-controller-manager"))
 	want(t, "operator args", opc["args"], []any{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--watch-namespace=team-a,team-b"})
+	// The resolver serves the same namespaces and no other.
+	resc, _ := container(t, get(t, objs, "Deployment elasti/elasti-resolver"))
+	want(t, "resolver args", resc["args"], []any{"--watch-namespace=team-a,team-b"})
 	for _, ns := range []string{"team-a", "team-b"} {
 		role := get(t, objs, "Role "+ns+"/elasti-operator")
 		binding := get(t, objs, "RoleBinding "+ns+"/elasti-operator")

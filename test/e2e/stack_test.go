@@ -70,7 +70,11 @@ func (s *stack) startResolver(t testing.TB, operatorURL string) string {
 	// switched back to serve (FrontedAfterProxy): the drain, held open
 	// here for the whole test. test/e2e/traffic checks the real drain.
 	rc.FrontDrain = time.Hour
-	eps, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), rc.FrontDrain)
+	named, err := resolver.NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), named, rc.FrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}

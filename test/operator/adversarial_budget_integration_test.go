@@ -85,7 +85,7 @@ func TestNamespaceBudgetRefusesTheNewestOnly(t *testing.T) {
 // namespace, with its budget, built as cmd/elasti-resolver builds it.
 func resolverNamedView(t *testing.T, e *testenv.Env, limits nsbudget.Limits) *resolver.NamedIndex {
 	t.Helper()
-	budget := resolver.NewSpecBudget(limits)
+	budget := resolver.NewSpecBudget(limits, nil)
 	factory := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithTransform(budget.Transform))
 	informer := factory.Elasti().V1alpha1().ElastiServices()
 	if err := budget.Watch(informer); err != nil {

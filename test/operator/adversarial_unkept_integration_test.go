@@ -18,6 +18,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -131,12 +132,19 @@ func resolverEndpointView(t *testing.T, e *testenv.Env) *resolver.InformerEndpoi
 	t.Helper()
 	ctx := klog.NewContext(e.Ctx(), klog.Background().WithValues("test", t.Name()))
 	factory := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS), informers.WithTransform(resolver.TrimForCache))
-	view, err := resolver.NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), resolver.DefaultFrontDrain)
+	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithNamespace(e.NS), elastiinformers.WithTransform(resolver.TrimForCache))
+	named, err := resolver.NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := resolver.NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), named, resolver.DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
+	elastiFactory.Start(ctx.Done())
 	t.Cleanup(factory.Shutdown)
+	t.Cleanup(elastiFactory.Shutdown)
 	e.Eventually("the resolver's view to sync", func() (bool, string) { return view.HasSynced(), "" })
 	return view
 }
