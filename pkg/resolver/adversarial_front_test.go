@@ -14,8 +14,9 @@ import (
 // Tenant safety (issue 38, hole 3): a resolver slice is what puts a
 // Service behind the resolver, and its labels and owner references are its
 // writer's to set. The resolver fronts a Service only for a slice whose
-// controller is an ElastiService it has cached, with that name and UID,
-// naming that Service, in a namespace it serves (--watch-namespace).
+// controller is an ElastiService of the Service's own namespace that it
+// has cached whole, with that name and UID, in a namespace it serves
+// (--watch-namespace).
 // Anything else fronts nothing: no hold, no wake, no probe, no pod read.
 func TestOnlyAVouchedResolverSliceFrontsAService(t *testing.T) {
 	checkNoLeaks(t)
@@ -29,7 +30,11 @@ func TestOnlyAVouchedResolverSliceFrontsAService(t *testing.T) {
 		{"the ElastiService's own slice", "team", "web", func(*metav1.OwnerReference) {}, true},
 		{"an ElastiService nobody made", "team", "ghost", func(r *metav1.OwnerReference) { r.Name = "ghost" }, false},
 		{"the right name, another UID", "team", "web2", func(r *metav1.OwnerReference) { r.UID = "forged-uid" }, false},
-		{"an ElastiService of another Service", "team", "db", func(r *metav1.OwnerReference) { r.Name = "web" }, false},
+		// A move of spec.service keeps the old Service's slice under the
+		// same ElastiService until a pod serves it; the writer of such a
+		// slice aims only at its own namespace's Services.
+		{"the namespace's ElastiService of another Service", "team", "db", func(r *metav1.OwnerReference) { r.Name = "web" }, true},
+		{"an ElastiService of another namespace", "team", "api", func(r *metav1.OwnerReference) { r.Name = "other" }, false},
 		{"the kind in another case", "team", "web3", func(r *metav1.OwnerReference) { r.Kind = "elastiservice" }, false},
 		{"another API group", "team", "web4", func(r *metav1.OwnerReference) { r.APIVersion = "elasti.example.com/v1alpha1" }, false},
 		{"not the controller", "team", "web5", func(r *metav1.OwnerReference) { r.Controller = ptr.To(false) }, false},
@@ -49,10 +54,13 @@ func TestOnlyAVouchedResolverSliceFrontsAService(t *testing.T) {
 		if _, err := client.DiscoveryV1().EndpointSlices(tc.ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if tc.name != "an ElastiService nobody made" && tc.name != "an ElastiService of another Service" {
+		if tc.name != "an ElastiService nobody made" && tc.name != "the namespace's ElastiService of another Service" && tc.name != "an ElastiService of another namespace" {
 			ess = append(ess, elastiServiceFor(tc.ns, tc.svc))
 		}
 	}
+	// The ElastiService "other", in a namespace the resolver serves, with
+	// the UID the forged slice of team/api names.
+	ess = append(ess, elastiServiceFor("elsewhere", "other"))
 	e, named := startEndpointsOf(t, client, []string{"team", "elsewhere"}, ess...)
 	for _, tc := range cases {
 		svc := ServiceRef{tc.ns, tc.svc}

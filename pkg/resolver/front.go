@@ -29,9 +29,10 @@ type FrontSource interface {
 // slice's labels and owner references are whatever its writer set, and
 // anyone who may write EndpointSlices in a namespace may write them; the
 // resolver fronts a Service only for a slice whose controller is an
-// ElastiService it has cached, with that UID, naming that Service. An
-// ElastiService of a namespace the resolver does not serve
-// (Config.WatchNamespaces) is cached without its spec, and names none.
+// ElastiService of the Service's namespace it has cached whole, with that
+// name and UID. An ElastiService of a namespace the resolver does not
+// serve (Config.WatchNamespaces) is cached without its spec, and vouches
+// for nothing.
 type SliceControllers interface {
 	Controls(ref metav1.OwnerReference, svc ServiceRef) bool
 }

@@ -69,7 +69,16 @@ func namedServices(es *elastiv1alpha1.ElastiService) []ServiceRef {
 }
 
 // Controls implements SliceControllers: ref is the cached ElastiService
-// of svc's namespace with ref's name and UID, and it names svc.
+// of svc's namespace with ref's name and UID, and it is served: an
+// ElastiService of a namespace outside Config.WatchNamespaces, or past
+// its namespace's budget, is cached without its spec (SpecBudget).
+//
+// The ElastiService need not name svc now: a move of spec.service keeps
+// the old Service's resolver slice, under the same ElastiService, until
+// a pod serves it (pkg/controller/move.go), and the resolver must front
+// the old Service till then. A slice fronts only a Service of its own
+// namespace, so whoever writes one can aim only at that namespace's
+// Services.
 func (f *NamedIndex) Controls(ref metav1.OwnerReference, svc ServiceRef) bool {
 	if !elastiv1alpha1.IsElastiServiceRef(ref) {
 		return false
@@ -79,7 +88,7 @@ func (f *NamedIndex) Controls(ref metav1.OwnerReference, svc ServiceRef) bool {
 		return false
 	}
 	es, isES := obj.(*elastiv1alpha1.ElastiService)
-	return isES && es.UID == ref.UID && slices.Contains(namedServices(es), svc)
+	return isES && es.UID == ref.UID && es.Spec.Service != ""
 }
 
 // Named reports whether an ElastiService names svc.
