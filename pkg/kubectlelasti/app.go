@@ -100,7 +100,18 @@ func (s *session) clients() (*Clients, error) { return s.app.Connect(s.flags) }
 
 // Run runs the command line args and returns the exit code. Errors go to
 // a.Err as "error: ...", as kubectl prints its own.
+//
+// Everything it prints goes through a terminalWriter: what it shows comes
+// from objects any namespace's users write.
 func (a *App) Run(ctx context.Context, args []string) int {
+	out, errOut := newTerminalWriter(a.Out), newTerminalWriter(a.Err)
+	defer func() { _ = out.Flush(); _ = errOut.Flush() }()
+	safe := *a
+	safe.Out, safe.Err = out, errOut
+	return safe.run(ctx, args)
+}
+
+func (a *App) run(ctx context.Context, args []string) int {
 	root := a.Command()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
@@ -1080,4 +1081,54 @@ func metadataOf(keys, headers, valueLen, queryLen int) json.RawMessage {
 		panic(err)
 	}
 	return raw
+}
+
+// TestCRDPatternsRefuseWhatATerminalWouldRun: the names an admin sees in
+// `kubectl elasti` and kubectl's own columns are DNS names, as the
+// operator checks them (pkg/validation), and the trigger strings carry no
+// control character but tab, newline and carriage return (issue 38,
+// hole 4). Each pattern is checked against Go's own validator on valid
+// names, the bound and one past it, case, and escape sequences.
+func TestCRDPatternsRefuseWhatATerminalWouldRun(t *testing.T) {
+	root := rootSchema(t)
+	compile := func(path string) *regexp.Regexp {
+		s := lookup(root, path)
+		if s == nil || s.Pattern == "" {
+			t.Fatalf("%s: no pattern", path)
+		}
+		return regexp.MustCompile(s.Pattern)
+	}
+	label := func(s string) bool { return len(validation.IsDNS1035Label(s)) == 0 }
+	subdomain := func(s string) bool { return len(validation.IsDNS1123Subdomain(s)) == 0 }
+	names := []string{"web", "web-1", "a", "1web", "web.v2", "Web", "web_1", "-web", "web-", "web\x1b[2J", "we\u009bb", "ünïcode",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a.", 126) + "a", "a..b"}
+	for path, valid := range map[string]func(string) bool{
+		"spec.service":             label,
+		"spec.scaleTargetRef.name": subdomain,
+		"spec.wakeWith[].name":     subdomain,
+		"spec.autoscaler.name":     subdomain,
+	} {
+		re := compile(path)
+		for _, n := range names {
+			// maxLength bounds the length; the pattern says the rest.
+			if max := ptr.Deref(lookup(root, path).MaxLength, 0); int64(len(n)) > max {
+				continue
+			}
+			if got, want := re.MatchString(n), valid(n); got != want {
+				t.Errorf("%s: pattern matches %q = %v; Go's validator says %v", path, n, got, want)
+			}
+		}
+	}
+	for _, path := range []string{"spec.triggers[].metadata.query", "spec.triggers[].metadata.serverAddress",
+		"spec.triggers[].metadata.uptimeFilter", "spec.triggers[].metadata.headers{}"} {
+		re := compile(path)
+		for s, want := range map[string]bool{
+			"sum(rate(http_requests_total[1m]))": true, "sum(\n  rate(x[1m])\n)\t> 0\r\n": true, "ünïcode": true,
+			"up\x1b]0;owned\x07": false, "up\x1b[2J": false, "nul\x00": false, "back\x08": false, "del\x7f": false,
+		} {
+			if got := re.MatchString(s); got != want {
+				t.Errorf("%s: pattern matches %q = %v, want %v", path, s, got, want)
+			}
+		}
+	}
 }
