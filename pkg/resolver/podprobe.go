@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
@@ -55,6 +56,19 @@ const (
 	// Service, so one Service of many replicas cannot take every probe:
 	// the first pod to pass releases all its held requests.
 	maxProbedPodsPerService = 4
+	// maxProbedPodsPerNamespace is one namespace's share of maxProbedPods,
+	// so the Services of one namespace cannot take every probe.
+	maxProbedPodsPerNamespace = maxProbedPods / 4
+	// podReadRate and podReadBurst bound the pod reads of one namespace's
+	// probes (per second, and at once), so pods that never start cannot
+	// spend the resolver's apiserver budget; a read past them waits.
+	podReadRate  = 5
+	podReadBurst = 10
+	// maxReadLimiters bounds the namespaces whose read rate is tracked, and
+	// readLimiterIdle how long one is kept unused. A limiter dropped early
+	// starts again with a full burst: at most podReadBurst reads more.
+	maxReadLimiters = 1024
+	readLimiterIdle = 10 * time.Minute
 	// maxPodPlans bounds the pods whose probes the resolver remembers
 	// (by UID), so a pod is read once while its Service wakes.
 	maxPodPlans = 256
@@ -117,7 +131,10 @@ type podProber struct {
 
 	mu       sync.Mutex
 	services map[ServiceRef]*probedService
-	running  int
+	// running counts the probes that hold a slot, in all and by
+	// namespace (entries only while positive).
+	running     int
+	inNamespace map[string]int
 	// following counts the pods that passed whose Ready is awaited
 	// (followReady), at most maxProbedPods.
 	following int
@@ -125,6 +142,8 @@ type podProber struct {
 	// used dropped past maxPodPlans. A pod's probes cannot change, so an
 	// entry is good for its pod's life; podPlanTTL only frees memory.
 	plans *utilcache.LRUExpireCache
+	// readLimits holds a namespace's pod read limiter (*rate.Limiter).
+	readLimits *utilcache.LRUExpireCache
 }
 
 type planOrErr struct {
@@ -140,19 +159,24 @@ type probedService struct {
 	overBound map[types.UID]bool
 }
 
-// probeTarget is one pod being probed.
+// probeTarget is one pod being probed. It stays in its Service's entry
+// while the pod is listed, so a pod is started once per hold; its slot is
+// freed as soon as its probe ends (it passed, or fell back to the
+// kubelet's Ready), or it is stopped.
 type probeTarget struct {
 	ep     UnreadyEndpoint
 	cancel context.CancelFunc
-	// passed is set when every container's check passed; read under the
-	// prober's lock.
+	// passed is set when every container's check passed, slot while the
+	// probe holds one of the bounds' places; both under the prober's lock.
 	passed bool
+	slot   bool
 }
 
 func newPodProber(ctx context.Context, eps EndpointSource, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
 	return &podProber{eps: eps, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
-		services: map[ServiceRef]*probedService{}, plans: utilcache.NewLRUExpireCache(maxPodPlans)}
+		services: map[ServiceRef]*probedService{}, inNamespace: map[string]int{},
+		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: utilcache.NewLRUExpireCache(maxReadLimiters)}
 }
 
 // join says a hold waits on svc; the returned func says it no longer
@@ -171,17 +195,30 @@ func (p *podProber) join(svc ServiceRef) func() {
 		defer p.mu.Unlock()
 		if ps.refs--; ps.refs == 0 {
 			for uid := range ps.pods {
-				p.stopLocked(ps, uid)
+				p.stopLocked(svc, ps, uid)
 			}
 			delete(p.services, svc)
 		}
 	})
 }
 
-func (p *podProber) stopLocked(ps *probedService, uid types.UID) {
-	ps.pods[uid].cancel()
+func (p *podProber) stopLocked(svc ServiceRef, ps *probedService, uid types.UID) {
+	t := ps.pods[uid]
+	t.cancel()
+	p.freeLocked(svc, t)
 	delete(ps.pods, uid)
+}
+
+// freeLocked gives t's slot back, once.
+func (p *podProber) freeLocked(svc ServiceRef, t *probeTarget) {
+	if !t.slot {
+		return
+	}
+	t.slot = false
 	p.running--
+	if p.inNamespace[svc.Namespace]--; p.inNamespace[svc.Namespace] <= 0 {
+		delete(p.inNamespace, svc.Namespace)
+	}
 }
 
 // watch returns a channel closed when a pod of svc passes.
@@ -205,11 +242,11 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 		t := ps.pods[ep.UID]
 		if t != nil && t.ep != ep {
 			// The same pod under another address or port: start over.
-			p.stopLocked(ps, ep.UID)
+			p.stopLocked(svc, ps, ep.UID)
 			t = nil
 		}
 		if t == nil {
-			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods {
+			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods || p.inNamespace[svc.Namespace] >= maxProbedPodsPerNamespace {
 				if !ps.overBound[ep.UID] {
 					ps.overBound[ep.UID] = true
 					p.report.fellBack(FallbackBound)
@@ -225,7 +262,7 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 	}
 	for uid := range ps.pods {
 		if !listed[uid] {
-			p.stopLocked(ps, uid)
+			p.stopLocked(svc, ps, uid)
 		}
 	}
 	for uid := range ps.overBound {
@@ -239,13 +276,17 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 
 func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEndpoint) *probeTarget {
 	ctx, cancel := context.WithCancel(p.ctx)
-	t := &probeTarget{ep: ep, cancel: cancel}
+	t := &probeTarget{ep: ep, cancel: cancel, slot: true}
 	ps.pods[ep.UID] = t
 	p.running++
+	p.inNamespace[svc.Namespace]++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		p.probe(ctx, svc, t)
+		p.mu.Lock()
+		p.freeLocked(svc, t)
+		p.mu.Unlock()
 	}()
 	return t
 }
@@ -365,6 +406,12 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		got := v.(planOrErr)
 		return got.plan, got.err
 	}
+	if err := p.readLimiter(namespace).Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &podcheck.FallbackError{Reason: FallbackPodUnreadable, Detail: "pod reads of the namespace past their rate: " + err.Error()}
+	}
 	rctx, cancel := context.WithTimeout(ctx, podReadTimeout)
 	pod, err := p.pods.Pod(rctx, namespace, ep.Pod)
 	cancel()
@@ -386,6 +433,18 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 	// new initialDelaySeconds are over, by its own probe.
 	p.plans.Add(ep.UID, planOrErr{plan, err}, podPlanTTL)
 	return plan, err
+}
+
+// readLimiter is namespace's pod read limiter.
+func (p *podProber) readLimiter(namespace string) *rate.Limiter {
+	v, ok := p.readLimits.Get(namespace)
+	if !ok {
+		// Two reads that miss together may each make one; one is kept.
+		v = rate.NewLimiter(podReadRate, podReadBurst)
+	}
+	// Added again on every use, so it lives readLimiterIdle after its last.
+	p.readLimits.Add(namespace, v, readLimiterIdle)
+	return v.(*rate.Limiter)
 }
 
 // probing returns the pods probed now, in all.

@@ -1,0 +1,152 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/elasti-dev/elasti/pkg/podcheck"
+)
+
+// Tenant safety (issue 38, hole 5): the direct-probing capacity is
+// shared. One namespace takes at most maxProbedPodsPerNamespace of the
+// maxProbedPods probes, a probe that ends (passed, or left to the
+// kubelet) gives its slot back at once, and the pod reads of one
+// namespace's probes are rate-limited.
+
+// newTestProber is a prober on pods, ended with the test.
+func newTestProber(t *testing.T, pods PodGetter, fellBack func(string)) *podProber {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	if fellBack == nil {
+		fellBack = func(string) {}
+	}
+	p := newPodProber(ctx, NewMemoryEndpoints(), pods, probeReport{fellBack: fellBack, lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	t.Cleanup(func() { cancel(); p.close() })
+	return p
+}
+
+// holdFor joins svc and lists n unready pods of it, named after svc.
+func holdFor(p *podProber, svc ServiceRef, n int) (leave func(), eps []UnreadyEndpoint) {
+	leave = p.join(svc)
+	for i := range n {
+		eps = append(eps, UnreadyEndpoint{IP: fmt.Sprintf("10.244.%d.%d", len(svc.Name), i), Port: 80,
+			Pod: svc.Name + "-" + strconv.Itoa(i), UID: types.UID(svc.Namespace + "/" + svc.Name + "-" + strconv.Itoa(i))})
+	}
+	p.passed(svc, eps)
+	return leave, eps
+}
+
+func TestOneNamespaceTakesAtMostItsShareOfTheProbes(t *testing.T) {
+	checkNoLeaks(t)
+	p := newTestProber(t, &blockingPods{}, nil)
+	// Eight Services of one namespace, four pods each: twice its share.
+	for i := range 8 {
+		leave, _ := holdFor(p, ServiceRef{"greedy", "svc" + strconv.Itoa(i)}, maxProbedPodsPerService)
+		defer leave()
+	}
+	if got := p.probing(); got != maxProbedPodsPerNamespace {
+		t.Errorf("one namespace probes %d pods, want its share %d", got, maxProbedPodsPerNamespace)
+	}
+	// The next namespace still gets its pods probed: the share boundary,
+	// and one past it, are per namespace.
+	leave, _ := holdFor(p, ServiceRef{"other", "web"}, maxProbedPodsPerService)
+	defer leave()
+	if got := p.probing(); got != maxProbedPodsPerNamespace+maxProbedPodsPerService {
+		t.Errorf("%d pods probed; another namespace's %d were refused", got, maxProbedPodsPerService)
+	}
+}
+
+// A pod left to the kubelet (no probe here) frees its slot as its probe
+// ends, while the hold goes on, and is not started again on the next look.
+func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
+	checkNoLeaks(t)
+	var pods []*corev1.Pod
+	svc := ServiceRef{"team", "web"}
+	for i := range maxProbedPodsPerService {
+		pods = append(pods, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-" + strconv.Itoa(i), UID: types.UID("team/web-" + strconv.Itoa(i))},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+			Status:     corev1.PodStatus{PodIP: fmt.Sprintf("10.244.3.%d", i), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.244.3.%d", i)}}},
+		})
+	}
+	fakes := newFakePods(pods...)
+	fellBack := make(chan string, 100)
+	p := newTestProber(t, fakes, func(r string) { fellBack <- r })
+	leave, eps := holdFor(p, svc, maxProbedPodsPerService)
+	defer leave()
+	for range maxProbedPodsPerService {
+		select {
+		case r := <-fellBack:
+			if r != podcheck.FallbackNoProbe {
+				t.Errorf("fell back for %q, want %q", r, podcheck.FallbackNoProbe)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the pods without probes did not fall back")
+		}
+	}
+	eventually(t, 5*time.Second, "the slots to be free", func() bool { return p.probing() == 0 })
+	for range 3 {
+		p.passed(svc, eps)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if p.probing() != 0 || len(fellBack) != 0 {
+		t.Errorf("looking again restarted the probes: %d probing, %d more fallbacks", p.probing(), len(fellBack))
+	}
+	for _, pod := range pods {
+		if n := fakes.readsOf("team", pod.Name); n != 1 {
+			t.Errorf("%s read %d times, want once", pod.Name, n)
+		}
+	}
+}
+
+// Pods whose probe has initialDelaySeconds and that never show their
+// container running are read again and again; the namespace's reads stay
+// within its rate, however many such pods it has.
+func TestPodReadsOfOneNamespaceAreRateLimited(t *testing.T) {
+	checkNoLeaks(t)
+	var pods []*corev1.Pod
+	probe := &corev1.Probe{InitialDelaySeconds: 5, ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(80)}}}
+	for s := range 4 {
+		for i := range maxProbedPodsPerService {
+			name := fmt.Sprintf("svc%d-%d", s, i)
+			ip := fmt.Sprintf("10.244.%d.%d", len(fmt.Sprint("svc", s)), i)
+			pods = append(pods, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "slow", Name: name, UID: types.UID("slow/" + name)},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", ReadinessProbe: probe}}},
+				Status:     corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
+			})
+		}
+	}
+	fakes := newFakePods(pods...)
+	p := newTestProber(t, fakes, nil)
+	began := time.Now()
+	for s := range 4 {
+		leave, _ := holdFor(p, ServiceRef{"slow", "svc" + strconv.Itoa(s)}, maxProbedPodsPerService)
+		defer leave()
+	}
+	if p.probing() != 4*maxProbedPodsPerService {
+		t.Fatalf("%d probing, want %d", p.probing(), 4*maxProbedPodsPerService)
+	}
+	time.Sleep(2 * time.Second)
+	reads := 0
+	for _, pod := range pods {
+		reads += fakes.readsOf("slow", pod.Name)
+	}
+	elapsed := time.Since(began).Seconds()
+	if limit := podReadBurst + int(podReadRate*elapsed) + 1; reads > limit {
+		t.Errorf("%d pod reads in %.1fs by one namespace, past its rate (%d at most)", reads, elapsed, limit)
+	}
+	if reads < podReadBurst {
+		t.Errorf("only %d pod reads; the burst is %d", reads, podReadBurst)
+	}
+}
