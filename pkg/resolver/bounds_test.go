@@ -121,6 +121,35 @@ func tickerTCP(t *testing.T) string {
 	})
 }
 
+// A TCP connection whose pods never accept is closed after the connect
+// patience, as an HTTP request gets its 502 then, not held until the
+// hold's deadline; the resolver counts it as unreachable.
+func TestTCPGivesUpAfterTheConnectPatience(t *testing.T) {
+	checkNoLeaks(t)
+	pe := newPortEnv(t, testConfig())
+	pe.r.fwd.connectPatience = 500 * time.Millisecond
+	pe.eps.Set(testSvc, "10.244.0.9:5000") // Ready, and refuses for ever
+	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	began := time.Now()
+	if _, err := io.WriteString(c, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
+	}
+	if took := time.Since(began); took > pe.r.fwd.connectPatience+time.Second {
+		t.Errorf("closed after %v; the connect patience is %v", took, pe.r.fwd.connectPatience)
+	}
+	eventually(t, 2*time.Second, "the unreachable connection counted", func() bool {
+		return metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeUnreachable)) == 1
+	})
+}
+
 // A spliced connection on which nothing moves either way is closed after
 // the idle timeout (between it and twice it); one that talks, and one
 // where only the pod streams while the client stays silent, stay open.

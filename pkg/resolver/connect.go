@@ -32,9 +32,11 @@ var connectAttempts = []time.Duration{250 * time.Millisecond, 750 * time.Millise
 // readiness probe, or one that does not check the port it serves), and
 // until then its connects are refused; and the endpoint list lags pods
 // that are gone. The pauses start at connectBackoff and double up to
-// maxConnectBackoff. An HTTP request tries for up to connectPatience from
-// its first connect, so a pod that never listens costs it a 502 after at
-// most 15 rounds; a held TCP connection tries until its hold deadline.
+// maxConnectBackoff. An HTTP request, and a TCP connection, tries for up
+// to connectPatience from its first connect, so a pod that never listens
+// costs it a 502 (a TCP connection: closed, with a log line and
+// elasti_resolver_spliced_connections_total{outcome="unreachable"}) after
+// at most 15 rounds.
 const (
 	connectBackoff    = 50 * time.Millisecond
 	maxConnectBackoff = time.Second
@@ -187,10 +189,10 @@ func (c *connector) nextEndpoint(svc ServiceRef, port string, addrs []string, tr
 }
 
 // connect opens a TCP connection to one of addrs (see rounds), trying
-// until ctx ends.
-func (c *connector) connect(ctx context.Context, svc ServiceRef, port string, addrs []string) (net.Conn, error) {
+// until ctx ends or, when patience is positive, for patience.
+func (c *connector) connect(ctx context.Context, svc ServiceRef, port string, addrs []string, patience time.Duration) (net.Conn, error) {
 	var conn net.Conn
-	err := c.rounds(ctx, svc, port, c.order(svc, addrs), 0, func(addr string) (bool, error) {
+	err := c.rounds(ctx, svc, port, c.order(svc, addrs), patience, func(addr string) (bool, error) {
 		var err error
 		conn, err = dialPatiently(ctx, c.dial, addr, c.dialTimeout)
 		return true, err

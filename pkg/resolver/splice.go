@@ -13,10 +13,11 @@ import (
 )
 
 // spliceTo connects to one of b's endpoints through the connect rounds
-// (connect.go), trying until ctx ends, and splices c to it. held is how
-// long c was held for the Service to wake, 0 if it was not.
+// (connect.go), with the patience an HTTP request has, and splices c to
+// it; when no pod accepts within it, c is closed. held is how long c was
+// held for the Service to wake, 0 if it was not.
 func (r *Resolver) spliceTo(ctx, drop context.Context, c *peekedConn, logger klog.Logger, svc ServiceRef, port string, b Backends, held time.Duration) {
-	backend, err := r.conn.connect(ctx, svc, port, b.Addrs)
+	backend, err := r.conn.connect(ctx, svc, port, b.Addrs, r.fwd.connectPatience)
 	if err != nil {
 		r.metrics.Spliced.WithLabelValues(OutcomeUnreachable).Inc()
 		logger.Info("Closing connection: no pod accepted it", "source", b.source(), "err", err)
