@@ -111,7 +111,15 @@ type dataPlane struct {
 // newDataPlane builds the resolver on shared informers and starts them.
 // ctx bounds nothing: stop does.
 func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry prometheus.Registerer) (*dataPlane, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Direct probing's pod reads have a client, and so a rate limit, of
+	// their own: an informer's relist never delays a held request's read.
+	podReads, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +156,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
 		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Pages: named, Registerer: registry, WakeToken: o.wakeToken,
-		Pods: podGetter{kube},
+		Pods: podGetter{podReads},
 	})
 	if err != nil {
 		return nil, err

@@ -40,8 +40,20 @@ type options struct {
 	wakeTokenFile       string
 	// wakeToken is nil unless wakeTokenFile is set.
 	wakeToken resolver.TokenSource
-	resolver  resolver.Config
+	// kubeAPIQPS and kubeAPIBurst rate the apiserver client of the
+	// informers and, in a client of its own, that of direct probing's pod
+	// reads.
+	kubeAPIQPS   float64
+	kubeAPIBurst int
+	resolver     resolver.Config
 }
+
+// The apiserver client's defaults: a wake of 100 Services at once reads up
+// to four starting pods of each (direct probing), 400 reads in a burst.
+const (
+	defaultKubeAPIQPS   = 100
+	defaultKubeAPIBurst = 400
+)
 
 func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() error) {
 	e := &command.Env{Getenv: getenv}
@@ -55,6 +67,9 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		e.String(envOperatorNamespace, "elasti"), domain, e.Port(envOperatorPort, 8013))
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", command.KubeconfigUsage)
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", defaultKubeAPIQPS,
+		"Sustained requests per second to the apiserver, for the informers and, on a client of their own, for direct probing's pod reads.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", defaultKubeAPIBurst, "Request burst to the apiserver, for each of the two clients of --kube-api-qps.")
 	fs.StringVar(&o.proxyBindAddress, "proxy-bind-address", fmt.Sprintf(":%d", e.Port(envResolverProxyPort, def.ProxyPort)),
 		"Address for proxied traffic, where proxy-mode EndpointSlices point (port from env "+envResolverProxyPort+").")
 	fs.StringVar(&o.internalBindAddress, "internal-bind-address", fmt.Sprintf(":%d", e.Port(envResolverPort, 8013)),
@@ -173,6 +188,9 @@ func (o *options) finish(e *command.Env, portRange string, defProxyPort int) err
 	}
 	if o.shutdownGrace < 0 {
 		e.Errs = append(e.Errs, fmt.Errorf("--shutdown-grace=%v is negative", o.shutdownGrace))
+	}
+	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
+		e.Errs = append(e.Errs, fmt.Errorf("--kube-api-qps=%v and --kube-api-burst=%d must be positive", o.kubeAPIQPS, o.kubeAPIBurst))
 	}
 	if err := nsinformer.ValidateList(r.WatchNamespaces); err != nil {
 		e.Errs = append(e.Errs, err)

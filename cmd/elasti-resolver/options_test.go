@@ -117,6 +117,8 @@ func TestBadResolverInput(t *testing.T) {
 		{nil, []string{"--watch-namespace=team,Team_B"}, `"Team_B" is not a namespace name`},
 		{nil, []string{"--watch-namespace=team,,b"}, `"" is not a namespace name`},
 		{nil, []string{"--watch-namespace=team,team"}, `names "team" twice`},
+		{nil, []string{"--kube-api-qps=0"}, "--kube-api-qps=0"},
+		{nil, []string{"--kube-api-burst=0"}, "--kube-api-burst=0"},
 	} {
 		if _, err := parse(t, c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("env %v args %v: %v, want an error mentioning %q", c.env, c.args, err, c.want)

@@ -2,13 +2,17 @@ package resolver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
@@ -148,5 +152,69 @@ func TestPodReadsOfOneNamespaceAreRateLimited(t *testing.T) {
 	}
 	if reads < podReadBurst {
 		t.Errorf("only %d pod reads; the burst is %d", reads, podReadBurst)
+	}
+}
+
+// flakyPods fails the first fail reads of each pod with err, then reads
+// pods.
+type flakyPods struct {
+	*fakePods
+	fail int
+	err  error
+}
+
+func (f *flakyPods) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	if f.readsOf(namespace, name) < f.fail {
+		f.fakePods.mu.Lock()
+		f.reads[namespace+"/"+name]++
+		f.fakePods.mu.Unlock()
+		return nil, f.err
+	}
+	return f.fakePods.Pod(ctx, namespace, name)
+}
+
+// A pod read that fails in a way that may pass (the apiserver throttles,
+// times out, is unavailable) is tried again while the hold lasts, and the
+// pod is probed once a read passes (issue 39, item 3). One that will not
+// pass (the pod is gone, the read is forbidden) leaves the pod to the
+// kubelet's Ready at once.
+func TestAFailedPodReadIsTriedAgain(t *testing.T) {
+	checkNoLeaks(t)
+	for _, c := range []struct {
+		name   string
+		err    error
+		probed bool
+	}{
+		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"a timeout", apierrors.NewTimeoutError("read", 1), true},
+		{"unavailable", apierrors.NewServiceUnavailable("restarting"), true},
+		{"a lost connection", errors.New("connection reset by peer"), true},
+		{"gone", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web-1"), false},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", errors.New("no")), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			app := newStartingApp(t, "127.0.0.2")
+			app.ready.Store(true)
+			pods := &flakyPods{fakePods: newFakePods(app.pod("web-1", "u1")), fail: 3, err: c.err}
+			var fellBack []string
+			var mu sync.Mutex
+			p := newTestProber(t, pods, func(r string) { mu.Lock(); fellBack = append(fellBack, r); mu.Unlock() })
+			leave := p.join(testSvc)
+			defer leave()
+			ep := app.endpoint("web-1", "u1")
+			passed := func() bool { return len(p.passed(testSvc, []UnreadyEndpoint{ep})) == 1 }
+			passed() // starts the probe
+			if c.probed {
+				eventually(t, 5*time.Second, "the pod to pass its check after the failed reads", passed)
+				if n := pods.readsOf("team", "web-1"); n != 4 {
+					t.Errorf("%d reads, want the 3 failed and 1 more", n)
+				}
+			} else {
+				eventually(t, 5*time.Second, "the fallback", func() bool { mu.Lock(); defer mu.Unlock(); return len(fellBack) == 1 })
+				if passed() || pods.readsOf("team", "web-1") != 1 || fellBack[0] != FallbackPodUnreadable {
+					t.Errorf("passed %v after %d reads, fell back for %v; want one read and %q", passed(), pods.readsOf("team", "web-1"), fellBack, FallbackPodUnreadable)
+				}
+			}
+		})
 	}
 }

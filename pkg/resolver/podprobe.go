@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
@@ -297,8 +298,8 @@ func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEnd
 func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 	logger := p.logger.WithValues("service", svc.kref(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
 	plan, err := p.plan(ctx, svc.Namespace, t.ep)
-	for pause := podRereadInitial; errors.Is(err, podcheck.ErrNotStarted); pause = min(2*pause, podRereadMax) {
-		logger.V(4).Info("Reading the pod again once its container runs, for its probe's initialDelaySeconds", "err", err, "after", pause)
+	for pause := podRereadInitial; readAgain(err); pause = min(2*pause, podRereadMax) {
+		logger.V(4).Info("Reading the pod again", "err", err, "after", pause)
 		timer := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -307,6 +308,10 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 		case <-timer.C:
 		}
 		plan, err = p.plan(ctx, svc.Namespace, t.ep)
+	}
+	var re *podReadError
+	if errors.As(err, &re) {
+		err = &podcheck.FallbackError{Reason: FallbackPodUnreadable, Detail: re.Error()}
 	}
 	if err != nil {
 		var fe *podcheck.FallbackError
@@ -422,7 +427,7 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &podcheck.FallbackError{Reason: FallbackPodUnreadable, Detail: err.Error()}
+		return nil, &podReadError{err}
 	}
 	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
 	if errors.Is(err, podcheck.ErrNotStarted) {
@@ -445,6 +450,30 @@ func (p *podProber) readLimiter(namespace string) *rate.Limiter {
 	// Added again on every use, so it lives readLimiterIdle after its last.
 	p.readLimits.Add(namespace, v, readLimiterIdle)
 	return v.(*rate.Limiter)
+}
+
+// podReadError is a failed read of a pod. One that may pass if tried
+// again (a timeout, the apiserver throttling or failing, a lost
+// connection) is tried again while the hold lasts; one that will not (the
+// pod is gone, the resolver may not read pods) leaves the pod to the
+// kubelet's Ready (FallbackPodUnreadable).
+type podReadError struct{ err error }
+
+func (e *podReadError) Error() string { return "reading the pod: " + e.err.Error() }
+func (e *podReadError) Unwrap() error { return e.err }
+
+// readAgain reports whether the probe reads its pod again after err: its
+// container is not shown running yet (podcheck.ErrNotStarted), or the
+// read failed in a way that may pass.
+func readAgain(err error) bool {
+	if errors.Is(err, podcheck.ErrNotStarted) {
+		return true
+	}
+	var re *podReadError
+	if !errors.As(err, &re) {
+		return false
+	}
+	return !apierrors.IsNotFound(re.err) && !apierrors.IsForbidden(re.err) && !apierrors.IsUnauthorized(re.err)
 }
 
 // probing returns the pods probed now, in all.
