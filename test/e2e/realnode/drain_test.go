@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -161,32 +163,46 @@ func TestKubeletSIGTERMDrainsHeldRequests(t *testing.T) {
 	})
 
 	// Watch the resolver pods to see how their containers end: the kubelet
-	// writes the terminated state before the pod object goes.
-	w, err := b.kube.CoreV1().Pods(elastiNamespace).Watch(t.Context(), metav1.ListOptions{
-		LabelSelector: "app=" + resolverDeployment, ResourceVersion: resolvers[0].ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	// writes the terminated state before the pod object goes. An informer,
+	// started now from a fresh list: a watch from the pods' own
+	// resourceVersion, which is that of their last update, minutes ago
+	// when they have run a while, is refused by the apiserver as too old
+	// (410 Gone, a Status event the watch's reader took for no pod), and
+	// saw nothing of either container (CI, issue 43).
 	var (
 		mu    sync.Mutex
 		exits = map[string]*corev1.ContainerStateTerminated{}
 	)
-	go func() {
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			for _, st := range p.Status.ContainerStatuses {
-				if st.State.Terminated != nil {
-					mu.Lock()
-					exits[p.Name] = st.State.Terminated.DeepCopy()
-					mu.Unlock()
-				}
+	record := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.State.Terminated != nil {
+				mu.Lock()
+				exits[p.Name] = st.State.Terminated.DeepCopy()
+				mu.Unlock()
 			}
 		}
-	}()
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(b.kube, 0, informers.WithNamespace(elastiNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "app=" + resolverDeployment }))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }, DeleteFunc: record,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopInformer := make(chan struct{})
+	factory.Start(stopInformer)
+	defer func() { close(stopInformer); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(t.Context().Done(), podInformer.HasSynced) {
+		t.Fatal("the resolver pods' watch did not sync")
+	}
 	deleted := time.Now()
 	for _, p := range resolvers {
 		if err := b.kube.CoreV1().Pods(elastiNamespace).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
