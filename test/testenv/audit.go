@@ -9,7 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/elasti-dev/elasti/pkg/names"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 )
 
@@ -58,7 +62,10 @@ type AuditEvent struct {
 	Stage     string `json:"stage"`
 	Verb      string `json:"verb"`
 	UserAgent string `json:"userAgent"`
-	ObjectRef struct {
+	// StageTimestamp is when the event's stage was reached, in
+	// microseconds.
+	StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
+	ObjectRef      struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
@@ -101,6 +108,52 @@ func eachAuditEventIn(t testing.TB, path string, f func(AuditEvent)) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ColdStartWrites lists, from the audit log, the writes since since that
+// a cold start of Service svc served by pod waits on, oldest first, each
+// with its time after since and its writer: the pod's status (the
+// kubelet's Ready), the Service's own EndpointSlices (the EndpointSlice
+// controller's, named after the Service) and its resolver slice. It is a
+// slow cold start's evidence: where the time between the pod's readiness
+// and the slice that lists it Ready went.
+func ColdStartWrites(t testing.TB, namespace, svc, pod string, since time.Time) []string {
+	t.Helper()
+	var out []string
+	EachAuditEvent(t, func(ev AuditEvent) {
+		r := ev.ObjectRef
+		if ev.Stage != "ResponseComplete" || !slices.Contains(WriteVerbs, ev.Verb) || r.Namespace != namespace || ev.StageTimestamp.Time.Before(since) {
+			return
+		}
+		switch {
+		case r.Resource == "pods" && r.Name == pod && pod != "":
+		case r.Resource == "endpointslices" && (strings.HasPrefix(r.Name, svc+"-") || r.Name == names.ResolverSlice(svc)):
+		default:
+			return
+		}
+		res := r.Resource
+		if r.Subresource != "" {
+			res += "/" + r.Subresource
+		}
+		agent, _, _ := strings.Cut(ev.UserAgent, " ")
+		out = append(out, fmt.Sprintf("+%s %s %s %s by %s", ev.StageTimestamp.Sub(since).Round(time.Millisecond), ev.Verb, res, r.Name, agent))
+	})
+	return out
+}
+
+// GrepTail is the last n lines of text that contain s, for evidence.
+func GrepTail(text, s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			lines = append(lines, l)
+		}
+	}
+	lines = lines[max(len(lines)-n, 0):]
+	if len(lines) == 0 {
+		return "(none)\n"
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // OpenWatches counts the watches held open right now by clients whose user

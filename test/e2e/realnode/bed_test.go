@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/localcluster/realnode"
+	"github.com/elasti-dev/elasti/test/testenv"
 )
 
 const (
@@ -137,6 +139,46 @@ func startBed(t testing.TB) (b *bed, err error) {
 
 // diagnose is the elasti pods' states and logs and the node's logs, for
 // failure messages.
+// coldEvidence is what explains a slow cold start of Service svc of
+// namespace ns, answered by the pod at podIP, in a round that began at
+// since: the writes it waited on, from the audit log, with their times
+// (the kubelet's status patches of the pod, the EndpointSlice
+// controller's slices of the Service, the resolver slice);
+// kube-controller-manager's lines about the Service; and each resolver
+// replica's lines about it (the one that asked the operator for the wake
+// held the request; why a pod was left to the kubelet's Ready).
+func (b *bed) coldEvidence(tb testing.TB, ns, svc, podIP string, since time.Time) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out strings.Builder
+	pod := ""
+	if pods, err := b.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			if p.Status.PodIP == podIP {
+				pod = p.Name
+			}
+		}
+	}
+	fmt.Fprintf(&out, "\n--- writes since the round began (pod %s, %s) ---\n", pod, podIP)
+	for _, w := range testenv.ColdStartWrites(tb, ns, svc, pod, since) {
+		fmt.Fprintln(&out, w)
+	}
+	key := ns + "/" + svc
+	fmt.Fprintf(&out, "--- kube-controller-manager on %s ---\n%s", key,
+		testenv.GrepTail(localcluster.Tail(filepath.Join(b.cluster.Dir, "kube-controller-manager.log"), 5000), key, 10))
+	if resolvers, err := b.kube.CoreV1().Pods(elastiNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + resolverDeployment}); err == nil {
+		for _, p := range resolvers.Items {
+			logs, err := b.kube.CoreV1().Pods(elastiNamespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](5000)}).DoRaw(ctx)
+			if err != nil {
+				fmt.Fprintf(&out, "--- resolver %s: %v\n", p.Name, err)
+				continue
+			}
+			fmt.Fprintf(&out, "--- resolver %s on %s ---\n%s", p.Name, key, testenv.GrepTail(string(logs), `"`+key+`"`, 10))
+		}
+	}
+	return out.String()
+}
+
 func (b *bed) diagnose() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -148,7 +148,17 @@ type coldGate struct {
 	// diagnosedSlow is set once the first slow cold start's diagnosis
 	// (the elasti pods' last log lines, the kubelet's) is logged.
 	diagnosedSlow bool
+	// evidenced counts the slow cold starts whose evidence was logged.
+	evidenced int
 }
+
+// maxEvidenced bounds the slow cold starts whose evidence a run logs.
+const maxEvidenced = 20
+
+// resolverVerbosity is the gate's resolver's -v: at 2 it logs the wakes
+// it asks for and why a pod is left to the kubelet, by Service, which a
+// slow cold start's evidence quotes.
+const resolverVerbosity = "-v=2"
 
 // coldGateTimeout bounds one cold start: the container's start, a probe
 // period of 10 s and a loaded machine.
@@ -173,7 +183,7 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 		g.setResolverArgs(ctx, orig)
 	})
 	for _, v := range opts.variants {
-		g.setResolverArgs(tb.Context(), withArgs(orig, v.args))
+		g.setResolverArgs(tb.Context(), withArgs(orig, append(slices.Clone(v.args), resolverVerbosity)))
 		for round := range opts.count {
 			g.sleepAll()
 			g.wakeAll(v, round)
@@ -302,7 +312,7 @@ func (g *coldGate) resolverArgs() []string {
 // withArgs is orig without the flags the gate owns, then args.
 func withArgs(orig, args []string) []string {
 	kept := slices.DeleteFunc(slices.Clone(orig), func(a string) bool {
-		return a == probePodsFlag || strings.HasPrefix(a, probePodsFlag+"=")
+		return a == probePodsFlag || strings.HasPrefix(a, probePodsFlag+"=") || strings.HasPrefix(a, "-v=")
 	})
 	return append(kept, args...)
 }
@@ -457,6 +467,11 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 				v.name, round, cell.svc, reply.ServedBy, beyond.Round(time.Millisecond), r.resp.Header.Get(resolver.DefaultColdStartHeader),
 				r.resp.Duration.Round(time.Millisecond), r.resp.Phases,
 				reply.ListenedAfter().Round(time.Millisecond), reply.ReadyAfterStart().Round(time.Millisecond), reply.FirstReadyBy)
+			if g.evidenced < maxEvidenced {
+				// While the audit log and the pods' logs still hold it.
+				g.evidenced++
+				g.tb.Logf("evidence of %s round %d %s:%s", v.name, round, cell.svc, g.b.coldEvidence(g.tb, g.e.NS, cell.svc, reply.ServedBy, began))
+			}
 			if !g.diagnosedSlow {
 				// While the logs still hold it: once per run, to bound the output.
 				g.diagnosedSlow = true

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -119,6 +121,30 @@ type gate struct {
 	clusterIPs map[string]string
 	ready      *readyLog
 	figures    map[string]*pathFigures
+	// evidenced counts the failed cold starts whose evidence was logged.
+	evidenced int
+}
+
+// maxGateEvidence bounds the failed cold starts whose evidence a run logs.
+const maxGateEvidence = 10
+
+// evidence is what explains a failed cold start of svc in a round that
+// began at since: the writes it waited on (its slices and the resolver
+// slice, from the audit log, with their times and writers) and the lines
+// of the resolver replicas and of kube-controller-manager about it; the
+// resolver's line of a failed connect names the addresses it tried and
+// where it had them from (EndpointSlice or direct probe).
+func (g *gate) evidence(svc string, since time.Time) string {
+	key := g.e.NS + "/" + svc
+	var b strings.Builder
+	b.WriteString("\n--- writes since the round began ---\n")
+	for _, w := range testenv.ColdStartWrites(g.t, g.e.NS, svc, "", since) {
+		fmt.Fprintln(&b, w)
+	}
+	fmt.Fprintf(&b, "--- the resolver replicas on %s ---\n%s", key, testenv.GrepTail(g.bed.Node.Logs(elastiNamespace, resolverDeployment, 20000), key, 12))
+	fmt.Fprintf(&b, "--- kube-controller-manager on %s ---\n%s", key,
+		testenv.GrepTail(localcluster.Tail(filepath.Join(g.bed.cluster.Dir, "kube-controller-manager.log"), 20000), key, 8))
+	return b.String()
 }
 
 // pathFigures are one path's cold starts: the request's whole time, from
@@ -551,6 +577,11 @@ func (g *gate) fire(round int, began time.Time) {
 			}
 			if why != "" {
 				f.failed = append(f.failed, fmt.Sprintf("round %d, %s: %s", round, svc, why))
+				if g.evidenced < maxGateEvidence {
+					// While the audit log and the logs still hold it.
+					g.evidenced++
+					g.t.Logf("evidence of round %d, %s (%s):%s", round, svc, why, g.evidence(svc, began))
+				}
 				continue
 			}
 			f.total = append(f.total, a.Answered.Sub(a.Sent))

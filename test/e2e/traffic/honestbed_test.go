@@ -1,0 +1,96 @@
+package traffic
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/elasti-dev/elasti/test/testenv"
+)
+
+// honestBedPods is how many pods start at once: as many as one path of
+// the cold-start gate wakes in a round, and then some.
+const honestBedPods = 60
+
+// The bed never reports a pod Ready before its address answers, as a real
+// kubelet does not: its Ready follows a probe that passed on that address.
+// Sixty pods start at once, and the moment the watch says one is Ready,
+// the test connects to its address. Before the fake kubelet published
+// Ready itself (issue 43), kwok wrote Ready as it gave the pod its address,
+// and the fake kubelet put the address up later, one pod after another;
+// under load that lag passed the resolver's 10 s connect patience, and a
+// cold start of the gate got a 502 from a resolver that trusted Ready.
+func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
+	b := testBed(t)
+	e := testenv.New(t)
+
+	type result struct {
+		ip  string
+		err error
+	}
+	var (
+		mu      sync.Mutex
+		results = map[types.UID]result{}
+		checks  sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	factory := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS))
+	informer := factory.Core().V1().Pods().Informer()
+	see := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.DeletionTimestamp != nil || !testenv.PodReady(p) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := results[p.UID]; seen {
+			return
+		}
+		results[p.UID] = result{ip: p.Status.PodIP}
+		uid, ip := p.UID, p.Status.PodIP
+		// At once, beside the watch: one dial per pod, bounded by
+		// podnet.DefaultDialTimeout.
+		checks.Go(func() {
+			err := b.Network.Reachable(t.Context(), ip, appPort)
+			mu.Lock()
+			results[uid] = result{ip: ip, err: err}
+			mu.Unlock()
+		})
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    see,
+		UpdateFunc: func(_, obj any) { see(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(stop)
+	defer func() { close(stop); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(t.Context().Done(), informer.HasSynced) {
+		t.Fatal("the pod watch did not sync")
+	}
+
+	e.Deployment("many", honestBedPods, nil)
+	e.Eventually(fmt.Sprintf("%d pods seen Ready", honestBedPods), func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(results) >= honestBedPods, fmt.Sprintf("%d Ready", len(results))
+	})
+	checks.Wait()
+	var failed []string
+	for uid, r := range results {
+		if r.err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%s): %v", r.ip, uid, r.err))
+		}
+	}
+	sort.Strings(failed)
+	if len(failed) > 0 {
+		t.Errorf("%d of %d pods were Ready before their address answered; the first: %v", len(failed), len(results), failed[:min(len(failed), 5)])
+	}
+	t.Logf("%d pods, each reached at its address the moment the watch said it was Ready", len(results))
+}
