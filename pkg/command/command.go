@@ -123,10 +123,12 @@ func Main[O any](name, summary string, bind BindFunc[O], run func(ctx context.Co
 		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
 		os.Exit(2)
 	}
+	CheckAPIServerConnections()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
-	klog.FromContext(ctx).Info("Starting", "command", name, "version", Version(), "go", runtime.Version())
+	klog.FromContext(ctx).Info("Starting", "command", name, "version", Version(), "go", runtime.Version(),
+		"apiserverHealthCheck", os.Getenv(envHTTP2ReadIdleTimeout)+"s idle, "+os.Getenv(envHTTP2PingTimeout)+"s ping")
 	if err := run(ctx, opts); err != nil {
 		klog.FromContext(ctx).Error(err, "Exiting on error", "command", name)
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
