@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +34,9 @@ func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
 	type result struct {
 		ip  string
 		err error
+		// lag is how long after the watch said Ready the address first
+		// answered, when it did not at once.
+		lag time.Duration
 	}
 	var (
 		mu      sync.Mutex
@@ -56,10 +60,21 @@ func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
 		uid, ip := p.UID, p.Status.PodIP
 		// At once, beside the watch: one dial per pod, bounded by
 		// podnet.DefaultDialTimeout.
+		seen := time.Now()
 		checks.Go(func() {
 			err := b.Network.Reachable(t.Context(), ip, appPort)
+			r := result{ip: ip, err: err}
+			// A pod Ready before its address answers: how long until it
+			// does, for the log (bounded).
+			for deadline := seen.Add(time.Minute); r.err != nil && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				if b.Network.Reachable(t.Context(), ip, appPort) == nil {
+					r.lag = time.Since(seen)
+					break
+				}
+			}
 			mu.Lock()
-			results[uid] = result{ip: ip, err: err}
+			results[uid] = r
 			mu.Unlock()
 		})
 	}
@@ -85,7 +100,7 @@ func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
 	var failed []string
 	for uid, r := range results {
 		if r.err != nil {
-			failed = append(failed, fmt.Sprintf("%s (%s): %v", r.ip, uid, r.err))
+			failed = append(failed, fmt.Sprintf("%s (%s): %v; answered %v after Ready", r.ip, uid, r.err, r.lag.Round(time.Millisecond)))
 		}
 	}
 	sort.Strings(failed)
