@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/localcluster/podnet"
 )
@@ -22,6 +23,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// As the binaries do (command.Main): every apiserver client of the
+	// in-process operator and resolver checks its connections.
+	command.CheckAPIServerConnections()
 	// In a network namespace of its own, so the pod network needs no
 	// machine-wide lock.
 	clustertest.Isolate()

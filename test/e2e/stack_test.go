@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -38,6 +39,13 @@ type stack struct {
 // idle poller is slowed right down so no test scales anything by accident.
 func newStack(t testing.TB) *stack {
 	t.Helper()
+	return newStackWith(t, nil)
+}
+
+// newStackWith is newStack with the resolver's apiserver client
+// configuration changed by resolverConfig (when set).
+func newStackWith(t testing.TB, resolverConfig func(*rest.Config)) *stack {
+	t.Helper()
 	podNetwork(t)
 	e := testenv.New(t)
 	e.Opts.PollingInterval = time.Hour
@@ -47,16 +55,19 @@ func newStack(t testing.TB) *stack {
 	t.Cleanup(scale.Close)
 	e.Resolver(1) // the pods the operator's resolver slice points at
 	s := &stack{Env: e, ScaleURL: scale.URL}
-	s.ResolverURL = s.startResolver(t, scale.URL)
+	cfg := clustertest.Get(t).RESTConfig()
+	if resolverConfig != nil {
+		resolverConfig(cfg)
+	}
+	s.ResolverURL = s.startResolver(t, scale.URL, cfg)
 	return s
 }
 
 // startResolver runs a resolver in-process, serving HTTP/1.1 and h2c on a
 // loopback port and waking targets through operatorURL, until the test
 // ends.
-func (s *stack) startResolver(t testing.TB, operatorURL string) string {
+func (s *stack) startResolver(t testing.TB, operatorURL string, cfg *rest.Config) string {
 	t.Helper()
-	cfg := clustertest.Get(t).RESTConfig()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name(), "component", "resolver")))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(cfg), 0, informers.WithNamespace(s.NS))
 	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(versioned.NewForConfigOrDie(cfg), 0, elastiinformers.WithNamespace(s.NS))

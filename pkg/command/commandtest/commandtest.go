@@ -1,5 +1,6 @@
 // Package commandtest checks what both elasti binaries show their users:
-// the -h output and the README's flag tables.
+// the -h output and the README's flag tables; and FreezingProxy cuts
+// their apiserver connections without closing them.
 package commandtest
 
 import (

@@ -105,7 +105,7 @@ func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
 	}
 	sort.Strings(failed)
 	if len(failed) > 0 {
-		t.Errorf("%d of %d pods were Ready before their address answered; the first: %v", len(failed), len(results), failed[:min(len(failed), 5)])
+		t.Fatalf("%d of %d pods were Ready before their address answered; the first: %v", len(failed), len(results), failed[:min(len(failed), 5)])
 	}
 	t.Logf("%d pods, each reached at its address the moment the watch said it was Ready", len(results))
 }
