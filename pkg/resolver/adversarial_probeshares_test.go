@@ -218,3 +218,55 @@ func TestAFailedPodReadIsTriedAgain(t *testing.T) {
 		})
 	}
 }
+
+// Tenant safety (issue 38, hole 2): a forged not-ready endpoint that names
+// a genuine pod (its name and UID) at another address gets a plan of its
+// own, which the pod's status refuses (pod_mismatch): it never reuses the
+// genuine endpoint's plan, whose checks pass at the pod's real address,
+// so no held request is sent to the forged address. Variants: the forged
+// address before the genuine one was ever probed, and after.
+func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
+	checkNoLeaks(t)
+	app := newStartingApp(t, "127.0.0.2")
+	app.ready.Store(true)
+	pods := newFakePods(app.pod("web-1", "u1"))
+	fellBack := make(chan string, 100)
+	p := newTestProber(t, pods, func(r string) {
+		select {
+		case fellBack <- r:
+		default:
+		}
+	})
+	genuine := app.endpoint("web-1", "u1")
+	forged := genuine
+	forged.IP = "127.0.0.3" // another team's pod, a node, the apiserver
+
+	leave := p.join(testSvc)
+	defer leave()
+	eventually(t, 5*time.Second, "the genuine endpoint to pass", func() bool {
+		return len(p.passed(testSvc, []UnreadyEndpoint{genuine})) == 1
+	})
+	for range 20 {
+		if got := p.passed(testSvc, []UnreadyEndpoint{forged}); len(got) != 0 {
+			t.Fatalf("the forged endpoint passed: %v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case r := <-fellBack:
+		if r != podcheck.FallbackPodMismatch {
+			t.Errorf("the forged endpoint fell back for %q, want %q", r, podcheck.FallbackPodMismatch)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the forged endpoint was not refused")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := len(fellBack); n != 0 {
+		t.Errorf("%d more fallbacks: looking again probed the forged endpoint again", n)
+	}
+	// And both listed at once: only the genuine address passes.
+	eventually(t, 5*time.Second, "the genuine address alone", func() bool {
+		got := p.passed(testSvc, []UnreadyEndpoint{genuine, forged})
+		return len(got) == 1 && got[0] == app.addr()
+	})
+}

@@ -139,7 +139,7 @@ type podProber struct {
 	// following counts the pods that passed whose Ready is awaited
 	// (followReady), at most maxProbedPods.
 	following int
-	// plans are the pods' checks by UID (planOrErr), the least recently
+	// plans are the pods' checks by podAt (planOrErr), the least recently
 	// used dropped past maxPodPlans. A pod's probes cannot change, so an
 	// entry is good for its pod's life; podPlanTTL only frees memory.
 	plans *utilcache.LRUExpireCache
@@ -154,11 +154,14 @@ type planOrErr struct {
 
 type probedService struct {
 	refs int
-	pods map[types.UID]*probeTarget
+	pods map[podAt]*probeTarget
 	// overBound holds the listed pods not probed for a bound, so each is
 	// counted once, not on every look.
-	overBound map[types.UID]bool
+	overBound map[podAt]bool
 }
+
+// at is the pod ep names at ep's address.
+func (ep UnreadyEndpoint) at() podAt { return podAt{uid: ep.UID, pod: ep.Pod, ip: ep.IP} }
 
 // probeTarget is one pod being probed. It stays in its Service's entry
 // while the pod is listed, so a pod is started once per hold; its slot is
@@ -187,7 +190,7 @@ func (p *podProber) join(svc ServiceRef) func() {
 	defer p.mu.Unlock()
 	ps := p.services[svc]
 	if ps == nil {
-		ps = &probedService{pods: map[types.UID]*probeTarget{}, overBound: map[types.UID]bool{}}
+		ps = &probedService{pods: map[podAt]*probeTarget{}, overBound: map[podAt]bool{}}
 		p.services[svc] = ps
 	}
 	ps.refs++
@@ -195,19 +198,19 @@ func (p *podProber) join(svc ServiceRef) func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if ps.refs--; ps.refs == 0 {
-			for uid := range ps.pods {
-				p.stopLocked(svc, ps, uid)
+			for at := range ps.pods {
+				p.stopLocked(svc, ps, at)
 			}
 			delete(p.services, svc)
 		}
 	})
 }
 
-func (p *podProber) stopLocked(svc ServiceRef, ps *probedService, uid types.UID) {
-	t := ps.pods[uid]
+func (p *podProber) stopLocked(svc ServiceRef, ps *probedService, at podAt) {
+	t := ps.pods[at]
 	t.cancel()
 	p.freeLocked(svc, t)
-	delete(ps.pods, uid)
+	delete(ps.pods, at)
 }
 
 // freeLocked gives t's slot back, once.
@@ -237,38 +240,39 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 		return nil
 	}
 	var addrs []string
-	listed := make(map[types.UID]bool, len(eps))
+	listed := make(map[podAt]bool, len(eps))
 	for _, ep := range eps {
-		listed[ep.UID] = true
-		t := ps.pods[ep.UID]
+		at := ep.at()
+		listed[at] = true
+		t := ps.pods[at]
 		if t != nil && t.ep != ep {
-			// The same pod under another address or port: start over.
-			p.stopLocked(svc, ps, ep.UID)
+			// The same pod at the same address on another port: start over.
+			p.stopLocked(svc, ps, at)
 			t = nil
 		}
 		if t == nil {
 			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods || p.inNamespace[svc.Namespace] >= maxProbedPodsPerNamespace {
-				if !ps.overBound[ep.UID] {
-					ps.overBound[ep.UID] = true
+				if !ps.overBound[at] {
+					ps.overBound[at] = true
 					p.report.fellBack(FallbackBound)
 				}
 				continue
 			}
-			delete(ps.overBound, ep.UID)
+			delete(ps.overBound, at)
 			t = p.startLocked(svc, ps, ep)
 		}
 		if t.passed {
 			addrs = append(addrs, net.JoinHostPort(ep.IP, strconv.Itoa(int(ep.Port))))
 		}
 	}
-	for uid := range ps.pods {
-		if !listed[uid] {
-			p.stopLocked(svc, ps, uid)
+	for at := range ps.pods {
+		if !listed[at] {
+			p.stopLocked(svc, ps, at)
 		}
 	}
-	for uid := range ps.overBound {
-		if !listed[uid] {
-			delete(ps.overBound, uid)
+	for at := range ps.overBound {
+		if !listed[at] {
+			delete(ps.overBound, at)
 		}
 	}
 	slices.Sort(addrs)
@@ -278,7 +282,7 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEndpoint) *probeTarget {
 	ctx, cancel := context.WithCancel(p.ctx)
 	t := &probeTarget{ep: ep, cancel: cancel, slot: true}
-	ps.pods[ep.UID] = t
+	ps.pods[ep.at()] = t
 	p.running++
 	p.inNamespace[svc.Namespace]++
 	p.wg.Add(1)
@@ -405,9 +409,24 @@ func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (read
 	return false, slices.ContainsFunc(b.Unready, func(u UnreadyEndpoint) bool { return u.UID == ep.UID })
 }
 
-// plan returns the checks of ep's pod, read once per pod UID.
+// podAt is a pod, by UID and name, at one address: what a probe target
+// and a plan are for. A plan checks the pod at the address it was made
+// for, which its pod's status said was its own; keyed by UID alone, a
+// forged endpoint naming a genuine pod at another address reused that
+// pod's plan, passed its checks, and had the held requests sent to the
+// forged address (issue 38, hole 2), and the two endpoints restarted each
+// other's probe on every look.
+type podAt struct {
+	uid types.UID
+	pod string
+	ip  string
+}
+
+// plan returns the checks of ep's pod at ep's address, read once per pod
+// and address.
 func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoint) (*podcheck.Plan, error) {
-	if v, ok := p.plans.Get(ep.UID); ok {
+	key := ep.at()
+	if v, ok := p.plans.Get(key); ok {
 		got := v.(planOrErr)
 		return got.plan, got.err
 	}
@@ -436,7 +455,7 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 	// A plan's notBefore stays that of the container's first start: a
 	// container that restarts before it passes may be checked before its
 	// new initialDelaySeconds are over, by its own probe.
-	p.plans.Add(ep.UID, planOrErr{plan, err}, podPlanTTL)
+	p.plans.Add(key, planOrErr{plan, err}, podPlanTTL)
 	return plan, err
 }
 

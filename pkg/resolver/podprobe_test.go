@@ -413,12 +413,12 @@ func TestDirectProbeBounds(t *testing.T) {
 func TestPodPlansAreBounded(t *testing.T) {
 	p := newPodProber(context.Background(), NewMemoryEndpoints(), newFakePods(), probeReport{}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	for i := range maxPodPlans + 10 {
-		p.plans.Add(types.UID(strconv.Itoa(i)), planOrErr{}, podPlanTTL)
+		p.plans.Add(podAt{uid: types.UID(strconv.Itoa(i))}, planOrErr{}, podPlanTTL)
 	}
 	if n := len(p.plans.Keys()); n != maxPodPlans {
 		t.Errorf("%d plans kept, bound %d", n, maxPodPlans)
 	}
-	if _, ok := p.plans.Get(types.UID("0")); ok {
+	if _, ok := p.plans.Get(podAt{uid: types.UID("0")}); ok {
 		t.Error("the oldest plan was kept past the bound")
 	}
 }
