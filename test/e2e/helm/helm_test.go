@@ -22,6 +22,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/install"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -59,6 +60,9 @@ const (
 // runs throughout.
 func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	b := startBed(t)
+	// The bed is honest before anything runs on it: no kwok pod is Ready
+	// before its address answers (clustertest.ReadyAfterAddress).
+	e2ebed.CheckPodsAnswerWhenReady(t, b.Net, testenv.New(t), 30)
 	ctx := t.Context()
 	cfg := b.cluster.RESTConfig()
 	kube := kubernetes.NewForConfigOrDie(cfg)

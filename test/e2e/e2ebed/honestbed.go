@@ -1,4 +1,4 @@
-package traffic
+package e2ebed
 
 import (
 	"fmt"
@@ -12,25 +12,23 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
-// honestBedPods is how many pods start at once: as many as one path of
-// the cold-start gate wakes in a round, and then some.
-const honestBedPods = 60
-
-// The bed never reports a pod Ready before its address answers, as a real
-// kubelet does not: its Ready follows a probe that passed on that address.
-// Sixty pods start at once, and the moment the watch says one is Ready,
-// the test connects to its address. Before the fake kubelet published
-// Ready itself (issue 43), kwok wrote Ready as it gave the pod its address,
-// and the fake kubelet put the address up later, one pod after another;
-// under load that lag passed the resolver's 10 s connect patience, and a
-// cold start of the gate got a 502 from a resolver that trusted Ready.
-func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
-	b := testBed(t)
-	e := testenv.New(t)
-
+// CheckPodsAnswerWhenReady checks that the bed never reports a pod Ready
+// before its address answers, as a real kubelet does not: its Ready
+// follows a probe that passed on that address. It starts pods pods at
+// once in a Deployment of e's namespace and, the moment the watch says
+// one is Ready, connects to its address on AppPort. Before the fake
+// kubelet published Ready itself (issue 43), kwok wrote Ready as it gave
+// the pod its address, and the fake kubelet put the address up later,
+// one pod after another: 58 of 60 pods failed this check, and under load
+// the lag passed the resolver's 10 s connect patience, so a cold start got
+// a 502 from a resolver that trusted Ready. The bed must run with
+// clustertest.ReadyAfterAddress.
+func CheckPodsAnswerWhenReady(t *testing.T, n *realnet.Net, e *testenv.Env, pods int) {
+	t.Helper()
 	type result struct {
 		ip  string
 		err error
@@ -62,13 +60,13 @@ func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
 		// podnet.DefaultDialTimeout.
 		seen := time.Now()
 		checks.Go(func() {
-			err := b.Network.Reachable(t.Context(), ip, appPort)
+			err := n.Network.Reachable(t.Context(), ip, AppPort)
 			r := result{ip: ip, err: err}
 			// A pod Ready before its address answers: how long until it
 			// does, for the log (bounded).
 			for deadline := seen.Add(time.Minute); r.err != nil && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
-				if b.Network.Reachable(t.Context(), ip, appPort) == nil {
+				if n.Network.Reachable(t.Context(), ip, AppPort) == nil {
 					r.lag = time.Since(seen)
 					break
 				}
@@ -90,11 +88,11 @@ func TestEveryPodAnswersOnItsAddressTheMomentItIsReady(t *testing.T) {
 		t.Fatal("the pod watch did not sync")
 	}
 
-	e.Deployment("many", honestBedPods, nil)
-	e.Eventually(fmt.Sprintf("%d pods seen Ready", honestBedPods), func() (bool, string) {
+	e.Deployment("many", int32(pods), nil)
+	e.Eventually(fmt.Sprintf("%d pods seen Ready", pods), func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(results) >= honestBedPods, fmt.Sprintf("%d Ready", len(results))
+		return len(results) >= pods, fmt.Sprintf("%d Ready", len(results))
 	})
 	checks.Wait()
 	var failed []string
