@@ -111,7 +111,9 @@ func eachAuditEventIn(t testing.TB, path string, f func(AuditEvent)) {
 }
 
 // ColdStartWrites lists, from the audit log, the writes since since that
-// a cold start of Service svc served by pod waits on, oldest first, each
+// a cold start of Service svc served by pod (every pod named after svc,
+// as a Deployment of its name names them, when pod is "") waits on,
+// oldest first, each
 // with its time after since and its writer: the pod's status (the
 // kubelet's Ready), the Service's own EndpointSlices (the EndpointSlice
 // controller's, named after the Service) and its resolver slice. It is a
@@ -126,7 +128,7 @@ func ColdStartWrites(t testing.TB, namespace, svc, pod string, since time.Time) 
 			return
 		}
 		switch {
-		case r.Resource == "pods" && r.Name == pod && pod != "":
+		case r.Resource == "pods" && (r.Name == pod || pod == "" && strings.HasPrefix(r.Name, svc+"-")):
 		case r.Resource == "endpointslices" && (strings.HasPrefix(r.Name, svc+"-") || r.Name == names.ResolverSlice(svc)):
 		default:
 			return
