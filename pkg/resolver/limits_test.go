@@ -134,9 +134,9 @@ func TestHeldBodiesAreBufferedOnlyWithinTheirBounds(t *testing.T) {
 			t.Errorf("%s body: pod answered %q, want %q", name, got, want(c.body))
 		}
 	}
-	if got := e.r.buffered.Load(); got != 0 {
-		t.Errorf("%d bytes still counted as buffered after release", got)
-	}
+	// A body's charge is released when its handler returns, which can be
+	// a moment after the client has the whole answer (seen once under load).
+	eventually(t, 5*time.Second, "every buffered byte released", func() bool { return e.r.buffered.Load() == 0 })
 }
 
 // An HTTP/2 client cannot push more of a held body into the resolver's

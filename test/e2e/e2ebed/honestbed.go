@@ -1,17 +1,24 @@
 package e2ebed
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
+	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -19,7 +26,7 @@ import (
 // CheckPodsAnswerWhenReady checks that the bed never reports a pod Ready
 // before its address answers, as a real kubelet does not: its Ready
 // follows a probe that passed on that address. It starts pods pods at
-// once in a Deployment of e's namespace and, the moment the watch says
+// once in a Deployment of a namespace of its own and, the moment the watch says
 // one is Ready, connects to its address on AppPort. Before the fake
 // kubelet published Ready itself (issue 43), kwok wrote Ready as it gave
 // the pod its address, and the fake kubelet put the address up later,
@@ -27,8 +34,9 @@ import (
 // the lag passed the resolver's 10 s connect patience, so a cold start got
 // a 502 from a resolver that trusted Ready. The bed must run with
 // clustertest.ReadyAfterAddress.
-func CheckPodsAnswerWhenReady(t *testing.T, n *realnet.Net, e *testenv.Env, pods int) {
+func CheckPodsAnswerWhenReady(t *testing.T, n *realnet.Net, kube kubernetes.Interface, pods int) {
 	t.Helper()
+	ns := clustertest.Namespace(t)
 	type result struct {
 		ip  string
 		err error
@@ -42,7 +50,7 @@ func CheckPodsAnswerWhenReady(t *testing.T, n *realnet.Net, e *testenv.Env, pods
 		checks  sync.WaitGroup
 	)
 	stop := make(chan struct{})
-	factory := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS))
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
 	informer := factory.Core().V1().Pods().Informer()
 	see := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -88,12 +96,27 @@ func CheckPodsAnswerWhenReady(t *testing.T, n *realnet.Net, e *testenv.Env, pods
 		t.Fatal("the pod watch did not sync")
 	}
 
-	e.Deployment("many", int32(pods), nil)
-	e.Eventually(fmt.Sprintf("%d pods seen Ready", pods), func() (bool, string) {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "many", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(pods)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "many"}},
+			Template: testenv.PodTemplate("many"),
+		},
+	}
+	if _, err := kube.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(results) >= pods, fmt.Sprintf("%d Ready", len(results))
-	})
+		return len(results) >= pods, nil
+	}); err != nil {
+		mu.Lock()
+		seen := len(results)
+		mu.Unlock()
+		t.Fatalf("%d of %d pods seen Ready: %v", seen, pods, err)
+	}
 	checks.Wait()
 	var failed []string
 	for uid, r := range results {

@@ -62,10 +62,10 @@ func TestHelmInstallWakeUpgradeUninstall(t *testing.T) {
 	b := startBed(t)
 	// The bed is honest before anything runs on it: no kwok pod is Ready
 	// before its address answers (clustertest.ReadyAfterAddress).
-	e2ebed.CheckPodsAnswerWhenReady(t, b.Net, testenv.New(t), 30)
 	ctx := t.Context()
 	cfg := b.cluster.RESTConfig()
 	kube := kubernetes.NewForConfigOrDie(cfg)
+	e2ebed.CheckPodsAnswerWhenReady(t, b.Net, kube, 30)
 	crds := apiextensionsclient.NewForConfigOrDie(cfg)
 	values := b.root + "/charts/elasti/ci/kubeelasti-values.yaml"
 
