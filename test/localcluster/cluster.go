@@ -81,12 +81,13 @@ type Options struct {
 	Detach bool
 	// Progress receives human-readable progress lines; nil discards them.
 	Progress io.Writer
-	// ReadyAfterAddress leaves kwok pods' Ready to the pod network's fake
-	// kubelet (podnet.Kubelet), which publishes it once the pod's address
-	// answers: kwok starts them with Ready False (AwaitingAddressReason).
-	// Without it kwok reports a pod Ready as it gives it its address, before
-	// anything answers there. Set it only where a fake kubelet runs from
-	// the start: nothing else makes such pods Ready.
+	// ReadyAfterAddress leaves starting the kwok node's pods to the pod
+	// network's fake kubelet (podnet.Kubelet), which puts a pod's address
+	// up first and then writes it Running and Ready, in one status write,
+	// as a kubelet writes Ready only after a probe passed on the pod's
+	// address. Without it kwok reports a pod Ready as it gives it its
+	// address, before anything answers there. Set it only where a fake
+	// kubelet runs from the start: nothing else starts such pods.
 	ReadyAfterAddress bool
 }
 

@@ -28,12 +28,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: reading the host's routes and nftables: %v\n", err)
 		os.Exit(1)
 	}
-	// The bed keeps kwok's own Ready, which comes before the address
-	// answers (not clustertest.ReadyAfterAddress): with Ready after it, the
-	// pods' second status write doubled the EndpointSlice controller's
-	// writes, and its stale-cache retries stretched the gate's cold starts
-	// to 57 s at p99 on a loaded machine (docs/development/ci.md). That
-	// waits for the resolver to learn readiness from the pods (issue 39).
+	// The fake kubelet starts the bed's kwok pods (e2ebed.ServeApps runs it
+	// before any is made): Ready only once the address answers, as on a
+	// real node, in one status write as kwok's own start made.
+	clustertest.ReadyAfterAddress()
 	code := clustertest.Main(m)
 	ours := ""
 	if b, ok := theBed.Started(); ok {

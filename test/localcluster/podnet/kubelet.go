@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/elasti-dev/elasti/pkg/workloop"
 	"github.com/elasti-dev/elasti/test/localcluster"
@@ -34,10 +36,10 @@ const kubeletName = "podnet-kubelet"
 // IP is removed only when no Ready pod holds it any more.
 //
 // On a cluster started with localcluster.Options.ReadyAfterAddress it is
-// also what makes kwok's pods Ready, as a kubelet would: kwok starts a pod
-// with Ready False (localcluster.AwaitingAddressReason), and the Kubelet
-// puts the pod's IP on lo first and publishes Ready after, so no pod is
-// ever Ready before its address answers.
+// also what starts the kwok node's pods, as a kubelet would: it gives a
+// scheduled pod an address from localcluster.KwokPodCIDR, puts it on lo,
+// and only then writes the pod Running and Ready, in one status write, so
+// no pod is ever Ready before its address answers.
 //
 // Event handlers only queue pod keys; a single worker reconciles them, with
 // the bounded retries of workloop.
@@ -57,6 +59,7 @@ type Kubelet struct {
 	mu      sync.Mutex
 	podIP   map[cache.ObjectName]string           // IP each pod holds on lo
 	holders map[string]sets.Set[cache.ObjectName] // pods holding each IP
+	next    netip.Addr                            // where allocate last looked
 
 	started atomic.Bool
 	synced  atomic.Bool
@@ -158,8 +161,8 @@ func (k *Kubelet) enqueue(obj any) {
 	k.loop.Add(key)
 }
 
-// syncPod makes the IP held for key match the pod's current state, then
-// publishes Ready for a pod that awaited its address.
+// syncPod makes the IP held for key match the pod's current state; on a
+// cluster where it starts the kwok node's pods, it starts a scheduled one.
 func (k *Kubelet) syncPod(ctx context.Context, key cache.ObjectName) error {
 	want := ""
 	pod, err := k.podLister.Pods(key.Namespace).Get(key.Name)
@@ -168,20 +171,47 @@ func (k *Kubelet) syncPod(ctx context.Context, key cache.ObjectName) error {
 		pod = nil
 	case err != nil:
 		return err
+	case toStart(pod):
+		return k.startPod(ctx, key, pod)
 	default:
 		want = servingIP(pod)
 	}
-	if err := k.syncIP(ctx, key, want); err != nil {
-		return err
+	return k.syncIP(ctx, key, want)
+}
+
+// toStart reports whether pod is the kwok node's, scheduled and not
+// started: on a cluster without kwok's start stage
+// (localcluster.Options.ReadyAfterAddress) nobody else starts it.
+func toStart(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == localcluster.NodeName && pod.DeletionTimestamp == nil && pod.Status.PodIP == "" &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// startPod gives pod an address (the node's for a host-network pod), puts
+// it on lo, and then writes the pod Running and Ready in one status write.
+// A failed write is retried by the queue with the same address.
+func (k *Kubelet) startPod(ctx context.Context, key cache.ObjectName, pod *corev1.Pod) error {
+	ip := HostIP
+	if !pod.Spec.HostNetwork {
+		var err error
+		if ip, err = k.allocate(key); err != nil {
+			return err
+		}
+		if err := k.syncIP(ctx, key, ip); err != nil {
+			return err
+		}
+		if !k.holds(key, ip) {
+			return nil // the network is closed: the address does not answer
+		}
 	}
-	if pod == nil || pod.DeletionTimestamp != nil || !awaitingAddress(pod) {
-		return nil
+	if _, err := k.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, startedStatus(pod, ip), metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("podnet kubelet: starting %s: %w", klog.KObj(pod), err)
 	}
-	if want != "" && !k.holds(key, want) {
-		// The network is closed: the address does not answer.
-		return nil
-	}
-	return k.publishReady(ctx, pod)
+	klog.FromContext(ctx).V(2).Info("Started pod, Ready once its address answered", "pod", klog.KObj(pod), "ip", ip)
+	return nil
 }
 
 // holds reports whether ip is on lo for the pod key.
@@ -189,6 +219,80 @@ func (k *Kubelet) holds(key cache.ObjectName, ip string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.podIP[key] == ip
+}
+
+// allocate returns the address of the pod key: the one it holds, else a
+// free one of localcluster.KwokPodCIDR, free of every pod's address.
+func (k *Kubelet) allocate(key cache.ObjectName) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if ip := k.podIP[key]; ip != "" {
+		return ip, nil
+	}
+	used := map[string]bool{}
+	for ip := range k.holders {
+		used[ip] = true
+	}
+	pods, err := k.podLister.List(labels.Everything())
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods {
+		used[p.Status.PodIP] = true
+	}
+	prefix := netip.MustParsePrefix(localcluster.KwokPodCIDR)
+	// From where the last search ended, so freed addresses are reused last.
+	for range 1 << (32 - prefix.Bits()) {
+		k.next = k.next.Next()
+		if !prefix.Contains(k.next) || k.next == prefix.Addr() {
+			k.next = prefix.Addr().Next()
+		}
+		if ip := k.next.String(); !used[ip] {
+			return ip, nil
+		}
+	}
+	return "", fmt.Errorf("podnet kubelet: no free address in %s", localcluster.KwokPodCIDR)
+}
+
+// startedStatus is pod's status once started at ip: Running, its
+// containers running and ready, and Ready with every readiness gate.
+func startedStatus(pod *corev1.Pod, ip string) *corev1.Pod {
+	pod = pod.DeepCopy()
+	now := metav1.Now()
+	st := &pod.Status
+	set := func(t corev1.PodConditionType) {
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == t {
+				st.Conditions[i].Status, st.Conditions[i].Reason, st.Conditions[i].LastTransitionTime = corev1.ConditionTrue, "", now
+				return
+			}
+		}
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	set(corev1.PodInitialized)
+	set(corev1.ContainersReady)
+	set(corev1.PodReady)
+	for _, g := range pod.Spec.ReadinessGates {
+		set(g.ConditionType)
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+	st.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true), State: running})
+	}
+	st.InitContainerStatuses = nil
+	for _, c := range pod.Spec.InitContainers {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}}
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			cs.Started, cs.State = ptr.To(true), running
+		}
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+	}
+	st.HostIP, st.HostIPs = HostIP, []corev1.HostIP{{IP: HostIP}}
+	st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	st.Phase, st.StartTime = corev1.PodRunning, &now
+	return pod
 }
 
 // syncIP makes the IP held for key want ("" for none).
@@ -251,47 +355,10 @@ func (k *Kubelet) syncIP(ctx context.Context, key cache.ObjectName, want string)
 	return err
 }
 
-// publishReady writes pod's Ready, its containers' and its readiness
-// gates' as True: its address answers now (syncIP has run). A conflict
-// is retried by the queue, and the pod's next update queues it anyway.
-func (k *Kubelet) publishReady(ctx context.Context, pod *corev1.Pod) error {
-	pod = pod.DeepCopy()
-	now := metav1.Now()
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Status != corev1.ConditionTrue && c.Reason == localcluster.AwaitingAddressReason {
-			c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionTrue, "", now
-		}
-	}
-	for i := range pod.Status.ContainerStatuses {
-		pod.Status.ContainerStatuses[i].Ready = true
-	}
-	if _, err := k.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("podnet kubelet: publishing Ready of %s: %w", klog.KObj(pod), err)
-	}
-	klog.FromContext(ctx).V(2).Info("Published Ready once the address answered", "pod", klog.KObj(pod), "ip", pod.Status.PodIP)
-	return nil
-}
-
-// awaitingAddress reports whether kwok started pod and left its Ready to
-// the Kubelet (localcluster.Options.ReadyAfterAddress).
-func awaitingAddress(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status != corev1.ConditionTrue && c.Reason == localcluster.AwaitingAddressReason
-		}
-	}
-	return false
-}
-
 // servingIP is the pod IP that should answer for pod, or "" if none: the pod
-// must be Ready or awaiting its address, not being deleted, and have an IP
-// inside PodCIDR.
+// must be Ready, not being deleted, and have an IP inside PodCIDR.
 func servingIP(pod *corev1.Pod) string {
-	if pod.DeletionTimestamp != nil || !(podReady(pod) || awaitingAddress(pod)) {
+	if pod.DeletionTimestamp != nil || !podReady(pod) {
 		return ""
 	}
 	addr, err := ParsePodIP(pod.Status.PodIP)

@@ -3,6 +3,7 @@ package podnet
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -10,8 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/ptr"
 
 	"github.com/elasti-dev/elasti/test/localcluster"
 )
@@ -221,25 +222,27 @@ func TestKubeletIPChange(t *testing.T) {
 	waitFor(t, "IP moved", func() bool { return hasIP(t, n, "10.244.8.2") && !hasIP(t, n, "10.244.8.1") })
 }
 
-// awaitingPod is a pod as kwok starts it on a cluster with
-// localcluster.Options.ReadyAfterAddress: Running with its address, Ready
-// False until the fake kubelet publishes it.
-func awaitingPod(ns, name, ip string) *corev1.Pod {
-	p := pod(ns, name, ip, false)
-	p.Status.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: localcluster.AwaitingAddressReason},
-		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: localcluster.AwaitingAddressReason},
-		{Type: "example.com/gate", Status: corev1.ConditionFalse, Reason: localcluster.AwaitingAddressReason},
+// scheduledPod is a pod the scheduler bound to the kwok node, not started:
+// on a cluster with localcluster.Options.ReadyAfterAddress, kwok leaves it
+// to the fake kubelet.
+func scheduledPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)},
+		Spec: corev1.PodSpec{
+			NodeName:       localcluster.NodeName,
+			Containers:     []corev1.Container{{Name: "app", Image: "app:1"}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "example.com/gate"}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
 	}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Started: ptr.To(true)}}
-	return p
 }
 
-// A pod kwok started without Ready is published Ready by the fake kubelet,
-// and only once its address answers: whoever sees it Ready can reach it,
-// as on a real node, where the kubelet's probe passed on that address
-// before it wrote Ready. Every watch event of the pod is checked at once.
-func TestKubeletPublishesReadyOnlyOnceTheAddressAnswers(t *testing.T) {
+// The fake kubelet starts the kwok node's pods as a kubelet does: an
+// address of localcluster.KwokPodCIDR, up on lo first, then Running and
+// Ready in one status write; whoever sees a pod Ready can reach it. Every
+// watch event of the pods is checked at once. A pod of another node is
+// left alone, and a host-network pod gets the node's address.
+func TestKubeletStartsPodsReadyOnlyOnceTheAddressAnswers(t *testing.T) {
 	n := newNetwork(t)
 	const port = 18083
 	serve(t, n, fmt.Sprintf("0.0.0.0:%d", port))
@@ -253,19 +256,21 @@ func TestKubeletPublishesReadyOnlyOnceTheAddressAnswers(t *testing.T) {
 	}
 	defer w.Stop()
 
-	ips := []string{"10.244.9.1", "10.244.9.2", "10.244.9.3", "10.244.9.4"}
-	for i, ip := range ips {
-		if _, err := pods.Create(ctx, awaitingPod("a", fmt.Sprintf("p%d", i), ip), metav1.CreateOptions{}); err != nil {
+	const started = 4
+	for i := range started {
+		if _, err := pods.Create(ctx, scheduledPod("a", fmt.Sprintf("p%d", i)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A pod a test marked not Ready, without the reason, is left alone.
-	if _, err := pods.Create(ctx, pod("a", "unready", "10.244.9.9", false), metav1.CreateOptions{}); err != nil {
+	elsewhere := scheduledPod("a", "elsewhere")
+	elsewhere.Spec.NodeName = "another-node"
+	if _, err := pods.Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ready := map[string]bool{}
+	kwok := netip.MustParsePrefix(localcluster.KwokPodCIDR)
+	ready, ips := map[string]bool{}, map[string]bool{}
 	timeout := time.After(10 * time.Second)
-	for len(ready) < len(ips) {
+	for len(ready) < started {
 		select {
 		case ev := <-w.ResultChan():
 			p, ok := ev.Object.(*corev1.Pod)
@@ -273,9 +278,14 @@ func TestKubeletPublishesReadyOnlyOnceTheAddressAnswers(t *testing.T) {
 				continue
 			}
 			ready[p.Name] = true
-			if p.Name == "unready" {
-				t.Errorf("the kubelet published Ready for a pod that did not await its address")
+			if p.Name == "elsewhere" {
+				t.Errorf("the fake kubelet started a pod of another node")
 			}
+			addr, err := netip.ParseAddr(p.Status.PodIP)
+			if err != nil || !kwok.Contains(addr) || ips[p.Status.PodIP] {
+				t.Errorf("%s: address %q, want a free one of %s", p.Name, p.Status.PodIP, kwok)
+			}
+			ips[p.Status.PodIP] = true
 			if _, err := get(n, p.Status.PodIP, port); err != nil {
 				t.Errorf("%s is Ready and its address %s does not answer: %v", p.Name, p.Status.PodIP, err)
 			}
@@ -284,25 +294,33 @@ func TestKubeletPublishesReadyOnlyOnceTheAddressAnswers(t *testing.T) {
 					t.Errorf("%s: condition %s still %s", p.Name, c.Type, c.Status)
 				}
 			}
-			if !p.Status.ContainerStatuses[0].Ready {
-				t.Errorf("%s: Ready with its container not ready", p.Name)
+			if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready || p.Status.HostIP != HostIP {
+				t.Errorf("%s: started as %+v", p.Name, p.Status)
 			}
 		case <-timeout:
-			t.Fatalf("only %d of %d pods published Ready: %v", len(ready), len(ips), ready)
+			t.Fatalf("only %d of %d pods started: %v", len(ready), started, ready)
 		}
 	}
-	if hasIP(t, n, "10.244.9.9") {
-		t.Errorf("the address of a pod that is not Ready is up")
+	// One status write per pod: as many as kwok's own start made.
+	writes := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			writes++
+		}
 	}
-	// A host-network pod has nothing for the fake kubelet to bring up: its
-	// address is the node's. It is published Ready all the same.
-	host := awaitingPod("a", "host", "10.245.0.1")
+	if writes != started {
+		t.Errorf("%d status writes for %d pods, want one each", writes, started)
+	}
+	host := scheduledPod("a", "host")
 	host.Spec.HostNetwork = true
 	if _, err := pods.Create(ctx, host, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the host-network pod published Ready", func() bool {
+	waitFor(t, "the host-network pod started", func() bool {
 		p, err := pods.Get(ctx, "host", metav1.GetOptions{})
-		return err == nil && podReady(p)
+		return err == nil && podReady(p) && p.Status.PodIP == HostIP
 	})
+	if p, err := pods.Get(ctx, "elsewhere", metav1.GetOptions{}); err != nil || p.Status.PodIP != "" {
+		t.Errorf("the pod of another node: %v, %v", p.Status, err)
+	}
 }
