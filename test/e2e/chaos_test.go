@@ -12,6 +12,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
@@ -201,13 +202,17 @@ func TestChaosSeesAFirstWriteThatLandsBeforeItLooks(t *testing.T) {
 	c.writes = watchTimeline(t, c.e)
 	c.e.Deployment("quick", 1, nil)
 	mark := c.writes.mark()
-	// The whole act is over before the test looks.
-	scale, err := c.e.Kube.AppsV1().Deployments(c.e.NS).GetScale(c.e.Ctx(), "quick", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 0
-	if _, err := c.e.Kube.AppsV1().Deployments(c.e.NS).UpdateScale(c.e.Ctx(), "quick", scale, metav1.UpdateOptions{}); err != nil {
+	// The whole act is over before the test looks. The Deployment
+	// controller writes the Deployment too: a conflict is tried again.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := c.e.Kube.AppsV1().Deployments(c.e.NS).GetScale(c.e.Ctx(), "quick", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 0
+		_, err = c.e.Kube.AppsV1().Deployments(c.e.NS).UpdateScale(c.e.Ctx(), "quick", scale, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c.awaitFirstChange("an act over before the look", mark)
