@@ -113,12 +113,15 @@ func eachAuditEventIn(t testing.TB, path string, f func(AuditEvent)) {
 // ColdStartWrites lists, from the audit log, the writes since since that
 // a cold start of Service svc served by pod (every pod named after svc,
 // as a Deployment of its name names them, when pod is "") waits on,
-// oldest first, each
-// with its time after since and its writer: the pod's status (the
-// kubelet's Ready), the Service's own EndpointSlices (the EndpointSlice
-// controller's, named after the Service) and its resolver slice. It is a
-// slow cold start's evidence: where the time between the pod's readiness
-// and the slice that lists it Ready went.
+// oldest first, each with its time after since and its writer: the
+// target's scale-ups and scale-downs (a Deployment named svc, its
+// ReplicaSets), the ElastiService named svc, the pod's binding, status
+// (the kubelet's Ready) and deletion, the Service's own EndpointSlices
+// (the EndpointSlice controller's, named after the Service) and its
+// resolver slice. It is a slow or failed cold start's evidence: where the
+// time between the wake and the slice that lists a pod Ready went, and
+// whether anyone scaled the target down meanwhile. A pod's create is not
+// among them: the audit log names no pod made from generateName.
 func ColdStartWrites(t testing.TB, namespace, svc, pod string, since time.Time) []string {
 	t.Helper()
 	var out []string
@@ -128,8 +131,12 @@ func ColdStartWrites(t testing.TB, namespace, svc, pod string, since time.Time) 
 			return
 		}
 		switch {
+		case r.Name == "":
+			return
 		case r.Resource == "pods" && (r.Name == pod || pod == "" && strings.HasPrefix(r.Name, svc+"-")):
 		case r.Resource == "endpointslices" && (strings.HasPrefix(r.Name, svc+"-") || r.Name == names.ResolverSlice(svc)):
+		case (r.Resource == "deployments" || r.Resource == "elastiservices") && r.Name == svc:
+		case r.Resource == "replicasets" && strings.HasPrefix(r.Name, svc+"-"):
 		default:
 			return
 		}

@@ -129,9 +129,10 @@ type gate struct {
 const maxGateEvidence = 10
 
 // evidence is what explains a failed cold start of svc in a round that
-// began at since: the writes it waited on (its slices and the resolver
-// slice, from the audit log, with their times and writers) and the lines
-// of the resolver replicas and of kube-controller-manager about it; the
+// began at since: the writes it waited on (its target's scale, its pods,
+// its slices and the resolver slice, from the audit log, with their times
+// and writers) and the lines of the resolver replicas, the operator and
+// kube-controller-manager about it; the
 // resolver's line of a failed connect names the addresses it tried and
 // where it had them from (EndpointSlice or direct probe).
 func (g *gate) evidence(svc string, since time.Time) string {
@@ -142,6 +143,7 @@ func (g *gate) evidence(svc string, since time.Time) string {
 		fmt.Fprintln(&b, w)
 	}
 	fmt.Fprintf(&b, "--- the resolver replicas on %s ---\n%s", key, testenv.GrepTail(g.bed.Node.Logs(elastiNamespace, resolverDeployment, 20000), key, 12))
+	fmt.Fprintf(&b, "--- the operator on %s ---\n%s", key, testenv.GrepTail(g.bed.Node.Logs(elastiNamespace, operatorDeployment, 20000), key, 12))
 	fmt.Fprintf(&b, "--- kube-controller-manager on %s ---\n%s", key,
 		testenv.GrepTail(localcluster.Tail(filepath.Join(g.bed.cluster.Dir, "kube-controller-manager.log"), 20000), key, 8))
 	return b.String()
