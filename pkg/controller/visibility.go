@@ -153,7 +153,7 @@ func advanceSleepWake(next *elastiv1alpha1.ElastiServiceStatus, obs targetObserv
 		}
 		next.LastColdStart = nil // measured below
 	}
-	if serving && obs.replicas > 0 && coldStartUnderWay(next) {
+	if serving && obs.replicas > 0 && next.ColdStartUnderWay() {
 		start := next.LastScaledUpTime.Time
 		if w := obs.wokenAt; !w.Before(start) && w.Sub(start) < time.Second && !w.After(now) {
 			start = w // the same wake, to the nanosecond
@@ -180,12 +180,6 @@ func wokeAt(s *elastiv1alpha1.ElastiServiceStatus, obs targetObservation, down, 
 		return up.Time
 	}
 	return now
-}
-
-// coldStartUnderWay reports whether a wake was counted and its cold start
-// not yet measured: a wake clears lastColdStart.
-func coldStartUnderWay(s *elastiv1alpha1.ElastiServiceStatus) bool {
-	return s.Wakes > 0 && s.LastColdStart == nil && s.LastScaledUpTime != nil && s.LastScaledDownTime != nil
 }
 
 // appendColdStart keeps the latest MaxRecentColdStarts, oldest first, in a

@@ -24,7 +24,7 @@ var (
 	admissionGates = gates{deleting, notManaged, moving, invalidSchedule, targetMissing}
 	// windowGates run once the target's replicas are known, before the
 	// triggers are queried.
-	windowGates = gates{outsideWindow, preWarming, alreadyZero, sleepRequested, justCreated, recentlyWoken}
+	windowGates = gates{outsideWindow, preWarming, alreadyZero, sleepRequested, justCreated, recentlyWoken, wakeUnserved}
 	// triggerGates run on the triggers' answer; past them the target is
 	// scaled to zero.
 	triggerGates = gates{triggersFailed, notIdle}
@@ -49,6 +49,13 @@ type facts struct {
 	cooldown  time.Duration
 	// lastWake is the latest scale-up from zero known (see Poller.lastWake).
 	lastWake time.Time
+	// waking: that wake has not served yet, its target has had no Ready
+	// pod since; servedAt is when its first pod was Ready, once it has
+	// (see wakeProgress). lastAsked is when a resolver last asked for a
+	// wake of this target (idle.Wakes.Asked).
+	waking    bool
+	servedAt  time.Time
+	lastAsked time.Time
 	// preWarming: now is in the pre-warm lead before the window closes
 	// at closes (schedule.Window.PreWarming).
 	preWarming bool
@@ -183,9 +190,36 @@ func justCreated(f *facts) *verdict {
 	return nil
 }
 
-// recentlyWoken never undoes a scale-up from zero within its cooldown.
+// heldAskGrace is how long after a resolver's last ask a wake that has
+// not served is still taken as asked for. A resolver that holds a request
+// asks again every --operator-retry-max (10 s by default); three of its
+// asks fit, so a lost one or a leader change does not end the grace.
+const heldAskGrace = 30 * time.Second
+
+// wakeUnserved never undoes a wake before it has served: past the
+// cooldown from the wake (recentlyWoken), a woken target that has had no
+// Ready pod yet stays up for as long as a resolver still asks for it, that
+// is, holds a request for it. A pod slower to be Ready than the cooldown
+// (a model server loading its weights, or any pod on a loaded node) was
+// otherwise scaled away under its own held requests, and every wake after
+// it too. A wake that never serves and that nobody asks for any more is
+// scaled down once the cooldown from the wake is over, as before.
+func wakeUnserved(f *facts) *verdict {
+	if f.waking && !f.lastAsked.IsZero() && f.now.Sub(f.lastAsked) < heldAskGrace {
+		return &verdict{outcome: outcome.IdleWaking}
+	}
+	return nil
+}
+
+// recentlyWoken never undoes a scale-up from zero within its cooldown,
+// counted from the wake's first Ready pod once it has one: a target woken
+// slowly still serves for a whole cooldown before it may sleep.
 func recentlyWoken(f *facts) *verdict {
-	if !f.lastWake.IsZero() && f.now.Sub(f.lastWake) < f.cooldown {
+	from := f.lastWake
+	if f.servedAt.After(from) {
+		from = f.servedAt
+	}
+	if !from.IsZero() && f.now.Sub(from) < f.cooldown {
 		return &verdict{outcome: outcome.IdleCooldown}
 	}
 	return nil

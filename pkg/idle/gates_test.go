@@ -61,6 +61,23 @@ func TestGates(t *testing.T) {
 		{"woken within the cooldown", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-10 * time.Second) }, outcome.IdleCooldown, "", conclude},
 		{"woken a cooldown ago", recentlyWoken, func(f *facts) { f.lastWake = now.Add(-time.Minute) }, "", "", conclude},
 		{"never woken", recentlyWoken, nil, "", "", conclude},
+		{"served within the cooldown of a slow wake", recentlyWoken, func(f *facts) {
+			f.lastWake, f.servedAt = now.Add(-2*time.Minute), now.Add(-30*time.Second)
+		}, outcome.IdleCooldown, "", conclude},
+		{"served a cooldown ago", recentlyWoken, func(f *facts) {
+			f.lastWake, f.servedAt = now.Add(-3*time.Minute), now.Add(-time.Minute)
+		}, "", "", conclude},
+		{"unserved, asked for just now", wakeUnserved, func(f *facts) {
+			f.lastWake, f.waking, f.lastAsked = now.Add(-5*time.Minute), true, now.Add(-time.Second)
+		}, outcome.IdleWaking, "", conclude},
+		{"unserved, asked for within the grace", wakeUnserved, func(f *facts) {
+			f.lastWake, f.waking, f.lastAsked = now.Add(-5*time.Minute), true, now.Add(-heldAskGrace+time.Millisecond)
+		}, outcome.IdleWaking, "", conclude},
+		{"unserved, last asked for a grace ago", wakeUnserved, func(f *facts) {
+			f.lastWake, f.waking, f.lastAsked = now.Add(-5*time.Minute), true, now.Add(-heldAskGrace)
+		}, "", "", conclude},
+		{"unserved, never asked for", wakeUnserved, func(f *facts) { f.lastWake, f.waking = now.Add(-5*time.Minute), true }, "", "", conclude},
+		{"served, still asked for", wakeUnserved, func(f *facts) { f.lastWake, f.lastAsked = now.Add(-5*time.Minute), now }, "", "", conclude},
 		{"triggers failed", triggersFailed, func(f *facts) { f.triggersErr = errors.New("unreachable") }, outcome.IdleTriggerError, ReasonTriggerError, conclude},
 		{"triggers evaluated", triggersFailed, nil, "", "", conclude},
 		{"busy", notIdle, func(f *facts) { f.idle = false }, outcome.IdleBusy, "", conclude},
@@ -108,5 +125,39 @@ func TestGateChains(t *testing.T) {
 	f.replicas, f.lastWake = 0, now
 	if v := windowGates.First(f); v == nil || v.outcome != outcome.IdleAlreadyZero {
 		t.Errorf("window verdict %+v, want %q before the cooldown", v, outcome.IdleAlreadyZero)
+	}
+}
+
+// wakeProgress reads from status whether the latest wake has served.
+func TestWakeProgress(t *testing.T) {
+	up := now.Add(-time.Minute)
+	cases := []struct {
+		name       string
+		status     elastiv1alpha1.ElastiServiceStatus
+		lastWake   time.Time
+		wantServed time.Time
+		wantWaking bool
+	}{
+		{"never woken", elastiv1alpha1.ElastiServiceStatus{}, time.Time{}, time.Time{}, false},
+		{"served", elastiv1alpha1.ElastiServiceStatus{Wakes: 1, LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)},
+			LastScaledUpTime: &metav1.Time{Time: up}, LastColdStart: &metav1.Duration{Duration: 8 * time.Second}}, up, up.Add(8 * time.Second), false},
+		{"cold start under way", elastiv1alpha1.ElastiServiceStatus{Wakes: 1, LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)},
+			LastScaledUpTime: &metav1.Time{Time: up}}, up, time.Time{}, true},
+		{"a wake newer than status records", elastiv1alpha1.ElastiServiceStatus{Wakes: 1, LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)},
+			LastScaledUpTime: &metav1.Time{Time: up}, LastColdStart: &metav1.Duration{Duration: 8 * time.Second}}, now, time.Time{}, true},
+		{"served, this replica's memory of the wake finer than status's seconds", elastiv1alpha1.ElastiServiceStatus{Wakes: 1,
+			LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)}, LastScaledUpTime: &metav1.Time{Time: up.Truncate(time.Second)},
+			LastColdStart: &metav1.Duration{Duration: 8 * time.Second}}, up.Truncate(time.Second).Add(999 * time.Millisecond), up.Truncate(time.Second).Add(8 * time.Second), false},
+		{"status without a measured cold start", elastiv1alpha1.ElastiServiceStatus{LastScaledUpTime: &metav1.Time{Time: up}}, up, time.Time{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			es := elastiService(nil)
+			es.Status = c.status
+			served, waking := wakeProgress(es, c.lastWake)
+			if !served.Equal(c.wantServed) || waking != c.wantWaking {
+				t.Errorf("wakeProgress = %v, %v; want %v, %v", served, waking, c.wantServed, c.wantWaking)
+			}
+		})
 	}
 }

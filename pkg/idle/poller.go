@@ -73,6 +73,9 @@ type WakeLog interface {
 	// LastWake reports a scale-up from zero that status.lastScaledUpTime
 	// may not show yet, so a poll right after one never undoes it.
 	LastWake(es types.NamespacedName) (time.Time, bool)
+	// LastAsked reports when a resolver last asked to wake es's target:
+	// it asks again while it holds a request for the Service.
+	LastAsked(es types.NamespacedName) (time.Time, bool)
 	// ObserveReplicas is told the replicas each evaluation reads, so a
 	// poll that reads a target someone scaled up from zero before the
 	// controller has reported it still starts its cooldown.
@@ -207,6 +210,8 @@ func (p *Poller) evaluateWith(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	f.now = p.clock.Now()
 	f.cooldown = time.Duration(es.Spec.CooldownPeriod) * time.Second
 	f.lastWake = p.lastWake(es)
+	f.servedAt, f.waking = wakeProgress(es, f.lastWake)
+	f.lastAsked, _ = p.wakes.LastAsked(es.Key())
 	f.closes, f.preWarming = f.window.PreWarming(f.now)
 	f.sleepRequestedAt, f.sleepRequested = elastiv1alpha1.SleepRequest(es, f.lastWake)
 	if v := windowGates.First(f); v != nil {
@@ -293,6 +298,27 @@ func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 	done(true)
 	return outcome.IdleScaledToZero
+}
+
+// wakeProgress says whether the latest wake, at lastWake, has served, and
+// when its first pod was Ready if it has: the controller measures that
+// cold start in status once it sees the pod (lastColdStart, which a wake
+// clears). A wake newer than the one status records has not served as far
+// as anyone knows. Status without a measured cold start (from before
+// lastColdStart, or KubeElasti's) counts as waking, which only adds the
+// ask's grace to the cooldown from the wake.
+func wakeProgress(es *elastiv1alpha1.ElastiService, lastWake time.Time) (servedAt time.Time, waking bool) {
+	if lastWake.IsZero() {
+		return time.Time{}, false
+	}
+	st := &es.Status
+	served, ok := st.WakeServedAt()
+	// Status times are whole seconds (metav1.Time), this replica's memory
+	// of a wake is not: the same wake is no newer than its own record.
+	if !ok || st.ColdStartUnderWay() || lastWake.Truncate(time.Second).After(st.LastScaledUpTime.Time) {
+		return time.Time{}, true
+	}
+	return served, false
 }
 
 // lastWake is the later of status.lastScaledUpTime and a scale-up from

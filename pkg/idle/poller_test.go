@@ -59,6 +59,32 @@ func (w wakeLog) LastWake(es types.NamespacedName) (time.Time, bool) {
 
 func (w wakeLog) ObserveReplicas(context.Context, types.NamespacedName, int32) {}
 
+// LastAsked knows of no resolver's ask; wakes_test.go tests Wakes's.
+func (w wakeLog) LastAsked(types.NamespacedName) (time.Time, bool) { return time.Time{}, false }
+
+// askedWakeLog is a wakeLog that knows of a resolver's ask at asked.
+type askedWakeLog struct {
+	wakeLog
+	asked time.Time
+}
+
+func (w askedWakeLog) LastAsked(types.NamespacedName) (time.Time, bool) { return w.asked, true }
+
+// woken is a status that records a wake up ago whose first pod was Ready
+// coldStart after it; a negative coldStart leaves the cold start under
+// way, as the controller's status does until it sees a Ready pod.
+func woken(up, coldStart time.Duration) func(*elastiv1alpha1.ElastiService) {
+	return func(es *elastiv1alpha1.ElastiService) {
+		st := &es.Status
+		st.Wakes = 1
+		st.LastScaledDownTime = &metav1.Time{Time: now.Add(-up - time.Hour)}
+		st.LastScaledUpTime = &metav1.Time{Time: now.Add(-up)}
+		if coldStart >= 0 {
+			st.LastColdStart = &metav1.Duration{Duration: coldStart}
+		}
+	}
+}
+
 // Pending knows of no group wake; pending_test.go tests Wakes's.
 func (w wakeLog) Pending(types.NamespacedName, *elastiv1alpha1.ElastiServiceStatus) bool {
 	return false
@@ -131,51 +157,57 @@ func TestEvaluate(t *testing.T) {
 		replicas   int32
 		prom       func(*testing.T) string
 		recentWake time.Duration // ago; 0 means none
+		recentAsk  time.Duration // ago; 0 means none
 		want       outcome.Idle
 		wantScaled []int32
 		wantKEDA   []bool
 	}{
-		{"idle scales to zero", elastiService(nil), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, nil},
-		{"busy stays", elastiService(nil), 2, busyProm, 0, outcome.IdleBusy, nil, nil},
+		{"idle scales to zero", elastiService(nil), 2, idleProm, 0, 0, outcome.IdleScaledToZero, []int32{0}, nil},
+		{"busy stays", elastiService(nil), 2, busyProm, 0, 0, outcome.IdleBusy, nil, nil},
 		{"younger than cooldown", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.CreationTimestamp = metav1.NewTime(now.Add(-30 * time.Second))
-		}), 2, idleProm, 0, outcome.IdleCooldown, nil, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleCooldown, nil, nil},
 		{"woken within cooldown (status)", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Status.LastScaledUpTime = &metav1.Time{Time: now.Add(-30 * time.Second)}
-		}), 2, idleProm, 0, outcome.IdleCooldown, nil, nil},
-		{"woken within cooldown (status not written yet)", elastiService(nil), 2, idleProm, 10 * time.Second, outcome.IdleCooldown, nil, nil},
-		{"old wake does not block", elastiService(nil), 2, idleProm, 2 * time.Minute, outcome.IdleScaledToZero, []int32{0}, nil},
-		{"already zero", elastiService(nil), 0, idleProm, 0, outcome.IdleAlreadyZero, nil, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleCooldown, nil, nil},
+		{"woken within cooldown (status not written yet)", elastiService(nil), 2, idleProm, 10 * time.Second, 0, outcome.IdleCooldown, nil, nil},
+		{"served within the cooldown of its first Ready pod", elastiService(woken(90*time.Second, 40*time.Second)), 2, idleProm, 0, 0, outcome.IdleCooldown, nil, nil},
+		{"served a cooldown ago", elastiService(woken(3*time.Minute, 40*time.Second)), 2, idleProm, 0, 0, outcome.IdleScaledToZero, []int32{0}, nil},
+		{"not served, a cooldown after the wake, a request held", elastiService(woken(2*time.Minute, -1)), 2, idleProm, 0, 5 * time.Second, outcome.IdleWaking, nil, nil},
+		{"not served, a request held, status behind the wake", elastiService(woken(10*time.Minute, 40*time.Second)), 2, idleProm, 2 * time.Minute, 5 * time.Second, outcome.IdleWaking, nil, nil},
+		{"not served and no longer asked for", elastiService(woken(2*time.Minute, -1)), 2, idleProm, 0, time.Minute, outcome.IdleScaledToZero, []int32{0}, nil},
+		{"old wake does not block", elastiService(nil), 2, idleProm, 2 * time.Minute, 0, outcome.IdleScaledToZero, []int32{0}, nil},
+		{"already zero", elastiService(nil), 0, idleProm, 0, 0, outcome.IdleAlreadyZero, nil, nil},
 		{"keda paused before zero", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "keda", Name: "so"}
-		}), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, []bool{true}},
+		}), 2, idleProm, 0, 0, outcome.IdleScaledToZero, []int32{0}, []bool{true}},
 		{"hpa left alone", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerSpec{Type: "hpa", Name: "web"}
-		}), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"outside the window at zero scales up", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
-		}), 0, idleProm, 0, outcome.IdleOutsideWindow, []int32{2}, nil},
+		}), 0, idleProm, 0, 0, outcome.IdleOutsideWindow, []int32{2}, nil},
 		{"outside the window and up stays", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
-		}), 2, idleProm, 0, outcome.IdleOutsideWindow, nil, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleOutsideWindow, nil, nil},
 		{"inside the window scales to zero", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 10 * * *", Duration: "4h"}
-		}), 2, idleProm, 0, outcome.IdleScaledToZero, []int32{0}, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"invalid schedule does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "61 * * * *", Duration: "1h"}
-		}), 2, idleProm, 0, outcome.IdleInvalidSchedule, nil, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleInvalidSchedule, nil, nil},
 		{"bad trigger metadata does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Triggers[0].Metadata = []byte(`{"query":"q","threshold":"lots"}`)
-		}), 2, idleProm, 0, outcome.IdleTriggerError, nil, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleTriggerError, nil, nil},
 		{"no triggers does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = nil }),
-			2, idleProm, 0, outcome.IdleBusy, nil, nil},
+			2, idleProm, 0, 0, outcome.IdleBusy, nil, nil},
 		{"not managed does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"unmanaged": "yes"} }),
-			2, idleProm, 0, outcome.IdleNotManaged, nil, nil},
+			2, idleProm, 0, 0, outcome.IdleNotManaged, nil, nil},
 		{"moving spec.service does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) { es.Labels = map[string]string{"moving": "yes"} }),
-			2, idleProm, 0, outcome.IdleMoving, nil, nil},
+			2, idleProm, 0, 0, outcome.IdleMoving, nil, nil},
 		{"being deleted does nothing", elastiService(func(es *elastiv1alpha1.ElastiService) {
 			es.DeletionTimestamp = &metav1.Time{Time: now}
-		}), 2, idleProm, 0, outcome.IdleDeleting, nil, nil},
+		}), 2, idleProm, 0, 0, outcome.IdleDeleting, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -187,9 +219,12 @@ func TestEvaluate(t *testing.T) {
 				manages: func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["unmanaged"] == "" },
 				moving:  func(es *elastiv1alpha1.ElastiService) bool { return es.Labels["moving"] != "" },
 			}
-			var wakes wakeLog
+			var wakes WakeLog = wakeLog(nil)
 			if c.recentWake > 0 {
-				wakes = func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true }
+				wakes = wakeLog(func(types.NamespacedName) (time.Time, bool) { return now.Add(-c.recentWake), true })
+			}
+			if c.recentAsk > 0 {
+				wakes = askedWakeLog{wakeLog: wakes.(wakeLog), asked: now.Add(-c.recentAsk)}
 			}
 			p := New(elastilisters.NewElastiServiceLister(indexer), scaler, router, wakes, recorder, observer{}, noEvaluations{}, Config{
 				Interval: time.Second, Parallelism: 2, QueryTimeout: time.Second,

@@ -38,6 +38,10 @@ type Wakes struct {
 	mu sync.Mutex
 	// woken holds each ElastiService's last wake for wakeMemory.
 	woken *cache.Expiring
+	// asked holds, for wakeMemory, when a resolver last asked to wake each
+	// ElastiService's target, whatever the answer: it asks again every
+	// few seconds for as long as it holds a request for the Service.
+	asked *cache.Expiring
 	// atZero holds when each ElastiService's target was first seen at
 	// zero since its last scale-up was seen.
 	atZero map[types.NamespacedName]time.Time
@@ -60,6 +64,7 @@ func NewWakes(baseCtx context.Context, status StatusRecorder, writeTimeout time.
 	return &Wakes{
 		status: status, writeTimeout: writeTimeout, baseCtx: context.WithoutCancel(baseCtx), clock: clock.RealClock{},
 		woken:   cache.NewExpiring(),
+		asked:   cache.NewExpiring(),
 		atZero:  map[types.NamespacedName]time.Time{},
 		up:      map[types.NamespacedName]struct{}{},
 		sleptAt: map[types.NamespacedName]time.Time{},
@@ -77,6 +82,30 @@ func (w *Wakes) LastWake(es types.NamespacedName) (time.Time, bool) {
 // lastWake is LastWake under w.mu.
 func (w *Wakes) lastWake(es types.NamespacedName) (time.Time, bool) {
 	t, ok := w.woken.Get(es)
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.(time.Time), true
+}
+
+// Asked notes that a resolver asked at at to wake es's target, scaled up
+// already or not. Only ElastiServices the operator knows are asked for
+// (the wake server looks them up first), so the record is as small as
+// the set of ElastiServices.
+func (w *Wakes) Asked(es types.NamespacedName, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last, ok := w.asked.Get(es); !ok || at.After(last.(time.Time)) {
+		w.asked.Set(es, at, wakeMemory)
+	}
+}
+
+// LastAsked returns when a resolver last asked this replica to wake es's
+// target.
+func (w *Wakes) LastAsked(es types.NamespacedName) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.asked.Get(es)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -174,6 +203,7 @@ func (w *Wakes) Forget(es types.NamespacedName) {
 	delete(w.up, es)
 	delete(w.sleptAt, es)
 	w.woken.Delete(es)
+	w.asked.Delete(es)
 }
 
 // Wait refuses further status writes and blocks until pending ones finish

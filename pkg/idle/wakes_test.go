@@ -85,6 +85,34 @@ func TestLastWakeIsTheLatestScaleUp(t *testing.T) {
 	w.Wait()
 }
 
+// A resolver's asks are remembered per ElastiService, the latest one,
+// whatever order they arrive in, and forgotten with the ElastiService.
+func TestLastAskedIsTheLatestAsk(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	w := NewWakes(ctx, &statusWrites{}, time.Second)
+	web, api := types.NamespacedName{Namespace: "shop", Name: "web"}, types.NamespacedName{Namespace: "shop", Name: "api"}
+	if _, ok := w.LastAsked(web); ok {
+		t.Error("LastAsked knows an ask that was never made")
+	}
+	w.Asked(web, now.Add(2*time.Second))
+	w.Asked(web, now.Add(time.Second)) // an ask whose handler ran late
+	w.Asked(api, now)
+	if last, ok := w.LastAsked(web); !ok || !last.Equal(now.Add(2*time.Second)) {
+		t.Errorf("LastAsked(web) = %v, %v; want the later ask", last, ok)
+	}
+	if _, ok := w.LastWake(web); ok {
+		t.Error("an ask was taken for a wake")
+	}
+	w.Forget(web)
+	if _, ok := w.LastAsked(web); ok {
+		t.Error("LastAsked remembers a forgotten ElastiService")
+	}
+	if last, ok := w.LastAsked(api); !ok || !last.Equal(now) {
+		t.Errorf("forgetting web forgot api's ask: %v, %v", last, ok)
+	}
+	w.Wait()
+}
+
 // replayWakeSteps plays steps on w for web, one second apart on
 // clock: "wake" records a wake, "0" observes zero replicas, anything else
 // observes two.

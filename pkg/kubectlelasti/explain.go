@@ -142,10 +142,19 @@ func sleepBlockers(es *elastiv1alpha1.ElastiService, now time.Time) (blockers, n
 		blockers = append(blockers, fmt.Sprintf("cooldown: created %s, so %s of the %s cooldown remain", agoText(es.CreationTimestamp.Time, now), short(left), short(cooldown)))
 	}
 	if last := lastWake(es); !last.IsZero() {
-		if left := last.Add(cooldown).Sub(now); left > 0 {
-			blockers = append(blockers, fmt.Sprintf("cooldown: last woken %s, so %s of the %s cooldown remain", agoText(last, now), short(left), short(cooldown)))
+		// The cooldown counts from the wake's first Ready pod once it has
+		// one (the operator's idle poller does the same).
+		from, what := last, "last woken"
+		if served, ok := es.Status.WakeServedAt(); ok && served.After(last) {
+			from, what = served, "the last wake's first pod Ready"
+		}
+		if left := from.Add(cooldown).Sub(now); left > 0 {
+			blockers = append(blockers, fmt.Sprintf("cooldown: %s %s, so %s of the %s cooldown remain", what, agoText(from, now), short(left), short(cooldown)))
 		} else {
-			notes = append(notes, fmt.Sprintf("the cooldown (%s) since the last wake %s is over", short(cooldown), agoText(last, now)))
+			notes = append(notes, fmt.Sprintf("the cooldown (%s) since %s %s is over", short(cooldown), what, agoText(from, now)))
+		}
+		if es.Status.ColdStartUnderWay() {
+			notes = append(notes, fmt.Sprintf("a wake is under way (woken %s, no Ready pod yet): it is not scaled down while the resolver holds a request for it", agoText(last, now)))
 		}
 	}
 	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionTriggersEvaluated); c != nil && c.Status != metav1.ConditionTrue {

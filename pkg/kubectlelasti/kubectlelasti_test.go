@@ -435,6 +435,13 @@ func TestExplain(t *testing.T) {
 		{"cooldown after a wake", elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
 			es.Status.LastScaledUpTime = at(5 * time.Minute)
 		}), 2, []string{"State:       awake", "Why it is not sleeping:", "cooldown: last woken 5m ago, so 10m0s of the 15m0s cooldown remain"}},
+		{"cooldown after a slow wake's first Ready pod", elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
+			es.Status.LastScaledUpTime, es.Status.LastColdStart = at(20*time.Minute), &metav1.Duration{Duration: 10 * time.Minute}
+		}), 2, []string{"cooldown: the last wake's first pod Ready 10m ago, so 5m0s of the 15m0s cooldown remain"}},
+		{"a wake under way", elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
+			es.Status.Wakes, es.Status.LastScaledDownTime, es.Status.LastScaledUpTime = 1, at(time.Hour), at(20*time.Minute)
+		}), 1, []string{"the cooldown (15m0s) since last woken 20m ago is over",
+			"a wake is under way (woken 20m ago, no Ready pod yet): it is not scaled down while the resolver holds a request for it"}},
 		{"triggers failing", elastiService("shop", "web", func(es *elastiv1alpha1.ElastiService) {
 			es.Status.Conditions = append(es.Status.Conditions, metav1.Condition{Type: elastiv1alpha1.ConditionTriggersEvaluated,
 				Status: metav1.ConditionFalse, Reason: "Unreachable", Message: "Not scaling to zero: dial tcp: refused", LastTransitionTime: *at(time.Minute)})

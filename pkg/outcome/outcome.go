@@ -37,6 +37,10 @@ const (
 	IdleNotManaged      Idle = "not_managed"
 	IdleNotFronted      Idle = "not_fronted"
 	IdleMoving          Idle = "moving"
+	// IdleWaking is an evaluation past the cooldown of a wake that has
+	// not served yet: its target has had no Ready pod since, and it is
+	// not undone while a resolver still holds a request for it.
+	IdleWaking Idle = "waking"
 	// IdlePreWarm is an evaluation inside the pre-warm lead of
 	// enabledPeriod: the target is held up, as outside the window.
 	IdlePreWarm Idle = "pre_warm"

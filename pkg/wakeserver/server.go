@@ -34,10 +34,13 @@ import (
 // Path is the route the server answers, the one resolvers call.
 const Path = wakeapi.Path
 
-// WakeRecorder starts an ElastiService's cooldown at a wake (idle.Wakes
-// is one).
+// WakeRecorder starts an ElastiService's cooldown at a wake, and notes
+// each request for one: a resolver asks again while it holds a request,
+// and a wake that has not served yet is not undone while it does
+// (idle.Wakes is one).
 type WakeRecorder interface {
 	Record(ctx context.Context, es types.NamespacedName, at time.Time)
+	Asked(es types.NamespacedName, at time.Time)
 }
 
 // Config tunes the server.
@@ -153,6 +156,7 @@ func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg str
 	if !ok {
 		return outcome.WakeUnknown, http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
 	}
+	s.wakes.Asked(entry.ElastiService, s.clock.Now())
 	result, detail, err := s.wake(svc, entry)
 	if err != nil {
 		return outcome.WakeFailed, http.StatusBadGateway, err.Error()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,25 @@ import (
 )
 
 // fakeWakes counts the wakes recorded.
-type fakeWakes struct{ writes atomic.Int32 }
+type fakeWakes struct {
+	writes atomic.Int32
+	mu     sync.Mutex
+	asked  []types.NamespacedName
+}
 
 func (f *fakeWakes) Record(context.Context, types.NamespacedName, time.Time) { f.writes.Add(1) }
+
+func (f *fakeWakes) Asked(es types.NamespacedName, _ time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, es)
+}
+
+func (f *fakeWakes) asks() []types.NamespacedName {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asked)
+}
 
 // shopWebDirectory is a directory where ElastiService shop/web claims
 // Service web, waking Deployment web to minTarget, with autoscaler.
@@ -149,6 +166,36 @@ func TestAlreadyUpMakesNoWrite(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || scaler.Calls() != 0 || status.writes.Load() != 0 {
 		t.Errorf("status %d, scale calls %d, status writes %d; want 200 and no writes", resp.StatusCode, scaler.Calls(), status.writes.Load())
+	}
+}
+
+// Every request for a known Service is an ask, whatever it scaled: the
+// resolver asks again while it holds a request, and the idle poller does
+// not undo a wake that has not served while it does. A request that
+// names no ElastiService's Service, or that a follower refuses, is none.
+func TestEveryRequestForAKnownServiceIsAnAsk(t *testing.T) {
+	scaler := scaletargettest.New(5)
+	_, status, url := setup(t, true, scaler)
+	for range 2 {
+		if code := post(t, url); code != http.StatusOK {
+			t.Fatalf("already up: %d, want 200", code)
+		}
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"count":1,"svc":"other","namespace":"shop"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown Service: %d, want 404", resp.StatusCode)
+	}
+	want := []types.NamespacedName{{Namespace: "shop", Name: "web"}, {Namespace: "shop", Name: "web"}}
+	if got := status.asks(); !slices.Equal(got, want) {
+		t.Errorf("asks %v, want %v", got, want)
+	}
+	_, follower, followerURL := setup(t, false, scaler)
+	if code := post(t, followerURL); code != http.StatusServiceUnavailable || len(follower.asks()) != 0 {
+		t.Errorf("a follower answered %d and noted asks %v; want 503 and none", code, follower.asks())
 	}
 }
 

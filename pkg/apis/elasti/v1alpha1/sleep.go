@@ -31,3 +31,20 @@ func (s *ElastiServiceStatus) AsleepFor(now time.Time) time.Duration {
 	}
 	return total
 }
+
+// ColdStartUnderWay reports whether a wake was counted and its cold start
+// not yet measured: the woken target has had no Ready pod since (a wake
+// clears lastColdStart).
+func (s *ElastiServiceStatus) ColdStartUnderWay() bool {
+	return s.Wakes > 0 && s.LastColdStart == nil && s.LastScaledUpTime != nil && s.LastScaledDownTime != nil
+}
+
+// WakeServedAt is when the latest recorded wake's first pod was Ready:
+// lastScaledUpTime plus lastColdStart. False while that cold start is
+// under way, and for status that has no measured cold start.
+func (s *ElastiServiceStatus) WakeServedAt() (time.Time, bool) {
+	if s.LastScaledUpTime == nil || s.LastColdStart == nil {
+		return time.Time{}, false
+	}
+	return s.LastScaledUpTime.Add(s.LastColdStart.Duration), true
+}
