@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/command"
@@ -154,11 +155,18 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, err
 	}
+	viewCtx, stopViews := context.WithCancel(ctx)
+	podView, err := resolver.NewInformerPodView(viewCtx, kubeFactory.Core().V1().Services().Lister(), podListWatch(podReads), registry)
+	if err != nil {
+		stopViews()
+		return nil, err
+	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
 		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Pages: named, Registerer: registry, WakeToken: o.wakeToken,
-		Pods: podGetter{podReads},
+		Pods: podGetter{podReads}, PodView: podView,
 	})
 	if err != nil {
+		stopViews()
 		return nil, err
 	}
 	ports := resolver.NewPortListeners(r, routes, resolver.PortListenersOptions{Host: bindHost})
@@ -168,6 +176,8 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	elastiFactory.Start(informerCtx.Done())
 	go ports.Run(informerCtx)
 	return &dataPlane{resolver: r, routes: routes, ports: ports, stop: func() {
+		stopViews()
+		podView.Close()
 		stopInformers()
 		kubeFactory.Shutdown()
 		elastiFactory.Shutdown()
@@ -268,6 +278,18 @@ func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, close
 	}
 	wg.Wait()
 	closeHolds()
+}
+
+// podListWatch lists and watches, for the pod view, the pods of one
+// namespace that one selector selects: the apiserver filters them, so
+// only a held Service's pods are sent. It shares direct probing's client
+// and its rate limit, apart from the informers'.
+func podListWatch(kube kubernetes.Interface) resolver.PodListWatch {
+	return func(namespace, selector string) cache.ListerWatcherWithContext {
+		return cache.NewFilteredListWatchFromClient(kube.CoreV1().RESTClient(), "pods", namespace, func(o *metav1.ListOptions) {
+			o.LabelSelector = selector
+		})
+	}
 }
 
 // podGetter reads one pod from the apiserver for direct probing: a GET

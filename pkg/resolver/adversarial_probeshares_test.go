@@ -34,7 +34,7 @@ func newTestProber(t *testing.T, pods PodGetter, fellBack func(string)) *podProb
 	if fellBack == nil {
 		fellBack = func(string) {}
 	}
-	p := newPodProber(ctx, NewMemoryEndpoints(), pods, probeReport{fellBack: fellBack, lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	p := newPodProber(ctx, NewMemoryEndpoints(), nil, pods, probeReport{fellBack: fellBack, lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	t.Cleanup(func() { cancel(); p.close() })
 	return p
 }

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 )
 
@@ -53,13 +55,24 @@ type Backends struct {
 	// Probed says Addrs are pods whose direct check passed, which the
 	// slices do not list Ready yet.
 	Probed bool
+	// FromPods says Addrs are pods the kubelet wrote Ready, which the
+	// slices do not list Ready yet (the pod view, vouch.go).
+	FromPods bool
+
+	// target is the Service port's targetPort and family the Service's
+	// first IP family: what a pod's endpoint is on (podEndpoint).
+	target intstr.IntOrString
+	family corev1.IPFamily
 }
 
 // source names where Addrs came from, for log lines: pods whose direct
 // readiness check passed, or the Ready endpoints of the slices.
 func (b Backends) source() string {
-	if b.Probed {
+	switch {
+	case b.Probed:
 		return "direct probe"
+	case b.FromPods:
+		return "pod Ready"
 	}
 	return "EndpointSlice"
 }
@@ -175,7 +188,9 @@ type MemoryEndpoints struct {
 	proto  map[ServiceRef]string
 	// unready holds the not-ready endpoints Lookup returns.
 	unready map[ServiceRef][]UnreadyEndpoint
-	b       *broadcaster[ServiceRef]
+	// target holds the targetPort of a Service's port (SetTarget).
+	target map[ServiceRef]intstr.IntOrString
+	b      *broadcaster[ServiceRef]
 }
 
 // NewMemoryEndpoints returns an empty MemoryEndpoints.
@@ -186,6 +201,7 @@ func NewMemoryEndpoints() *MemoryEndpoints {
 		h2c:     map[ServiceRef]bool{},
 		proto:   map[ServiceRef]string{},
 		unready: map[ServiceRef][]UnreadyEndpoint{},
+		target:  map[ServiceRef]intstr.IntOrString{},
 		b:       newBroadcaster[ServiceRef](),
 	}
 }
@@ -234,6 +250,12 @@ func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
 	m.update(svc, func() { m.h2c[svc] = h2c })
 }
 
+// SetTarget sets the targetPort of svc's port: what a pod's endpoint is
+// on for the pod view (vouch.go).
+func (m *MemoryEndpoints) SetTarget(svc ServiceRef, target intstr.IntOrString) {
+	m.update(svc, func() { m.target[svc] = target })
+}
+
 // SetAppProtocol sets the appProtocol of svc's port.
 func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
 	m.update(svc, func() { m.proto[svc] = p })
@@ -243,5 +265,5 @@ func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
 func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc], Unready: m.unready[svc]}, nil
+	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc], Unready: m.unready[svc], target: m.target[svc]}, nil
 }

@@ -91,9 +91,12 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), re
 	}
 	hd.leave()
 	release()
-	if b.Probed {
+	switch {
+	case b.Probed:
 		r.metrics.HeldReleases.WithLabelValues(ReleasedByDirectProbe).Inc()
-	} else {
+	case b.FromPods:
+		r.metrics.HeldReleases.WithLabelValues(ReleasedByPodReady).Inc()
+	default:
 		r.metrics.HeldReleases.WithLabelValues(ReleasedByEndpointReady).Inc()
 	}
 	waited := time.Since(began)
@@ -121,6 +124,9 @@ func (r *Resolver) countRefusal(s holdSpec, refused refusal) {
 // while the informer cache is read.
 type holder struct {
 	eps EndpointSource
+	// view watches the pods of each Service a hold waits on; nil without
+	// a pod view (the slices alone).
+	view PodView
 	// direct probes the pods the slices list not ready; nil when direct
 	// probing is off.
 	direct       *podProber
@@ -163,13 +169,13 @@ type waiter struct {
 // newHolder returns a holder. pods, when not nil, turns direct probing on:
 // a hold is released by a pod that passed its own readiness checks, run
 // by the resolver, before the slices list it Ready (podprobe.go).
-func newHolder(ctx context.Context, eps EndpointSource, wake func(context.Context, klog.Logger, ServiceRef) string,
+func newHolder(ctx context.Context, eps EndpointSource, view PodView, wake func(context.Context, klog.Logger, ServiceRef) string,
 	retryInitial, retryMax time.Duration, pods PodGetter, report probeReport, logger klog.Logger) *holder {
-	h := &holder{eps: eps, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
+	h := &holder{eps: eps, view: view, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
 		waiters: map[ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	if pods != nil {
-		h.direct = newPodProber(h.ctx, eps, pods, report, logger)
+		h.direct = newPodProber(h.ctx, eps, view, pods, report, logger)
 	}
 	return h
 }
@@ -243,36 +249,36 @@ func (hd *hold) missed() {
 	h.startLocked(hd.svc, w)
 }
 
-// wait returns port's Ready endpoints once there are some, or, with direct
-// probing, the not-ready endpoints whose pod passed its own readiness
-// checks first (Backends.Probed). It ends early with ctx's error (the
-// deadline passed or the client left), errClosed, or a lookup error.
+// wait returns port's Ready endpoints once there are some: those the
+// slices list, or, with the pod view, the pods the kubelet wrote Ready
+// (Backends.FromPods); or, with direct probing, the not-ready endpoints
+// whose pod passed its own readiness checks first (Backends.Probed). It
+// ends early with ctx's error (the deadline passed or the client left),
+// errClosed, or a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
-	direct := hd.h.direct
-	if direct != nil {
-		leave := direct.join(hd.svc)
+	h := hd.h
+	if h.view != nil {
+		leave := h.view.Join(hd.svc)
+		defer leave()
+	}
+	if h.direct != nil {
+		leave := h.direct.join(hd.svc)
 		defer leave()
 	}
 	for {
-		// Watch, then read: a change in between closes changed (or
-		// passed, a pod passing its direct check). The watches end with
-		// each turn, so nothing stays behind once the hold does.
-		changed, stopChanged := hd.h.eps.Watch(hd.svc)
-		var passed <-chan struct{}
-		stop := stopChanged
-		if direct != nil {
-			var stopPassed func()
-			passed, stopPassed = direct.watch(hd.svc)
-			stop = func() { stopChanged(); stopPassed() }
-		}
-		b, err := hd.h.eps.Lookup(hd.svc, port)
+		// Watch, then read: a change in between closes one of the
+		// channels (a slice, a pod of the view, a pod passing its direct
+		// check). The watches end with each turn, so nothing stays behind
+		// once the hold does.
+		w := hd.watch()
+		b, err := h.eps.Lookup(hd.svc, port)
 		if err != nil || len(b.Addrs) > 0 {
-			stop()
+			w.stop()
 			return b, err
 		}
-		if direct != nil {
-			if addrs := direct.passed(hd.svc, b.Unready); len(addrs) > 0 {
-				stop()
+		if h.direct != nil {
+			if addrs := h.direct.passed(hd.svc, b.Unready); len(addrs) > 0 {
+				w.stop()
 				b.Addrs, b.Probed = addrs, true
 				return b, nil
 			}
@@ -280,18 +286,48 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 		hd.missed()
 		var end error
 		select {
-		case <-changed:
-		case <-passed:
+		case <-w.slices:
+		case <-w.pods:
+		case <-w.passed:
 		case <-ctx.Done():
 			end = ctx.Err()
-		case <-hd.h.ctx.Done():
+		case <-h.ctx.Done():
 			end = errClosed
 		}
-		stop()
+		w.stop()
 		if end != nil {
 			return Backends{}, end
 		}
 	}
+}
+
+// holdWatch is one turn's watches of a hold: a nil channel is one the
+// holder does not have, never closed.
+type holdWatch struct {
+	slices, pods, passed <-chan struct{}
+	stops                []func()
+}
+
+func (w holdWatch) stop() {
+	for _, s := range w.stops {
+		s()
+	}
+}
+
+func (hd *hold) watch() holdWatch {
+	var w holdWatch
+	var stop func()
+	w.slices, stop = hd.h.eps.Watch(hd.svc)
+	w.stops = append(w.stops, stop)
+	if hd.h.view != nil {
+		w.pods, stop = hd.h.view.Watch(hd.svc)
+		w.stops = append(w.stops, stop)
+	}
+	if hd.h.direct != nil {
+		w.passed, stop = hd.h.direct.watch(hd.svc)
+		w.stops = append(w.stops, stop)
+	}
+	return w
 }
 
 // wakeLoop asks the operator to wake svc while it has held requests: at once, then

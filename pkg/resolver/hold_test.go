@@ -47,7 +47,7 @@ func newHoldBed(t *testing.T, retryMax time.Duration) (*MemoryEndpoints, *counti
 
 func newTestHolder(t *testing.T, eps EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
 	_, ctx := ktesting.NewTestContext(t)
-	h := newHolder(ctx, eps, n.wake, 10*time.Millisecond, retryMax, nil, probeReport{}, klog.FromContext(ctx))
+	h := newHolder(ctx, eps, nil, n.wake, 10*time.Millisecond, retryMax, nil, probeReport{}, klog.FromContext(ctx))
 	t.Cleanup(h.close)
 	return h
 }

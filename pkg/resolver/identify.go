@@ -53,8 +53,8 @@ func (r *Resolver) identifyHost(req *http.Request) (ServiceRef, string, error) {
 // a port, through the ClusterIP index. An IPv6 address comes bracketed, as
 // a client writes it in a Host ("[fd00::1]" or "[fd00::1]:80"), or bare.
 func (r *Resolver) serviceForIPHost(host string) (ServiceRef, string, bool) {
-	idx, ok := r.eps.(ClusterIPIndex)
-	if !ok {
+	idx := r.clusterIPs
+	if idx == nil {
 		return ServiceRef{}, "", false
 	}
 	ip, port := stripSchemeAndPath(host), ""

@@ -23,7 +23,7 @@ func (c clusterIPEndpoints) ServiceForClusterIP(ip string) (ServiceRef, bool) {
 // its Service as well as the Service's DNS name does.
 func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 	e := newEnv(t, testConfig())
-	e.r.eps = clusterIPEndpoints{e.eps, map[string]ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
+	e.r.clusterIPs = clusterIPEndpoints{e.eps, map[string]ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "pod")

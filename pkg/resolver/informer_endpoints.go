@@ -279,7 +279,12 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
-	return Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol), AppProtocol: declaredProtocol(portName, appProtocol), Unready: unready}, nil
+	b := Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol), AppProtocol: declaredProtocol(portName, appProtocol), Unready: unready,
+		target: port.TargetPort}
+	if len(pub.Spec.IPFamilies) > 0 {
+		b.family = pub.Spec.IPFamilies[0]
+	}
+	return b, nil
 }
 
 // unreadyOf is ep as an UnreadyEndpoint on port: one listed not ready and

@@ -84,7 +84,8 @@ type Metrics struct {
 	ConnectionsRefused prometheus.Counter
 	// HeldReleases counts held requests and connections released to a
 	// pod, by what said the pod was ready: its direct check
-	// (direct_probe) or its Ready endpoint (endpoint_ready).
+	// (direct_probe), the kubelet's Ready on the pod (pod_ready) or its
+	// Ready endpoint (endpoint_ready).
 	HeldReleases *prometheus.CounterVec
 	// DirectProbeFallbacks counts pods direct probing left to the
 	// kubelet's Ready, by reason (see the Fallback constants).
@@ -191,7 +192,7 @@ func newMetrics(wakeSources func() int) *Metrics {
 		}),
 		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_held_releases_total",
-			Help: "Held requests and connections released to a pod, by what said the pod was ready: its readiness checks run by the resolver (direct_probe) or its Ready endpoint (endpoint_ready).",
+			Help: "Held requests and connections released to a pod, by what said the pod was ready: its readiness checks run by the resolver (direct_probe), the kubelet's Ready on the pod before its endpoint was (pod_ready), or its Ready endpoint (endpoint_ready).",
 		}, []string{"released_by"}),
 		DirectProbeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_direct_probe_fallbacks_total",
@@ -224,7 +225,7 @@ func (m *Metrics) initLabelValues() {
 	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
 		m.Overflow.WithLabelValues(s)
 	}
-	for _, by := range []string{ReleasedByDirectProbe, ReleasedByEndpointReady} {
+	for _, by := range []string{ReleasedByDirectProbe, ReleasedByPodReady, ReleasedByEndpointReady} {
 		m.HeldReleases.WithLabelValues(by)
 	}
 	for _, reason := range fallbackReasons {

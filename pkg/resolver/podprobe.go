@@ -26,15 +26,14 @@ import (
 // is ready. Knative's activator probes a revision's pods for the same
 // reason.
 //
-// The resolver, not the operator, reads the probes: it GETs the pod an
-// unready endpoint names, lazily, only while a request is held for the
-// Service, once per pod UID. The operator could read the pod template
-// instead, but the template is not the pod: admission webhooks (a service
-// mesh's injector among them) add containers and rewrite probes, and the
-// pod's status.podIP is what proves an endpoint's address belongs to the
-// pod (the tenant check below). It costs `get` on pods, no list or watch:
-// a cluster-wide pod informer would hold every pod of the cluster in the
-// resolver's memory.
+// The resolver, not the operator, reads the probes: it takes the pod an
+// unready endpoint names from the pod view (podview.go), or GETs it when
+// the view does not have it, only while a request is held for the
+// Service, once per pod and address. The operator could read the pod
+// template instead, but the template is not the pod: admission webhooks
+// (a service mesh's injector among them) add containers and rewrite
+// probes, and the pod's status.podIP is what proves an endpoint's address
+// belongs to the pod (the tenant check below).
 
 // PodGetter reads one pod. The command's reads the apiserver.
 type PodGetter interface {
@@ -103,6 +102,7 @@ var fallbackReasons = append(slices.Clone(podcheck.FallbackReasons), FallbackPod
 // Released-by label values of elasti_resolver_held_releases_total.
 const (
 	ReleasedByDirectProbe   = "direct_probe"
+	ReleasedByPodReady      = "pod_ready"
 	ReleasedByEndpointReady = "endpoint_ready"
 )
 
@@ -120,7 +120,10 @@ type probeReport struct {
 // entries together at most maxProbedPods: nothing here grows with what
 // clients send.
 type podProber struct {
-	eps      EndpointSource
+	eps EndpointSource
+	// view, when not nil, gives the pods of the Services held, so a pod
+	// it has is not read (viewPod).
+	view     PodView
 	pods     PodGetter
 	checker  *podcheck.Checker
 	interval time.Duration
@@ -176,8 +179,8 @@ type probeTarget struct {
 	slot   bool
 }
 
-func newPodProber(ctx context.Context, eps EndpointSource, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
-	return &podProber{eps: eps, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
+func newPodProber(ctx context.Context, eps EndpointSource, view PodView, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
+	return &podProber{eps: eps, view: view, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
 		services: map[ServiceRef]*probedService{}, inNamespace: map[string]int{},
 		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: utilcache.NewLRUExpireCache(maxReadLimiters)}
@@ -301,8 +304,8 @@ func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEnd
 // requests wait for the slice's Ready.
 func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 	logger := p.logger.WithValues("service", svc.kref(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
-	plan, err := p.plan(ctx, svc.Namespace, t.ep)
-	for pause := podRereadInitial; readAgain(err); pause = min(2*pause, podRereadMax) {
+	plan, err := p.plan(ctx, svc, t.ep)
+	for pause := podRereadInitial; readAgain(err); pause = p.nextPause(svc, t.ep, pause) {
 		logger.V(4).Info("Reading the pod again", "err", err, "after", pause)
 		timer := time.NewTimer(pause)
 		select {
@@ -311,7 +314,7 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 			return
 		case <-timer.C:
 		}
-		plan, err = p.plan(ctx, svc.Namespace, t.ep)
+		plan, err = p.plan(ctx, svc, t.ep)
 	}
 	var re *podReadError
 	if errors.As(err, &re) {
@@ -422,14 +425,18 @@ type podAt struct {
 	ip  string
 }
 
-// plan returns the checks of ep's pod at ep's address, read once per pod
-// and address.
-func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoint) (*podcheck.Plan, error) {
+// plan returns the checks of ep's pod at ep's address, made once per pod
+// and address, from the pod view's copy of the pod or else a read.
+func (p *podProber) plan(ctx context.Context, svc ServiceRef, ep UnreadyEndpoint) (*podcheck.Plan, error) {
 	key := ep.at()
 	if v, ok := p.plans.Get(key); ok {
 		got := v.(planOrErr)
 		return got.plan, got.err
 	}
+	if pod := p.viewPod(svc, ep); pod != nil {
+		return p.planFor(key, pod, ep)
+	}
+	namespace := svc.Namespace
 	if err := p.readLimiter(namespace).Wait(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -448,6 +455,11 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 		}
 		return nil, &podReadError{err}
 	}
+	return p.planFor(key, pod, ep)
+}
+
+// planFor makes and remembers the checks of pod at ep's address.
+func (p *podProber) planFor(key podAt, pod *corev1.Pod, ep UnreadyEndpoint) (*podcheck.Plan, error) {
 	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
 	if errors.Is(err, podcheck.ErrNotStarted) {
 		return nil, err // the next read may show the container running
@@ -457,6 +469,31 @@ func (p *podProber) plan(ctx context.Context, namespace string, ep UnreadyEndpoi
 	// new initialDelaySeconds are over, by its own probe.
 	p.plans.Add(key, planOrErr{plan, err}, podPlanTTL)
 	return plan, err
+}
+
+// viewPod returns ep's pod as the pod view has it, with its spec, or nil.
+func (p *podProber) viewPod(svc ServiceRef, ep UnreadyEndpoint) *corev1.Pod {
+	if p.view == nil {
+		return nil
+	}
+	pods, _ := p.view.Pods(svc)
+	for _, pod := range pods {
+		if pod.Name == ep.Pod && pod.UID == ep.UID && pod.Annotations[specDroppedAnnotation] == "" {
+			return pod
+		}
+	}
+	return nil
+}
+
+// nextPause is the pause before ep's pod is read again: doubling up to
+// podRereadMax, as reads cost the apiserver, but podRereadInitial while
+// the pod view has the pod, whose copy is read for free and kept up to
+// date by its watch.
+func (p *podProber) nextPause(svc ServiceRef, ep UnreadyEndpoint, pause time.Duration) time.Duration {
+	if p.viewPod(svc, ep) != nil {
+		return podRereadInitial
+	}
+	return min(2*pause, podRereadMax)
 }
 
 // readLimiter is namespace's pod read limiter.

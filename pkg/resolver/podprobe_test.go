@@ -359,7 +359,7 @@ func TestDirectProbeBounds(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	var fellBack atomic.Int32
-	p := newPodProber(ctx, NewMemoryEndpoints(), &blockingPods{}, probeReport{fellBack: func(reason string) {
+	p := newPodProber(ctx, NewMemoryEndpoints(), nil, &blockingPods{}, probeReport{fellBack: func(reason string) {
 		if reason == FallbackBound {
 			fellBack.Add(1)
 		}
@@ -411,7 +411,7 @@ func TestDirectProbeBounds(t *testing.T) {
 }
 
 func TestPodPlansAreBounded(t *testing.T) {
-	p := newPodProber(context.Background(), NewMemoryEndpoints(), newFakePods(), probeReport{}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	p := newPodProber(context.Background(), NewMemoryEndpoints(), nil, newFakePods(), probeReport{}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	for i := range maxPodPlans + 10 {
 		p.plans.Add(podAt{uid: types.UID(strconv.Itoa(i))}, planOrErr{}, podPlanTTL)
 	}

@@ -77,7 +77,7 @@ func BenchmarkProbeAnswersCannotFillTheHeap(b *testing.B) {
 		}
 		_, ctx := ktesting.NewTestContext(b)
 		ctx, cancel := context.WithCancel(ctx)
-		p := newPodProber(ctx, NewMemoryEndpoints(), newFakePods(pods...), probeReport{fellBack: func(string) {}, lead: func(time.Duration) {}}, ktesting.NewLogger(b, ktesting.NewConfig()))
+		p := newPodProber(ctx, NewMemoryEndpoints(), nil, newFakePods(pods...), probeReport{fellBack: func(string) {}, lead: func(time.Duration) {}}, ktesting.NewLogger(b, ktesting.NewConfig()))
 		base := memNow()
 		peak := newPeakSampler()
 		for s := 0; s < len(targets); s += maxProbedPodsPerService {

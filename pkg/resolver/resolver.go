@@ -45,6 +45,12 @@ type Options struct {
 	// Pods reads the pods that direct probing checks (podprobe.go); direct
 	// probing is on when it is set and Config.ProbePods is true.
 	Pods PodGetter
+	// PodView, when set, watches the pods of each Service a request is
+	// held for: a pod the kubelet wrote Ready releases the hold without
+	// waiting for the EndpointSlice controller, and every address the
+	// slices give is checked against the pods (podview.go, vouch.go).
+	// Without it the slices alone are read, as unit tests do.
+	PodView PodView
 	// WakeToken, when set, gives the token every wake request carries
 	// (see pkg/waketoken). Nil sends none, as KubeElasti's resolver.
 	WakeToken TokenSource
@@ -61,18 +67,21 @@ type TokenSource interface {
 // (serveService) and for TCP (serveConn); the layers are mapped in the
 // package doc (doc.go).
 type Resolver struct {
-	cfg     Config
-	eps     EndpointSource
-	probes  ProbeMatcher
-	named   interface{ Named(ServiceRef) bool }
-	waiting interface{ WaitingOn(ServiceRef) string }
-	pages   PageSwitch
-	admit   *admission
-	holds   *holder
-	conn    *connector
-	fwd     *forwarder
-	metrics *Metrics
-	logger  klog.Logger
+	cfg Config
+	// eps is the Options' EndpointSource, vouched for by the pod view
+	// when there is one; clusterIPs is its ClusterIP index, if it has one.
+	eps        EndpointSource
+	clusterIPs ClusterIPIndex
+	probes     ProbeMatcher
+	named      interface{ Named(ServiceRef) bool }
+	waiting    interface{ WaitingOn(ServiceRef) string }
+	pages      PageSwitch
+	admit      *admission
+	holds      *holder
+	conn       *connector
+	fwd        *forwarder
+	metrics    *Metrics
+	logger     klog.Logger
 
 	// conns bounds the client connections of the proxy port and the
 	// resolver ports together.
@@ -103,7 +112,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	conn := newConnector(opts.Endpoints, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
+	eps := opts.Endpoints
+	if opts.PodView != nil {
+		eps = vouchedEndpoints{EndpointSource: eps, view: opts.PodView}
+	}
+	clusterIPs, _ := opts.Endpoints.(ClusterIPIndex)
+	conn := newConnector(eps, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
 	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	var pods PodGetter
 	if cfg.ProbePods {
@@ -114,19 +128,20 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		lead:     func(d time.Duration) { metrics.DirectProbeLead.Observe(d.Seconds()) },
 	}
 	return &Resolver{
-		cfg:     cfg,
-		eps:     opts.Endpoints,
-		probes:  opts.Probes,
-		named:   opts.Named,
-		waiting: opts.Waiting,
-		pages:   opts.Pages,
-		admit:   newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
-		holds:   newHolder(klog.NewContext(ctx, logger), opts.Endpoints, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
-		conn:    conn,
-		fwd:     newForwarder(cfg, conn, metrics, logger),
-		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
-		metrics: metrics,
-		logger:  logger,
+		cfg:        cfg,
+		eps:        eps,
+		clusterIPs: clusterIPs,
+		probes:     opts.Probes,
+		named:      opts.Named,
+		waiting:    opts.Waiting,
+		pages:      opts.Pages,
+		admit:      newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
+		holds:      newHolder(klog.NewContext(ctx, logger), eps, opts.PodView, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
+		conn:       conn,
+		fwd:        newForwarder(cfg, conn, metrics, logger),
+		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
+		metrics:    metrics,
+		logger:     logger,
 		// A wake's pages count on while reloads come at least this often.
 		pageClock: newPageClock(max(cfg.WaitingPageAfter, elastiv1alpha1.MaxWaitingPageAfter) + 10*pageRefresh),
 	}, nil

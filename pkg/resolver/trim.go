@@ -14,7 +14,7 @@ import (
 // resolver reads of each object. The resolver watches every Service and
 // EndpointSlice of the cluster, and every ElastiService, so what it keeps
 // of each is multiplied by the size of the cluster; managed fields,
-// annotations (but the ElastiService's waiting-page switch), selectors' contents, topology and the ElastiService's
+// annotations (but the ElastiService's waiting-page switch), large selectors, topology and the ElastiService's
 // triggers and conditions are never read here.
 func TrimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
@@ -69,17 +69,29 @@ func TrimForCache(obj any) (any, error) {
 	return obj, nil
 }
 
-// anySelector stands for every non-empty selector in the cache: the
-// resolver only asks whether a Service has one (endpointready.Unkept), so
-// one shared map, never written, costs nothing per Service however large
-// the real selector is.
-var anySelector = map[string]string{"": ""}
+// maxCachedSelector bounds the selector the cache keeps of a Service, in
+// bytes of its keys and values: the pod view watches the pods it selects
+// (podview.go). App selectors are a few labels; a larger one is kept as
+// oversizedSelector, which says only that the Service has one
+// (endpointready.Unkept), and its holds go on the slices alone.
+const maxCachedSelector = 512
+
+// oversizedSelector stands for every selector past maxCachedSelector:
+// one shared map, never written.
+var oversizedSelector = map[string]string{"": ""}
 
 func trimSelector(sel map[string]string) map[string]string {
 	if len(sel) == 0 {
 		return nil
 	}
-	return anySelector
+	size := 0
+	for k, v := range sel {
+		size += len(k) + len(v)
+	}
+	if size > maxCachedSelector {
+		return oversizedSelector
+	}
+	return sel
 }
 
 // waitingConditions keeps of an ElastiService's conditions only a False

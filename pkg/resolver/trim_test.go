@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,10 +38,17 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 	if ts.UID != svc.UID || ts.Spec.ClusterIPs[0] != "10.0.0.7" || len(ts.Spec.Ports) != 1 || ts.Annotations != nil || ts.ManagedFields != nil || ts.Labels != nil {
 		t.Errorf("trimmed Service = %+v", ts)
 	}
-	// Whether Kubernetes keeps its slices survives the trim; the
-	// selector's contents do not.
-	if len(ts.Spec.Selector) != 1 || endpointready.Unkept(ts) != "" {
-		t.Errorf("trimmed selector = %v, unkept %q; want the one shared marker, kept", ts.Spec.Selector, endpointready.Unkept(ts))
+	// The pod view watches what a selector selects: one of a few labels
+	// is kept; one past maxCachedSelector becomes the one shared marker,
+	// which still says Kubernetes keeps the Service's slices.
+	if !maps.Equal(ts.Spec.Selector, svc.Spec.Selector) || endpointready.Unkept(ts) != "" {
+		t.Errorf("trimmed selector = %v, unkept %q; want it kept", ts.Spec.Selector, endpointready.Unkept(ts))
+	}
+	large := svc.DeepCopy()
+	large.Spec.Selector["tier"] = strings.Repeat("x", maxCachedSelector)
+	got, _ = TrimForCache(large)
+	if sel := got.(*corev1.Service).Spec.Selector; len(sel) != 1 || !maps.Equal(sel, oversizedSelector) || endpointready.Unkept(got.(*corev1.Service)) != "" {
+		t.Errorf("trimmed large selector = %v; want the one shared marker, kept", sel)
 	}
 	for name, change := range map[string]func(*corev1.Service){
 		"no selector":  func(s *corev1.Service) { s.Spec.Selector = nil },

@@ -1,0 +1,157 @@
+package resolver
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// maxViewPodBytes bounds one pod as the view keeps it (its trimmed
+// protobuf size). A pod's spec is its owner's to write, up to the
+// apiserver's object limit of about 1.5 MiB; past the bound the view
+// keeps only what vouches for its address (name, UID, addresses,
+// Ready), and direct probing reads its probes with a GET as before.
+// maxPodViews * maxViewPods * maxViewPodBytes is 32 MiB at most; a
+// typical trimmed pod is 1-2 KiB.
+const maxViewPodBytes = 16 << 10
+
+// podStore is a reflector's store of one view: at most max pods,
+// trimmed to what the resolver reads. A pod past max is left out, and
+// the store says it is not whole until the next list (Replace) fits.
+type podStore struct {
+	max     int
+	changed func()
+
+	mu     sync.Mutex
+	listed bool
+	over   bool
+	pods   map[string]*corev1.Pod
+}
+
+func newPodStore(max int, changed func()) *podStore {
+	return &podStore{max: max, changed: changed, pods: map[string]*corev1.Pod{}}
+}
+
+// list returns the pods, by name, and whether they are all of them.
+func (s *podStore) list() ([]*corev1.Pod, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pods := make([]*corev1.Pod, 0, len(s.pods))
+	for _, p := range s.pods {
+		pods = append(pods, p)
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods, s.listed && !s.over
+}
+
+func (s *podStore) put(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	if _, known := s.pods[pod.Name]; !known && len(s.pods) >= s.max {
+		s.over = true
+	} else {
+		s.pods[pod.Name] = trimPod(pod)
+	}
+	s.mu.Unlock()
+	s.changed()
+}
+
+// Add implements cache.ReflectorStore.
+func (s *podStore) Add(obj any) error { s.put(obj); return nil }
+
+// Update implements cache.ReflectorStore.
+func (s *podStore) Update(obj any) error { s.put(obj); return nil }
+
+// Delete implements cache.ReflectorStore.
+func (s *podStore) Delete(obj any) error {
+	var name string
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		name = o.Name
+	case metav1.Object:
+		name = o.GetName()
+	default:
+		return nil
+	}
+	s.mu.Lock()
+	delete(s.pods, name)
+	s.mu.Unlock()
+	s.changed()
+	return nil
+}
+
+// Replace implements cache.ReflectorStore: the watch listed again.
+func (s *podStore) Replace(objs []any, _ string) error {
+	pods := map[string]*corev1.Pod{}
+	over := false
+	for _, obj := range objs {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			if len(pods) >= s.max {
+				over = true
+				break
+			}
+			pods[pod.Name] = trimPod(pod)
+		}
+	}
+	s.mu.Lock()
+	s.pods, s.over, s.listed = pods, over, true
+	s.mu.Unlock()
+	s.changed()
+	return nil
+}
+
+// Resync implements cache.ReflectorStore.
+func (s *podStore) Resync() error { return nil }
+
+// trimPod keeps of pod what the view and direct probing read: its
+// identity and labels, its addresses, phase, Ready condition and
+// containers' states, and its containers' ports and probes. The reflector
+// decoded pod for this store alone, so it is not copied.
+func trimPod(pod *corev1.Pod) *corev1.Pod {
+	t := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, Labels: pod.Labels,
+			DeletionTimestamp: pod.DeletionTimestamp, ResourceVersion: pod.ResourceVersion},
+		Spec: corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, InitContainers: trimContainers(pod.Spec.InitContainers),
+			Containers: trimContainers(pod.Spec.Containers)},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
+			InitContainerStatuses: trimStatuses(pod.Status.InitContainerStatuses), ContainerStatuses: trimStatuses(pod.Status.ContainerStatuses)},
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			t.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	if t.Size() > maxViewPodBytes {
+		t.Labels, t.Spec = nil, corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork}
+		t.Status.InitContainerStatuses, t.Status.ContainerStatuses = nil, nil
+		t.Annotations = map[string]string{specDroppedAnnotation: "true"}
+	}
+	return t
+}
+
+// specDroppedAnnotation marks a pod the view keeps without its spec
+// (maxViewPodBytes): direct probing reads it from the apiserver.
+const specDroppedAnnotation = "elasti.truefoundry.com/view-spec-dropped"
+
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, corev1.Container{Name: c.Name, Ports: c.Ports, ReadinessProbe: c.ReadinessProbe,
+			StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy})
+	}
+	return out
+}
+
+func trimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+	out := make([]corev1.ContainerStatus, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, corev1.ContainerStatus{Name: s.Name, State: s.State, Ready: s.Ready, Started: s.Started})
+	}
+	return out
+}

@@ -1,0 +1,330 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/endpointready"
+)
+
+// The pod view (issue 39, item 2): while a request is held for a Service,
+// the resolver watches the pods that Service selects, in its namespace,
+// and learns their addresses and Ready condition as the kubelet writes
+// them. A hold no longer waits on the EndpointSlice controller alone,
+// whose per-Service backoff, when its slice cache trails its own writes
+// (1 s, doubling), once kept Ready pods out of a slice for tens of
+// seconds (docs/concepts/wake-and-sleep.md, "The tail"). The same view
+// vouches for the slices' addresses: the resolver forwards only to an
+// address that a pod the Service selects holds (vouch.go).
+//
+// Its cost, chosen over the alternatives (docs/concepts/wake-and-sleep.md,
+// "The pod view"):
+// one label-selected LIST and one WATCH per held Service, in its
+// namespace, for the hold and podViewLinger after it, at most maxPodViews
+// at once; with no hold, nothing. A cluster-wide pod informer would hold
+// every pod of the cluster in the resolver's memory, and one per
+// namespace every pod of each namespace with a hold.
+
+// PodView is the resolver's view of the pods of the Services it holds
+// requests for.
+type PodView interface {
+	// Join starts watching the pods svc selects, unless a watch runs;
+	// leave says the caller no longer needs it. The watch outlives its
+	// last leave by podViewLinger, so the requests of the drain after a
+	// hold are vouched for by it too.
+	Join(svc ServiceRef) (leave func())
+	// Pods returns the pods svc selects, as last written, and whether
+	// that is all of them: the watch has listed, no pod was left out for
+	// a bound, and the Service still selects what the watch does. The
+	// pods are shared and must not be changed.
+	Pods(svc ServiceRef) (pods []*corev1.Pod, whole bool)
+	// Watch returns a channel closed on the next change of svc's pods,
+	// and stop, as EndpointSource.Watch.
+	Watch(svc ServiceRef) (changed <-chan struct{}, stop func())
+}
+
+const (
+	// maxPodViews bounds the Services whose pods are watched at once, and
+	// maxPodViewsPerNamespace one namespace's share of them. A Service
+	// past them is held on its slices alone, as before the view.
+	maxPodViews             = 256
+	maxPodViewsPerNamespace = maxPodViews / 4
+	// maxViewPods bounds the pods one view keeps: a wake from zero starts
+	// a few, and the first Ready one releases every held request. A
+	// Service that selects more is not whole, and its slices are taken
+	// as they are.
+	maxViewPods = 8
+	// podViewLinger is how long a view outlives its last hold: longer
+	// than the front's drain (DefaultFrontDrain), in which requests still
+	// reach the resolver after the wake, and short enough that a fleet's
+	// wakes do not keep their watches for long.
+	podViewLinger = 30 * time.Second
+)
+
+// PodListWatch returns what lists and watches the pods of namespace that
+// selector selects. The command's is the apiserver, with the selector
+// in the request, so only those pods are sent.
+type PodListWatch func(namespace, selector string) cache.ListerWatcherWithContext
+
+// InformerPodView is the PodView of a running resolver: one reflector per
+// held Service, into a bounded store (podStore).
+type InformerPodView struct {
+	services  corelisters.ServiceLister
+	listWatch PodListWatch
+	linger    time.Duration
+	ctx       context.Context
+	logger    klog.Logger
+	b         *broadcaster[ServiceRef]
+	// refused counts a Join past the bounds.
+	refused func()
+	// forbidden is set once a list was refused (forbiddenEnds).
+	forbidden atomic.Bool
+
+	mu          sync.Mutex
+	views       map[ServiceRef]*podWatch
+	inNamespace map[string]int
+	wg          sync.WaitGroup
+}
+
+// podWatch is one Service's view.
+type podWatch struct {
+	svc      ServiceRef
+	selector string
+	refs     int
+	cancel   context.CancelFunc
+	// linger stops the watch once it ran podViewLinger unused.
+	linger *time.Timer
+	store  *podStore
+}
+
+// NewInformerPodView returns a PodView whose watches end with ctx or
+// Close. services gives each Service's selector. Its metrics go to reg
+// (none when nil).
+func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister, listWatch PodListWatch, reg prometheus.Registerer) (*InformerPodView, error) {
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "elasti_resolver_pod_views_refused_total",
+		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, maxPodViewsPerNamespace),
+	})
+	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, ctx: ctx,
+		logger: klog.FromContext(ctx).WithName("podview"), b: newBroadcaster[ServiceRef](), refused: refused.Inc,
+		views: map[ServiceRef]*podWatch{}, inNamespace: map[string]int{}}
+	views := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "elasti_resolver_pod_views",
+		Help: fmt.Sprintf("Services whose pods the resolver watches now: those it holds requests for, and for %v after; at most %d.", podViewLinger, maxPodViews),
+	}, func() float64 { return float64(v.Viewing()) })
+	if reg != nil {
+		if err := errors.Join(reg.Register(refused), reg.Register(views)); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// selector is the label selector of svc's pods, false when Kubernetes
+// keeps no endpoints for it (endpointready.Unkept), or the cache did not
+// keep its selector (maxCachedSelector): no pods to view.
+func (v *InformerPodView) selector(svc ServiceRef) (string, bool) {
+	pub, err := v.services.Services(svc.Namespace).Get(svc.Name)
+	if err != nil || endpointready.Unkept(pub) != "" {
+		return "", false
+	}
+	if _, oversized := pub.Spec.Selector[""]; oversized { // no label key is empty: trimSelector's mark
+		return "", false
+	}
+	return labels.SelectorFromSet(pub.Spec.Selector).String(), true
+}
+
+// Join implements PodView.
+func (v *InformerPodView) Join(svc ServiceRef) func() {
+	sel, ok := v.selector(svc) // outside the lock: reads the informer cache
+	if !ok {
+		return func() {}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	w := v.views[svc]
+	if w != nil && w.selector != sel && w.refs == 0 {
+		v.stopLocked(w) // the Service selects other pods now: start over
+		w = nil
+	}
+	if w == nil {
+		if !v.roomLocked(svc.Namespace) {
+			v.refused()
+			return func() {}
+		}
+		w = v.startLocked(svc, sel)
+	}
+	if w.linger != nil {
+		w.linger.Stop()
+		w.linger = nil
+	}
+	w.refs++
+	return sync.OnceFunc(func() { v.leave(w) })
+}
+
+// roomLocked reports whether a view for a Service of namespace fits the
+// bounds, after stopping one that only lingers if it must.
+func (v *InformerPodView) roomLocked(namespace string) bool {
+	nsFull := v.inNamespace[namespace] >= maxPodViewsPerNamespace
+	if !nsFull && len(v.views) < maxPodViews {
+		return true
+	}
+	for _, w := range v.views {
+		if w.refs == 0 && (!nsFull || w.svc.Namespace == namespace) {
+			v.stopLocked(w)
+			return true
+		}
+	}
+	return false
+}
+
+func (v *InformerPodView) startLocked(svc ServiceRef, sel string) *podWatch {
+	ctx, cancel := context.WithCancel(v.ctx)
+	w := &podWatch{svc: svc, selector: sel, cancel: cancel, store: newPodStore(maxViewPods, func() { v.b.broadcast(svc) })}
+	v.views[svc] = w
+	v.inNamespace[svc.Namespace]++
+	logger := v.logger.WithValues("service", svc.kref())
+	lw := v.forbiddenEnds(v.listWatch(svc.Namespace, sel), cancel, logger)
+	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, w.store, cache.ReflectorOptions{Name: "pods of " + svc.String(), Logger: &logger})
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		r.RunWithContext(ctx)
+	}()
+	logger.V(4).Info("Watching the service's pods", "selector", sel)
+	return w
+}
+
+func (v *InformerPodView) stopLocked(w *podWatch) {
+	w.cancel()
+	if w.linger != nil {
+		w.linger.Stop()
+	}
+	delete(v.views, w.svc)
+	if v.inNamespace[w.svc.Namespace]--; v.inNamespace[w.svc.Namespace] <= 0 {
+		delete(v.inNamespace, w.svc.Namespace)
+	}
+	v.b.broadcast(w.svc)
+}
+
+func (v *InformerPodView) leave(w *podWatch) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w.refs--; w.refs > 0 || v.views[w.svc] != w {
+		return
+	}
+	w.linger = time.AfterFunc(v.linger, func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if w.refs == 0 && v.views[w.svc] == w {
+			v.stopLocked(w)
+		}
+	})
+}
+
+// Pods implements PodView.
+func (v *InformerPodView) Pods(svc ServiceRef) ([]*corev1.Pod, bool) {
+	v.mu.Lock()
+	w := v.views[svc]
+	v.mu.Unlock()
+	if w == nil {
+		return nil, false
+	}
+	pods, whole := w.store.list()
+	if sel, ok := v.selector(svc); !ok || sel != w.selector {
+		whole = false
+	}
+	return pods, whole
+}
+
+// Watch implements PodView.
+func (v *InformerPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return v.b.watch(svc) }
+
+// Viewing returns the Services whose pods are watched now.
+func (v *InformerPodView) Viewing() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.views)
+}
+
+// Close stops every watch; ctx's end does too. It waits for them.
+func (v *InformerPodView) Close() {
+	v.mu.Lock()
+	for _, w := range v.views {
+		v.stopLocked(w)
+	}
+	v.mu.Unlock()
+	v.wg.Wait()
+}
+
+// forbiddenEnds wraps lw so that a refusal (the resolver may not list or
+// watch pods: an install from before the view) ends the watch with one
+// log line instead of a reflector retrying forever; the Service's holds
+// go on with its slices alone. The first such refusal is logged at the
+// default level, the rest at 2.
+func (v *InformerPodView) forbiddenEnds(lw cache.ListerWatcherWithContext, cancel context.CancelFunc, logger klog.Logger) cache.ListerWatcher {
+	return &refusalEnds{inner: lw, refused: func(err error) {
+		level := 0
+		if v.forbidden.Swap(true) {
+			level = 2
+		}
+		logger.V(level).Info("May not list or watch the service's pods; holding on its EndpointSlices alone (grant list and watch on pods)", "err", err)
+		cancel()
+	}}
+}
+
+// refusalEnds is forbiddenEnds' ListerWatcher.
+type refusalEnds struct {
+	inner   cache.ListerWatcherWithContext
+	refused func(error)
+}
+
+func (r *refusalEnds) check(err error) {
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		r.refused(err)
+	}
+}
+
+func (r *refusalEnds) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	obj, err := r.inner.ListWithContext(ctx, opts)
+	r.check(err)
+	return obj, err
+}
+
+func (r *refusalEnds) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := r.inner.WatchWithContext(ctx, opts)
+	r.check(err)
+	return w, err
+}
+
+// List and Watch are cache.ListerWatcher's; the reflector calls the
+// context versions.
+func (r *refusalEnds) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return r.ListWithContext(context.Background(), opts)
+}
+
+func (r *refusalEnds) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return r.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported passes on what the inner ListerWatcher
+// says of streaming lists (a test's fake says it has none).
+func (r *refusalEnds) IsWatchListSemanticsUnSupported() bool {
+	u, ok := r.inner.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return ok && u.IsWatchListSemanticsUnSupported()
+}

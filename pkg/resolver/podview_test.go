@@ -1,0 +1,446 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// memPodView is a PodView set by hand: the pods of each Service, whole
+// or not, and the joins it saw.
+type memPodView struct {
+	mu     sync.Mutex
+	pods   map[ServiceRef][]*corev1.Pod
+	whole  map[ServiceRef]bool
+	joined map[ServiceRef]int
+	b      *broadcaster[ServiceRef]
+}
+
+func newMemPodView() *memPodView {
+	return &memPodView{pods: map[ServiceRef][]*corev1.Pod{}, whole: map[ServiceRef]bool{}, joined: map[ServiceRef]int{}, b: newBroadcaster[ServiceRef]()}
+}
+
+func (m *memPodView) set(svc ServiceRef, whole bool, pods ...*corev1.Pod) {
+	m.mu.Lock()
+	m.pods[svc], m.whole[svc] = pods, whole
+	m.mu.Unlock()
+	m.b.broadcast(svc)
+}
+
+func (m *memPodView) Join(svc ServiceRef) func() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.joined[svc]++
+	return sync.OnceFunc(func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.joined[svc]--
+	})
+}
+
+func (m *memPodView) Pods(svc ServiceRef) ([]*corev1.Pod, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pods[svc], m.whole[svc]
+}
+
+func (m *memPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return m.b.watch(svc) }
+
+func (m *memPodView) joins(svc ServiceRef) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.joined[svc]
+}
+
+// viewEnv is a test resolver with a pod view; testSvc's port targets
+// container port "web".
+func viewEnv(t *testing.T, probe bool, pods *fakePods) (*testEnv, *memPodView) {
+	cfg := testConfig()
+	cfg.ProbePods = probe
+	view := newMemPodView()
+	e := newEnv(t, cfg, func(o *Options) { o.PodView = view; o.Pods = pods })
+	e.eps.SetTarget(testSvc, intstr.FromString("web"))
+	return e, view
+}
+
+// The tail's mechanism (issue 39): the EndpointSlice controller's slice
+// cache trails its writes and it backs off, so the slice lists a pod the
+// kubelet wrote Ready long after. Here the slices never list it at all:
+// the hold is released by the pod view alone, once the pod is Ready and
+// not before, to the pod's address on the container port the Service's
+// targetPort names.
+func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
+	checkNoLeaks(t)
+	e, view := viewEnv(t, false, newFakePods())
+	app := newStartingApp(t, "127.0.0.2")
+	app.ready.Store(true)
+	e.net.route(app.addr(), app.addr())
+	pod := app.pod("web-1", "u1")
+	pod.Status.Phase = corev1.PodRunning
+	view.set(testSvc, true, pod) // Running, not Ready yet
+
+	done := fetchAsync(t, e)
+	eventually(t, 5*time.Second, "held, with the view joined", func() bool {
+		return e.r.holds.held(testSvc) == 1 && view.joins(testSvc) == 1
+	})
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case got := <-done:
+		t.Fatalf("answered %q before the pod was Ready", got)
+	default:
+	}
+	ready := pod.DeepCopy()
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	view.set(testSvc, true, ready)
+	select {
+	case got := <-done:
+		if got != "200 pod" {
+			t.Fatalf("answer = %q, want 200 pod", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hold was not released by the pod's Ready")
+	}
+	if got := releasedBy(t, e, ReleasedByPodReady); got != 1 {
+		t.Errorf("releases by pod_ready = %v, want 1", got)
+	}
+	eventually(t, 5*time.Second, "the view left with the hold", func() bool { return view.joins(testSvc) == 0 })
+}
+
+// hitCounter is a loopback server that counts its requests: a victim a
+// forged endpoint points at.
+func hitCounter(t *testing.T, e *testEnv, fake string) *countingHandler {
+	h := &countingHandler{}
+	e.backend(t, fake, h)
+	return h
+}
+
+type countingHandler struct {
+	mu   sync.Mutex
+	hits int
+}
+
+func (h *countingHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	h.hits++
+	h.mu.Unlock()
+	fmt.Fprint(w, "victim")
+}
+
+func (h *countingHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hits
+}
+
+// Forged slices (issue 38, hole 2), through the whole resolver: a Ready
+// endpoint at an address no pod of the Service holds, and a not-ready one
+// naming a genuine pod at another address, are neither forwarded to nor
+// probed; the request goes to the genuine pod once it is Ready.
+func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
+	for _, forged := range []string{"ready", "not ready naming a genuine pod"} {
+		t.Run(forged, func(t *testing.T) {
+			checkNoLeaks(t)
+			app := newStartingApp(t, "127.0.0.2")
+			pods := newFakePods(app.pod("web-1", "u1"))
+			e, view := viewEnv(t, true, pods)
+			e.net.route(app.addr(), app.addr())
+			victim := hitCounter(t, e, "10.0.0.9:8080")
+			pod := app.pod("web-1", "u1")
+			pod.Status.Phase = corev1.PodRunning
+			view.set(testSvc, true, pod)
+			switch forged {
+			case "ready":
+				e.eps.Set(testSvc, "10.0.0.9:8080")
+			default:
+				e.eps.SetUnready(testSvc, UnreadyEndpoint{IP: "10.0.0.9", Port: 8080, Pod: "web-1", UID: "u1"})
+			}
+
+			done := fetchAsync(t, e)
+			eventually(t, 5*time.Second, "the genuine pod checked", func() bool { return app.checks.Load() >= 2 })
+			app.ready.Store(true)
+			select {
+			case got := <-done:
+				if got != "200 pod" {
+					t.Fatalf("answer = %q, want the genuine pod's", got)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("not answered once the genuine pod passed its check")
+			}
+			if n := victim.count(); n != 0 {
+				t.Errorf("the forged address got %d requests", n)
+			}
+			if n := e.net.dialCount("10.0.0.9:8080"); n != 0 {
+				t.Errorf("the forged address was dialed %d times", n)
+			}
+		})
+	}
+}
+
+// A Service whose pods the view does not have whole (past a bound, not
+// listed yet) is held on its slices as before the view.
+func TestAViewNotWholeLeavesTheSlicesAsTheyAre(t *testing.T) {
+	checkNoLeaks(t)
+	e, view := viewEnv(t, false, newFakePods())
+	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
+	view.set(testSvc, false)
+	e.eps.Set(testSvc, "10.244.0.5:8080")
+	if got := <-fetchAsync(t, e); got != "200 pod" {
+		t.Fatalf("answer = %q, want 200 pod", got)
+	}
+}
+
+// fakePodAPI is a ListerWatcher of pods for one view: a list, then a
+// watch the test feeds. It records the selectors it was asked for.
+type fakePodAPI struct {
+	mu        sync.Mutex
+	pods      []corev1.Pod
+	listErr   error
+	selectors []string
+	watchers  []*watch.FakeWatcher
+}
+
+func (f *fakePodAPI) listWatch(namespace, selector string) cache.ListerWatcherWithContext {
+	f.mu.Lock()
+	f.selectors = append(f.selectors, namespace+" "+selector)
+	f.mu.Unlock()
+	return noWatchList{&cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.listErr != nil {
+				return nil, f.listErr
+			}
+			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: slices.Clone(f.pods)}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			w := watch.NewFakeWithChanSize(16, false)
+			f.mu.Lock()
+			f.watchers = append(f.watchers, w)
+			f.mu.Unlock()
+			return w, nil
+		},
+	}}
+}
+
+// noWatchList is a fake that says it cannot stream a list, so the
+// reflector lists, then watches.
+type noWatchList struct{ *cache.ListWatch }
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (f *fakePodAPI) watcher() *watch.FakeWatcher {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.watchers) == 0 {
+		return nil
+	}
+	return f.watchers[len(f.watchers)-1]
+}
+
+func serviceLister(t *testing.T, svcs ...*corev1.Service) corelisters.ServiceLister {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, s := range svcs {
+		if err := idx.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return corelisters.NewServiceLister(idx)
+}
+
+func selectingService(ns, name string, sel map[string]string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}}
+}
+
+func newTestPodView(t *testing.T, api *fakePodAPI, svcs ...*corev1.Service) (*InformerPodView, *prometheus.Registry) {
+	_, ctx := ktesting.NewTestContext(t)
+	reg := prometheus.NewRegistry()
+	v, err := NewInformerPodView(ctx, serviceLister(t, svcs...), api.listWatch, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	return v, reg
+}
+
+// The view lists and watches the pods the Service's selector selects, in
+// its namespace, says so when a pod changes, and ends its watch once it
+// outlived its last hold by the linger.
+func TestInformerPodViewWatchesTheSelectedPodsWhileJoined(t *testing.T) {
+	api := &fakePodAPI{pods: []corev1.Pod{*viewPod("web-1", "u1", false, "10.244.0.5")}}
+	v, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
+	v.linger = 100 * time.Millisecond
+
+	if pods, whole := v.Pods(testSvc); pods != nil || whole {
+		t.Fatalf("before a join: %d pods, whole %v", len(pods), whole)
+	}
+	changed, stop := v.Watch(testSvc)
+	defer stop()
+	leave := v.Join(testSvc)
+	<-changed
+	eventually(t, 5*time.Second, "listed", func() bool { _, whole := v.Pods(testSvc); return whole })
+	if got := api.selectors; !slices.Equal(got, []string{"team app=web"}) {
+		t.Errorf("watched %q, want the Service's namespace and selector", got)
+	}
+
+	changed, stop2 := v.Watch(testSvc)
+	defer stop2()
+	eventually(t, 5*time.Second, "watching", func() bool { return api.watcher() != nil })
+	api.watcher().Modify(viewPod("web-1", "u1", true, "10.244.0.5"))
+	<-changed
+	pods, _ := v.Pods(testSvc)
+	if len(pods) != 1 || !podReady(pods[0]) {
+		t.Fatalf("pods after the kubelet's Ready = %+v", pods)
+	}
+
+	leave()
+	eventually(t, 5*time.Second, "the watch ended after the linger", func() bool { return v.Viewing() == 0 })
+	if pods, whole := v.Pods(testSvc); pods != nil || whole {
+		t.Errorf("after the linger: %d pods, whole %v", len(pods), whole)
+	}
+}
+
+// A Service without a selector, or with one too large to cache, gets no
+// view; a list the resolver may not make ends the view, which is then
+// never whole.
+func TestInformerPodViewWithoutPods(t *testing.T) {
+	big := map[string]string{"app": strings.Repeat("x", maxCachedSelector)}
+	api := &fakePodAPI{}
+	v, _ := newTestPodView(t, api,
+		selectingService("team", "none", nil),
+		selectingService("team", "big", trimSelector(big)))
+	for _, name := range []string{"none", "big", "missing"} {
+		leave := v.Join(ServiceRef{"team", name})
+		leave()
+	}
+	if n := v.Viewing(); n != 0 {
+		t.Errorf("%d views for Services without a selector the cache keeps", n)
+	}
+
+	api.listErr = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("no"))
+	v2, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
+	leave := v2.Join(testSvc)
+	defer leave()
+	time.Sleep(100 * time.Millisecond)
+	if _, whole := v2.Pods(testSvc); whole {
+		t.Error("a view whose list was forbidden says it is whole")
+	}
+}
+
+// The bounds: maxPodViewsPerNamespace views in one namespace and
+// maxPodViews in all, refused past them and counted; a view that only
+// lingers gives its place up.
+func TestInformerPodViewBounds(t *testing.T) {
+	var svcs []*corev1.Service
+	for i := range maxPodViews + 1 {
+		svcs = append(svcs, selectingService(fmt.Sprintf("ns-%d", i%(maxPodViews/maxPodViewsPerNamespace+1)), fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
+	}
+	svcs = append(svcs, selectingService("crowded", "extra", map[string]string{"app": "x"}))
+	for i := range maxPodViewsPerNamespace {
+		svcs = append(svcs, selectingService("crowded", fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
+	}
+	v, reg := newTestPodView(t, &fakePodAPI{}, svcs...)
+	refused := func() float64 { return gatheredValue(t, reg, "elasti_resolver_pod_views_refused_total") }
+
+	var leaves []func()
+	for i := range maxPodViewsPerNamespace {
+		leaves = append(leaves, v.Join(ServiceRef{"crowded", fmt.Sprintf("s-%d", i)}))
+	}
+	leaves = append(leaves, v.Join(ServiceRef{"crowded", "extra"}))
+	if got := refused(); got != 1 {
+		t.Fatalf("refused = %v after one past the namespace's share, want 1", got)
+	}
+	for _, s := range svcs[:maxPodViews-maxPodViewsPerNamespace] {
+		leaves = append(leaves, v.Join(ServiceRef{s.Namespace, s.Name}))
+	}
+	if n := v.Viewing(); n != maxPodViews {
+		t.Fatalf("%d views, want %d", n, maxPodViews)
+	}
+	last := svcs[maxPodViews-maxPodViewsPerNamespace]
+	leaves = append(leaves, v.Join(ServiceRef{last.Namespace, last.Name}))
+	if got := refused(); got != 2 {
+		t.Fatalf("refused = %v after one past the total, want 2", got)
+	}
+	leaves[0]() // lingers now: its place can be taken
+	leave := v.Join(ServiceRef{last.Namespace, last.Name})
+	defer leave()
+	if got, n := refused(), v.Viewing(); got != 2 || n != maxPodViews {
+		t.Errorf("after a view lingers: refused %v, %d views; want the lingering one replaced", got, n)
+	}
+	for _, l := range leaves {
+		l()
+	}
+}
+
+// A view keeps at most maxViewPods pods, and says it is not whole past
+// them until a list fits again; a pod's spec past maxViewPodBytes is not
+// kept.
+func TestPodStoreBounds(t *testing.T) {
+	s := newPodStore(2, func() {})
+	for i := range 3 {
+		_ = s.Add(viewPod(fmt.Sprintf("web-%d", i), "", false, "10.244.0.5"))
+	}
+	if pods, whole := s.list(); len(pods) != 2 || whole {
+		t.Fatalf("past the bound: %d pods, whole %v; want 2, not whole", len(pods), whole)
+	}
+	_ = s.Replace([]any{viewPod("web-0", "", false), viewPod("web-1", "", false)}, "2")
+	if pods, whole := s.list(); len(pods) != 2 || !whole {
+		t.Fatalf("a list that fits: %d pods, whole %v", len(pods), whole)
+	}
+	_ = s.Delete(viewPod("web-0", "", false))
+	if pods, _ := s.list(); len(pods) != 1 {
+		t.Fatalf("after a delete: %d pods", len(pods))
+	}
+
+	huge := viewPod("web-9", "u9", true, "10.244.0.9")
+	huge.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		HTTPHeaders: []corev1.HTTPHeader{{Name: "X", Value: strings.Repeat("x", 64<<10)}}}}}
+	huge.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: strings.Repeat("m", 1<<10)}}
+	trimmed := trimPod(huge)
+	if trimmed.Size() > maxViewPodBytes {
+		t.Errorf("trimmed pod is %d bytes, bound %d", trimmed.Size(), maxViewPodBytes)
+	}
+	if !podReady(trimmed) || !slices.Equal(podIPs(trimmed), []string{"10.244.0.9"}) || trimmed.UID != "u9" {
+		t.Errorf("the trimmed pod lost what vouches for its address: %+v", trimmed)
+	}
+	if trimmed.Annotations[specDroppedAnnotation] == "" {
+		t.Error("a pod whose spec was dropped is not marked for direct probing to read")
+	}
+}
+
+// gatheredValue is the value of the unlabelled metric name in reg.
+func gatheredValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
