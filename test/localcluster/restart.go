@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -151,4 +152,25 @@ func (c *Cluster) RestartControllerManager(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 	return c.waitControllerManager(ctx)
+}
+
+// FreezeControllerManager stops kube-controller-manager where it stands
+// (SIGSTOP to its process group) until thaw (SIGCONT): its controllers
+// neither read nor write meanwhile, the way an EndpointSlice controller
+// that backs off a Service for seconds writes nothing for it. The
+// cluster runs it without leader election, so a freeze loses no lease.
+// thaw may be called more than once.
+func (c *Cluster) FreezeControllerManager() (thaw func(), err error) {
+	p := c.lockedComponent(KubeControllerManagerBinary)
+	if p == nil {
+		return nil, errNotStartedHere
+	}
+	if p.Exited() {
+		return nil, fmt.Errorf("kube-controller-manager had already exited (%v); see %s", p.waitErr, p.logPath)
+	}
+	pgid := -p.cmd.Process.Pid
+	if err := syscall.Kill(pgid, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("freezing kube-controller-manager: %w", err)
+	}
+	return sync.OnceFunc(func() { _ = syscall.Kill(pgid, syscall.SIGCONT) }), nil
 }
