@@ -258,7 +258,7 @@ func (hd *hold) missed() {
 func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 	h := hd.h
 	if h.view != nil {
-		leave := h.view.Join(hd.svc)
+		leave, _ := h.view.Join(hd.svc)
 		defer leave()
 	}
 	if h.direct != nil {

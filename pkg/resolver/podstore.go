@@ -25,6 +25,10 @@ type podStore struct {
 	max     int
 	changed func()
 
+	// listing is closed by the first list, or when there will be none.
+	listing      chan struct{}
+	listingEnded sync.Once
+
 	mu     sync.Mutex
 	listed bool
 	over   bool
@@ -32,8 +36,14 @@ type podStore struct {
 }
 
 func newPodStore(max int, changed func()) *podStore {
-	return &podStore{max: max, changed: changed, pods: map[string]*corev1.Pod{}}
+	return &podStore{max: max, changed: changed, pods: map[string]*corev1.Pod{}, listing: make(chan struct{})}
 }
+
+// firstList returns a channel closed once the store was first listed,
+// or endListing said it will not be.
+func (s *podStore) firstList() <-chan struct{} { return s.listing }
+
+func (s *podStore) endListing() { s.listingEnded.Do(func() { close(s.listing) }) }
 
 // list returns the pods, by name, and whether they are all of them.
 func (s *podStore) list() ([]*corev1.Pod, bool) {
@@ -102,6 +112,7 @@ func (s *podStore) Replace(objs []any, _ string) error {
 	s.mu.Lock()
 	s.pods, s.over, s.listed = pods, over, true
 	s.mu.Unlock()
+	s.endListing()
 	s.changed()
 	return nil
 }

@@ -46,8 +46,9 @@ type PodView interface {
 	// Join starts watching the pods svc selects, unless a watch runs;
 	// leave says the caller no longer needs it. The watch outlives its
 	// last leave by podViewLinger, so the requests of the drain after a
-	// hold are vouched for by it too.
-	Join(svc ServiceRef) (leave func())
+	// hold are vouched for by it too. listed is closed once the watch has
+	// listed, or will not (no view for svc, or the list was refused).
+	Join(svc ServiceRef) (leave func(), listed <-chan struct{})
 	// Pods returns the pods svc selects, as last written, and whether
 	// that is all of them: the watch has listed, no pod was left out for
 	// a bound, and the Service still selects what the watch does. The
@@ -149,11 +150,14 @@ func (v *InformerPodView) selector(svc ServiceRef) (string, bool) {
 	return labels.SelectorFromSet(pub.Spec.Selector).String(), true
 }
 
+// closed is a channel closed from the start: listed for no view.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Join implements PodView.
-func (v *InformerPodView) Join(svc ServiceRef) func() {
+func (v *InformerPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 	sel, ok := v.selector(svc) // outside the lock: reads the informer cache
 	if !ok {
-		return func() {}
+		return func() {}, closed
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -165,7 +169,7 @@ func (v *InformerPodView) Join(svc ServiceRef) func() {
 	if w == nil {
 		if !v.roomLocked(svc.Namespace) {
 			v.refused()
-			return func() {}
+			return func() {}, closed
 		}
 		w = v.startLocked(svc, sel)
 	}
@@ -174,7 +178,7 @@ func (v *InformerPodView) Join(svc ServiceRef) func() {
 		w.linger = nil
 	}
 	w.refs++
-	return sync.OnceFunc(func() { v.leave(w) })
+	return sync.OnceFunc(func() { v.leave(w) }), w.store.firstList()
 }
 
 // roomLocked reports whether a view for a Service of namespace fits the
@@ -199,7 +203,7 @@ func (v *InformerPodView) startLocked(svc ServiceRef, sel string) *podWatch {
 	v.views[svc] = w
 	v.inNamespace[svc.Namespace]++
 	logger := v.logger.WithValues("service", svc.kref())
-	lw := v.forbiddenEnds(v.listWatch(svc.Namespace, sel), cancel, logger)
+	lw := v.forbiddenEnds(v.listWatch(svc.Namespace, sel), func() { cancel(); w.store.endListing() }, logger)
 	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, w.store, cache.ReflectorOptions{Name: "pods of " + svc.String(), Logger: &logger})
 	v.wg.Add(1)
 	go func() {

@@ -44,7 +44,7 @@ func (m *memPodView) set(svc ServiceRef, whole bool, pods ...*corev1.Pod) {
 	m.b.broadcast(svc)
 }
 
-func (m *memPodView) Join(svc ServiceRef) func() {
+func (m *memPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.joined[svc]++
@@ -52,7 +52,7 @@ func (m *memPodView) Join(svc ServiceRef) func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.joined[svc]--
-	})
+	}), closed
 }
 
 func (m *memPodView) Pods(svc ServiceRef) ([]*corev1.Pod, bool) {
@@ -293,8 +293,9 @@ func TestInformerPodViewWatchesTheSelectedPodsWhileJoined(t *testing.T) {
 	}
 	changed, stop := v.Watch(testSvc)
 	defer stop()
-	leave := v.Join(testSvc)
+	leave, listed := v.Join(testSvc)
 	<-changed
+	<-listed
 	eventually(t, 5*time.Second, "listed", func() bool { _, whole := v.Pods(testSvc); return whole })
 	if got := api.selectors; !slices.Equal(got, []string{"team app=web"}) {
 		t.Errorf("watched %q, want the Service's namespace and selector", got)
@@ -327,7 +328,8 @@ func TestInformerPodViewWithoutPods(t *testing.T) {
 		selectingService("team", "none", nil),
 		selectingService("team", "big", trimSelector(big)))
 	for _, name := range []string{"none", "big", "missing"} {
-		leave := v.Join(ServiceRef{"team", name})
+		leave, listed := v.Join(ServiceRef{"team", name})
+		<-listed // at once: there is nothing to list
 		leave()
 	}
 	if n := v.Viewing(); n != 0 {
@@ -336,9 +338,13 @@ func TestInformerPodViewWithoutPods(t *testing.T) {
 
 	api.listErr = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("no"))
 	v2, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
-	leave := v2.Join(testSvc)
+	leave, listed := v2.Join(testSvc)
 	defer leave()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-listed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a refused list did not end the listing: unheld forwards would wait for it")
+	}
 	if _, whole := v2.Pods(testSvc); whole {
 		t.Error("a view whose list was forbidden says it is whole")
 	}
@@ -358,28 +364,29 @@ func TestInformerPodViewBounds(t *testing.T) {
 	}
 	v, reg := newTestPodView(t, &fakePodAPI{}, svcs...)
 	refused := func() float64 { return gatheredValue(t, reg, "elasti_resolver_pod_views_refused_total") }
+	join := func(svc ServiceRef) func() { leave, _ := v.Join(svc); return leave }
 
 	var leaves []func()
 	for i := range maxPodViewsPerNamespace {
-		leaves = append(leaves, v.Join(ServiceRef{"crowded", fmt.Sprintf("s-%d", i)}))
+		leaves = append(leaves, join(ServiceRef{"crowded", fmt.Sprintf("s-%d", i)}))
 	}
-	leaves = append(leaves, v.Join(ServiceRef{"crowded", "extra"}))
+	leaves = append(leaves, join(ServiceRef{"crowded", "extra"}))
 	if got := refused(); got != 1 {
 		t.Fatalf("refused = %v after one past the namespace's share, want 1", got)
 	}
 	for _, s := range svcs[:maxPodViews-maxPodViewsPerNamespace] {
-		leaves = append(leaves, v.Join(ServiceRef{s.Namespace, s.Name}))
+		leaves = append(leaves, join(ServiceRef{s.Namespace, s.Name}))
 	}
 	if n := v.Viewing(); n != maxPodViews {
 		t.Fatalf("%d views, want %d", n, maxPodViews)
 	}
 	last := svcs[maxPodViews-maxPodViewsPerNamespace]
-	leaves = append(leaves, v.Join(ServiceRef{last.Namespace, last.Name}))
+	leaves = append(leaves, join(ServiceRef{last.Namespace, last.Name}))
 	if got := refused(); got != 2 {
 		t.Fatalf("refused = %v after one past the total, want 2", got)
 	}
 	leaves[0]() // lingers now: its place can be taken
-	leave := v.Join(ServiceRef{last.Namespace, last.Name})
+	leave := join(ServiceRef{last.Namespace, last.Name})
 	defer leave()
 	if got, n := refused(), v.Viewing(); got != 2 || n != maxPodViews {
 		t.Errorf("after a view lingers: refused %v, %d views; want the lingering one replaced", got, n)
@@ -443,4 +450,37 @@ func gatheredValue(t *testing.T, reg *prometheus.Registry, name string) float64 
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// A request the slices would forward at once, with no hold (they list a
+// Ready endpoint), and no pod view of its Service live: the resolver
+// lists the Service's pods first, and a forged Ready endpoint gets
+// nothing; the genuine pod, Ready by the kubelet, answers.
+func TestAnUnheldRequestIsVouchedForToo(t *testing.T) {
+	checkNoLeaks(t)
+	genuine := viewPod("web-1", "u1", true, "10.244.0.5")
+	api := &fakePodAPI{pods: []corev1.Pod{*genuine}}
+	_, ctx := ktesting.NewTestContext(t)
+	view, err := NewInformerPodView(ctx, serviceLister(t, selectingService("team", "web", map[string]string{"app": "web"})), api.listWatch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(view.Close)
+	e := newEnv(t, testConfig(), func(o *Options) { o.PodView = view })
+	e.eps.SetTarget(testSvc, intstr.FromString("web"))
+	victim := hitCounter(t, e, "10.0.0.9:8080")
+	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
+	e.eps.Set(testSvc, "10.0.0.9:8080")
+
+	for range 3 { // the first lists; the others find the view whole
+		if got := <-fetchAsync(t, e); got != "200 pod" {
+			t.Fatalf("answer = %q, want the genuine pod's", got)
+		}
+	}
+	if n := victim.count(); n != 0 {
+		t.Errorf("the forged Ready address got %d requests", n)
+	}
+	if n := len(api.selectors); n != 1 {
+		t.Errorf("%d watches of the pods for three requests, want 1", n)
+	}
 }

@@ -72,16 +72,18 @@ type Resolver struct {
 	// when there is one; clusterIPs is its ClusterIP index, if it has one.
 	eps        EndpointSource
 	clusterIPs ClusterIPIndex
-	probes     ProbeMatcher
-	named      interface{ Named(ServiceRef) bool }
-	waiting    interface{ WaitingOn(ServiceRef) string }
-	pages      PageSwitch
-	admit      *admission
-	holds      *holder
-	conn       *connector
-	fwd        *forwarder
-	metrics    *Metrics
-	logger     klog.Logger
+	// view is Options.PodView, nil without one.
+	view    PodView
+	probes  ProbeMatcher
+	named   interface{ Named(ServiceRef) bool }
+	waiting interface{ WaitingOn(ServiceRef) string }
+	pages   PageSwitch
+	admit   *admission
+	holds   *holder
+	conn    *connector
+	fwd     *forwarder
+	metrics *Metrics
+	logger  klog.Logger
 
 	// conns bounds the client connections of the proxy port and the
 	// resolver ports together.
@@ -131,6 +133,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		cfg:        cfg,
 		eps:        eps,
 		clusterIPs: clusterIPs,
+		view:       opts.PodView,
 		probes:     opts.Probes,
 		named:      opts.Named,
 		waiting:    opts.Waiting,
@@ -180,7 +183,7 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
 		return
 	}
-	b, err := r.eps.Lookup(svc, port)
+	b, err := r.lookupToForward(req.Context(), svc, port)
 	if err != nil {
 		r.lookupFailed(w, logger, svc, err)
 		return
@@ -193,6 +196,39 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		return
 	}
 	r.holdRequest(w, req, logger, svc, port)
+}
+
+// viewListWait bounds how long a request about to be forwarded without a
+// hold waits for the pod view's first list of its Service: one label-
+// selected list, milliseconds on a healthy apiserver.
+const viewListWait = 2 * time.Second
+
+// lookupToForward is Lookup for a request or connection that may be
+// forwarded without a hold. When the slices list a Ready endpoint and the
+// pod view does not have svc's pods whole (no hold in the last
+// podViewLinger), it joins the view and waits for its first list, so the
+// addresses are vouched for as a held request's are (vouch.go): a forged
+// Ready endpoint is no shortcut past the check. The wait is for the
+// first request after a quiet spell only; a Service with no view to make
+// (past the bounds, no selector) waits for nothing.
+func (r *Resolver) lookupToForward(ctx context.Context, svc ServiceRef, port string) (Backends, error) {
+	b, err := r.eps.Lookup(svc, port)
+	if err != nil || len(b.Addrs) == 0 || r.view == nil {
+		return b, err
+	}
+	if _, whole := r.view.Pods(svc); whole {
+		return b, nil
+	}
+	leave, listed := r.view.Join(svc)
+	defer leave()
+	timer := time.NewTimer(viewListWait)
+	defer timer.Stop()
+	select {
+	case <-listed:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return r.eps.Lookup(svc, port)
 }
 
 // forward sends req on to a pod, charging the request budget
@@ -299,7 +335,7 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 		logger.V(4).Info("Closing connection for a Service the resolver is not in front of")
 		return
 	}
-	b, err := r.eps.Lookup(svc, port)
+	b, err := r.lookupToForward(ctx, svc, port)
 	if err != nil {
 		logger.V(2).Info("Closing connection: cannot resolve service", "err", err)
 		return
