@@ -90,8 +90,9 @@ type Metrics struct {
 	// DirectProbeFallbacks counts pods direct probing left to the
 	// kubelet's Ready, by reason (see the Fallback constants).
 	DirectProbeFallbacks *prometheus.CounterVec
-	// DirectProbeLead is how long before its endpoint turned Ready a pod
-	// passed its direct check: what direct probing saved.
+	// DirectProbeLead is how long before the resolver saw it Ready (pod
+	// view or endpoint) a pod passed its direct check: what direct probing
+	// saved.
 	DirectProbeLead prometheus.Histogram
 	// WaitingPages counts browser navigations answered with the waiting
 	// page (waitpage.go).
@@ -200,7 +201,7 @@ func newMetrics(wakeSources func() int) *Metrics {
 		}, []string{"reason"}),
 		DirectProbeLead: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "elasti_resolver_direct_probe_lead_seconds",
-			Help:    "Seconds from a starting pod passing the readiness checks the resolver ran to its endpoint turning Ready: how much sooner direct probing released the held requests.",
+			Help:    "Seconds from a starting pod passing the readiness checks the resolver ran to the resolver seeing it Ready (the kubelet's Ready on the pod, or its Ready endpoint, whichever it saw first): how much sooner direct probing released the held requests.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300},
 		}),
 		WaitingPages: prometheus.NewCounter(prometheus.CounterOpts{
