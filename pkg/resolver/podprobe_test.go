@@ -133,24 +133,13 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 
 	done := fetchAsync(t, e)
 	eventually(t, 5*time.Second, "the readiness path checked a few times", func() bool { return app.checks.Load() >= 4 })
-	select {
-	case got := <-done:
-		t.Fatalf("answered %q while the pod's readiness answered 503", got)
-	default:
-	}
+	notAnsweredYet(t, done, "while the pod's readiness answered 503")
 	readyAt := time.Now()
 	app.ready.Store(true)
-	select {
-	case got := <-done:
-		if got != "200 pod" {
-			t.Fatalf("answer = %q, want 200 pod", got)
-		}
-		// The cadence is 25 ms; a second allows a loaded machine.
-		if waited := time.Since(readyAt); waited > time.Second {
-			t.Errorf("forwarded %v after the pod's readiness passed", waited)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the held request was not forwarded after the pod's readiness check passed; the slice never said Ready")
+	wantAnswer(t, done, "200 pod", 5*time.Second, "the held request was not forwarded after the pod's readiness check passed; the slice never said Ready")
+	// The cadence is 25 ms; a second allows a loaded machine.
+	if waited := time.Since(readyAt); waited > time.Second {
+		t.Errorf("forwarded %v after the pod's readiness passed", waited)
 	}
 	if n := app.earlyHits.Load(); n != 0 {
 		t.Errorf("the app got %d requests while its readiness answered 503", n)
@@ -195,6 +184,32 @@ func fetchAsync(t *testing.T, e *testEnv) <-chan string {
 	return done
 }
 
+// notAnsweredYet fails if the request fetchAsync sent has been answered,
+// saying while what it should still have been held.
+func notAnsweredYet(t *testing.T, done <-chan string, while string) {
+	t.Helper()
+	select {
+	case got := <-done:
+		t.Fatalf("answered %q %s", got, while)
+	default:
+	}
+}
+
+// wantAnswer waits at most within for the answer to the request
+// fetchAsync sent, and fails unless it is want; unanswered says what
+// should have released it.
+func wantAnswer(t *testing.T, done <-chan string, want string, within time.Duration, unanswered string) {
+	t.Helper()
+	select {
+	case got := <-done:
+		if got != want {
+			t.Fatalf("answer = %q, want %q", got, want)
+		}
+	case <-time.After(within):
+		t.Fatal(unanswered)
+	}
+}
+
 // heldWhile holds one request for testSvc and reports, after d, whether
 // it is still held; then the slice lists app Ready and the answer must
 // be the pod's.
@@ -203,11 +218,7 @@ func heldWhile(t *testing.T, e *testEnv, app *startingApp, d time.Duration) {
 	done := fetchAsync(t, e)
 	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	time.Sleep(d)
-	select {
-	case got := <-done:
-		t.Fatalf("answered %q before the slice said Ready", got)
-	default:
-	}
+	notAnsweredYet(t, done, "before the slice said Ready")
 	e.eps.Set(testSvc, app.addr())
 	if got := <-done; got != "200 pod" {
 		t.Fatalf("answer = %q, want 200 pod", got)
@@ -286,11 +297,7 @@ func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
 
 	done := fetchAsync(t, e)
 	eventually(t, 5*time.Second, "the pod read again", func() bool { return pods.readsOf("team", "web-1") >= 3 })
-	select {
-	case got := <-done:
-		t.Fatalf("answered %q before the pod showed its container running", got)
-	default:
-	}
+	notAnsweredYet(t, done, "before the pod showed its container running")
 	if n := app.checks.Load(); n != 0 {
 		t.Fatalf("the pod was checked %d times before it showed its container running", n)
 	}
@@ -299,14 +306,7 @@ func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
 	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
 		Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))}}}}
 	pods.set(running)
-	select {
-	case got := <-done:
-		if got != "200 pod" {
-			t.Fatalf("answer = %q, want 200 pod", got)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held request was not forwarded once the container ran past its initialDelaySeconds")
-	}
+	wantAnswer(t, done, "200 pod", 10*time.Second, "the held request was not forwarded once the container ran past its initialDelaySeconds")
 	if got := releasedBy(t, e, ReleasedByDirectProbe); got != 1 {
 		t.Errorf("releases by direct probe = %v, want 1", got)
 	}

@@ -101,22 +101,11 @@ func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 		return e.r.holds.held(testSvc) == 1 && view.joins(testSvc) == 1
 	})
 	time.Sleep(200 * time.Millisecond)
-	select {
-	case got := <-done:
-		t.Fatalf("answered %q before the pod was Ready", got)
-	default:
-	}
+	notAnsweredYet(t, done, "before the pod was Ready")
 	ready := pod.DeepCopy()
 	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	view.set(testSvc, true, ready)
-	select {
-	case got := <-done:
-		if got != "200 pod" {
-			t.Fatalf("answer = %q, want 200 pod", got)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the hold was not released by the pod's Ready")
-	}
+	wantAnswer(t, done, "200 pod", 5*time.Second, "the hold was not released by the pod's Ready")
 	if got := releasedBy(t, e, ReleasedByPodReady); got != 1 {
 		t.Errorf("releases by pod_ready = %v, want 1", got)
 	}
@@ -175,14 +164,7 @@ func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 			done := fetchAsync(t, e)
 			eventually(t, 5*time.Second, "the genuine pod checked", func() bool { return app.checks.Load() >= 2 })
 			app.ready.Store(true)
-			select {
-			case got := <-done:
-				if got != "200 pod" {
-					t.Fatalf("answer = %q, want the genuine pod's", got)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("not answered once the genuine pod passed its check")
-			}
+			wantAnswer(t, done, "200 pod", 5*time.Second, "not answered once the genuine pod passed its check")
 			if n := victim.count(); n != 0 {
 				t.Errorf("the forged address got %d requests", n)
 			}
