@@ -128,9 +128,20 @@ func TestGateChains(t *testing.T) {
 	}
 }
 
-// wakeProgress reads from status whether the latest wake has served.
+// wakeProgress reads from the mode whether the latest wake has served,
+// and from status when.
 func TestWakeProgress(t *testing.T) {
 	up := now.Add(-time.Minute)
+	slept := &metav1.Time{Time: up.Add(-time.Hour)}
+	status := func(mode string, wakes int64, up time.Time, coldStart time.Duration) elastiv1alpha1.ElastiServiceStatus {
+		st := elastiv1alpha1.ElastiServiceStatus{Mode: mode, Wakes: wakes, LastScaledDownTime: slept, LastScaledUpTime: &metav1.Time{Time: up}}
+		if coldStart > 0 {
+			st.LastColdStart = &metav1.Duration{Duration: coldStart}
+		}
+		return st
+	}
+	proxy, serve := elastiv1alpha1.ModeProxy, elastiv1alpha1.ModeServe
+	second := up.Truncate(time.Second)
 	cases := []struct {
 		name       string
 		status     elastiv1alpha1.ElastiServiceStatus
@@ -138,17 +149,22 @@ func TestWakeProgress(t *testing.T) {
 		wantServed time.Time
 		wantWaking bool
 	}{
-		{"never woken", elastiv1alpha1.ElastiServiceStatus{}, time.Time{}, time.Time{}, false},
-		{"served", elastiv1alpha1.ElastiServiceStatus{Wakes: 1, LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)},
-			LastScaledUpTime: &metav1.Time{Time: up}, LastColdStart: &metav1.Duration{Duration: 8 * time.Second}}, up, up.Add(8 * time.Second), false},
-		{"cold start under way", elastiv1alpha1.ElastiServiceStatus{Wakes: 1, LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)},
-			LastScaledUpTime: &metav1.Time{Time: up}}, up, time.Time{}, true},
-		{"a wake newer than status records", elastiv1alpha1.ElastiServiceStatus{Wakes: 1, LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)},
-			LastScaledUpTime: &metav1.Time{Time: up}, LastColdStart: &metav1.Duration{Duration: 8 * time.Second}}, now, time.Time{}, true},
-		{"served, this replica's memory of the wake finer than status's seconds", elastiv1alpha1.ElastiServiceStatus{Wakes: 1,
-			LastScaledDownTime: &metav1.Time{Time: up.Add(-time.Hour)}, LastScaledUpTime: &metav1.Time{Time: up.Truncate(time.Second)},
-			LastColdStart: &metav1.Duration{Duration: 8 * time.Second}}, up.Truncate(time.Second).Add(999 * time.Millisecond), up.Truncate(time.Second).Add(8 * time.Second), false},
-		{"status without a measured cold start", elastiv1alpha1.ElastiServiceStatus{LastScaledUpTime: &metav1.Time{Time: up}}, up, time.Time{}, true},
+		{"never woken", elastiv1alpha1.ElastiServiceStatus{Mode: serve}, time.Time{}, time.Time{}, false},
+		{"served", status(serve, 1, up, 8*time.Second), up, up.Add(8 * time.Second), false},
+		{"cold start under way", status(proxy, 1, up, 0), up, time.Time{}, true},
+		{"a wake newer than status records", status(proxy, 1, up, 8*time.Second), now, time.Time{}, true},
+		{"a new wake whose lastScaledUpTime landed before its cold start", status(proxy, 1, now, 8*time.Second), now, time.Time{}, true},
+		// The wake's own patch of lastScaledUpTime and the informer's
+		// record of the same scale-up, a millisecond apart across a
+		// second's edge, landed in the other order (CI, 29 Nov: web slept
+		// 32.6 s after it served, the ask's grace, not 2 s).
+		{"served, status's record of the wake a second older than this replica's", status(serve, 1, second, 8*time.Second),
+			second.Add(time.Second + time.Millisecond), second.Add(8 * time.Second), false},
+		{"served, a wake the controller did not see begin", elastiv1alpha1.ElastiServiceStatus{Mode: serve, LastScaledUpTime: &metav1.Time{Time: up}},
+			up, time.Time{}, false},
+		{"not serving, no measured cold start", elastiv1alpha1.ElastiServiceStatus{Mode: proxy, LastScaledUpTime: &metav1.Time{Time: up}},
+			up, time.Time{}, true},
+		{"no mode yet", elastiv1alpha1.ElastiServiceStatus{LastScaledUpTime: &metav1.Time{Time: up}}, up, time.Time{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

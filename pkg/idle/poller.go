@@ -301,23 +301,24 @@ func (p *Poller) scaleToZero(ctx context.Context, es *elastiv1alpha1.ElastiServi
 }
 
 // wakeProgress says whether the latest wake, at lastWake, has served, and
-// when its first pod was Ready if it has: the controller measures that
-// cold start in status once it sees the pod (lastColdStart, which a wake
-// clears). A wake newer than the one status records has not served as far
-// as anyone knows. Status without a measured cold start (from before
-// lastColdStart, or KubeElasti's) counts as waking, which only adds the
-// ask's grace to the cooldown from the wake.
+// when its first pod was Ready if status measured it. A wake has served
+// once the Service is in serve mode: the controller switches to serve when
+// a pod of the target is Ready, and a wake happens only from zero, in
+// proxy mode. The mode is the whole answer, not status's arithmetic on
+// the wake's times: those are whole seconds, written by two writers that
+// race (the wake's patch of lastScaledUpTime and the controller's switch),
+// and a wake the controller did not see begin has no measured cold start.
+// Either once kept a served wake "waking" for the ask's whole grace.
+// servedAt is lastScaledUpTime plus lastColdStart, which the switch to
+// serve writes; zero where status has none.
 func wakeProgress(es *elastiv1alpha1.ElastiService, lastWake time.Time) (servedAt time.Time, waking bool) {
 	if lastWake.IsZero() {
 		return time.Time{}, false
 	}
-	st := &es.Status
-	served, ok := st.WakeServedAt()
-	// Status times are whole seconds (metav1.Time), this replica's memory
-	// of a wake is not: the same wake is no newer than its own record.
-	if !ok || st.ColdStartUnderWay() || lastWake.Truncate(time.Second).After(st.LastScaledUpTime.Time) {
+	if es.Status.Mode != elastiv1alpha1.ModeServe {
 		return time.Time{}, true
 	}
+	served, _ := es.Status.WakeServedAt()
 	return served, false
 }
 

@@ -71,15 +71,18 @@ type askedWakeLog struct {
 func (w askedWakeLog) LastAsked(types.NamespacedName) (time.Time, bool) { return w.asked, true }
 
 // woken is a status that records a wake up ago whose first pod was Ready
-// coldStart after it; a negative coldStart leaves the cold start under
-// way, as the controller's status does until it sees a Ready pod.
+// coldStart after it, in serve mode; a negative coldStart leaves the cold
+// start under way in proxy mode, as the controller's status does until it
+// sees a Ready pod.
 func woken(up, coldStart time.Duration) func(*elastiv1alpha1.ElastiService) {
 	return func(es *elastiv1alpha1.ElastiService) {
 		st := &es.Status
 		st.Wakes = 1
 		st.LastScaledDownTime = &metav1.Time{Time: now.Add(-up - time.Hour)}
 		st.LastScaledUpTime = &metav1.Time{Time: now.Add(-up)}
+		st.Mode = elastiv1alpha1.ModeProxy
 		if coldStart >= 0 {
+			st.Mode = elastiv1alpha1.ModeServe
 			st.LastColdStart = &metav1.Duration{Duration: coldStart}
 		}
 	}
@@ -174,7 +177,10 @@ func TestEvaluate(t *testing.T) {
 		{"served within the cooldown of its first Ready pod", elastiService(woken(90*time.Second, 40*time.Second)), 2, idleProm, 0, 0, outcome.IdleCooldown, nil, nil},
 		{"served a cooldown ago", elastiService(woken(3*time.Minute, 40*time.Second)), 2, idleProm, 0, 0, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"not served, a cooldown after the wake, a request held", elastiService(woken(2*time.Minute, -1)), 2, idleProm, 0, 5 * time.Second, outcome.IdleWaking, nil, nil},
-		{"not served, a request held, status behind the wake", elastiService(woken(10*time.Minute, 40*time.Second)), 2, idleProm, 2 * time.Minute, 5 * time.Second, outcome.IdleWaking, nil, nil},
+		{"not served, a request held, status behind the wake", elastiService(func(es *elastiv1alpha1.ElastiService) {
+			woken(10*time.Minute, 40*time.Second)(es)
+			es.Status.Mode = elastiv1alpha1.ModeProxy // it slept since
+		}), 2, idleProm, 2 * time.Minute, 5 * time.Second, outcome.IdleWaking, nil, nil},
 		{"not served and no longer asked for", elastiService(woken(2*time.Minute, -1)), 2, idleProm, 0, time.Minute, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"old wake does not block", elastiService(nil), 2, idleProm, 2 * time.Minute, 0, outcome.IdleScaledToZero, []int32{0}, nil},
 		{"already zero", elastiService(nil), 0, idleProm, 0, 0, outcome.IdleAlreadyZero, nil, nil},

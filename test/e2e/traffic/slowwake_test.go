@@ -112,8 +112,20 @@ func TestScaleDownWaitsForAWakeThatHasNotServed(t *testing.T) {
 	// a poll or two, not the grace of a resolver's last ask (30 s): a
 	// wake that has served is no longer waited for.
 	if late := slept.Sub(answered); late > slowWakeSleepBound {
-		t.Errorf("web slept %s after its wake served; want within %s (cooldown %s, polls every %s)", late.Round(time.Millisecond), slowWakeSleepBound, slowWakeCooldown, pollingInterval)
+		t.Errorf("web slept %s after its wake served; want within %s (cooldown %s, polls every %s); %s",
+			late.Round(time.Millisecond), slowWakeSleepBound, slowWakeCooldown, pollingInterval, s.sleepWakeStatus())
 	}
+}
+
+// sleepWakeStatus is web's ElastiService's status as the poller reads it
+// to decide whether a wake has served, for a failure's evidence.
+func (s *scenario) sleepWakeStatus() string {
+	es := s.e.Get(app)
+	st, err := json.Marshal(es.Status)
+	if err != nil {
+		return err.Error()
+	}
+	return "its status now: " + string(st)
 }
 
 // replicaLog is web's Deployment's spec.replicas as a watch saw it change.
