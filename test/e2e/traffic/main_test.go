@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ func TestMain(m *testing.M) {
 	// "host" below is that namespace, where the bed's routes and veth end
 	// live.
 	clustertest.Isolate()
+	scenariosSideBySide()
 
 	before, err := hostNetworkState("")
 	if err != nil {
@@ -50,6 +52,27 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// sideBySide is how many parallel tests (parallelPrometheusScenario's)
+// run at once unless -test.parallel says otherwise: all of them. They
+// wait on Prometheus's windows, cooldowns and polls, not on the CPU, so
+// Go's default (GOMAXPROCS, 2 on CI's machine) only made them wait for
+// one another: 200 s for the five of 29 Nov against 107 s for the longest.
+const sideBySide = 10
+
+// scenariosSideBySide sets -test.parallel to sideBySide unless the
+// command line set it.
+func scenariosSideBySide() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", fmt.Sprint(sideBySide)); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: -test.parallel: %v\n", err)
+			os.Exit(1)
+		}
+	}
 }
 
 // hostNetworkState is the host namespace's routing tables and nftables

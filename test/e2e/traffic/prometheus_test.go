@@ -116,12 +116,14 @@ func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) [
 	return s
 }
 
-// parallelPrometheusScenario marks t as one of the trigger scenarios that
-// run side by side: each waits out cooldowns and rate windows of its own
-// Service in its own namespace, and changes nothing the others read (no
-// elasti restart, no Prometheus change). Go runs parallel tests once every
-// serial test of the package is over, so none of them meets a test that
-// restarts the resolver or the operator or stops Prometheus.
+// parallelPrometheusScenario marks t as one of the Prometheus scenarios
+// that run side by side: each waits out cooldowns, rate windows or scrapes
+// of its own Service in its own namespace (or asks a Prometheus of its
+// own), and changes nothing the others read (no elasti restart, no change
+// to the bed's Prometheus). Go runs parallel tests once every serial test
+// of the package is over, so none of them meets a test that restarts the
+// resolver or the operator or stops Prometheus. TestMain lets all of them
+// run at once (scenariosSideBySide).
 func parallelPrometheusScenario(t *testing.T) { t.Parallel() }
 
 // promResult is the part of a Prometheus query answer the tests read.
@@ -442,6 +444,7 @@ func badPrometheus(s *scenario, handler http.HandlerFunc) string {
 // answers after the operator's query timeout, never lets web go down; the
 // condition says BadStatus or Timeout.
 func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
+	parallelPrometheusScenario(t)
 	for _, tc := range []struct {
 		name    string
 		handler http.HandlerFunc
@@ -461,6 +464,7 @@ func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
 		}, triggers.ReasonTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			parallelPrometheusScenario(t)
 			var addr string
 			s := newPrometheusScenario(t, 2, func(ns string) []elastiv1alpha1.ScaleTrigger { return nil })
 			addr = badPrometheus(s, tc.handler)
@@ -634,6 +638,7 @@ func (s *scenario) setOperatorEnv(env ...corev1.EnvVar) {
 // filter up{container="prometheus"} has its series), Traefik, elasti's
 // operator and resolver, and an app pod that asks for it.
 func TestPrometheusScrapesTheBed(t *testing.T) {
+	parallelPrometheusScenario(t)
 	s := newPrometheusScenario(t, 900, func(string) []elastiv1alpha1.ScaleTrigger { return nil })
 	for _, want := range []struct{ namespace, container string }{
 		{realnet.PrometheusNamespace, "prometheus"},
