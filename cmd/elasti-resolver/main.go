@@ -156,7 +156,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, err
 	}
 	viewCtx, stopViews := context.WithCancel(ctx)
-	podView, err := resolver.NewInformerPodView(viewCtx, kubeFactory.Core().V1().Services().Lister(), podListWatch(podReads), registry)
+	podView, err := resolver.NewInformerPodView(viewCtx, kubeFactory.Core().V1().Services().Lister(), podListWatch(podReads), podGetter{podReads}, registry)
 	if err != nil {
 		stopViews()
 		return nil, err
@@ -292,9 +292,9 @@ func podListWatch(kube kubernetes.Interface) resolver.PodListWatch {
 	}
 }
 
-// podGetter reads one pod from the apiserver for direct probing: a GET
-// per pod a wake starts, no informer, which would cache every pod of the
-// cluster.
+// podGetter reads one pod from the apiserver, for direct probing and to
+// vouch for an address the pod view cannot: a GET per pod, no informer,
+// which would cache every pod of the cluster.
 type podGetter struct{ kube kubernetes.Interface }
 
 func (g podGetter) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {

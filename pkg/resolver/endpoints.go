@@ -63,6 +63,15 @@ type Backends struct {
 	// first IP family: what a pod's endpoint is on (podEndpoint).
 	target intstr.IntOrString
 	family corev1.IPFamily
+	// readyPods names, by address, the pod the slices give for each of
+	// Addrs (its targetRef), which vouchByName checks.
+	readyPods map[string]podRef
+}
+
+// podRef is a pod of the Service's namespace, as a slice names it.
+type podRef struct {
+	name string
+	uid  types.UID
 }
 
 // source names where Addrs came from, for log lines: pods whose direct
@@ -190,7 +199,9 @@ type MemoryEndpoints struct {
 	unready map[ServiceRef][]UnreadyEndpoint
 	// target holds the targetPort of a Service's port (SetTarget).
 	target map[ServiceRef]intstr.IntOrString
-	b      *broadcaster[ServiceRef]
+	// pods holds, by address, the pod a Ready endpoint names (SetPod).
+	pods map[ServiceRef]map[string]podRef
+	b    *broadcaster[ServiceRef]
 }
 
 // NewMemoryEndpoints returns an empty MemoryEndpoints.
@@ -202,6 +213,7 @@ func NewMemoryEndpoints() *MemoryEndpoints {
 		proto:   map[ServiceRef]string{},
 		unready: map[ServiceRef][]UnreadyEndpoint{},
 		target:  map[ServiceRef]intstr.IntOrString{},
+		pods:    map[ServiceRef]map[string]podRef{},
 		b:       newBroadcaster[ServiceRef](),
 	}
 }
@@ -227,6 +239,17 @@ func (m *MemoryEndpoints) update(svc ServiceRef, change func()) {
 // tells its waiters.
 func (m *MemoryEndpoints) SetUnready(svc ServiceRef, eps ...UnreadyEndpoint) {
 	m.update(svc, func() { m.unready[svc] = slices.Clone(eps) })
+}
+
+// SetPod says that svc's Ready endpoint at ip names the pod name, uid
+// (its targetRef), and tells its waiters.
+func (m *MemoryEndpoints) SetPod(svc ServiceRef, ip, name string, uid types.UID) {
+	m.update(svc, func() {
+		if m.pods[svc] == nil {
+			m.pods[svc] = map[string]podRef{}
+		}
+		m.pods[svc][ip] = podRef{name: name, uid: uid}
+	})
 }
 
 // SetInFront says whether the resolver is in front of svc, and tells its
@@ -265,5 +288,6 @@ func (m *MemoryEndpoints) SetAppProtocol(svc ServiceRef, p string) {
 func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc], Unready: m.unready[svc], target: m.target[svc]}, nil
+	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc], Unready: m.unready[svc], target: m.target[svc],
+		readyPods: m.pods[svc]}, nil
 }

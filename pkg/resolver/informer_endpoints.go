@@ -245,6 +245,7 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 
 	var addrs []string
 	var unready []UnreadyEndpoint
+	readyPods := map[string]podRef{}
 	for _, s := range list {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
@@ -275,12 +276,15 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 				continue
 			}
 			addrs = append(addrs, net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(num))))
+			if ref, ok := podOf(ep, pub.Namespace); ok {
+				readyPods[ep.Addresses[0]] = ref
+			}
 		}
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
 	b := Backends{Addrs: addrs, H2C: isH2CAppProtocol(appProtocol), AppProtocol: declaredProtocol(portName, appProtocol), Unready: unready,
-		target: port.TargetPort}
+		target: port.TargetPort, readyPods: readyPods}
 	if len(pub.Spec.IPFamilies) > 0 {
 		b.family = pub.Spec.IPFamilies[0]
 	}
@@ -295,11 +299,21 @@ func unreadyOf(ep discoveryv1.Endpoint, namespace string, port int32) (UnreadyEn
 	if t := ep.Conditions.Terminating; t != nil && *t {
 		return UnreadyEndpoint{}, false
 	}
-	ref := ep.TargetRef
-	if ref == nil || ref.Kind != "Pod" || ref.Namespace != namespace || ref.Name == "" || ref.UID == "" {
+	ref, ok := podOf(ep, namespace)
+	if !ok {
 		return UnreadyEndpoint{}, false
 	}
-	return UnreadyEndpoint{IP: ep.Addresses[0], Port: port, Pod: ref.Name, UID: ref.UID}, true
+	return UnreadyEndpoint{IP: ep.Addresses[0], Port: port, Pod: ref.name, UID: ref.uid}, true
+}
+
+// podOf is the pod ep's targetRef names, when it names one of namespace,
+// the Service's own, by name and UID.
+func podOf(ep discoveryv1.Endpoint, namespace string) (podRef, bool) {
+	ref := ep.TargetRef
+	if ref == nil || ref.Kind != "Pod" || ref.Namespace != namespace || ref.Name == "" || ref.UID == "" {
+		return podRef{}, false
+	}
+	return podRef{name: ref.Name, uid: ref.UID}, true
 }
 
 // declaredProtocol is what a Service port says it speaks: its appProtocol,

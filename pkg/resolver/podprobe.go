@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,23 +58,11 @@ const (
 	// maxProbedPodsPerNamespace is one namespace's share of maxProbedPods,
 	// so the Services of one namespace cannot take every probe.
 	maxProbedPodsPerNamespace = maxProbedPods / 4
-	// podReadRate and podReadBurst bound the pod reads of one namespace's
-	// probes (per second, and at once), so pods that never start cannot
-	// spend the resolver's apiserver budget; a read past them waits.
-	podReadRate  = 5
-	podReadBurst = 10
-	// maxReadLimiters bounds the namespaces whose read rate is tracked, and
-	// readLimiterIdle how long one is kept unused. A limiter dropped early
-	// starts again with a full burst: at most podReadBurst reads more.
-	maxReadLimiters = 1024
-	readLimiterIdle = 10 * time.Minute
 	// maxPodPlans bounds the pods whose probes the resolver remembers
 	// (by UID), so a pod is read once while its Service wakes.
 	maxPodPlans = 256
 	// podPlanTTL is how long a pod's checks are remembered unused.
 	podPlanTTL = 30 * time.Minute
-	// podReadTimeout bounds one GET of a pod.
-	podReadTimeout = 2 * time.Second
 	// podRereadInitial and podRereadMax pace the reads of a pod whose
 	// probe has initialDelaySeconds while its container is not shown
 	// running (podcheck.ErrNotStarted): the kubelet publishes the start at
@@ -146,8 +133,8 @@ type podProber struct {
 	// used dropped past maxPodPlans. A pod's probes cannot change, so an
 	// entry is good for its pod's life; podPlanTTL only frees memory.
 	plans *utilcache.LRUExpireCache
-	// readLimits holds a namespace's pod read limiter (*rate.Limiter).
-	readLimits *utilcache.LRUExpireCache
+	// readLimits paces the pod reads of each namespace's probes.
+	readLimits namespaceLimits
 }
 
 type planOrErr struct {
@@ -183,7 +170,7 @@ func newPodProber(ctx context.Context, eps EndpointSource, view PodView, pods Po
 	return &podProber{eps: eps, view: view, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
 		services: map[ServiceRef]*probedService{}, inNamespace: map[string]int{},
-		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: utilcache.NewLRUExpireCache(maxReadLimiters)}
+		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: newNamespaceLimits()}
 }
 
 // join says a hold waits on svc; the returned func says it no longer
@@ -437,7 +424,7 @@ func (p *podProber) plan(ctx context.Context, svc ServiceRef, ep UnreadyEndpoint
 		return p.planFor(key, pod, ep)
 	}
 	namespace := svc.Namespace
-	if err := p.readLimiter(namespace).Wait(ctx); err != nil {
+	if err := p.readLimits.limiter(namespace).Wait(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -494,18 +481,6 @@ func (p *podProber) nextPause(svc ServiceRef, ep UnreadyEndpoint, pause time.Dur
 		return podRereadInitial
 	}
 	return min(2*pause, podRereadMax)
-}
-
-// readLimiter is namespace's pod read limiter.
-func (p *podProber) readLimiter(namespace string) *rate.Limiter {
-	v, ok := p.readLimits.Get(namespace)
-	if !ok {
-		// Two reads that miss together may each make one; one is kept.
-		v = rate.NewLimiter(podReadRate, podReadBurst)
-	}
-	// Added again on every use, so it lives readLimiterIdle after its last.
-	p.readLimits.Add(namespace, v, readLimiterIdle)
-	return v.(*rate.Limiter)
 }
 
 // podReadError is a failed read of a pod. One that may pass if tried

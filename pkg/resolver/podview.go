@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 )
@@ -54,6 +55,13 @@ type PodView interface {
 	// a bound, and the Service still selects what the watch does. The
 	// pods are shared and must not be changed.
 	Pods(svc ServiceRef) (pods []*corev1.Pod, whole bool)
+	// Read vouches for what Pods cannot (not whole): it returns the pods
+	// of names, in svc's namespace, that svc selects, as a GET of each
+	// found them, and reads in the background those it has not read
+	// lately, at most podReadRate a second per namespace; Watch tells
+	// when one is in. ok is false when the resolver may not read pods.
+	// The pods are shared and must not be changed.
+	Read(svc ServiceRef, names []string) (pods []*corev1.Pod, ok bool)
 	// Watch returns a channel closed on the next change of svc's pods,
 	// and stop, as EndpointSource.Watch.
 	Watch(svc ServiceRef) (changed <-chan struct{}, stop func())
@@ -62,14 +70,15 @@ type PodView interface {
 const (
 	// maxPodViews bounds the Services whose pods are watched at once, and
 	// maxPodViewsPerNamespace one namespace's share of them. A Service
-	// past them is held on its slices alone, as before the view.
+	// past them is held on its slices, each Ready address vouched for by
+	// a read of the pod it names (Read).
 	maxPodViews             = 256
 	maxPodViewsPerNamespace = maxPodViews / 4
-	// maxViewPods bounds the pods one view keeps: a wake from zero starts
+	// MaxViewPods bounds the pods one view keeps: a wake from zero starts
 	// a few, and the first Ready one releases every held request. A
-	// Service that selects more is not whole, and its slices are taken
-	// as they are.
-	maxViewPods = 8
+	// Service that selects more is not whole, and the pods its slices
+	// name are read to vouch for their addresses (Read).
+	MaxViewPods = 8
 	// podViewLinger is how long a view outlives its last hold: longer
 	// than the front's drain (DefaultFrontDrain), in which requests still
 	// reach the resolver after the wake, and short enough that a fleet's
@@ -95,6 +104,8 @@ type InformerPodView struct {
 	refused func()
 	// forbidden is set once a list was refused (forbiddenEnds).
 	forbidden atomic.Bool
+	// reads vouches for what the watches cannot (Read).
+	reads *podReads
 
 	mu          sync.Mutex
 	views       map[ServiceRef]*podWatch
@@ -114,9 +125,9 @@ type podWatch struct {
 }
 
 // NewInformerPodView returns a PodView whose watches end with ctx or
-// Close. services gives each Service's selector. Its metrics go to reg
-// (none when nil).
-func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister, listWatch PodListWatch, reg prometheus.Registerer) (*InformerPodView, error) {
+// Close. services gives each Service's selector, and pods reads one pod
+// (Read). Its metrics go to reg (none when nil).
+func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister, listWatch PodListWatch, pods PodGetter, reg prometheus.Registerer) (*InformerPodView, error) {
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "elasti_resolver_pod_views_refused_total",
 		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, maxPodViewsPerNamespace),
@@ -124,6 +135,7 @@ func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister,
 	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, ctx: ctx,
 		logger: klog.FromContext(ctx).WithName("podview"), b: newBroadcaster[ServiceRef](), refused: refused.Inc,
 		views: map[ServiceRef]*podWatch{}, inNamespace: map[string]int{}}
+	v.reads = newPodReads(ctx, pods, v.b.broadcast, v.logger, clock.RealClock{})
 	views := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "elasti_resolver_pod_views",
 		Help: fmt.Sprintf("Services whose pods the resolver watches now: those it holds requests for, and for %v after; at most %d.", podViewLinger, maxPodViews),
@@ -199,7 +211,7 @@ func (v *InformerPodView) roomLocked(namespace string) bool {
 
 func (v *InformerPodView) startLocked(svc ServiceRef, sel string) *podWatch {
 	ctx, cancel := context.WithCancel(v.ctx)
-	w := &podWatch{svc: svc, selector: sel, cancel: cancel, store: newPodStore(maxViewPods, func() { v.b.broadcast(svc) })}
+	w := &podWatch{svc: svc, selector: sel, cancel: cancel, store: newPodStore(MaxViewPods, func() { v.b.broadcast(svc) })}
 	v.views[svc] = w
 	v.inNamespace[svc.Namespace]++
 	logger := v.logger.WithValues("service", svc.kref())
@@ -256,6 +268,16 @@ func (v *InformerPodView) Pods(svc ServiceRef) ([]*corev1.Pod, bool) {
 	return pods, whole
 }
 
+// Read implements PodView. A Service whose selector the cache did not
+// keep (maxCachedSelector) has its pods read by name and UID alone.
+func (v *InformerPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, bool) {
+	sel, ok := v.selector(svc)
+	if !ok {
+		sel = ""
+	}
+	return v.reads.get(svc, sel, names)
+}
+
 // Watch implements PodView.
 func (v *InformerPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return v.b.watch(svc) }
 
@@ -274,6 +296,7 @@ func (v *InformerPodView) Close() {
 	}
 	v.mu.Unlock()
 	v.wg.Wait()
+	v.reads.wait()
 }
 
 // forbiddenEnds wraps lw so that a refusal (the resolver may not list or

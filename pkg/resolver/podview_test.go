@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -31,10 +32,35 @@ type memPodView struct {
 	whole  map[ServiceRef]bool
 	joined map[ServiceRef]int
 	b      *broadcaster[ServiceRef]
+	// readable are the pods Read finds, by namespace and name; readNames
+	// the names it was asked for.
+	readable  map[string]*corev1.Pod
+	readNames []string
 }
 
 func newMemPodView() *memPodView {
-	return &memPodView{pods: map[ServiceRef][]*corev1.Pod{}, whole: map[ServiceRef]bool{}, joined: map[ServiceRef]int{}, b: newBroadcaster[ServiceRef]()}
+	return &memPodView{pods: map[ServiceRef][]*corev1.Pod{}, whole: map[ServiceRef]bool{}, joined: map[ServiceRef]int{}, b: newBroadcaster[ServiceRef](),
+		readable: map[string]*corev1.Pod{}}
+}
+
+// readableAs makes p what Read finds of its name.
+func (m *memPodView) readableAs(p *corev1.Pod) {
+	m.mu.Lock()
+	m.readable[p.Namespace+"/"+p.Name] = p
+	m.mu.Unlock()
+}
+
+func (m *memPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readNames = append(m.readNames, names...)
+	var out []*corev1.Pod
+	for _, n := range names {
+		if p := m.readable[svc.Namespace+"/"+n]; p != nil {
+			out = append(out, p)
+		}
+	}
+	return out, true
 }
 
 func (m *memPodView) set(svc ServiceRef, whole bool, pods ...*corev1.Pod) {
@@ -176,15 +202,75 @@ func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 }
 
 // A Service whose pods the view does not have whole (past a bound, not
-// listed yet) is held on its slices as before the view.
-func TestAViewNotWholeLeavesTheSlicesAsTheyAre(t *testing.T) {
+// listed yet) has each Ready address of its slices vouched for by a read
+// of the pod the slice names (issue 38, hole 2, past the view's bounds):
+// the request goes to the genuine pod once it is read, and never to a
+// forged address, whether it names no pod, a genuine pod at another
+// address, a pod with another UID, or a pod going away.
+func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
+	genuine := viewPod("web-1", "u1", true, "10.244.0.5")
+	for _, forged := range []struct {
+		name     string
+		pod      string
+		uid      types.UID
+		readable *corev1.Pod
+	}{
+		{"naming no pod", "", "", nil},
+		{"naming a genuine pod at another address", "web-1", "u1", nil},
+		{"naming a pod with another UID", "web-2", "u-forged", viewPod("web-2", "u2", true, "10.0.0.9")},
+		{"naming a pod going away", "web-3", "u3", terminating(viewPod("web-3", "u3", true, "10.0.0.9"))},
+		{"naming a pod that does not exist", "web-4", "u4", nil},
+	} {
+		t.Run(forged.name, func(t *testing.T) {
+			checkNoLeaks(t)
+			e, view := viewEnv(t, false, newFakePods())
+			e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
+			victim := hitCounter(t, e, "10.0.0.9:8080")
+			view.set(testSvc, false)
+			if forged.readable != nil {
+				view.readableAs(forged.readable)
+			}
+			e.eps.Set(testSvc, "10.0.0.9:8080")
+			if forged.pod != "" {
+				e.eps.SetPod(testSvc, "10.0.0.9", forged.pod, forged.uid)
+			}
+			done := fetchAsync(t, e)
+			eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+			time.Sleep(100 * time.Millisecond)
+			notAnsweredYet(t, done, "with only the forged address listed")
+
+			e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
+			e.eps.Set(testSvc, "10.0.0.9:8080", "10.244.0.5:8080")
+			view.readableAs(genuine)
+			view.set(testSvc, false) // a read is in
+			wantAnswer(t, done, "200 pod", 5*time.Second, "not answered by the genuine pod once read")
+			for range 5 {
+				if got := <-fetchAsync(t, e); got != "200 pod" {
+					t.Errorf("a request forwarded while the genuine pod is listed: %q, want 200 pod", got)
+				}
+			}
+			if n := victim.count(); n != 0 {
+				t.Errorf("the forged address got %d requests", n)
+			}
+		})
+	}
+}
+
+// The pods the view has, whole or not, vouch without a read.
+func TestAViewNotWholeReadsOnlyWhatItLacks(t *testing.T) {
 	checkNoLeaks(t)
 	e, view := viewEnv(t, false, newFakePods())
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
-	view.set(testSvc, false)
+	view.set(testSvc, false, viewPod("web-1", "u1", true, "10.244.0.5"))
 	e.eps.Set(testSvc, "10.244.0.5:8080")
+	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
 	if got := <-fetchAsync(t, e); got != "200 pod" {
 		t.Fatalf("answer = %q, want 200 pod", got)
+	}
+	view.mu.Lock()
+	defer view.mu.Unlock()
+	if len(view.readNames) != 0 {
+		t.Errorf("read %q, which the view had", view.readNames)
 	}
 }
 
@@ -254,7 +340,7 @@ func selectingService(ns, name string, sel map[string]string) *corev1.Service {
 func newTestPodView(t *testing.T, api *fakePodAPI, svcs ...*corev1.Service) (*InformerPodView, *prometheus.Registry) {
 	_, ctx := ktesting.NewTestContext(t)
 	reg := prometheus.NewRegistry()
-	v, err := NewInformerPodView(ctx, serviceLister(t, svcs...), api.listWatch, reg)
+	v, err := NewInformerPodView(ctx, serviceLister(t, svcs...), api.listWatch, newFakePods(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +464,7 @@ func TestInformerPodViewBounds(t *testing.T) {
 	}
 }
 
-// A view keeps at most maxViewPods pods, and says it is not whole past
+// A view keeps at most MaxViewPods pods, and says it is not whole past
 // them until a list fits again; a pod's spec past maxViewPodBytes is not
 // kept.
 func TestPodStoreBounds(t *testing.T) {
@@ -443,7 +529,7 @@ func TestAnUnheldRequestIsVouchedForToo(t *testing.T) {
 	genuine := viewPod("web-1", "u1", true, "10.244.0.5")
 	api := &fakePodAPI{pods: []corev1.Pod{*genuine}}
 	_, ctx := ktesting.NewTestContext(t)
-	view, err := NewInformerPodView(ctx, serviceLister(t, selectingService("team", "web", map[string]string{"app": "web"})), api.listWatch, nil)
+	view, err := NewInformerPodView(ctx, serviceLister(t, selectingService("team", "web", map[string]string{"app": "web"})), api.listWatch, newFakePods(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

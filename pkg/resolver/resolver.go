@@ -210,7 +210,8 @@ const viewListWait = 2 * time.Second
 // addresses are vouched for as a held request's are (vouch.go): a forged
 // Ready endpoint is no shortcut past the check. The wait is for the
 // first request after a quiet spell only; a Service with no view to make
-// (past the bounds, no selector) waits for nothing.
+// (past the bounds, no selector) waits for nothing: its addresses are
+// vouched for by reads of their pods (vouchByName).
 func (r *Resolver) lookupToForward(ctx context.Context, svc ServiceRef, port string) (Backends, error) {
 	b, err := r.eps.Lookup(svc, port)
 	if err != nil || len(b.Addrs) == 0 || r.view == nil {

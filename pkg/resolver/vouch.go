@@ -24,13 +24,15 @@ func (e vouchedEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, err
 		return b, err
 	}
 	pods, whole := e.view.Pods(svc)
-	return vouch(b, pods, whole), nil
+	if whole {
+		return vouch(b, pods), nil
+	}
+	return vouchByName(b, pods, func(names []string) ([]*corev1.Pod, bool) { return e.view.Read(svc, names) }), nil
 }
 
 // vouch checks b, what the slices say of one port of a Service, against
-// pods, the pods the Service selects as their watch last saw them. It
-// returns b unchanged unless pods are whole (PodView.Pods): a view that
-// lists late or left a pod out proves nothing. With them:
+// pods, all the pods the Service selects as their watch last saw them
+// (PodView.Pods, whole):
 //
 //   - a Ready address of the slices is kept only when a pod that is not
 //     going away holds it (status.podIPs): a slice written by anyone who
@@ -43,18 +45,8 @@ func (e vouchedEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, err
 //   - a not-ready endpoint is kept only when its pod, by name and UID,
 //     holds its address, and the not-ready pods the slices do not list
 //     yet are added, for direct probing.
-func vouch(b Backends, pods []*corev1.Pod, whole bool) Backends {
-	if !whole {
-		return b
-	}
-	holders := map[string]*corev1.Pod{}
-	for _, p := range pods {
-		if !going(p) {
-			for _, ip := range podIPs(p) {
-				holders[ip] = p
-			}
-		}
-	}
+func vouch(b Backends, pods []*corev1.Pod) Backends {
+	holders := holdersOf(pods)
 	out := b
 	out.Addrs, out.Unready = nil, nil
 	for _, a := range b.Addrs {
@@ -86,6 +78,75 @@ func vouch(b Backends, pods []*corev1.Pod, whole bool) Backends {
 	out.Addrs = slices.Compact(out.Addrs)
 	out.FromPods = fromSlices == 0 && len(out.Addrs) > 0
 	return out
+}
+
+// vouchByName checks b's Ready addresses where the pod view is not whole
+// (past its bounds, before its first list, or a Service that selects
+// anew): each is kept only when the pod its slice names (targetRef), by
+// name and UID, holds it and is not going away, as the view has the pod
+// (pods, some of the Service's) or else as a read found it (read, which
+// reads in the background what it has not read lately; PodView.Read).
+// Past the view's bounds a forged slice is no more trusted than within
+// them (issue 38, hole 2). When the resolver may not read pods (read's
+// false), the slices are taken as they are. The not-ready endpoints are
+// kept: direct probing reads each one's pod and checks the address
+// before it probes (podcheck.PlanFor).
+func vouchByName(b Backends, pods []*corev1.Pod, read func(names []string) ([]*corev1.Pod, bool)) Backends {
+	if len(b.Addrs) == 0 {
+		return b
+	}
+	byName := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		byName[p.Name] = p
+	}
+	// The view's copy of a pod is as new as a read's: only the pods it
+	// lacks are read.
+	var unread []string
+	for _, a := range b.Addrs {
+		host, _, _ := net.SplitHostPort(a)
+		if ref, ok := b.readyPods[host]; ok && byName[ref.name] == nil && !slices.Contains(unread, ref.name) {
+			if unread = append(unread, ref.name); len(unread) == maxReadsPerLookup {
+				break
+			}
+		}
+	}
+	if len(unread) > 0 {
+		got, ok := read(unread)
+		if !ok {
+			return b
+		}
+		for _, p := range got {
+			byName[p.Name] = p
+		}
+	}
+	out := b
+	out.Addrs = nil
+	for _, a := range b.Addrs {
+		host, _, _ := net.SplitHostPort(a)
+		if ref, ok := b.readyPods[host]; ok && vouchedBy(byName[ref.name], ref, host) {
+			out.Addrs = append(out.Addrs, a)
+		}
+	}
+	return out
+}
+
+// vouchedBy reports whether p is ref's pod, holds ip and is not going
+// away.
+func vouchedBy(p *corev1.Pod, ref podRef, ip string) bool {
+	return p != nil && p.UID == ref.uid && !going(p) && slices.Contains(podIPs(p), ip)
+}
+
+// holdersOf maps each address of pods that are not going away to its pod.
+func holdersOf(pods []*corev1.Pod) map[string]*corev1.Pod {
+	holders := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		if !going(p) {
+			for _, ip := range podIPs(p) {
+				holders[ip] = p
+			}
+		}
+	}
+	return holders
 }
 
 // going reports whether p is going away or gone: terminating, or its

@@ -49,7 +49,6 @@ func TestVouch(t *testing.T) {
 		name        string
 		slices      Backends
 		pods        []*corev1.Pod
-		whole       bool
 		wantAddrs   []string
 		wantUnready []UnreadyEndpoint
 		fromPods    bool
@@ -57,60 +56,50 @@ func TestVouch(t *testing.T) {
 		name:      "a forged Ready endpoint no pod holds",
 		slices:    Backends{Addrs: []string{"10.0.0.9:8080"}, target: web},
 		pods:      []*corev1.Pod{viewPod("web-1", "u1", false, "10.244.0.5")},
-		whole:     true,
 		wantAddrs: nil, wantUnready: []UnreadyEndpoint{genuine},
 	}, {
 		name:      "a forged Ready endpoint beside a genuine one",
 		slices:    Backends{Addrs: []string{"10.0.0.9:8080", "10.244.0.5:8080"}, target: web},
 		pods:      []*corev1.Pod{viewPod("web-1", "u1", true, "10.244.0.5")},
-		whole:     true,
 		wantAddrs: []string{"10.244.0.5:8080"},
 	}, {
 		name:      "another namespace's pod address, listed Ready",
 		slices:    Backends{Addrs: []string{"10.244.7.7:8080"}, target: web},
 		pods:      nil, // that pod is not one the Service selects
-		whole:     true,
 		wantAddrs: nil,
 	}, {
 		name:      "an address its pod left: the pod was deleted, the slice not yet written",
 		slices:    Backends{Addrs: []string{"10.244.0.5:8080"}, target: web},
 		pods:      []*corev1.Pod{terminating(viewPod("web-1", "u1", true, "10.244.0.5"))},
-		whole:     true,
 		wantAddrs: nil,
 	}, {
 		name:        "a forged not-ready endpoint naming a genuine pod at another address",
 		slices:      Backends{Unready: []UnreadyEndpoint{{IP: "10.0.0.9", Port: 8080, Pod: "web-1", UID: "u1"}}, target: web},
 		pods:        []*corev1.Pod{viewPod("web-1", "u1", false, "10.244.0.5")},
-		whole:       true,
 		wantUnready: []UnreadyEndpoint{genuine},
 	}, {
 		name:        "a not-ready endpoint naming a genuine pod's name with another UID",
 		slices:      Backends{Unready: []UnreadyEndpoint{{IP: "10.244.0.5", Port: 8080, Pod: "web-1", UID: "other"}}, target: web},
 		pods:        []*corev1.Pod{viewPod("web-1", "u1", false, "10.244.0.5")},
-		whole:       true,
 		wantUnready: []UnreadyEndpoint{genuine},
 	}, {
 		name:      "a pod the kubelet wrote Ready that the slices do not list yet",
 		slices:    Backends{Unready: []UnreadyEndpoint{genuine}, target: web},
 		pods:      []*corev1.Pod{viewPod("web-1", "u1", true, "10.244.0.5")},
-		whole:     true,
 		wantAddrs: []string{"10.244.0.5:8080"}, wantUnready: []UnreadyEndpoint{genuine}, fromPods: true,
 	}, {
 		name:      "a numeric targetPort",
 		slices:    Backends{target: intstr.FromInt32(9090)},
 		pods:      []*corev1.Pod{viewPod("web-1", "u1", true, "10.244.0.5")},
-		whole:     true,
 		wantAddrs: []string{"10.244.0.5:9090"}, fromPods: true,
 	}, {
 		name:   "a targetPort name no container gives",
 		slices: Backends{target: intstr.FromString("metrics")},
 		pods:   []*corev1.Pod{viewPod("web-1", "u1", true, "10.244.0.5")},
-		whole:  true,
 	}, {
 		name:      "dual stack: the Service's first family",
 		slices:    Backends{target: web, family: corev1.IPv6Protocol},
 		pods:      []*corev1.Pod{viewPod("web-1", "u1", true, "10.244.0.5", "fd00::5")},
-		whole:     true,
 		wantAddrs: []string{"[fd00::5]:8080"}, fromPods: true,
 	}, {
 		name:   "a host-network pod is added by its slice only",
@@ -120,19 +109,11 @@ func TestVouch(t *testing.T) {
 			p.Spec.HostNetwork = true
 			return []*corev1.Pod{p, viewPod("web-2", "u2", true, "")}
 		}(),
-		whole:     true,
 		wantAddrs: []string{"192.168.1.10:8080"},
-	}, {
-		name:        "a view that is not whole proves nothing: the slices as they are",
-		slices:      Backends{Addrs: []string{"10.0.0.9:8080"}, Unready: []UnreadyEndpoint{genuine}, target: web},
-		pods:        []*corev1.Pod{viewPod("web-2", "u2", true, "10.244.0.6")},
-		whole:       false,
-		wantAddrs:   []string{"10.0.0.9:8080"},
-		wantUnready: []UnreadyEndpoint{genuine},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := vouch(c.slices, c.pods, c.whole)
+			got := vouch(c.slices, c.pods)
 			if !slices.Equal(got.Addrs, c.wantAddrs) {
 				t.Errorf("Addrs = %q, want %q", got.Addrs, c.wantAddrs)
 			}
@@ -153,8 +134,46 @@ func TestVouchBoundsTheStartingPods(t *testing.T) {
 	for i := range maxUnreadyEndpoints + 1 {
 		pods = append(pods, viewPod("web-"+string(rune('a'+i)), types.UID("u"+string(rune('a'+i))), false, "10.244.1."+string(rune('1'+i))))
 	}
-	got := vouch(Backends{target: intstr.FromString("web")}, pods, true)
+	got := vouch(Backends{target: intstr.FromString("web")}, pods)
 	if len(got.Unready) != maxUnreadyEndpoints {
 		t.Errorf("%d starting pods handed on, want %d", len(got.Unready), maxUnreadyEndpoints)
+	}
+}
+
+// Where the view is not whole, each Ready address is checked against the
+// pod its slice names, from the view or a read: the boundary cases of
+// vouchByName.
+func TestVouchByName(t *testing.T) {
+	genuine := viewPod("web-1", "u1", true, "10.244.0.5")
+	slicesSay := Backends{Addrs: []string{"10.0.0.9:8080", "10.244.0.5:8080"},
+		Unready:   []UnreadyEndpoint{{IP: "10.0.0.8", Port: 8080, Pod: "web-2", UID: "u2"}},
+		readyPods: map[string]podRef{"10.0.0.9": {"web-1", "u1"}, "10.244.0.5": {"web-1", "u1"}}}
+	readable := func(ok bool, pods ...*corev1.Pod) func([]string) ([]*corev1.Pod, bool) {
+		return func([]string) ([]*corev1.Pod, bool) { return pods, ok }
+	}
+	cases := []struct {
+		name      string
+		view      []*corev1.Pod
+		read      func([]string) ([]*corev1.Pod, bool)
+		wantAddrs []string
+	}{
+		{"read: only the genuine pod's own address", nil, readable(true, genuine), []string{"10.244.0.5:8080"}},
+		{"in the view: no read needed", []*corev1.Pod{genuine}, func([]string) ([]*corev1.Pod, bool) {
+			t.Error("read what the view has")
+			return nil, true
+		}, []string{"10.244.0.5:8080"}},
+		{"nothing read yet: nothing forwarded to", nil, readable(true), nil},
+		{"the resolver may not read pods: the slices as they are", nil, readable(false), slicesSay.Addrs},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := vouchByName(slicesSay, c.view, c.read)
+			if !slices.Equal(got.Addrs, c.wantAddrs) {
+				t.Errorf("Addrs = %q, want %q", got.Addrs, c.wantAddrs)
+			}
+			if !slices.Equal(got.Unready, slicesSay.Unready) {
+				t.Errorf("Unready = %+v, want the slices' (direct probing reads their pods)", got.Unready)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -123,21 +124,25 @@ func TestHeldRequestReachesAPodReadyBeforeItListens(t *testing.T) {
 // delay after they start, with no readiness probe.
 func (s *scenario) runLateApp(delay time.Duration) {
 	s.t.Helper()
+	s.updateApp(func(d *appsv1.Deployment) { s.asLateApp(&d.Spec.Template.Spec, delay) })
+}
+
+// asLateApp makes spec's pods the late app on the process node, listening
+// delay after they start, with no readiness probe.
+func (s *scenario) asLateApp(spec *corev1.PodSpec, delay time.Duration) {
+	s.t.Helper()
 	// The process node gives every pod its ServiceAccount's token, and the
 	// local control plane runs no controller that makes "default".
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: lateAppImage, Namespace: s.e.NS}}
-	if _, err := s.e.Kube.CoreV1().ServiceAccounts(s.e.NS).Create(s.ctx, sa, metav1.CreateOptions{}); err != nil {
+	if _, err := s.e.Kube.CoreV1().ServiceAccounts(s.e.NS).Create(s.ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		s.t.Fatal(err)
 	}
-	s.updateApp(func(d *appsv1.Deployment) {
-		spec := &d.Spec.Template.Spec
-		spec.ServiceAccountName = sa.Name
-		spec.NodeSelector, spec.Tolerations = nil, nil
-		c := &spec.Containers[0]
-		c.Image = "registry.example/" + lateAppImage + ":1"
-		c.Env = append(c.Env, corev1.EnvVar{Name: lateAppListenDelayEnv, Value: delay.String()})
-		c.ReadinessProbe = nil
-	})
+	spec.ServiceAccountName = sa.Name
+	spec.NodeSelector, spec.Tolerations = nil, nil
+	c := &spec.Containers[0]
+	c.Image = "registry.example/" + lateAppImage + ":1"
+	c.Env = append(c.Env, corev1.EnvVar{Name: lateAppListenDelayEnv, Value: delay.String()})
+	c.ReadinessProbe = nil
 }
 
 // podSeen is a pod and when the test first saw it Ready.
