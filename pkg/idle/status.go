@@ -21,13 +21,23 @@ type StatusPatcher struct {
 
 // RecordScaledUp implements StatusRecorder.
 func (p StatusPatcher) RecordScaledUp(ctx context.Context, es types.NamespacedName, at time.Time) error {
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lastScaledUpTime": metav1.NewTime(at)}})
+	return p.patch(ctx, es, "lastScaledUpTime", metav1.NewTime(at))
+}
+
+// RecordHeld implements StatusRecorder.
+func (p StatusPatcher) RecordHeld(ctx context.Context, es types.NamespacedName, held time.Duration) error {
+	return p.patch(ctx, es, "lastHeld", metav1.Duration{Duration: held})
+}
+
+// patch sets one status field.
+func (p StatusPatcher) patch(ctx context.Context, es types.NamespacedName, field string, value any) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{field: value}})
 	if err != nil {
 		return err
 	}
 	_, err = p.Client.ElastiV1alpha1().ElastiServices(es.Namespace).Patch(ctx, es.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
-		return fmt.Errorf("record lastScaledUpTime on %s: %w", es, err)
+		return fmt.Errorf("record %s on %s: %w", field, es, err)
 	}
 	return nil
 }

@@ -13,9 +13,10 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
-// StatusRecorder stores status.lastScaledUpTime.
+// StatusRecorder stores status.lastScaledUpTime and status.lastHeld.
 type StatusRecorder interface {
 	RecordScaledUp(ctx context.Context, es types.NamespacedName, at time.Time) error
+	RecordHeld(ctx context.Context, es types.NamespacedName, held time.Duration) error
 }
 
 // wakeMemory is how long Wakes remembers a wake in memory; by then its
@@ -42,6 +43,9 @@ type Wakes struct {
 	// ElastiService's target, whatever the answer: it asks again every
 	// few seconds for as long as it holds a request for the Service.
 	asked *cache.Expiring
+	// held holds, for heldSpacing, the ElastiServices whose lastHeld was
+	// just written.
+	held *cache.Expiring
 	// atZero holds when each ElastiService's target was first seen at
 	// zero since its last scale-up was seen.
 	atZero map[types.NamespacedName]time.Time
@@ -65,6 +69,7 @@ func NewWakes(baseCtx context.Context, status StatusRecorder, writeTimeout time.
 		status: status, writeTimeout: writeTimeout, baseCtx: context.WithoutCancel(baseCtx), clock: clock.RealClock{},
 		woken:   cache.NewExpiring(),
 		asked:   cache.NewExpiring(),
+		held:    cache.NewExpiring(),
 		atZero:  map[types.NamespacedName]time.Time{},
 		up:      map[types.NamespacedName]struct{}{},
 		sleptAt: map[types.NamespacedName]time.Time{},
@@ -110,6 +115,32 @@ func (w *Wakes) LastAsked(es types.NamespacedName) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t.(time.Time), true
+}
+
+// heldSpacing is the least time between two writes of one
+// ElastiService's lastHeld: the requests a wake held are released
+// together, and each resolver replica reports the first, the longest, so
+// a wake writes it once or twice; more reports than that are dropped.
+const heldSpacing = time.Second
+
+// Held writes held, a resolver's report of how long a request held for
+// es waited, to status.lastHeld, at most once per heldSpacing. The write
+// never delays the caller.
+func (w *Wakes) Held(ctx context.Context, es types.NamespacedName, held time.Duration) {
+	logger := klog.FromContext(ctx).WithValues("elastiService", klog.KRef(es.Namespace, es.Name))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, recent := w.held.Get(es); recent || w.stopping {
+		return
+	}
+	w.held.Set(es, struct{}{}, heldSpacing)
+	w.writes.Go(func() {
+		ctx, cancel := context.WithTimeout(w.baseCtx, w.writeTimeout)
+		defer cancel()
+		if err := w.status.RecordHeld(ctx, es, held); err != nil {
+			logger.V(2).Info("Could not record lastHeld", "err", err)
+		}
+	})
 }
 
 // Record starts es's cooldown at at, the time of a scale-up from zero.
@@ -204,6 +235,7 @@ func (w *Wakes) Forget(es types.NamespacedName) {
 	delete(w.sleptAt, es)
 	w.woken.Delete(es)
 	w.asked.Delete(es)
+	w.held.Delete(es)
 }
 
 // Wait refuses further status writes and blocks until pending ones finish

@@ -9,14 +9,24 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// statusWrites records the lastScaledUpTime writes, by seconds after now.
+// statusWrites records the lastScaledUpTime writes, by seconds after now,
+// and the lastHeld writes.
 type statusWrites struct {
 	mu     sync.Mutex
 	writes []string
+	held   []string
+}
+
+func (s *statusWrites) RecordHeld(_ context.Context, es types.NamespacedName, held time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = append(s.held, fmt.Sprintf("%s:%s", es, held))
+	return nil
 }
 
 func (s *statusWrites) RecordScaledUp(_ context.Context, es types.NamespacedName, at time.Time) error {
@@ -127,5 +137,32 @@ func replayWakeSteps(ctx context.Context, w *Wakes, clock *clocktesting.FakePass
 		default:
 			w.ObserveReplicas(ctx, web, 2)
 		}
+	}
+}
+
+// A resolver's report of a held request is written to lastHeld, once per
+// heldSpacing per ElastiService: the rest of a wake's reports are
+// dropped, another ElastiService's are not.
+func TestHeldReportsAreWrittenAtMostOncePerSpacing(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	st := &statusWrites{}
+	w := NewWakes(ctx, st, time.Second)
+	clk := clocktesting.NewFakeClock(now)
+	w.held = cache.NewExpiringWithClock(clk)
+	web := types.NamespacedName{Namespace: "shop", Name: "web"}
+	api := types.NamespacedName{Namespace: "shop", Name: "api"}
+	w.Held(ctx, web, 603*time.Millisecond)
+	w.Held(ctx, web, 598*time.Millisecond) // the second replica's, or a later request's
+	w.Held(ctx, api, 2*time.Second)
+	clk.Step(heldSpacing + time.Millisecond)
+	w.Held(ctx, web, 700*time.Millisecond) // the next wake's
+	w.Wait()
+	slices.Sort(st.held)
+	if want := []string{"shop/api:2s", "shop/web:603ms", "shop/web:700ms"}; !slices.Equal(st.held, want) {
+		t.Errorf("lastHeld writes %q, want %q", st.held, want)
+	}
+	w.Held(ctx, api, time.Second) // after Wait: refused, as Record
+	if len(st.held) != 3 {
+		t.Errorf("a report after Wait was written: %q", st.held)
 	}
 }

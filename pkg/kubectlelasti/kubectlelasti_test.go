@@ -181,6 +181,7 @@ func statusFixture(t *testing.T) *fixture {
 			es.Status.LastScaledUpTime = at(5 * time.Minute)
 			es.Status.LastColdStart = dur(1200 * time.Millisecond)
 			es.Status.RecentColdStarts = durations(2*time.Second, 800*time.Millisecond, 1200*time.Millisecond)
+			es.Status.LastHeld = dur(603 * time.Millisecond) // the resolver's check passed before the kubelet's
 			es.Status.Wakes = 3
 			es.Status.TimeAsleep = dur(2 * time.Hour)
 		}),
@@ -198,10 +199,10 @@ func TestStatusTable(t *testing.T) {
 	if code := f.run("status"); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
-	want := `NAME   MODE    REPLICAS   LAST WAKE   COLD START P50   TIME ASLEEP
-api    proxy   0          -           -                3h
-new    -       -          -           -                -
-web    serve   2          5m          1.2s             120m
+	want := `NAME   MODE    REPLICAS   LAST WAKE   READY AFTER P50   LAST HELD   TIME ASLEEP
+api    proxy   0          -           -                 -           3h
+new    -       -          -           -                 -           -
+web    serve   2          5m          1.2s              603ms       120m
 `
 	if f.out.String() != want {
 		t.Errorf("status:\n%s\nwant:\n%s", f.out.String(), want)
@@ -211,11 +212,11 @@ web    serve   2          5m          1.2s             120m
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
 	lines := strings.Split(strings.TrimSpace(f.out.String()), "\n")
-	if got := strings.Fields(lines[0]); !slices.Equal(got, strings.Fields("NAMESPACE NAME MODE REPLICAS LAST WAKE COLD START P50 TIME ASLEEP WAKES LAST COLD START READY SERVICE TARGET")) {
+	if got := strings.Fields(lines[0]); !slices.Equal(got, strings.Fields("NAMESPACE NAME MODE REPLICAS LAST WAKE READY AFTER P50 LAST HELD TIME ASLEEP WAKES LAST READY AFTER READY SERVICE TARGET")) {
 		t.Errorf("wide header %q", lines[0])
 	}
 	if len(lines) != 5 || !strings.HasPrefix(lines[1], "other ") || !slices.Equal(strings.Fields(lines[4]),
-		strings.Fields("shop web serve 2 5m 1.2s 120m 3 1.2s True web Deployment/web")) {
+		strings.Fields("shop web serve 2 5m 1.2s 603ms 120m 3 1.2s True web Deployment/web")) {
 		t.Errorf("wide rows:\n%s", f.out.String())
 	}
 }
@@ -242,7 +243,8 @@ func TestStatusJSONAndYAML(t *testing.T) {
 		}
 	}
 	web, api := list.Items[0], list.Items[1]
-	if web.ColdStartP50.Duration != 1200*time.Millisecond || web.Wakes != 3 || web.Asleep || web.TimeAsleep.Duration != 2*time.Hour {
+	if web.ColdStartP50.Duration != 1200*time.Millisecond || web.LastHeld.Duration != 603*time.Millisecond || web.Wakes != 3 || web.Asleep ||
+		web.TimeAsleep.Duration != 2*time.Hour {
 		t.Errorf("web %+v", web)
 	}
 	if !api.Asleep || api.TimeAsleep.Duration != 3*time.Hour || api.ColdStartP50 != nil {

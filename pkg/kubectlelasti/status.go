@@ -38,10 +38,13 @@ const none = "-"
 func (s *session) statusCommand() *cobra.Command {
 	var o statusOptions
 	o.print = genericclioptions.NewPrintFlags("")
-	cmd := s.subcommand("status [NAME...]", "List ElastiServices: mode, replicas, last wake, cold-start p50 and time asleep", `Reads each ElastiService's status as the operator wrote it; "-" is a value
-it has not written (yet). COLD START P50 is the median of the latest cold
-starts (status.recentColdStarts); TIME ASLEEP adds the current sleep, if
-any, to the sleeps that have ended.
+	cmd := s.subcommand("status [NAME...]", "List ElastiServices: mode, replicas, last wake, time to Ready, what clients waited and time asleep", `Reads each ElastiService's status as the operator wrote it; "-" is a value
+it has not written (yet). READY AFTER P50 is the median time from a
+scale-up from zero to the first Ready pod (status.recentColdStarts, the
+kubelet's Ready); LAST HELD is how long the latest held request waited,
+as the resolver measured it (status.lastHeld, its X-Elasti-Cold-Start),
+which is less when the resolver's own readiness check passed first. TIME
+ASLEEP adds the current sleep, if any, to the sleeps that have ended.
 
 -o json and -o yaml print a List (apiVersion v1, kind List, as kubectl
 prints objects that are not one API list) of ElastiServiceSummary items,
@@ -101,6 +104,7 @@ type Summary struct {
 	Wakes         int64            `json:"wakes"`
 	LastColdStart *metav1.Duration `json:"lastColdStart,omitempty"`
 	ColdStartP50  *metav1.Duration `json:"coldStartP50,omitempty"`
+	LastHeld      *metav1.Duration `json:"lastHeld,omitempty"`
 	TimeAsleep    *metav1.Duration `json:"timeAsleep,omitempty"`
 	// SleepRequestedAt is a sleep request the operator has yet to carry
 	// out.
@@ -131,7 +135,7 @@ func (s *Summary) DeepCopyObject() runtime.Object {
 	out.LastWake = s.LastWake.DeepCopy()
 	out.LastSleep = s.LastSleep.DeepCopy()
 	out.SleepRequestedAt = s.SleepRequestedAt.DeepCopy()
-	for _, d := range []**metav1.Duration{&out.LastColdStart, &out.ColdStartP50, &out.TimeAsleep} {
+	for _, d := range []**metav1.Duration{&out.LastColdStart, &out.ColdStartP50, &out.LastHeld, &out.TimeAsleep} {
 		if *d != nil {
 			c := **d
 			*d = &c
@@ -160,7 +164,7 @@ func Summarize(es *elastiv1alpha1.ElastiService, now time.Time) Summary {
 		Target: target.Kind + "/" + target.Name,
 		Mode:   st.Mode, TargetReplicas: st.Replicas(), Asleep: st.Asleep(),
 		LastWake: st.LastScaledUpTime, LastSleep: st.LastScaledDownTime, Wakes: st.Wakes,
-		LastColdStart: st.LastColdStart,
+		LastColdStart: st.LastColdStart, LastHeld: st.LastHeld,
 	}
 	if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); c != nil {
 		s.Ready = string(c.Status)
@@ -394,12 +398,12 @@ func PrintTable(w io.Writer, summaries []Summary, namespaces, wide bool, now tim
 // printTable is PrintTable, with the header row or without.
 // It does not flush tw.
 func printTable(tw io.Writer, summaries []Summary, namespaces, wide, header bool, now time.Time) {
-	head := "NAME\tMODE\tREPLICAS\tLAST WAKE\tCOLD START P50\tTIME ASLEEP"
+	head := "NAME\tMODE\tREPLICAS\tLAST WAKE\tREADY AFTER P50\tLAST HELD\tTIME ASLEEP"
 	if namespaces {
 		head = "NAMESPACE\t" + head
 	}
 	if wide {
-		head += "\tWAKES\tLAST COLD START\tREADY\tSERVICE\tTARGET"
+		head += "\tWAKES\tLAST READY AFTER\tREADY\tSERVICE\tTARGET"
 	}
 	if header {
 		fmt.Fprintln(tw, head)
@@ -409,7 +413,8 @@ func printTable(tw io.Writer, summaries []Summary, namespaces, wide, header bool
 		if s.Mode != "" {
 			replicas = strconv.Itoa(int(s.TargetReplicas))
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", s.Name, orNone(s.Mode), replicas, ago(s.LastWake, now), coldStart(s.ColdStartP50), age(s.TimeAsleep))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, orNone(s.Mode), replicas, ago(s.LastWake, now), coldStart(s.ColdStartP50),
+			coldStart(s.LastHeld), age(s.TimeAsleep))
 		if namespaces {
 			row = s.Namespace + "\t" + row
 		}

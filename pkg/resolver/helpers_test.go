@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,10 +65,12 @@ func (f *fakeNet) dialCount(addr string) int {
 	return f.dials[addr]
 }
 
-// fakeOperator counts wake POSTs.
+// fakeOperator counts wake POSTs, and keeps the held reports apart.
 type fakeOperator struct {
 	srv   *httptest.Server
 	posts atomic.Int64
+	// held are the reports of held requests (wakeapi.HeldPath).
+	held []wakeapi.HeldReport
 	// mode: "up" answers 200, "reject" 503, "down" drops the connection.
 	mode   atomic.Value
 	mu     sync.Mutex
@@ -81,6 +84,18 @@ func newFakeOperator(t *testing.T) *fakeOperator {
 	o := &fakeOperator{}
 	o.mode.Store("up")
 	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == wakeapi.HeldPath {
+			rep, err := wakeapi.DecodeHeld(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			o.mu.Lock()
+			o.held = append(o.held, rep)
+			o.mu.Unlock()
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		o.posts.Add(1)
 		o.mu.Lock()
@@ -109,6 +124,13 @@ func newFakeOperator(t *testing.T) *fakeOperator {
 	}))
 	t.Cleanup(o.srv.Close)
 	return o
+}
+
+// heldReports returns the held reports so far.
+func (o *fakeOperator) heldReports() []wakeapi.HeldReport {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.held)
 }
 
 func (o *fakeOperator) setOnPost(f func(wakeapi.Request)) {

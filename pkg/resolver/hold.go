@@ -101,6 +101,7 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), re
 	}
 	waited := time.Since(began)
 	r.metrics.ColdStartWait.Observe(waited.Seconds())
+	r.held.report(s.svc, waited)
 	s.logger.V(4).Info("Releasing hold", "waited", waited)
 	ready(b, waited)
 	return nil

@@ -80,6 +80,7 @@ type Resolver struct {
 	pages   PageSwitch
 	admit   *admission
 	holds   *holder
+	held    *heldReports
 	conn    *connector
 	fwd     *forwarder
 	metrics *Metrics
@@ -140,6 +141,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		pages:      opts.Pages,
 		admit:      newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
 		holds:      newHolder(klog.NewContext(ctx, logger), eps, opts.PodView, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
+		held:       newHeldReports(ctx, waker, logger),
 		conn:       conn,
 		fwd:        newForwarder(cfg, conn, metrics, logger),
 		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
@@ -158,6 +160,7 @@ func (r *Resolver) Metrics() *Metrics { return r.metrics }
 // server's Shutdown.
 func (r *Resolver) Close() {
 	r.holds.close()
+	r.held.close()
 	r.fwd.closeIdle()
 }
 

@@ -84,9 +84,15 @@ func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc ServiceRe
 }
 
 func (c *wakeClient) post(ctx context.Context, svc ServiceRef) (string, error) {
+	return c.send(ctx, c.url, wakeapi.Encode(svc.Namespace, svc.Name))
+}
+
+// send POSTs body to url, on the operator, with the wake token, within
+// the operator timeout, and returns the outcome label.
+func (c *wakeClient) send(ctx context.Context, url string, body []byte) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(wakeapi.Encode(svc.Namespace, svc.Name)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return OutcomeUnreachable, err
 	}

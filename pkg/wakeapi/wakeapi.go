@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -44,32 +45,11 @@ func Encode(namespace, svc string) []byte {
 // ignored so newer resolvers keep working; missing or malformed names are
 // errors.
 func DecodeRequest(r io.Reader) (Request, error) {
-	body, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
-	if err != nil {
-		return Request{}, fmt.Errorf("read body: %w", err)
-	}
-	if len(body) > MaxBodyBytes {
-		return Request{}, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxBodyBytes)
-	}
 	var req Request
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return Request{}, fmt.Errorf(`malformed JSON, want {"count":1,"svc":"<service>","namespace":"<namespace>"}: %w`, err)
+	if err := decodeOne(r, &req, `{"count":1,"svc":"<service>","namespace":"<namespace>"}`); err != nil {
+		return Request{}, err
 	}
-	if dec.More() {
-		return Request{}, errors.New("malformed JSON: more than one value in the body")
-	}
-	var problems []string
-	if req.Svc == "" {
-		problems = append(problems, `"svc" is required`)
-	} else if errs := validation.IsDNS1035Label(req.Svc); len(errs) > 0 {
-		problems = append(problems, fmt.Sprintf(`"svc" %s is not a Service name: %s`, quoteShort(req.Svc), strings.Join(errs, "; ")))
-	}
-	if req.Namespace == "" {
-		problems = append(problems, `"namespace" is required`)
-	} else if errs := validation.IsDNS1123Label(req.Namespace); len(errs) > 0 {
-		problems = append(problems, fmt.Sprintf(`"namespace" %s is not a namespace name: %s`, quoteShort(req.Namespace), strings.Join(errs, "; ")))
-	}
+	problems := nameProblems(req.Svc, req.Namespace)
 	if req.Count < 0 {
 		problems = append(problems, `"count" must not be negative`)
 	}
@@ -77,6 +57,88 @@ func DecodeRequest(r io.Reader) (Request, error) {
 		return Request{}, errors.New(strings.Join(problems, "; "))
 	}
 	return req, nil
+}
+
+// HeldPath is elasti's own route, beside KubeElasti's: a resolver reports
+// there how long a held request it released waited, for the
+// ElastiService's status.lastHeld. An operator without it answers 404,
+// which the resolver only logs.
+const HeldPath = "/elasti/held-request"
+
+// MaxHeld bounds a reported wait: far longer than any hold
+// (--request-timeout).
+const MaxHeld = 24 * time.Hour
+
+// HeldReport is the body of a report to HeldPath:
+// {"svc":"<public svc>","namespace":"<ns>","heldMillis":<ms>}.
+type HeldReport struct {
+	Svc        string `json:"svc"`
+	Namespace  string `json:"namespace"`
+	HeldMillis int64  `json:"heldMillis"`
+}
+
+// Held is the reported wait.
+func (h HeldReport) Held() time.Duration { return time.Duration(h.HeldMillis) * time.Millisecond }
+
+// EncodeHeld returns the body a resolver sends to report that a request
+// held for svc in namespace waited held.
+func EncodeHeld(namespace, svc string, held time.Duration) []byte {
+	// Three plain fields: Marshal cannot fail.
+	b, _ := json.Marshal(HeldReport{Svc: svc, Namespace: namespace, HeldMillis: held.Milliseconds()})
+	return b
+}
+
+// DecodeHeld reads and validates one report body, as DecodeRequest does.
+func DecodeHeld(r io.Reader) (HeldReport, error) {
+	var rep HeldReport
+	if err := decodeOne(r, &rep, `{"svc":"<service>","namespace":"<namespace>","heldMillis":<ms>}`); err != nil {
+		return HeldReport{}, err
+	}
+	problems := nameProblems(rep.Svc, rep.Namespace)
+	if rep.HeldMillis < 0 || rep.HeldMillis > MaxHeld.Milliseconds() {
+		problems = append(problems, fmt.Sprintf(`"heldMillis" must be from 0 to %d`, MaxHeld.Milliseconds()))
+	}
+	if len(problems) > 0 {
+		return HeldReport{}, errors.New(strings.Join(problems, "; "))
+	}
+	return rep, nil
+}
+
+// decodeOne reads one JSON value of at most MaxBodyBytes from r into v;
+// want shows the expected body in the error.
+func decodeOne(r io.Reader, v any, want string) error {
+	body, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
+	if err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxBodyBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON, want %s: %w", want, err)
+	}
+	if dec.More() {
+		return errors.New("malformed JSON: more than one value in the body")
+	}
+	return nil
+}
+
+// nameProblems says what is wrong with a body's Service and namespace
+// names.
+func nameProblems(svc, namespace string) []string {
+	var problems []string
+	if svc == "" {
+		problems = append(problems, `"svc" is required`)
+	} else if errs := validation.IsDNS1035Label(svc); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf(`"svc" %s is not a Service name: %s`, quoteShort(svc), strings.Join(errs, "; ")))
+	}
+	if namespace == "" {
+		problems = append(problems, `"namespace" is required`)
+	} else if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf(`"namespace" %s is not a namespace name: %s`, quoteShort(namespace), strings.Join(errs, "; ")))
+	}
+	return problems
 }
 
 // quoteShort quotes s cut to about 80 bytes of quoted text: the error goes

@@ -41,6 +41,9 @@ const Path = wakeapi.Path
 type WakeRecorder interface {
 	Record(ctx context.Context, es types.NamespacedName, at time.Time)
 	Asked(es types.NamespacedName, at time.Time)
+	// Held records what a resolver reported a held request of es waited
+	// (status.lastHeld).
+	Held(ctx context.Context, es types.NamespacedName, held time.Duration)
 }
 
 // Config tunes the server.
@@ -104,11 +107,40 @@ func New(baseCtx context.Context, dir *directory.Directory, scaler scaletarget.I
 	}
 }
 
-// Handler serves the scale route and nothing else.
+// Handler serves the scale route and the held-request reports, and
+// nothing else.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(Path, s)
+	mux.HandleFunc(wakeapi.HeldPath, s.serveHeld)
 	return mux
+}
+
+// serveHeld takes a resolver's report of how long a held request waited
+// (wakeapi.HeldPath), under the same token and leadership as a wake.
+func (s *Server) serveHeld(w http.ResponseWriter, r *http.Request) {
+	code, msg := s.handleHeld(r)
+	answer(w, r, code, http.StatusText(code), msg)
+}
+
+func (s *Server) handleHeld(r *http.Request) (int, string) {
+	if code, msg := s.admit(r, wakeapi.HeldPath); code != 0 {
+		return code, msg
+	}
+	rep, err := wakeapi.DecodeHeld(r.Body)
+	if errors.Is(err, wakeapi.ErrTooLarge) {
+		return http.StatusRequestEntityTooLarge, err.Error()
+	}
+	if err != nil {
+		return http.StatusBadRequest, err.Error()
+	}
+	svc := types.NamespacedName{Namespace: rep.Namespace, Name: rep.Svc}
+	entry, ok := s.dir.Lookup(svc)
+	if !ok {
+		return http.StatusNotFound, fmt.Sprintf("no ElastiService manages Service %s", svc)
+	}
+	s.wakes.Held(s.baseCtx, entry.ElastiService, rep.Held())
+	return http.StatusAccepted, fmt.Sprintf("recorded a held request of %s", rep.Held())
 }
 
 type response struct {
@@ -120,6 +152,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
 	result, code, msg := s.handle(r)
 	s.observer.ObserveWakeRequest(result, s.clock.Since(start))
+	answer(w, r, code, string(result), msg)
+}
+
+// answer writes the JSON answer to r, with the headers its code asks for.
+func answer(w http.ResponseWriter, r *http.Request, code int, result, msg string) {
 	switch code {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
@@ -128,21 +165,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(response{Outcome: string(result), Message: msg})
+	_ = json.NewEncoder(w).Encode(response{Outcome: result, Message: msg})
 }
 
-func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg string) {
+// admit checks what every POST to path must pass before its body is
+// read: the method, the wake token, and that this replica may act. It
+// returns the refusal's code and message, or 0.
+func (s *Server) admit(r *http.Request, path string) (int, string) {
 	if r.Method != http.MethodPost {
-		return outcome.WakeBadRequest, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, Path)
+		return http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; POST %s", r.Method, path)
 	}
 	// Before anything else is looked at, so a caller without the token
 	// learns nothing, not even whether this replica leads.
 	if !s.authorized(r) {
-		klog.FromContext(s.baseCtx).V(2).Info("Refusing a wake request without the wake token", "remote", r.RemoteAddr)
-		return outcome.WakeUnauthorized, http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
+		klog.FromContext(s.baseCtx).V(2).Info("Refusing a request without the wake token", "path", path, "remote", r.RemoteAddr)
+		return http.StatusUnauthorized, "this operator requires the wake token: Authorization: Bearer <token> (--wake-token-file on the resolver)"
 	}
 	if !s.ready() {
-		return outcome.WakeUnavailable, http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
+		return http.StatusServiceUnavailable, "this operator replica is not the leader or its caches are not synced yet; retry"
+	}
+	return 0, ""
+}
+
+// refusedOutcome is the wake outcome of an admit refusal.
+var refusedOutcome = map[int]outcome.Wake{
+	http.StatusMethodNotAllowed:   outcome.WakeBadRequest,
+	http.StatusUnauthorized:       outcome.WakeUnauthorized,
+	http.StatusServiceUnavailable: outcome.WakeUnavailable,
+}
+
+func (s *Server) handle(r *http.Request) (result outcome.Wake, code int, msg string) {
+	if code, msg := s.admit(r, Path); code != 0 {
+		return refusedOutcome[code], code, msg
 	}
 	req, err := wakeapi.DecodeRequest(r.Body)
 	if errors.Is(err, wakeapi.ErrTooLarge) {

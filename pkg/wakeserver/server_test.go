@@ -3,6 +3,7 @@ package wakeserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,13 +20,22 @@ import (
 	"github.com/elasti-dev/elasti/pkg/directory"
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/scaletarget/scaletargettest"
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
-// fakeWakes counts the wakes recorded.
+// fakeWakes counts the wakes recorded, and keeps the asks and the held
+// reports.
 type fakeWakes struct {
 	writes atomic.Int32
 	mu     sync.Mutex
 	asked  []types.NamespacedName
+	held   []string
+}
+
+func (f *fakeWakes) Held(_ context.Context, es types.NamespacedName, held time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = append(f.held, fmt.Sprintf("%s:%s", es, held))
 }
 
 func (f *fakeWakes) Record(context.Context, types.NamespacedName, time.Time) { f.writes.Add(1) }
@@ -242,5 +252,63 @@ func readAll(b *strings.Builder, resp *http.Response) (int64, error) {
 		if err != nil {
 			return n, nil
 		}
+	}
+}
+
+// A resolver's report of a held request reaches the ElastiService that
+// manages its Service (status.lastHeld), and nothing else: a report for
+// an unknown Service, a malformed one, a wait out of bounds, a GET and a
+// follower's are refused, each with its reason, and none scales anything.
+func TestHeldReportsAreRecordedForKnownServicesOnly(t *testing.T) {
+	scaler := scaletargettest.New(0)
+	_, wakes, url := setup(t, true, scaler)
+	heldURL := strings.TrimSuffix(url, Path) + wakeapi.HeldPath
+	for _, tc := range []struct {
+		name, method, body string
+		want               int
+	}{
+		{"a report", http.MethodPost, string(wakeapi.EncodeHeld("shop", "web", 603*time.Millisecond)), http.StatusAccepted},
+		{"an unknown Service", http.MethodPost, `{"svc":"other","namespace":"shop","heldMillis":5}`, http.StatusNotFound},
+		{"a negative wait", http.MethodPost, `{"svc":"web","namespace":"shop","heldMillis":-1}`, http.StatusBadRequest},
+		{"one past the bound", http.MethodPost, `{"svc":"web","namespace":"shop","heldMillis":86400001}`, http.StatusBadRequest},
+		{"at the bound", http.MethodPost, `{"svc":"web","namespace":"shop","heldMillis":86400000}`, http.StatusAccepted},
+		{"no Service", http.MethodPost, `{"namespace":"shop","heldMillis":5}`, http.StatusBadRequest},
+		{"a body past MaxBodyBytes", http.MethodPost, `{"svc":"web","namespace":"shop","heldMillis":5,"x":"` + strings.Repeat("a", wakeapi.MaxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge},
+		{"a GET", http.MethodGet, "", http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, heldURL, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := new(strings.Builder)
+			_, _ = readAll(b, resp)
+			if resp.StatusCode != tc.want {
+				t.Errorf("%d %s; want %d", resp.StatusCode, b, tc.want)
+			}
+		})
+	}
+	wakes.mu.Lock()
+	held := slices.Clone(wakes.held)
+	wakes.mu.Unlock()
+	if want := []string{"shop/web:603ms", "shop/web:24h0m0s"}; !slices.Equal(held, want) {
+		t.Errorf("held reports recorded %q, want %q", held, want)
+	}
+	if scaler.Calls() != 0 || len(wakes.asks()) != 0 {
+		t.Errorf("a report scaled (%d calls) or counted as an ask (%v)", scaler.Calls(), wakes.asks())
+	}
+	_, follower, followerURL := setup(t, false, scaler)
+	resp, err := http.Post(strings.TrimSuffix(followerURL, Path)+wakeapi.HeldPath, "application/json",
+		strings.NewReader(string(wakeapi.EncodeHeld("shop", "web", time.Second))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || len(follower.held) != 0 {
+		t.Errorf("a follower answered %d and recorded %v; want 503 and nothing", resp.StatusCode, follower.held)
 	}
 }

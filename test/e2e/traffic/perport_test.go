@@ -163,6 +163,26 @@ func (s *scenario) expectWokenHeld(resp realnet.Response) {
 	}
 }
 
+// expectLastHeld waits for web's status.lastHeld, the resolver's report
+// to the operator of the request resp is the answer to, the only one
+// held: the wait its cold-start header gave the client, to the
+// millisecond (the status keeps milliseconds; the header rounds).
+func (s *scenario) expectLastHeld(resp realnet.Response) {
+	s.t.Helper()
+	header, err := time.ParseDuration(resp.Header.Get(resolver.DefaultColdStartHeader))
+	if err != nil {
+		s.t.Fatalf("the held response's %s header: %v", resolver.DefaultColdStartHeader, err)
+	}
+	s.e.Eventually("web's status.lastHeld to be the held request's wait", func() (bool, string) {
+		held := s.e.Get(app).Status.LastHeld
+		if held == nil {
+			return false, "not written"
+		}
+		off := held.Duration - header
+		return off.Abs() <= time.Millisecond, fmt.Sprintf("lastHeld %s, the header said %s", held.Duration, header)
+	})
+}
+
 // TestEveryClientWakesAService: the ways of calling a sleeping Service
 // that carry no "<svc>.<ns>" Host each wake it and are answered by the new
 // pod, because the resolver port they arrive on names the Service: a

@@ -206,13 +206,17 @@ func (s *scenario) expectWoken(resp realnet.Response) echoReply {
 // TestFullDNSNameWakesAService: at zero, a GET by the Service's full DNS
 // name from a client pod resolves through CoreDNS, reaches the resolver
 // through kube-proxy and elasti's EndpointSlice, and is answered by a new
-// pod.
+// pod. How long it was held reaches web's status.lastHeld, to the
+// millisecond of the header its client got.
 func TestFullDNSNameWakesAService(t *testing.T) {
 	s := newScenario(t)
 	// Awake, the same name goes straight to the pod.
 	s.expectWoken(s.do(realnet.Request{URL: "http://" + s.fqdn() + "/", Timeout: quickTimeout}))
 	s.sleep()
-	s.expectWoken(s.do(realnet.Request{URL: "http://" + s.fqdn() + "/hello", Timeout: wakeTimeout}))
+	resp := s.do(realnet.Request{URL: "http://" + s.fqdn() + "/hello", Timeout: wakeTimeout})
+	s.expectWokenHeld(resp)
+	// What the client waited reaches kubectl elasti status's LAST HELD.
+	s.expectLastHeld(resp)
 }
 
 // TestNamespaceQualifiedNameWakesAService: "web.<ns>" resolves through the

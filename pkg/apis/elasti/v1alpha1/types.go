@@ -396,6 +396,12 @@ type ElastiServiceStatus struct {
 	// oldest first, at most MaxRecentColdStarts; kubectl elasti status
 	// reports their median.
 	RecentColdStarts []metav1.Duration `json:"recentColdStarts,omitempty"`
+	// LastHeld is how long the latest held request a resolver released
+	// waited, from its arrival to its forward to a pod (the resolver's
+	// X-Elasti-Cold-Start): what a client of a wake waited, which may be
+	// less than lastColdStart when the resolver's own readiness check
+	// passed before the kubelet's.
+	LastHeld *metav1.Duration `json:"lastHeld,omitempty"`
 	// Wakes counts the target's scale-ups from zero since this
 	// ElastiService was created.
 	Wakes int64 `json:"wakes,omitempty"`

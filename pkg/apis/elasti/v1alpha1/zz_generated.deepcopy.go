@@ -197,6 +197,11 @@ func (in *ElastiServiceStatus) DeepCopyInto(out *ElastiServiceStatus) {
 		*out = make([]v1.Duration, len(*in))
 		copy(*out, *in)
 	}
+	if in.LastHeld != nil {
+		in, out := &in.LastHeld, &out.LastHeld
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.TimeAsleep != nil {
 		in, out := &in.TimeAsleep, &out.TimeAsleep
 		*out = new(v1.Duration)

@@ -1,0 +1,99 @@
+package resolver
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/wakeapi"
+)
+
+const (
+	// heldReportSpacing is the least time between two reports of one
+	// Service's held requests: a wake's held requests are released
+	// together, and the first, which waited longest, is the one reported.
+	heldReportSpacing = 10 * time.Second
+	// maxHeldReported bounds the Services remembered as just reported.
+	maxHeldReported = 4096
+	// heldReportGather is how long a report waits for the rest of its
+	// wake's releases, to send the longest wait: they are released
+	// together, each on its own goroutine, in no set order.
+	heldReportGather = 100 * time.Millisecond
+)
+
+// heldReports tells the operator how long held requests waited
+// (wakeapi.HeldPath), for the ElastiService's status.lastHeld, which
+// `kubectl elasti status` shows as what clients waited: the scale-up to
+// the kubelet's Ready (lastColdStart) is not what a client waits when the
+// resolver's own readiness check passes first. A report never delays a
+// request, and a failed one is only logged.
+type heldReports struct {
+	operator *wakeClient
+	url      string
+	// ctx ends with close: a report still under way then is dropped.
+	ctx    context.Context
+	cancel context.CancelFunc
+	logger klog.Logger
+
+	// reported holds the Services reported within heldReportSpacing.
+	reported *utilcache.LRUExpireCache
+	mu       sync.Mutex
+	// pending holds the longest wait of each report being gathered.
+	pending map[ServiceRef]time.Duration
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+func newHeldReports(ctx context.Context, w *wakeClient, logger klog.Logger) *heldReports {
+	ctx, cancel := context.WithCancel(ctx)
+	return &heldReports{operator: w, url: strings.TrimSuffix(w.url, wakeapi.Path) + wakeapi.HeldPath,
+		ctx: ctx, cancel: cancel, logger: logger, reported: utilcache.NewLRUExpireCache(maxHeldReported),
+		pending: map[ServiceRef]time.Duration{}}
+}
+
+// report tells the operator that a request held for svc waited held,
+// or longer if another of the same wake did (heldReportGather), unless
+// svc was reported within heldReportSpacing.
+func (h *heldReports) report(svc ServiceRef, held time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if longest, gathering := h.pending[svc]; gathering {
+		h.pending[svc] = max(longest, held)
+		return
+	}
+	if _, recent := h.reported.Get(svc); recent || h.stopped || len(h.pending) >= maxHeldReported {
+		return
+	}
+	h.pending[svc] = held
+	h.reported.Add(svc, struct{}{}, heldReportSpacing)
+	h.wg.Go(func() {
+		gathered := time.NewTimer(heldReportGather)
+		defer gathered.Stop()
+		select {
+		case <-gathered.C:
+		case <-h.ctx.Done():
+			return
+		}
+		h.mu.Lock()
+		longest := h.pending[svc]
+		delete(h.pending, svc)
+		h.mu.Unlock()
+		if _, err := h.operator.send(h.ctx, h.url, wakeapi.EncodeHeld(svc.Namespace, svc.Name, longest)); err != nil {
+			h.logger.V(2).Info("Could not report a held request to the operator", "service", svc.kref(), "held", longest, "err", err)
+		}
+	})
+}
+
+// close refuses further reports, drops those under way and waits for
+// them to return.
+func (h *heldReports) close() {
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+}
