@@ -104,13 +104,17 @@ func TestSleepAndWakeAreVisible(t *testing.T) {
 
 	// kubectl get elastiservices: the server's Table has the columns filled.
 	cells := tableRow(t, e, "web")
-	for _, col := range []string{"Mode", "Replicas", "Last Wake", "Cold Start"} {
+	for _, col := range []string{"Mode", "Replicas", "Last Wake", "Ready After"} {
 		if v, ok := cells[col]; !ok || v == nil || v == "" {
 			t.Errorf("column %s = %v in %v, want it filled", col, v, cells)
 		}
 	}
-	if cells["Replicas"] != float64(2) || cells["Cold Start"] != st.LastColdStart.Duration.String() {
-		t.Errorf("columns Replicas %v Cold Start %v, want 2 and %s", cells["Replicas"], cells["Cold Start"], st.LastColdStart.Duration)
+	if cells["Replicas"] != float64(2) || cells["Ready After"] != st.LastColdStart.Duration.String() {
+		t.Errorf("columns Replicas %v Ready After %v, want 2 and %s", cells["Replicas"], cells["Ready After"], st.LastColdStart.Duration)
+	}
+	// No resolver held a request here: the Held column is empty.
+	if v, ok := cells["Held"]; !ok || (v != nil && v != "") {
+		t.Errorf("column Held = %v (present %v), want it empty without a held request", v, ok)
 	}
 
 	e.Eventually("the wake in the fleet metrics", func() (bool, string) {

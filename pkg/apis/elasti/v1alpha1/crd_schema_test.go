@@ -155,15 +155,16 @@ func TestCRDPrinterColumns(t *testing.T) {
 	filter := regexp.MustCompile(`\[[^\]]*\]`)
 
 	want := map[string]string{
-		"Mode":       ".status.mode",
-		"Target":     ".spec.scaleTargetRef.name",
-		"TargetKind": ".spec.scaleTargetRef.kind",
-		"Service":    ".spec.service",
-		"Ready":      `.status.conditions[?(@.type=="Ready")].status`,
-		"Age":        ".metadata.creationTimestamp",
-		"Replicas":   ".status.targetReplicas",
-		"Last Wake":  ".status.lastScaledUpTime",
-		"Cold Start": ".status.lastColdStart",
+		"Mode":        ".status.mode",
+		"Target":      ".spec.scaleTargetRef.name",
+		"TargetKind":  ".spec.scaleTargetRef.kind",
+		"Service":     ".spec.service",
+		"Ready":       `.status.conditions[?(@.type=="Ready")].status`,
+		"Age":         ".metadata.creationTimestamp",
+		"Replicas":    ".status.targetReplicas",
+		"Last Wake":   ".status.lastScaledUpTime",
+		"Ready After": ".status.lastColdStart",
+		"Held":        ".status.lastHeld",
 	}
 	got := map[string]string{}
 	for _, c := range v.AdditionalPrinterColumns {
