@@ -2,14 +2,11 @@ package resolver
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
-
-	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
 const (
@@ -26,14 +23,13 @@ const (
 )
 
 // heldReports tells the operator how long held requests waited
-// (wakeapi.HeldPath), for the ElastiService's status.lastHeld, which
+// (wakeClient.reportHeld), for the ElastiService's status.lastHeld, which
 // `kubectl elasti status` shows as what clients waited: the scale-up to
 // the kubelet's Ready (lastColdStart) is not what a client waits when the
 // resolver's own readiness check passes first. A report never delays a
 // request, and a failed one is only logged.
 type heldReports struct {
 	operator *wakeClient
-	url      string
 	// ctx ends with close: a report still under way then is dropped.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -50,8 +46,7 @@ type heldReports struct {
 
 func newHeldReports(ctx context.Context, w *wakeClient, logger klog.Logger) *heldReports {
 	ctx, cancel := context.WithCancel(ctx)
-	return &heldReports{operator: w, url: strings.TrimSuffix(w.url, wakeapi.Path) + wakeapi.HeldPath,
-		ctx: ctx, cancel: cancel, logger: logger, reported: utilcache.NewLRUExpireCache(maxHeldReported),
+	return &heldReports{operator: w, ctx: ctx, cancel: cancel, logger: logger, reported: utilcache.NewLRUExpireCache(maxHeldReported),
 		pending: map[ServiceRef]time.Duration{}}
 }
 
@@ -82,7 +77,7 @@ func (h *heldReports) report(svc ServiceRef, held time.Duration) {
 		longest := h.pending[svc]
 		delete(h.pending, svc)
 		h.mu.Unlock()
-		if _, err := h.operator.send(h.ctx, h.url, wakeapi.EncodeHeld(svc.Namespace, svc.Name, longest)); err != nil {
+		if err := h.operator.reportHeld(h.ctx, svc, longest); err != nil {
 			h.logger.V(2).Info("Could not report a held request to the operator", "service", svc.kref(), "held", longest, "err", err)
 		}
 	})

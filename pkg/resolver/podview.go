@@ -271,10 +271,7 @@ func (v *InformerPodView) Pods(svc ServiceRef) ([]*corev1.Pod, bool) {
 // Read implements PodView. A Service whose selector the cache did not
 // keep (maxCachedSelector) has its pods read by name and UID alone.
 func (v *InformerPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, bool) {
-	sel, ok := v.selector(svc)
-	if !ok {
-		sel = ""
-	}
+	sel, _ := v.selector(svc) // "" when the cache did not keep it
 	return v.reads.get(svc, sel, names)
 }
 

@@ -17,11 +17,13 @@ import (
 )
 
 // wakeClient asks the operator to wake a Service: it POSTs KubeElasti's
-// request to wakeapi.Path.
+// request to wakeapi.Path. It also reports held requests' waits to
+// wakeapi.HeldPath (heldReports).
 type wakeClient struct {
-	client  *http.Client
-	url     string
-	timeout time.Duration
+	client *http.Client
+	// url is the scale endpoint's, heldURL the held-request reports'.
+	url, heldURL string
+	timeout      time.Duration
 	// token, when set, is sent with every wake request.
 	token   TokenSource
 	metrics *Metrics
@@ -49,7 +51,8 @@ func newWakeClient(cfg Config, client *http.Client, token TokenSource, metrics *
 			IdleConnTimeout: 90 * time.Second,
 		}}
 	}
-	return &wakeClient{client: client, url: strings.TrimRight(cfg.OperatorURL, "/") + wakeapi.Path,
+	base := strings.TrimRight(cfg.OperatorURL, "/")
+	return &wakeClient{client: client, url: base + wakeapi.Path, heldURL: base + wakeapi.HeldPath,
 		timeout: cfg.OperatorTimeout, token: token, metrics: metrics, failureLog: rate.Sometimes{Interval: failureLogEvery}}
 }
 
@@ -85,6 +88,13 @@ func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc ServiceRe
 
 func (c *wakeClient) post(ctx context.Context, svc ServiceRef) (string, error) {
 	return c.send(ctx, c.url, wakeapi.Encode(svc.Namespace, svc.Name))
+}
+
+// reportHeld tells the operator that a request held for svc waited held
+// (wakeapi.HeldPath).
+func (c *wakeClient) reportHeld(ctx context.Context, svc ServiceRef, held time.Duration) error {
+	_, err := c.send(ctx, c.heldURL, wakeapi.EncodeHeld(svc.Namespace, svc.Name, held))
+	return err
 }
 
 // send POSTs body to url, on the operator, with the wake token, within

@@ -340,7 +340,6 @@ func (s *scenario) crowdNeverReady(n int) []corev1.Pod {
 			PeriodSeconds: 1,
 		}
 	})
-	var pods []corev1.Pod
 	s.e.Eventually(fmt.Sprintf("web's slices to list the %d crowd pods not ready", n), func() (bool, string) {
 		list, err := s.e.Kube.DiscoveryV1().EndpointSlices(s.e.NS).List(s.ctx, metav1.ListOptions{
 			LabelSelector: discoveryv1.LabelServiceName + "=" + app + "," + discoveryv1.LabelManagedBy + "=endpointslice-controller.k8s.io"})
@@ -375,9 +374,8 @@ func (s *scenario) crowdNeverReady(n int) []corev1.Pod {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	pods = list.Items
-	if len(pods) != n {
-		s.t.Fatalf("%d crowd pods, want %d", len(pods), n)
+	if len(list.Items) != n {
+		s.t.Fatalf("%d crowd pods, want %d", len(list.Items), n)
 	}
-	return pods
+	return list.Items
 }
