@@ -6,7 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/endpointready"
 	"github.com/elasti-dev/elasti/pkg/scaletarget"
 )
 
@@ -45,10 +44,13 @@ func TrimForCache(obj any) (any, error) {
 			trimmed.Endpoints = make([]discoveryv1.Endpoint, len(o.Endpoints))
 			for i, ep := range o.Endpoints {
 				trimmed.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions}
-				// A not-ready endpoint keeps the pod it names: direct
-				// probing reads that pod (podprobe.go). Ready ones never
-				// need it, so a large Service costs nothing more.
-				if !endpointready.Serving(ep) && ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
+				// Every endpoint keeps the pod it names: direct probing
+				// reads a not-ready one's pod (podprobe.go), and past the
+				// pod view's bounds a Ready one's pod is read to vouch for
+				// its address (vouchByName). Trimmed away, no Ready address
+				// past the bounds was ever vouched for, and its holds waited
+				// until their clients gave up.
+				if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
 					trimmed.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: "Pod",
 						Namespace: ep.TargetRef.Namespace, Name: ep.TargetRef.Name, UID: ep.TargetRef.UID}
 				}

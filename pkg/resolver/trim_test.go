@@ -65,13 +65,21 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 	pods := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1"))
 	bulk(&pods.ObjectMeta)
 	pods.Endpoints[0].NodeName = ptr.To("node-1")
-	pods.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
+	pods.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: "web-1", UID: "u1", ResourceVersion: "9", APIVersion: "v1"}
 	got, _ = TrimForCache(pods.DeepCopy())
 	tp := got.(*discoveryv1.EndpointSlice)
 	if podSlicesOf(tp) != "web" || !controlledBy(tp, svc) || len(tp.Ports) != 1 || len(tp.Endpoints) != 1 ||
-		tp.Endpoints[0].Addresses[0] != "10.244.0.1" || tp.Endpoints[0].NodeName != nil || tp.Endpoints[0].TargetRef != nil ||
+		tp.Endpoints[0].Addresses[0] != "10.244.0.1" || tp.Endpoints[0].NodeName != nil ||
 		tp.Annotations != nil || tp.ManagedFields != nil || len(tp.Labels) != 2 {
 		t.Errorf("trimmed pod slice = %+v", tp)
+	}
+	// A Ready endpoint keeps the pod it names, and only that: past the
+	// pod view's bounds a read of that pod vouches for its address.
+	if ref := tp.Endpoints[0].TargetRef; ref == nil || *ref != (corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: "web-1", UID: "u1"}) {
+		t.Errorf("trimmed Ready endpoint's targetRef = %+v, want the pod's kind, namespace, name and UID alone", ref)
+	}
+	if b, err := resolveBackends(svc, []*discoveryv1.EndpointSlice{tp}, ""); err != nil || b.readyPods["10.244.0.1"] != (podRef{name: "web-1", uid: "u1"}) {
+		t.Errorf("the trimmed slice's Ready endpoint names pod %+v (%v), want web-1 u1: vouchByName could not read it", b.readyPods, err)
 	}
 
 	rs := resolverSlice("team", "web")
