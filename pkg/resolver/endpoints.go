@@ -66,6 +66,12 @@ type Backends struct {
 	// readyPods names, by address, the pod the slices give for each of
 	// Addrs (its targetRef), which vouchByName checks.
 	readyPods map[string]podRef
+	// unread says Ready addresses of the slices were left out because no
+	// read has vouched for their pods yet (vouchByName): a read that
+	// comes in says so, but one refused by the namespace's read rate or
+	// the reads in flight never comes, so a hold looks again on its own
+	// (hold.wait).
+	unread bool
 }
 
 // podRef is a pod of the Service's namespace, as a slice names it.

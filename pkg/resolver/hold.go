@@ -266,6 +266,7 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 		leave := h.direct.join(hd.svc)
 		defer leave()
 	}
+	unreadRetry := unreadRetryInitial
 	for {
 		// Watch, then read: a change in between closes one of the
 		// channels (a slice, a pod of the view, a pod passing its direct
@@ -285,22 +286,45 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 			}
 		}
 		hd.missed()
+		// Ready addresses waiting on a pod read: the read that would
+		// vouch for them may never come in (refused by the namespace's
+		// read rate), and then nothing else changes, so look again.
+		var retry <-chan time.Time
+		stopRetry := func() bool { return false }
+		if b.unread {
+			if unreadRetry == unreadRetryInitial {
+				h.logger.V(4).Info("Ready addresses wait on reads of their pods", "service", hd.svc.kref())
+			}
+			t := time.NewTimer(unreadRetry)
+			retry, stopRetry, unreadRetry = t.C, t.Stop, min(2*unreadRetry, unreadRetryMax)
+		}
 		var end error
 		select {
 		case <-w.slices:
 		case <-w.pods:
 		case <-w.passed:
+		case <-retry:
 		case <-ctx.Done():
 			end = ctx.Err()
 		case <-h.ctx.Done():
 			end = errClosed
 		}
+		stopRetry()
 		w.stop()
 		if end != nil {
 			return Backends{}, end
 		}
 	}
 }
+
+// unreadRetryInitial and unreadRetryMax bound how soon, and how seldom, a
+// hold looks again at Ready addresses no read has vouched for yet: the
+// first retry comes once a read could be in, later ones back off to the
+// spacing of the namespace's read rate.
+const (
+	unreadRetryInitial = 100 * time.Millisecond
+	unreadRetryMax     = time.Second
+)
 
 // holdWatch is one turn's watches of a hold: a nil channel is one the
 // holder does not have, never closed.

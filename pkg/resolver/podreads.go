@@ -19,9 +19,18 @@ import (
 const (
 	// podReadRate and podReadBurst bound the pod reads of one namespace
 	// (per second, and at once), so pods that never start, or slices
-	// that name many pods, cannot spend the resolver's apiserver budget.
-	podReadRate  = 5
-	podReadBurst = 10
+	// that name many pods, cannot spend the resolver's apiserver budget
+	// (--kube-api-qps, 100 a second by default): a namespace gets a
+	// quarter of it, as it gets a quarter of the pod views
+	// (maxPodViewsPerNamespace). Each Service held past the view's bounds
+	// needs a read once its pod is Ready, and again every readPodFresh
+	// while it is looked up, so a wake of a namespace's 120 Services at
+	// once (the soak's) needs about 60 reads at once and 10 a second
+	// after. At 5 a second, burst 10, the last of them waited on reads
+	// for longer than the Service stayed awake, cycle after cycle, until
+	// their clients gave up after 60 s.
+	podReadRate  = 25
+	podReadBurst = 32
 	// maxReadLimiters bounds the namespaces whose read rate is tracked, and
 	// readLimiterIdle how long one is kept unused. A limiter dropped early
 	// starts again with a full burst: at most podReadBurst reads more.
@@ -67,6 +76,11 @@ const (
 	// that would say so fail.
 	readPodFresh = 5 * time.Second
 	readPodKeep  = 30 * time.Second
+	// readRefusalPause is how long nothing is read after a read was
+	// refused (podReads.refusedUntil): once in that time a resolver
+	// without get on pods tries, and one refused by an apiserver that was
+	// starting reads again soon after.
+	readRefusalPause = 10 * time.Second
 )
 
 // podReads vouches for the pods a Service's slices name when the pod
@@ -79,10 +93,13 @@ type podReads struct {
 	ctx     context.Context
 	logger  klog.Logger
 	clock   clock.PassiveClock
-	// forbidden is set once a read was refused: the resolver may not read
-	// pods (an install from before the view), and nothing is vouched for
-	// by a read until it restarts.
-	forbidden atomic.Bool
+	// refusedUntil (Unix nanoseconds) is set when a read was refused:
+	// the resolver may not read pods (an install from before the view),
+	// or the apiserver's authorizer is still starting. Until then nothing
+	// is vouched for by a read, and nothing is read. logged is set once
+	// a refusal was logged at the default level.
+	refusedUntil atomic.Int64
+	logged       atomic.Bool
 
 	mu       sync.Mutex
 	read     *utilcache.LRUExpireCache // readKey -> readPod
@@ -111,10 +128,10 @@ func newPodReads(ctx context.Context, pods PodGetter, changed func(ServiceRef), 
 // read within readPodFresh; changed(svc) says when one is in. ok is false
 // once the resolver may not read pods.
 func (r *podReads) get(svc ServiceRef, selector string, names []string) (pods []*corev1.Pod, ok bool) {
-	if r.forbidden.Load() {
+	now := r.clock.Now()
+	if now.UnixNano() < r.refusedUntil.Load() {
 		return nil, false
 	}
-	now := r.clock.Now()
 	for _, name := range names[:min(len(names), maxReadsPerLookup)] {
 		key := readKey{namespace: svc.Namespace, name: name, selector: selector}
 		v, known := r.read.Get(key)
@@ -155,22 +172,30 @@ func (r *podReads) readOne(key readKey) bool {
 	ctx, cancel := context.WithTimeout(r.ctx, podReadTimeout)
 	defer cancel()
 	if err := r.limits.limiter(key.namespace).Wait(ctx); err != nil {
-		return false // past the namespace's rate: a later lookup reads it
+		// Past the namespace's rate: the hold looks again (hold.wait).
+		r.logger.V(4).Info("Pod read deferred: past its namespace's read rate", "pod", klog.KRef(key.namespace, key.name))
+		return false
 	}
 	pod, err := r.pods.Pod(ctx, key.namespace, key.name)
 	switch {
 	case apierrors.IsNotFound(err):
 		pod = nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		if !r.forbidden.Swap(true) {
-			r.logger.Info("May not read pods; the addresses of Services past the pod view's bounds are taken from their EndpointSlices as they are (grant get on pods)", "err", err)
+		r.refusedUntil.Store(r.clock.Now().Add(readRefusalPause).UnixNano())
+		level := 2
+		if !r.logged.Swap(true) {
+			level = 0
 		}
+		r.logger.V(level).Info("May not read pods; the addresses of Services past the pod view's bounds are taken from their EndpointSlices as they are for a while (grant get on pods)",
+			"pause", readRefusalPause, "err", err)
 		return true
 	case err != nil:
 		r.logger.V(2).Info("Could not read a pod to vouch for its address", "pod", klog.KRef(key.namespace, key.name), "err", err)
 		return false
 	}
-	r.read.Add(key, readPod{pod: vouchingPod(pod, key.selector), at: r.clock.Now()}, readPodKeep)
+	vouching := vouchingPod(pod, key.selector)
+	r.read.Add(key, readPod{pod: vouching, at: r.clock.Now()}, readPodKeep)
+	r.logger.V(4).Info("Read a pod to vouch for its addresses", "pod", klog.KRef(key.namespace, key.name), "vouches", vouching != nil)
 	return true
 }
 

@@ -161,19 +161,38 @@ func TestPodReadsAreBounded(t *testing.T) {
 	}
 }
 
-// Once a read is refused, the resolver may not read pods: nothing is
-// vouched for by a read (ok false), and it reads no more.
-func TestPodReadsRefusedSayNotOK(t *testing.T) {
-	refused := &heldPodReads{release: closed, err: apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", nil)}
-	e := newReadsEnv(t, refused)
-	e.r.get(testSvc, "", []string{"web-1"})
-	e.settle()
-	if _, ok := e.r.get(testSvc, "", []string{"web-1", "web-2"}); ok {
-		t.Error("ok after a refused read")
-	}
-	e.settle()
-	if n := refused.count(testSvc.Namespace); n != 1 {
-		t.Errorf("%d reads, want 1: none after the refusal", n)
+// Once a read is refused, the resolver may not read pods for
+// readRefusalPause: nothing is vouched for by a read (ok false), and it
+// reads no more. After the pause it reads again: the refusal may have
+// come from an apiserver whose authorizer was starting.
+func TestPodReadsRefusedSayNotOKForAPause(t *testing.T) {
+	for _, refusal := range []error{
+		apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", nil),
+		apierrors.NewUnauthorized("starting"),
+	} {
+		refused := &heldPodReads{release: closed, err: refusal}
+		e := newReadsEnv(t, refused)
+		e.r.get(testSvc, "", []string{"web-1"})
+		e.settle()
+		if _, ok := e.r.get(testSvc, "", []string{"web-1", "web-2"}); ok {
+			t.Errorf("%v: ok after a refused read", refusal)
+		}
+		e.advance(readRefusalPause - time.Millisecond)
+		if _, ok := e.r.get(testSvc, "", []string{"web-1", "web-2"}); ok {
+			t.Errorf("%v: ok before the pause ended", refusal)
+		}
+		e.settle()
+		if n := refused.count(testSvc.Namespace); n != 1 {
+			t.Errorf("%v: %d reads, want 1: none in the pause", refusal, n)
+		}
+		e.advance(time.Millisecond)
+		if _, ok := e.r.get(testSvc, "", []string{"web-1"}); !ok {
+			t.Errorf("%v: not ok once the pause ended", refusal)
+		}
+		e.settle()
+		if n := refused.count(testSvc.Namespace); n != 2 {
+			t.Errorf("%v: %d reads, want 2: one more once the pause ended", refusal, n)
+		}
 	}
 }
 

@@ -84,6 +84,11 @@ const (
 	// reach the resolver after the wake, and short enough that a fleet's
 	// wakes do not keep their watches for long.
 	podViewLinger = 30 * time.Second
+	// viewRefusalPause is how long no view starts after a list or watch
+	// was refused. A resolver installed without list and watch on pods
+	// tries once in that time; an apiserver that refuses while it starts
+	// (its authorizer not synced yet) is given views again soon after.
+	viewRefusalPause = 10 * time.Second
 )
 
 // PodListWatch returns what lists and watches the pods of namespace that
@@ -104,6 +109,10 @@ type InformerPodView struct {
 	refused func()
 	// forbidden is set once a list was refused (forbiddenEnds).
 	forbidden atomic.Bool
+	// refusalPause is how long no view starts after a refusal, and
+	// refusedUntil (Unix nanoseconds) when that ends.
+	refusalPause time.Duration
+	refusedUntil atomic.Int64
 	// reads vouches for what the watches cannot (Read).
 	reads *podReads
 
@@ -132,7 +141,7 @@ func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister,
 		Name: "elasti_resolver_pod_views_refused_total",
 		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, maxPodViewsPerNamespace),
 	})
-	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, ctx: ctx,
+	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, refusalPause: viewRefusalPause, ctx: ctx,
 		logger: klog.FromContext(ctx).WithName("podview"), b: newBroadcaster[ServiceRef](), refused: refused.Inc,
 		views: map[ServiceRef]*podWatch{}, inNamespace: map[string]int{}}
 	v.reads = newPodReads(ctx, pods, v.b.broadcast, v.logger, clock.RealClock{})
@@ -168,7 +177,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // Join implements PodView.
 func (v *InformerPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 	sel, ok := v.selector(svc) // outside the lock: reads the informer cache
-	if !ok {
+	if !ok || time.Now().UnixNano() < v.refusedUntil.Load() {
 		return func() {}, closed
 	}
 	v.mu.Lock()
@@ -215,7 +224,7 @@ func (v *InformerPodView) startLocked(svc ServiceRef, sel string) *podWatch {
 	v.views[svc] = w
 	v.inNamespace[svc.Namespace]++
 	logger := v.logger.WithValues("service", svc.kref())
-	lw := v.forbiddenEnds(v.listWatch(svc.Namespace, sel), func() { cancel(); w.store.endListing() }, logger)
+	lw := v.forbiddenEnds(v.listWatch(svc.Namespace, sel), func() { v.refusedBy(w) }, logger)
 	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, w.store, cache.ReflectorOptions{Name: "pods of " + svc.String(), Logger: &logger})
 	v.wg.Add(1)
 	go func() {
@@ -251,6 +260,24 @@ func (v *InformerPodView) leave(w *podWatch) {
 			v.stopLocked(w)
 		}
 	})
+}
+
+// refusedBy ends w, whose list or watch was refused, and starts no view
+// for refusalPause. w leaves the views at once: its store stopped
+// following the pods, and a view kept whole with what it last had would
+// withhold every Ready address the slices list for a pod it lacks, for as
+// long as anything is held for the Service. Its holds go on without a
+// view (vouchByName), as past the bounds.
+func (v *InformerPodView) refusedBy(w *podWatch) {
+	v.refusedUntil.Store(time.Now().Add(v.refusalPause).UnixNano())
+	v.mu.Lock()
+	if v.views[w.svc] == w {
+		v.stopLocked(w)
+	} else {
+		w.cancel()
+	}
+	v.mu.Unlock()
+	w.store.endListing()
 }
 
 // Pods implements PodView.
@@ -297,17 +324,18 @@ func (v *InformerPodView) Close() {
 }
 
 // forbiddenEnds wraps lw so that a refusal (the resolver may not list or
-// watch pods: an install from before the view) ends the watch with one
-// log line instead of a reflector retrying forever; the Service's holds
-// go on with its slices alone. The first such refusal is logged at the
-// default level, the rest at 2.
+// watch pods: an install from before the view, or an apiserver whose
+// authorizer is still starting) ends the view (refusedBy) with one log
+// line instead of a reflector retrying forever; the Service's holds go on
+// without it. The first such refusal is logged at the default level, the
+// rest at 2.
 func (v *InformerPodView) forbiddenEnds(lw cache.ListerWatcherWithContext, cancel context.CancelFunc, logger klog.Logger) cache.ListerWatcher {
 	return &refusalEnds{inner: lw, refused: func(err error) {
 		level := 0
 		if v.forbidden.Swap(true) {
 			level = 2
 		}
-		logger.V(level).Info("May not list or watch the service's pods; holding on its EndpointSlices alone (grant list and watch on pods)", "err", err)
+		logger.V(level).Info("May not list or watch the service's pods; its holds go on without a pod view, and no view starts for a while (grant list and watch on pods)", "pause", v.refusalPause, "err", err)
 		cancel()
 	}}
 }

@@ -256,6 +256,32 @@ func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
 	}
 }
 
+// A read refused by the namespace's read rate never comes in, and
+// nothing else changes once the pod is Ready and listed: the hold looks
+// again on its own, and the next read vouches. Before, such a hold
+// waited for another slice change, and in the soak (120 Services woken at
+// once in one namespace, 56 past the view's bounds) four raw-TCP cold
+// starts waited until their clients gave up after 60 s.
+func TestARefusedReadDoesNotStrandTheHold(t *testing.T) {
+	checkNoLeaks(t)
+	e, view := viewEnv(t, false, newFakePods())
+	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
+	view.set(testSvc, false)
+	done := fetchAsync(t, e)
+	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
+	e.eps.Set(testSvc, "10.244.0.5:8080") // Ready, its pod not read yet
+	eventually(t, 5*time.Second, "the listed pod read", func() bool {
+		view.mu.Lock()
+		defer view.mu.Unlock()
+		return slices.Contains(view.readNames, "web-1")
+	})
+	notAnsweredYet(t, done, "before a read vouched for the pod")
+	// The next read finds it; no watch says so.
+	view.readableAs(viewPod("web-1", "u1", true, "10.244.0.5"))
+	wantAnswer(t, done, "200 pod", 3*unreadRetryMax, "not answered once a read could vouch, with no change to wake the hold")
+}
+
 // The pods the view has, whole or not, vouch without a read.
 func TestAViewNotWholeReadsOnlyWhatItLacks(t *testing.T) {
 	checkNoLeaks(t)
@@ -280,6 +306,7 @@ type fakePodAPI struct {
 	mu        sync.Mutex
 	pods      []corev1.Pod
 	listErr   error
+	watchErr  error
 	selectors []string
 	watchers  []*watch.FakeWatcher
 }
@@ -298,6 +325,12 @@ func (f *fakePodAPI) listWatch(namespace, selector string) cache.ListerWatcherWi
 			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: slices.Clone(f.pods)}, nil
 		},
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			f.mu.Lock()
+			err := f.watchErr
+			f.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
 			w := watch.NewFakeWithChanSize(16, false)
 			f.mu.Lock()
 			f.watchers = append(f.watchers, w)
@@ -416,6 +449,59 @@ func TestInformerPodViewWithoutPods(t *testing.T) {
 	if _, whole := v2.Pods(testSvc); whole {
 		t.Error("a view whose list was forbidden says it is whole")
 	}
+}
+
+// A view refused after it listed (an apiserver restarted, its authorizer
+// not synced yet) is not kept whole with what it last had: it leaves at
+// once, its holds go on without it, and once the pause is over a join
+// starts a view that lists the pods as they are now. Before, the view
+// stayed, whole and stale, for as long as anything was held: in the soak
+// two cold starts whose pods were Ready were held until their clients
+// gave up after 60 s, across the apiserver's restart.
+func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
+	api := &fakePodAPI{pods: []corev1.Pod{*viewPod("web-1", "u1", false, "10.244.0.5")}}
+	v, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
+	v.refusalPause = 200 * time.Millisecond
+	leave, listed := v.Join(testSvc)
+	defer leave()
+	<-listed
+	eventually(t, 5*time.Second, "watching", func() bool { return api.watcher() != nil })
+
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("RBAC: not synced"))
+	api.mu.Lock()
+	api.listErr, api.watchErr = forbidden, forbidden
+	api.mu.Unlock()
+	changed, stop := v.Watch(testSvc)
+	defer stop()
+	api.watcher().Stop() // the apiserver went away; the reflector watches again, and is refused
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change said after the refusal: the holds would not look again")
+	}
+	eventually(t, 5*time.Second, "the refused view gone", func() bool { return v.Viewing() == 0 })
+	if pods, whole := v.Pods(testSvc); whole || pods != nil {
+		t.Fatalf("after the refusal: %d pods, whole %v; want no view", len(pods), whole)
+	}
+	again, listedAgain := v.Join(testSvc) // within the pause: no view
+	<-listedAgain
+	again()
+	if n := v.Viewing(); n != 0 {
+		t.Fatalf("%d views started within the pause", n)
+	}
+
+	api.mu.Lock()
+	api.listErr, api.watchErr = nil, nil
+	api.pods = []corev1.Pod{*viewPod("web-1", "u1", true, "10.244.0.5")}
+	api.mu.Unlock()
+	time.Sleep(v.refusalPause)
+	back, listedBack := v.Join(testSvc)
+	defer back()
+	<-listedBack
+	eventually(t, 5*time.Second, "a new view, whole", func() bool {
+		pods, whole := v.Pods(testSvc)
+		return whole && len(pods) == 1 && podReady(pods[0])
+	})
 }
 
 // The bounds: maxPodViewsPerNamespace views in one namespace and
@@ -551,4 +637,45 @@ func TestAnUnheldRequestIsVouchedForToo(t *testing.T) {
 	if n := len(api.selectors); n != 1 {
 		t.Errorf("%d watches of the pods for three requests, want 1", n)
 	}
+}
+
+// A Service past the view's bounds, with the real view and its reads: its
+// Ready address, vouched for by a read of the pod its slice names,
+// releases the hold.
+func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
+	checkNoLeaks(t)
+	web := map[string]string{"app": "web"}
+	svcs := []*corev1.Service{selectingService(testSvc.Namespace, testSvc.Name, web)}
+	for i := range maxPodViewsPerNamespace {
+		svcs = append(svcs, selectingService(testSvc.Namespace, fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
+	}
+	pods := newFakePods()
+	_, ctx := ktesting.NewTestContext(t)
+	view, err := NewInformerPodView(ctx, serviceLister(t, svcs...), (&fakePodAPI{}).listWatch, pods, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(view.Close)
+	for i := range maxPodViewsPerNamespace { // the namespace's views, all in use
+		leave, _ := view.Join(ServiceRef{testSvc.Namespace, fmt.Sprintf("s-%d", i)})
+		t.Cleanup(leave)
+	}
+	cfg := testConfig()
+	cfg.ProbePods = false
+	e := newEnv(t, cfg, func(o *Options) { o.PodView = view; o.Pods = pods })
+	e.eps.SetTarget(testSvc, intstr.FromString("web"))
+	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
+
+	done := fetchAsync(t, e)
+	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	if view.Viewing() != maxPodViewsPerNamespace {
+		t.Fatalf("%d views, want the namespace's %d: the hold got one", view.Viewing(), maxPodViewsPerNamespace)
+	}
+	pod := labelled(viewPod("web-1", "u1", true, "10.244.0.5"), web)
+	pods.mu.Lock()
+	pods.pods[pod.Namespace+"/"+pod.Name] = pod
+	pods.mu.Unlock()
+	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
+	e.eps.Set(testSvc, "10.244.0.5:8080")
+	wantAnswer(t, done, "200 pod", 5*time.Second, "a hold past the view's bounds was not released once a read vouched for its pod")
 }

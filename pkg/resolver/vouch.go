@@ -123,8 +123,13 @@ func vouchByName(b Backends, pods []*corev1.Pod, read func(names []string) ([]*c
 	out.Addrs = nil
 	for _, a := range b.Addrs {
 		host, _, _ := net.SplitHostPort(a)
-		if ref, ok := b.readyPods[host]; ok && vouchedBy(byName[ref.name], ref, host) {
+		ref, ok := b.readyPods[host]
+		switch {
+		case !ok:
+		case vouchedBy(byName[ref.name], ref, host):
 			out.Addrs = append(out.Addrs, a)
+		case byName[ref.name] == nil:
+			out.unread = true // not read yet, or its read was refused
 		}
 	}
 	return out
