@@ -34,6 +34,13 @@ FLEET_TIMEOUT ?= 150m
 # go test cuts a benchmark's log, which holds the per-cell table, short.
 COLDSTART_COUNT    ?= 10
 COLDSTART_VARIANTS ?= on,off
+# The cold-start soak (BenchmarkColdStartSoak): rounds of 120 cold starts
+# (6 paths × 20 Services) with a resolver pod deleted and the apiserver
+# SIGKILLed in two of them; 84 are 10,080 cold starts, about 40 minutes.
+SOAK_ROUNDS   ?= 84
+# Where make bench writes its results files (the pictures in docs/ are
+# drawn from them).
+BENCH_OUT     ?= bench-results
 # How long make fuzz runs each fuzz target.
 FUZZTIME      ?= 30s
 
@@ -144,11 +151,14 @@ cluster-down: ## Stop the local control plane
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
-bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gates and the 10-minute flapping run among them); COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake
+bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gates and the 10-minute flapping run among them); COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake; SOAK_ROUNDS=N rounds of the cold-start soak (84)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
 	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers' -benchtime 1x ./pkg/resolver/
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
+	mkdir -p $(BENCH_OUT)
+	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoak' -benchtime 1x -timeout 150m ./test/e2e/traffic/ -args -soak-rounds=$(SOAK_ROUNDS) -soak-results=$(CURDIR)/$(BENCH_OUT)/soak.json
+	$(GO) run ./test/benchplot -soak $(BENCH_OUT)/soak.json -out docs/benchmarks/soak-beyond-ready.svg
 	$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/
 	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode|ColdStartOneAtATimeOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)

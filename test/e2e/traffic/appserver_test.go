@@ -26,7 +26,8 @@ import (
 // the echo, each server listens once in the node namespace and answers for
 // every live pod IP.
 const (
-	// grpcEchoPort serves unary gRPC calls over h2c that echo their message.
+	// grpcEchoPort serves h2c: unary gRPC calls that echo their message,
+	// and the JSON echo for any other request.
 	grpcEchoPort = 9091
 	// servedByHeader names the pod that answered, where the answer is not
 	// the JSON echo.
@@ -142,6 +143,16 @@ func websocketEcho(ws *websocket.Conn) {
 	}
 }
 
+// h2cEcho is the h2c port's server: a unary gRPC call gets grpcUnaryEcho,
+// any other HTTP/2 request the JSON echo (the soak's h2c cold starts).
+func h2cEcho(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && r.Header.Get("Content-Type") != "application/grpc" {
+		echoHandler(w, r)
+		return
+	}
+	grpcUnaryEcho(w, r)
+}
+
 // grpcUnaryEcho answers a unary gRPC call with its own message, and ends
 // with grpc-status 0 and the serving pod in the trailers.
 func grpcUnaryEcho(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +191,7 @@ func startGRPCEcho(t testing.TB, b *bed) {
 			grpcEchoErr = err
 			return
 		}
-		srv := &http.Server{Handler: http.HandlerFunc(grpcUnaryEcho), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+		srv := &http.Server{Handler: http.HandlerFunc(h2cEcho), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
 		srv.Protocols.SetUnencryptedHTTP2(true)
 		go func() { _ = srv.Serve(ln) }()
 	})

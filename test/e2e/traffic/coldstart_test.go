@@ -79,6 +79,9 @@ type gatePath struct {
 	name   string // the figures' name for it
 	prefix string // its Services are <prefix>-<i>
 	tcp    bool   // a raw TCP client on tcpEchoPort; else HTTP on port 80
+	// h2c: HTTP/2 without TLS (prior knowledge) on grpcEchoPort, which
+	// the Service declares kubernetes.io/h2c, instead of HTTP/1.1 on 80.
+	h2c bool
 	// route, when set, makes what routes to svc this way (an Ingress, an
 	// HTTPRoute).
 	route func(g *gate, svc string)
@@ -119,8 +122,11 @@ type gate struct {
 	// own: the resolver limits the wakes one address starts at once.
 	clients    map[string]*realnet.Client
 	clusterIPs map[string]string
-	ready      *readyLog
-	figures    map[string]*pathFigures
+	// paths are the ways its clients take, perPath Services each.
+	paths   []gatePath
+	perPath int
+	ready   *readyLog
+	figures map[string]*pathFigures
 	// evidenced counts the failed cold starts whose evidence was logged.
 	evidenced int
 }
@@ -142,7 +148,15 @@ func (g *gate) evidence(svc string, since time.Time) string {
 	for _, w := range testenv.ColdStartWrites(g.t, g.e.NS, svc, "", since) {
 		fmt.Fprintln(&b, w)
 	}
-	fmt.Fprintf(&b, "--- the resolver replicas on %s ---\n%s", key, testenv.GrepTail(g.bed.Node.Logs(elastiNamespace, resolverDeployment, 20000), key, 12))
+	// The resolver's own lines on the Service, without the slice
+	// changes' (at -v=4 they would crowd out the hold's).
+	var own []string
+	for _, l := range strings.Split(g.bed.Node.Logs(elastiNamespace, resolverDeployment, 50000), "\n") {
+		if strings.Contains(l, key+`"`) && !strings.Contains(l, "EndpointSlice changed") {
+			own = append(own, l)
+		}
+	}
+	fmt.Fprintf(&b, "--- the resolver replicas on %s ---\n%s", key, testenv.GrepTail(strings.Join(own, "\n"), key, 24))
 	fmt.Fprintf(&b, "--- the operator on %s ---\n%s", key, testenv.GrepTail(g.bed.Node.Logs(elastiNamespace, operatorDeployment, 20000), key, 12))
 	fmt.Fprintf(&b, "--- kube-controller-manager on %s ---\n%s", key,
 		testenv.GrepTail(localcluster.Tail(filepath.Join(g.bed.cluster.Dir, "kube-controller-manager.log"), 20000), key, 8))
@@ -172,42 +186,50 @@ type pathFigures struct {
 // tb for every failed request and every cold start it could not verify.
 func runColdStartGate(tb testing.TB) map[string]*pathFigures {
 	tb.Helper()
-	g := newGate(tb)
+	g := newGate(tb, gatePaths, gateServicesPerPath)
 	started := time.Now()
 	for round := range gateRounds {
 		began := g.waitAllAsleep()
-		g.fire(round, began)
+		g.fire(round, began, nil)
 	}
+	g.report(gateRounds, time.Since(started))
+	return g.figures
+}
+
+// report logs the figures of rounds rounds by path and fails tb for
+// every failed request and every path short of its cold starts.
+func (g *gate) report(rounds int, took time.Duration) {
+	tb := g.t
+	tb.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rounds of %d Services per path at once (%d cold starts at a time), in %s:\n",
-		gateRounds, gateServicesPerPath, gateServicesPerPath*len(gatePaths), time.Since(started).Round(time.Second))
+		rounds, g.perPath, g.perPath*len(g.paths), took.Round(time.Second))
 	fmt.Fprintf(&b, "%-11s %5s %6s %6s %23s %23s\n", "path", "cold", "failed", "unheld", "total p50 / p99", "beyond Ready p50 / p99")
-	for _, p := range gatePaths {
+	for _, p := range g.paths {
 		f := g.figures[p.name]
 		fmt.Fprintf(&b, "%-11s %5d %6d %6d %11s / %-9s %11s / %-9s\n", p.name, len(f.total), len(f.failed), len(f.unheld),
 			testenv.Millis(testenv.Percentile(f.total, 50)), testenv.Millis(testenv.Percentile(f.total, 99)), testenv.Millis(testenv.Percentile(f.beyondReady, 50)), testenv.Millis(testenv.Percentile(f.beyondReady, 99)))
 	}
 	tb.Log(b.String())
-	for _, p := range gatePaths {
+	for _, p := range g.paths {
 		if f := g.figures[p.name]; len(f.unheld) > 0 {
 			tb.Logf("%s: %d answers without the %s header: %s", p.name, len(f.unheld), resolver.DefaultColdStartHeader, strings.Join(f.unheld, "; "))
 		}
 	}
-	for _, p := range gatePaths {
+	for _, p := range g.paths {
 		f := g.figures[p.name]
 		if len(f.failed) > 0 {
-			tb.Errorf("%s: %d of %d cold starts failed; the first: %s", p.name, len(f.failed), gateRounds*gateServicesPerPath,
+			tb.Errorf("%s: %d of %d cold starts failed; the first: %s", p.name, len(f.failed), rounds*g.perPath,
 				strings.Join(f.failed[:min(len(f.failed), 5)], " | "))
 		}
-		if n := len(f.total) + len(f.failed); n < gateRounds*gateServicesPerPath {
-			tb.Errorf("%s: %d cold starts, want %d", p.name, n, gateRounds*gateServicesPerPath)
+		if n := len(f.total) + len(f.failed); n < rounds*g.perPath {
+			tb.Errorf("%s: %d cold starts, want %d", p.name, n, rounds*g.perPath)
 		}
 	}
 	if tb.Failed() {
 		tb.Logf("elasti's pods:\n%s", g.bed.Node.Logs(elastiNamespace, "", 30))
 		tb.Logf("kube-proxy:\n%s", g.bed.KubeProxyLog(15))
 	}
-	return g.figures
 }
 
 // newGate makes the gate's namespace: per path, gateServicesPerPath
@@ -215,14 +237,15 @@ func runColdStartGate(tb testing.TB) map[string]*pathFigures {
 // port too), ElastiServices that go idle gateCooldown after each wake, and
 // the Ingresses and HTTPRoutes; and it waits until the resolver listens on
 // every Service port.
-func newGate(tb testing.TB) *gate {
+func newGate(tb testing.TB, paths []gatePath, perPath int) *gate {
 	tb.Helper()
 	b := testBed(tb)
 	startProtocolBackends(tb, b)
 	e := testenv.New(tb)
 	s := &scenario{t: tb, bed: b, e: e, ctx: tb.Context(), explained: new(atomic.Bool)}
-	g := &gate{scenario: s, clients: map[string]*realnet.Client{}, clusterIPs: map[string]string{}, figures: map[string]*pathFigures{}}
-	for _, p := range gatePaths {
+	g := &gate{scenario: s, clients: map[string]*realnet.Client{}, clusterIPs: map[string]string{}, figures: map[string]*pathFigures{},
+		paths: paths, perPath: perPath}
+	for _, p := range paths {
 		c, err := b.Client(s.ctx, e.NS)
 		if err != nil {
 			tb.Fatal(err)
@@ -231,16 +254,16 @@ func newGate(tb testing.TB) *gate {
 		g.clients[p.name] = c
 		g.figures[p.name] = &pathFigures{}
 	}
-	s.client = g.clients[gatePaths[0].name]
+	s.client = g.clients[paths[0].name]
 	g.ready = watchReady(tb, e, e.NS)
 
 	idle := []elastiv1alpha1.ScaleTrigger{trigger("vector(0)", "1")}
-	for _, p := range gatePaths {
-		for i := range gateServicesPerPath {
+	for _, p := range paths {
+		for i := range perPath {
 			svc := p.service(i)
 			e.Deployment(svc, 1, nil)
-			if p.tcp {
-				g.tcpService(svc)
+			if p.tcp || p.h2c {
+				g.twoPortService(svc, p)
 			} else {
 				e.Service(svc, svc)
 			}
@@ -266,18 +289,20 @@ func newGate(tb testing.TB) *gate {
 	return g
 }
 
-// tcpService is svc's Service with the HTTP port (probes) and the raw TCP
-// echo's port.
-func (g *gate) tcpService(svc string) {
+// twoPortService is svc's Service with the HTTP port (probes) and path
+// p's own: the raw TCP echo's, or the h2c echo's, declared
+// kubernetes.io/h2c.
+func (g *gate) twoPortService(svc string, p gatePath) {
 	g.t.Helper()
+	second := corev1.ServicePort{Name: "tcp", Port: tcpEchoPort, TargetPort: intstr.FromInt32(tcpEchoPort)}
+	if p.h2c {
+		second = grpcEchoServicePort
+	}
 	obj := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: g.e.NS},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": svc},
-			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
-				{Name: "tcp", Port: tcpEchoPort, TargetPort: intstr.FromInt32(tcpEchoPort)},
-			},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}, second},
 		},
 	}
 	if _, err := g.e.Kube.CoreV1().Services(g.e.NS).Create(g.ctx, obj, metav1.CreateOptions{}); err != nil {
@@ -287,7 +312,7 @@ func (g *gate) tcpService(svc string) {
 
 // ports is how many Service ports the gate's Services of path p have.
 func (p gatePath) ports() int {
-	if p.tcp {
+	if p.tcp || p.h2c {
 		return 2
 	}
 	return 1
@@ -300,8 +325,8 @@ func (p gatePath) ports() int {
 func (g *gate) waitResolverListens() {
 	g.t.Helper()
 	want := map[string]int{}
-	for _, p := range gatePaths {
-		for i := range gateServicesPerPath {
+	for _, p := range g.paths {
+		for i := range g.perPath {
 			want[p.service(i)] = p.ports()
 		}
 	}
@@ -339,8 +364,8 @@ func (g *gate) waitResolverListens() {
 func (g *gate) waitAllAsleep() time.Time {
 	g.t.Helper()
 	pending := map[string]gatePath{}
-	for _, p := range gatePaths {
-		for i := range gateServicesPerPath {
+	for _, p := range g.paths {
+		for i := range g.perPath {
 			pending[p.service(i)] = p
 		}
 	}
@@ -409,7 +434,7 @@ func (g *gate) waitAllAsleep() time.Time {
 	// cold start's.
 	began := time.Now()
 	why = map[string]string{}
-	if atZero := g.atZero(why); len(atZero) != gateServicesPerPath*len(gatePaths) || len(why) > 0 {
+	if atZero := g.atZero(why); len(atZero) != g.perPath*len(g.paths) || len(why) > 0 {
 		g.t.Fatalf("Services left zero before the round began: %v", why)
 	}
 	return began
@@ -477,14 +502,15 @@ func toResolversOnly(backends []string, resolvers map[string]bool) (bool, string
 // probeAll sends, per path, a kubelet-like probe of each Service the way
 // the path's cold start will come (a TCP Service's on its HTTP port by
 // short name), from the path's client pod, all at once; it says which were
-// answered by the resolver's probe rule.
+// answered by the resolver's probe rule. An h2c Service's probe, like a
+// TCP one's, goes to its HTTP port.
 func (g *gate) probeAll(byPath map[string][]string) map[string]bool {
 	g.t.Helper()
 	reqs := map[string][]coldRequest{}
-	for _, p := range gatePaths {
+	for _, p := range g.paths {
 		for _, svc := range byPath[p.name] {
 			addr, host := p.addr(g, svc)
-			if p.tcp {
+			if p.tcp || p.h2c {
 				addr, host = svc, ""
 			}
 			reqs[p.name] = append(reqs[p.name], coldRequest{
@@ -495,7 +521,7 @@ func (g *gate) probeAll(byPath map[string][]string) map[string]bool {
 	}
 	answers := g.runAll(reqs, gateProbeTimeout)
 	out := map[string]bool{}
-	for _, p := range gatePaths {
+	for _, p := range g.paths {
 		for i, svc := range byPath[p.name] {
 			a := answers[p.name][i]
 			out[svc] = a.Err == "" && a.Status == http.StatusOK && a.Body == probeAnswer
@@ -542,29 +568,41 @@ func (g *gate) runAll(reqs map[string][]coldRequest, timeout time.Duration) map[
 }
 
 // fire sends every Service's cold start of round at once, one client pod
-// per path, and checks and records each; began is waitAllAsleep's.
-func (g *gate) fire(round int, began time.Time) {
+// per path, and checks and records each; began is waitAllAsleep's. A
+// fault, when set, runs beside the requests (the soak's resolver pod
+// deleted, its apiserver restart): the resolver pods may change then,
+// and their counters no longer add up, so the round checks the answers
+// alone.
+func (g *gate) fire(round int, began time.Time, fault func()) {
 	g.t.Helper()
 	reqs := map[string][]coldRequest{}
-	for _, p := range gatePaths {
-		for i := range gateServicesPerPath {
+	for _, p := range g.paths {
+		for i := range g.perPath {
 			svc := p.service(i)
 			addr, host := p.addr(g, svc)
 			r := coldRequest{Timeout: wakeTimeout}
-			if p.tcp {
+			switch {
+			case p.tcp:
 				r.URL, r.TCP, r.Body = fmt.Sprintf("tcp://%s:%d", addr, tcpEchoPort), true, fmt.Sprintf("cold %s %d", svc, round)
-			} else {
+			case p.h2c:
+				r.URL, r.H2C = fmt.Sprintf("http://%s:%d/cold/%s/%d", addr, grpcEchoPort, svc, round), true
+			default:
 				r.URL, r.Host = fmt.Sprintf("http://%s/cold/%s/%d", addr, svc, round), host
 			}
 			reqs[p.name] = append(reqs[p.name], r)
 		}
 	}
 	before := g.resolverCounts()
+	var faulted sync.WaitGroup
+	if fault != nil {
+		faulted.Go(fault)
+	}
 	answers := g.runAll(reqs, wakeTimeout)
+	faulted.Wait()
 	after := g.resolverCounts()
 
 	sent, tcp, headered := 0, 0, 0
-	for _, p := range gatePaths {
+	for _, p := range g.paths {
 		f := g.figures[p.name]
 		for i, a := range answers[p.name] {
 			svc, req := p.service(i), reqs[p.name][i]
@@ -603,6 +641,10 @@ func (g *gate) fire(round int, began time.Time) {
 	// ends), and every TCP connection was spliced by one: none reached a
 	// pod some other way. More holds are connections the resolver took
 	// for TCP (see pathFigures.unheld).
+	if fault != nil {
+		g.t.Logf("round %d (with a fault): %d cold starts; the resolver pods were %v, then %v", round, sent, before.pods, after.pods)
+		return
+	}
 	if !slices.Equal(before.pods, after.pods) {
 		g.t.Fatalf("round %d: the resolver pods changed while it ran: %v, then %v", round, before.pods, after.pods)
 	}
@@ -773,12 +815,14 @@ func init() { realnet.RegisterProgram(coldStartsProgram, runColdStarts) }
 // URL, or with TCP a raw connection to URL's host:port that sends Body,
 // half-closes and reads the answer to EOF.
 type coldRequest struct {
-	URL     string            `json:"url"`
-	Host    string            `json:"host,omitempty"`
-	Header  map[string]string `json:"header,omitempty"`
-	TCP     bool              `json:"tcp,omitempty"`
-	Body    string            `json:"body,omitempty"`
-	Timeout time.Duration     `json:"timeout"`
+	URL    string            `json:"url"`
+	Host   string            `json:"host,omitempty"`
+	Header map[string]string `json:"header,omitempty"`
+	TCP    bool              `json:"tcp,omitempty"`
+	// H2C sends the GET over HTTP/2 without TLS, by prior knowledge.
+	H2C     bool          `json:"h2c,omitempty"`
+	Body    string        `json:"body,omitempty"`
+	Timeout time.Duration `json:"timeout"`
 }
 
 // coldAnswer is what the client saw of one coldRequest.
@@ -841,6 +885,10 @@ func coldStart(ctx context.Context, r coldRequest) (a coldAnswer) {
 	}
 	// A connection of its own, closed after the answer.
 	t := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	if r.H2C {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
 	defer t.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL, nil)
 	if err != nil {
@@ -861,6 +909,9 @@ func coldStart(ctx context.Context, r coldRequest) (a coldAnswer) {
 	a.Status, a.ColdStart, a.Body = resp.StatusCode, resp.Header.Get(resolver.DefaultColdStartHeader), string(b)
 	if err != nil {
 		return fail(fmt.Errorf("reading the body: %w", err))
+	}
+	if r.H2C && resp.ProtoMajor != 2 {
+		return fail(fmt.Errorf("answered over %s, want HTTP/2", resp.Proto))
 	}
 	return a
 }

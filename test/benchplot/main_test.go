@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot/plotter"
+)
+
+func TestCDFCountsEachValueOnceAtItsLastRank(t *testing.T) {
+	got := cdf([]float64{5, 2, 2, 40})
+	want := plotter.XYs{{X: 1, Y: 0}, {X: 2, Y: 0.5}, {X: 5, Y: 0.75}, {X: 40, Y: 1}}
+	if len(got) != len(want) {
+		t.Fatalf("cdf = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("cdf = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestDrawSoakWritesAnSVGWithEveryLine(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "soak.json"), filepath.Join(dir, "soak.svg")
+	r := soakResults{Rounds: 3, ColdStarts: []coldStart{
+		{Path: "short-name", BeyondReadyMs: 0.4}, {Path: "short-name", BeyondReadyMs: 12},
+		{Path: "h2c", BeyondReadyMs: 30}, {Path: "h2c", Fault: "apiserver-killed", BeyondReadyMs: 2400},
+	}}
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := drawSoak(in, out); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"<svg", "short-name (2)", "h2c (1)", "fault rounds (all paths) (1)", "4 cold starts in 3 rounds"} {
+		if !strings.Contains(string(svg), s) {
+			t.Errorf("the SVG does not contain %q", s)
+		}
+	}
+}
+
+func TestDrawSoakRefusesAnEmptyRun(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "soak.json")
+	if err := os.WriteFile(in, []byte(`{"rounds":1,"coldStarts":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := drawSoak(in, in+".svg"); err == nil || !strings.Contains(err.Error(), "no cold starts") {
+		t.Fatalf("drawSoak of an empty run: %v, want an error saying so", err)
+	}
+}
