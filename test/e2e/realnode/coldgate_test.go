@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,11 +120,43 @@ type coldOptions struct {
 	// sleeping app sees, where the containers' start does not hide the
 	// kubelet's probe period.
 	oneAtATime bool
+	// faults, the soak's: a third into each variant's rounds a resolver
+	// pod is deleted while the round's requests are held, and two thirds
+	// in the apiserver is SIGKILLed and started again (coldFault).
+	faults bool
+}
+
+// coldFault is what happens beside one round's requests.
+type coldFault string
+
+const (
+	faultResolverDeleted coldFault = "resolver-pod-deleted"
+	faultAPIServerKilled coldFault = "apiserver-killed"
+)
+
+// faultDelay is how long after a round's requests go out its fault
+// begins: they are held by then, the containers starting.
+const faultDelay = 500 * time.Millisecond
+
+// faultAt is the fault of round of count, if opts has faults.
+func (o coldOptions) faultAt(round int) coldFault {
+	switch {
+	case !o.faults || o.count < 3:
+		return ""
+	case round == o.count/3:
+		return faultResolverDeleted
+	case round == 2*o.count/3:
+		return faultAPIServerKilled
+	}
+	return ""
 }
 
 // coldFigures are one cell's cold starts under one variant.
 type coldFigures struct {
 	total, beyond []time.Duration
+	// faulted are the beyond figures of the fault rounds, which beyond
+	// leaves out.
+	faulted []time.Duration
 	// byResolver counts the good cold starts whose app got its first
 	// readiness 200 from the resolver's direct check, not the kubelet's.
 	byResolver int
@@ -186,7 +219,13 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 		g.setResolverArgs(tb.Context(), withArgs(orig, append(slices.Clone(v.args), resolverVerbosity)))
 		for round := range opts.count {
 			g.sleepAll()
-			g.wakeAll(v, round)
+			fault := opts.faultAt(round)
+			g.wakeAll(v, round, fault)
+			if fault == faultResolverDeleted {
+				if err := g.b.net.WaitDeploymentReady(tb.Context(), elastiNamespace, resolverDeployment, readyTimeout); err != nil {
+					tb.Fatalf("the resolver after its pod was deleted: %v%s", err, g.b.diagnose())
+				}
+			}
 		}
 	}
 	g.report(time.Since(started))
@@ -411,9 +450,14 @@ func (g *coldGate) waitResolverListens() {
 // wakeAll sends one request to every cell, at once or (oneAtATime) one
 // after the other, each from its path's client, and checks and records
 // every answer.
-func (g *coldGate) wakeAll(v coldVariant, round int) {
+func (g *coldGate) wakeAll(v coldVariant, round int, fault coldFault) {
 	g.tb.Helper()
 	began := time.Now()
+	var faulted sync.WaitGroup
+	if fault != "" {
+		faulted.Go(func() { g.inject(fault) })
+	}
+	defer faulted.Wait()
 	type result struct {
 		resp realnet.Response
 		err  error
@@ -456,7 +500,11 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 		}
 		beyond := reply.BeyondReady()
 		f.total = append(f.total, r.resp.Duration)
-		f.beyond = append(f.beyond, beyond)
+		if fault != "" {
+			f.faulted = append(f.faulted, beyond)
+		} else {
+			f.beyond = append(f.beyond, beyond)
+		}
 		if reply.FirstReadyBy == answer.CheckedByResolver {
 			f.byResolver++
 		}
@@ -478,6 +526,30 @@ func (g *coldGate) wakeAll(v coldVariant, round int) {
 				g.tb.Logf("diagnosis of the first slow cold start:%s", g.b.diagnose())
 			}
 		}
+	}
+}
+
+// inject runs fault faultDelay after a round's requests went out.
+func (g *coldGate) inject(fault coldFault) {
+	time.Sleep(faultDelay)
+	switch fault {
+	case faultResolverDeleted:
+		pods := g.b.readyResolverPods(g.tb)
+		if len(pods) == 0 {
+			g.tb.Error("no Ready resolver pod to delete")
+			return
+		}
+		g.tb.Logf("deleting resolver pod %s with requests held", pods[0].Name)
+		if err := g.b.kube.CoreV1().Pods(elastiNamespace).Delete(context.Background(), pods[0].Name, metav1.DeleteOptions{}); err != nil {
+			g.tb.Error(err)
+		}
+	case faultAPIServerKilled:
+		began := time.Now()
+		if err := g.b.cluster.RestartAPIServer(context.Background(), syscall.SIGKILL); err != nil {
+			g.tb.Errorf("restarting the apiserver: %v", err)
+			return
+		}
+		g.tb.Logf("the apiserver was SIGKILLed with requests held and was healthy again %s later", time.Since(began).Round(time.Millisecond))
 	}
 }
 
@@ -562,6 +634,19 @@ func (g *coldGate) report(took time.Duration) {
 				testenv.Millis(testenv.Mean(f.total)), testenv.Millis(testenv.Percentile(f.beyond, 50)), testenv.Millis(testenv.Percentile(f.beyond, 99)), f.byResolver)
 		}
 	}
+	if g.opts.faults {
+		for _, v := range g.opts.variants {
+			var calm, faulted []time.Duration
+			for i := range g.cells {
+				if f := g.figures[coldKey{v.name, i}]; f != nil {
+					calm, faulted = append(calm, f.beyond...), append(faulted, f.faulted...)
+				}
+			}
+			fmt.Fprintf(&b, "%s, beyond the first 200: %d cold starts outside the fault rounds, p99 %s, max %s; %d in them, max %s\n", v.name,
+				len(calm), testenv.Millis(testenv.Percentile(calm, 99)), testenv.Millis(slices.Max(append(calm, 0))),
+				len(faulted), testenv.Millis(slices.Max(append(faulted, 0))))
+		}
+	}
 	g.tb.Log(b.String())
 	for _, v := range g.opts.variants {
 		for i, cell := range g.cells {
@@ -636,6 +721,40 @@ func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
 			count:        *coldStartCount,
 		})
 		g.reportMetrics(bm)
+	}
+}
+
+// BenchmarkColdStartSoakOnTheRealNode is the cold-start soak on the real
+// node (make bench, issue 39): the gate's cells, -coldstart-count rounds
+// per -coldstart-variants variant, with a resolver pod deleted a third of
+// the way into each variant's rounds and the apiserver SIGKILLed and
+// started again two thirds in, each while the round's requests are held.
+// It fails on any failed cold start and reports, beside the gate's
+// figures, the worst time beyond the app's first readiness 200 in the
+// fault rounds.
+func BenchmarkColdStartSoakOnTheRealNode(bm *testing.B) {
+	variants := benchVariants(bm)
+	if *coldStartCount < 3 {
+		bm.Fatalf("-coldstart-count %d: the soak's faults need at least 3 rounds", *coldStartCount)
+	}
+	for range bm.N {
+		g := runColdGate(bm, coldOptions{
+			variants:     variants,
+			listenDelays: []time.Duration{0, 300 * time.Millisecond, 2 * time.Second},
+			periods:      []int32{1, 10},
+			count:        *coldStartCount,
+			faults:       true,
+		})
+		g.reportMetrics(bm)
+		for _, v := range variants {
+			var worst time.Duration
+			for i := range g.cells {
+				if f := g.figures[coldKey{v.name, i}]; f != nil {
+					worst = max(worst, slices.Max(append(f.faulted, 0)))
+				}
+			}
+			bm.ReportMetric(float64(worst.Microseconds())/1000, v.name+"-fault-rounds-beyond-first-200-max-ms")
+		}
 	}
 }
 
