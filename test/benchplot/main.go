@@ -109,8 +109,12 @@ func drawSoak(in, out string) error {
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, out)
 }
 
+// maxCDFPoints bounds the points of one line: ten thousand cold starts
+// would draw each distinct value, and the file would be as large.
+const maxCDFPoints = 400
+
 // cdf is the points (x, share of xs at most x) of xs, one per distinct
-// value.
+// value, thinned to at most maxCDFPoints (the last one always kept).
 func cdf(xs []float64) plotter.XYs {
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -120,6 +124,13 @@ func cdf(xs []float64) plotter.XYs {
 			continue
 		}
 		pts = append(pts, plotter.XY{X: x, Y: float64(i+1) / float64(len(s))})
+	}
+	if len(pts) > maxCDFPoints {
+		thin := make(plotter.XYs, 0, maxCDFPoints+1)
+		for i := 0; i < len(pts)-1; i += (len(pts) + maxCDFPoints - 1) / maxCDFPoints {
+			thin = append(thin, pts[i])
+		}
+		pts = append(thin, pts[len(pts)-1])
 	}
 	// The line starts at the axis' floor with nothing answered.
 	return append(plotter.XYs{{X: math.Min(floorMs, pts[0].X), Y: 0}}, pts...)

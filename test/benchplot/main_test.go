@@ -23,6 +23,20 @@ func TestCDFCountsEachValueOnceAtItsLastRank(t *testing.T) {
 	}
 }
 
+func TestCDFIsThinnedToItsBoundAndKeepsTheLast(t *testing.T) {
+	xs := make([]float64, 10000)
+	for i := range xs {
+		xs[i] = float64(i + 1)
+	}
+	got := cdf(xs)
+	if len(got) > maxCDFPoints+2 {
+		t.Errorf("%d points, want at most %d", len(got), maxCDFPoints+2)
+	}
+	if last := got[len(got)-1]; last != (plotter.XY{X: 10000, Y: 1}) {
+		t.Errorf("last point %v, want the largest value at 1", last)
+	}
+}
+
 func TestDrawSoakWritesAnSVGWithEveryLine(t *testing.T) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "soak.json"), filepath.Join(dir, "soak.svg")
