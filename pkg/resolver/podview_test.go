@@ -19,9 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+
+	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
+	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 )
 
 // memPodView is a PodView set by hand: the pods of each Service, whole
@@ -678,4 +683,78 @@ func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
 	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	wantAnswer(t, done, "200 pod", 5*time.Second, "a hold past the view's bounds was not released once a read vouched for its pod")
+}
+
+// The same through the resolver's own cache (the informers' TrimForCache
+// transform), the way the command composes it: a Service past the view's
+// bounds has its Ready address vouched for by a read of the pod the
+// cached slice names, and not before the read is in. With the old trim
+// the cached slice named no pod: nothing was read and the address never
+// came back (the soak's 60 s holds).
+func TestACachedReadyEndpointPastTheViewsBoundsIsVouchedForByARead(t *testing.T) {
+	checkNoLeaks(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	web := service("team", "web", svcPort("http", 80, intstr.FromString("web")))
+	ready := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.5"))
+	ready.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: "web-1", UID: "u1"}
+	objs := []runtime.Object{web, ready}
+	for i := range maxPodViewsPerNamespace {
+		objs = append(objs, service("team", fmt.Sprintf("s-%d", i), svcPort("http", 80, intstr.FromInt32(8080))))
+	}
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(TrimForCache))
+	named, err := NewNamedIndex(elastiinformers.NewSharedInformerFactory(elastifake.NewSimpleClientset(), 0).Elasti().V1alpha1().ElastiServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), named, DefaultFrontDrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := newFakePods()
+	view, err := NewInformerPodView(ctx, factory.Core().V1().Services().Lister(), (&fakePodAPI{}).listWatch, pods, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer cancel() // before Shutdown, which waits for the informers to end
+	defer view.Close()
+	factory.WaitForCacheSync(ctx.Done())
+	eventually(t, 5*time.Second, "handlers synced", eps.HasSynced)
+	for i := range maxPodViewsPerNamespace { // the namespace's views, all in use
+		leave, _ := view.Join(ServiceRef{"team", fmt.Sprintf("s-%d", i)})
+		defer leave()
+	}
+	leave, _ := view.Join(testSvc)
+	defer leave()
+	if _, whole := view.Pods(testSvc); whole || view.Viewing() != maxPodViewsPerNamespace {
+		t.Fatalf("web has a view (%d views); want it past the bounds", view.Viewing())
+	}
+
+	vouched := vouchedEndpoints{EndpointSource: eps, view: view}
+	b, err := vouched.Lookup(testSvc, "")
+	if err != nil || len(b.Addrs) != 0 || !b.unread {
+		t.Fatalf("before the read: %+v, %v; want no address, waiting on a read", b, err)
+	}
+	changed, stop := view.Watch(testSvc)
+	defer stop()
+	pod := labelled(viewPod("web-1", "u1", true, "10.244.0.5"), map[string]string{"app": "web"})
+	pods.mu.Lock()
+	pods.pods[pod.Namespace+"/"+pod.Name] = pod
+	pods.mu.Unlock()
+	if _, err := vouched.Lookup(testSvc, ""); err != nil { // starts the read now that the pod exists
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no read came in")
+	}
+	eventually(t, 5*time.Second, "the address vouched for", func() bool {
+		b, err := vouched.Lookup(testSvc, "")
+		return err == nil && slices.Equal(b.Addrs, []string{"10.244.0.5:8080"})
+	})
 }
