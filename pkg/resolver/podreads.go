@@ -26,9 +26,8 @@ const (
 	// needs a read once its pod is Ready, and again every readPodFresh
 	// while it is looked up, so a wake of a namespace's 120 Services at
 	// once (the soak's) needs about 60 reads at once and 10 a second
-	// after. At 5 a second, burst 10, the last of them waited on reads
-	// for longer than the Service stayed awake, cycle after cycle, until
-	// their clients gave up after 60 s.
+	// after: at 5 a second, burst 10, the last of them would wait seconds
+	// for a read after their pod was Ready.
 	podReadRate  = 25
 	podReadBurst = 32
 	// maxReadLimiters bounds the namespaces whose read rate is tracked, and
@@ -77,11 +76,33 @@ const (
 	readPodFresh = 5 * time.Second
 	readPodKeep  = 30 * time.Second
 	// readRefusalPause is how long nothing is read after a read was
-	// refused (podReads.refusedUntil): once in that time a resolver
+	// refused (podReads.refusals): once in that time a resolver
 	// without get on pods tries, and one refused by an apiserver that was
 	// starting reads again soon after.
 	readRefusalPause = 10 * time.Second
 )
+
+// refusals is what the pod view and the pod reads remember of the
+// apiserver refusing them (403 or 401): nothing is tried again for pause
+// after the last refusal, and the first refusal is logged at the default
+// level, the rest at 2.
+type refusals struct {
+	pause  time.Duration
+	until  atomic.Int64 // Unix nanoseconds
+	logged atomic.Bool
+}
+
+// refuse records a refusal at now and returns the level to log it at.
+func (r *refusals) refuse(now time.Time) (level int) {
+	r.until.Store(now.Add(r.pause).UnixNano())
+	if r.logged.Swap(true) {
+		return 2
+	}
+	return 0
+}
+
+// paused reports whether now is within the pause after the last refusal.
+func (r *refusals) paused(now time.Time) bool { return now.UnixNano() < r.until.Load() }
 
 // podReads vouches for the pods a Service's slices name when the pod
 // view cannot (PodView.Read): one GET per pod, remembered, at most
@@ -93,13 +114,11 @@ type podReads struct {
 	ctx     context.Context
 	logger  klog.Logger
 	clock   clock.PassiveClock
-	// refusedUntil (Unix nanoseconds) is set when a read was refused:
-	// the resolver may not read pods (an install from before the view),
-	// or the apiserver's authorizer is still starting. Until then nothing
-	// is vouched for by a read, and nothing is read. logged is set once
-	// a refusal was logged at the default level.
-	refusedUntil atomic.Int64
-	logged       atomic.Bool
+	// refusals pause the reads after one was refused: the resolver may
+	// not read pods (an install from before the view), or the
+	// apiserver's authorizer is still starting. Meanwhile nothing is
+	// vouched for by a read, and nothing is read.
+	refusals refusals
 
 	mu       sync.Mutex
 	read     *utilcache.LRUExpireCache // readKey -> readPod
@@ -119,8 +138,10 @@ type readPod struct {
 }
 
 func newPodReads(ctx context.Context, pods PodGetter, changed func(ServiceRef), logger klog.Logger, clk clock.PassiveClock) *podReads {
-	return &podReads{pods: pods, limits: newNamespaceLimits(), changed: changed, ctx: ctx, logger: logger, clock: clk,
+	r := &podReads{pods: pods, limits: newNamespaceLimits(), changed: changed, ctx: ctx, logger: logger, clock: clk,
 		read: utilcache.NewLRUExpireCacheWithClock(maxReadPods, clk), inFlight: map[readKey]bool{}}
+	r.refusals.pause = readRefusalPause
+	return r
 }
 
 // get returns the pods of names in svc's namespace that selector
@@ -129,7 +150,7 @@ func newPodReads(ctx context.Context, pods PodGetter, changed func(ServiceRef), 
 // once the resolver may not read pods.
 func (r *podReads) get(svc ServiceRef, selector string, names []string) (pods []*corev1.Pod, ok bool) {
 	now := r.clock.Now()
-	if now.UnixNano() < r.refusedUntil.Load() {
+	if r.refusals.paused(now) {
 		return nil, false
 	}
 	for _, name := range names[:min(len(names), maxReadsPerLookup)] {
@@ -181,11 +202,7 @@ func (r *podReads) readOne(key readKey) bool {
 	case apierrors.IsNotFound(err):
 		pod = nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		r.refusedUntil.Store(r.clock.Now().Add(readRefusalPause).UnixNano())
-		level := 2
-		if !r.logged.Swap(true) {
-			level = 0
-		}
+		level := r.refusals.refuse(r.clock.Now())
 		r.logger.V(level).Info("May not read pods; the addresses of Services past the pod view's bounds are taken from their EndpointSlices as they are for a while (grant get on pods)",
 			"pause", readRefusalPause, "err", err)
 		return true

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,12 +106,9 @@ type InformerPodView struct {
 	b         *broadcaster[ServiceRef]
 	// refused counts a Join past the bounds.
 	refused func()
-	// forbidden is set once a list was refused (forbiddenEnds).
-	forbidden atomic.Bool
-	// refusalPause is how long no view starts after a refusal, and
-	// refusedUntil (Unix nanoseconds) when that ends.
-	refusalPause time.Duration
-	refusedUntil atomic.Int64
+	// refusals pause the views after a list or watch was refused
+	// (forbiddenEnds): no view starts meanwhile.
+	refusals refusals
 	// reads vouches for what the watches cannot (Read).
 	reads *podReads
 
@@ -141,9 +137,10 @@ func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister,
 		Name: "elasti_resolver_pod_views_refused_total",
 		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, maxPodViewsPerNamespace),
 	})
-	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, refusalPause: viewRefusalPause, ctx: ctx,
+	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, ctx: ctx,
 		logger: klog.FromContext(ctx).WithName("podview"), b: newBroadcaster[ServiceRef](), refused: refused.Inc,
 		views: map[ServiceRef]*podWatch{}, inNamespace: map[string]int{}}
+	v.refusals.pause = viewRefusalPause
 	v.reads = newPodReads(ctx, pods, v.b.broadcast, v.logger, clock.RealClock{})
 	views := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "elasti_resolver_pod_views",
@@ -177,7 +174,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // Join implements PodView.
 func (v *InformerPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 	sel, ok := v.selector(svc) // outside the lock: reads the informer cache
-	if !ok || time.Now().UnixNano() < v.refusedUntil.Load() {
+	if !ok || v.refusals.paused(time.Now()) {
 		return func() {}, closed
 	}
 	v.mu.Lock()
@@ -262,21 +259,19 @@ func (v *InformerPodView) leave(w *podWatch) {
 	})
 }
 
-// refusedBy ends w, whose list or watch was refused, and starts no view
-// for refusalPause. w leaves the views at once: its store stopped
+// refusedBy ends w, whose list or watch was refused (no view starts for
+// the refusals' pause). w leaves the views at once: its store stopped
 // following the pods, and a view kept whole with what it last had would
 // withhold every Ready address the slices list for a pod it lacks, for as
 // long as anything is held for the Service. Its holds go on without a
 // view (vouchByName), as past the bounds.
 func (v *InformerPodView) refusedBy(w *podWatch) {
-	v.refusedUntil.Store(time.Now().Add(v.refusalPause).UnixNano())
 	v.mu.Lock()
 	if v.views[w.svc] == w {
 		v.stopLocked(w)
-	} else {
-		w.cancel()
 	}
 	v.mu.Unlock()
+	w.cancel() // stopLocked's too, if it was still a view
 	w.store.endListing()
 }
 
@@ -329,14 +324,11 @@ func (v *InformerPodView) Close() {
 // line instead of a reflector retrying forever; the Service's holds go on
 // without it. The first such refusal is logged at the default level, the
 // rest at 2.
-func (v *InformerPodView) forbiddenEnds(lw cache.ListerWatcherWithContext, cancel context.CancelFunc, logger klog.Logger) cache.ListerWatcher {
+func (v *InformerPodView) forbiddenEnds(lw cache.ListerWatcherWithContext, end func(), logger klog.Logger) cache.ListerWatcher {
 	return &refusalEnds{inner: lw, refused: func(err error) {
-		level := 0
-		if v.forbidden.Swap(true) {
-			level = 2
-		}
-		logger.V(level).Info("May not list or watch the service's pods; its holds go on without a pod view, and no view starts for a while (grant list and watch on pods)", "pause", v.refusalPause, "err", err)
-		cancel()
+		level := v.refusals.refuse(time.Now())
+		logger.V(level).Info("May not list or watch the service's pods; its holds go on without a pod view, and no view starts for a while (grant list and watch on pods)", "pause", v.refusals.pause, "err", err)
+		end()
 	}}
 }
 

@@ -264,9 +264,8 @@ func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
 // A read refused by the namespace's read rate never comes in, and
 // nothing else changes once the pod is Ready and listed: the hold looks
 // again on its own, and the next read vouches. Before, such a hold
-// waited for another slice change, and in the soak (120 Services woken at
-// once in one namespace, 56 past the view's bounds) four raw-TCP cold
-// starts waited until their clients gave up after 60 s.
+// waited for another slice change, or its deadline: the soak's 60 s
+// holds by another way (theirs was the cache's trim, below).
 func TestARefusedReadDoesNotStrandTheHold(t *testing.T) {
 	checkNoLeaks(t)
 	e, view := viewEnv(t, false, newFakePods())
@@ -466,7 +465,7 @@ func TestInformerPodViewWithoutPods(t *testing.T) {
 func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
 	api := &fakePodAPI{pods: []corev1.Pod{*viewPod("web-1", "u1", false, "10.244.0.5")}}
 	v, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
-	v.refusalPause = 200 * time.Millisecond
+	v.refusals.pause = 200 * time.Millisecond
 	leave, listed := v.Join(testSvc)
 	defer leave()
 	<-listed
@@ -499,7 +498,7 @@ func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
 	api.listErr, api.watchErr = nil, nil
 	api.pods = []corev1.Pod{*viewPod("web-1", "u1", true, "10.244.0.5")}
 	api.mu.Unlock()
-	time.Sleep(v.refusalPause)
+	time.Sleep(v.refusals.pause)
 	back, listedBack := v.Join(testSvc)
 	defer back()
 	<-listedBack
