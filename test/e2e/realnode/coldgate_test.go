@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/hack/sampleapp/answer"
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -122,33 +122,16 @@ type coldOptions struct {
 	oneAtATime bool
 	// faults, the soak's: a third into each variant's rounds a resolver
 	// pod is deleted while the round's requests are held, and two thirds
-	// in the apiserver is SIGKILLed and started again (coldFault).
+	// in the apiserver is SIGKILLed and started again (e2ebed.FaultAt).
 	faults bool
 }
 
-// coldFault is what happens beside one round's requests.
-type coldFault string
-
-const (
-	faultResolverDeleted coldFault = "resolver-pod-deleted"
-	faultAPIServerKilled coldFault = "apiserver-killed"
-)
-
-// faultDelay is how long after a round's requests go out its fault
-// begins: they are held by then, the containers starting.
-const faultDelay = 500 * time.Millisecond
-
 // faultAt is the fault of round of count, if opts has faults.
-func (o coldOptions) faultAt(round int) coldFault {
-	switch {
-	case !o.faults || o.count < 3:
+func (o coldOptions) faultAt(round int) e2ebed.Fault {
+	if !o.faults {
 		return ""
-	case round == o.count/3:
-		return faultResolverDeleted
-	case round == 2*o.count/3:
-		return faultAPIServerKilled
 	}
-	return ""
+	return e2ebed.FaultAt(round, o.count)
 }
 
 // coldFigures are one cell's cold starts under one variant.
@@ -221,7 +204,7 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 			g.sleepAll()
 			fault := opts.faultAt(round)
 			g.wakeAll(v, round, fault)
-			if fault == faultResolverDeleted {
+			if fault == e2ebed.FaultResolverDeleted {
 				if err := g.b.net.WaitDeploymentReady(tb.Context(), elastiNamespace, resolverDeployment, readyTimeout); err != nil {
 					tb.Fatalf("the resolver after its pod was deleted: %v%s", err, g.b.diagnose())
 				}
@@ -450,12 +433,12 @@ func (g *coldGate) waitResolverListens() {
 // wakeAll sends one request to every cell, at once or (oneAtATime) one
 // after the other, each from its path's client, and checks and records
 // every answer.
-func (g *coldGate) wakeAll(v coldVariant, round int, fault coldFault) {
+func (g *coldGate) wakeAll(v coldVariant, round int, fault e2ebed.Fault) {
 	g.tb.Helper()
 	began := time.Now()
 	var faulted sync.WaitGroup
 	if fault != "" {
-		faulted.Go(func() { g.inject(fault) })
+		faulted.Go(func() { e2ebed.Inject(g.tb.Context(), g.tb, g.b.kube, g.b.cluster, fault) })
 	}
 	defer faulted.Wait()
 	type result struct {
@@ -526,30 +509,6 @@ func (g *coldGate) wakeAll(v coldVariant, round int, fault coldFault) {
 				g.tb.Logf("diagnosis of the first slow cold start:%s", g.b.diagnose())
 			}
 		}
-	}
-}
-
-// inject runs fault faultDelay after a round's requests went out.
-func (g *coldGate) inject(fault coldFault) {
-	time.Sleep(faultDelay)
-	switch fault {
-	case faultResolverDeleted:
-		pods := g.b.readyResolverPods(g.tb)
-		if len(pods) == 0 {
-			g.tb.Error("no Ready resolver pod to delete")
-			return
-		}
-		g.tb.Logf("deleting resolver pod %s with requests held", pods[0].Name)
-		if err := g.b.kube.CoreV1().Pods(elastiNamespace).Delete(context.Background(), pods[0].Name, metav1.DeleteOptions{}); err != nil {
-			g.tb.Error(err)
-		}
-	case faultAPIServerKilled:
-		began := time.Now()
-		if err := g.b.cluster.RestartAPIServer(context.Background(), syscall.SIGKILL); err != nil {
-			g.tb.Errorf("restarting the apiserver: %v", err)
-			return
-		}
-		g.tb.Logf("the apiserver was SIGKILLed with requests held and was healthy again %s later", time.Since(began).Round(time.Millisecond))
 	}
 }
 
@@ -636,12 +595,7 @@ func (g *coldGate) report(took time.Duration) {
 	}
 	if g.opts.faults {
 		for _, v := range g.opts.variants {
-			var calm, faulted []time.Duration
-			for i := range g.cells {
-				if f := g.figures[coldKey{v.name, i}]; f != nil {
-					calm, faulted = append(calm, f.beyond...), append(faulted, f.faulted...)
-				}
-			}
+			calm, faulted := g.beyondByWindow(v)
 			fmt.Fprintf(&b, "%s, beyond the first 200: %d cold starts outside the fault rounds, p99 %s, max %s; %d in them, max %s\n", v.name,
 				len(calm), testenv.Millis(testenv.Percentile(calm, 99)), testenv.Millis(slices.Max(append(calm, 0))),
 				len(faulted), testenv.Millis(slices.Max(append(faulted, 0))))
@@ -666,6 +620,17 @@ func (g *coldGate) report(took time.Duration) {
 	if g.tb.Failed() {
 		g.tb.Logf("diagnosis:%s", g.b.diagnose())
 	}
+}
+
+// beyondByWindow is every cell's time beyond the first 200 under v,
+// outside the fault rounds and in them.
+func (g *coldGate) beyondByWindow(v coldVariant) (calm, faulted []time.Duration) {
+	for i := range g.cells {
+		if f := g.figures[coldKey{v.name, i}]; f != nil {
+			calm, faulted = append(calm, f.beyond...), append(faulted, f.faulted...)
+		}
+	}
+	return calm, faulted
 }
 
 // perPath counts the cold starts each path took, all variants and cells.
@@ -711,18 +676,7 @@ func TestColdStartsOnTheRealNodeWaitForReadiness(t *testing.T) {
 // that listens after 300 ms under the default period, and the worst p99
 // beyond the app's first readiness 200 over the cells; the log has every
 // cell's p50 and p99 (docs/benchmarks.md, "Cold start on the real node").
-func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
-	variants := benchVariants(bm)
-	for range bm.N {
-		g := runColdGate(bm, coldOptions{
-			variants:     variants,
-			listenDelays: []time.Duration{0, 300 * time.Millisecond, 2 * time.Second},
-			periods:      []int32{1, 10},
-			count:        *coldStartCount,
-		})
-		g.reportMetrics(bm)
-	}
-}
+func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) { benchEveryCell(bm, false) }
 
 // BenchmarkColdStartSoakOnTheRealNode is the cold-start soak on the real
 // node (make bench, issue 39): the gate's cells, -coldstart-count rounds
@@ -733,28 +687,27 @@ func BenchmarkColdStartGateOnTheRealNode(bm *testing.B) {
 // figures, the worst time beyond the app's first readiness 200 in the
 // fault rounds.
 func BenchmarkColdStartSoakOnTheRealNode(bm *testing.B) {
-	variants := benchVariants(bm)
 	if *coldStartCount < 3 {
 		bm.Fatalf("-coldstart-count %d: the soak's faults need at least 3 rounds", *coldStartCount)
 	}
+	benchEveryCell(bm, true)
+}
+
+// benchEveryCell runs the gate over every cell (apps that listen 0, 300
+// ms and 2 s after their start, periodSeconds 1 and 10, each path),
+// -coldstart-count rounds per -coldstart-variants variant, with the
+// soak's faults or without, and reports its figures.
+func benchEveryCell(bm *testing.B, faults bool) {
+	variants := benchVariants(bm)
 	for range bm.N {
 		g := runColdGate(bm, coldOptions{
 			variants:     variants,
 			listenDelays: []time.Duration{0, 300 * time.Millisecond, 2 * time.Second},
 			periods:      []int32{1, 10},
 			count:        *coldStartCount,
-			faults:       true,
+			faults:       faults,
 		})
 		g.reportMetrics(bm)
-		for _, v := range variants {
-			var worst time.Duration
-			for i := range g.cells {
-				if f := g.figures[coldKey{v.name, i}]; f != nil {
-					worst = max(worst, slices.Max(append(f.faulted, 0)))
-				}
-			}
-			bm.ReportMetric(float64(worst.Microseconds())/1000, v.name+"-fault-rounds-beyond-first-200-max-ms")
-		}
 	}
 }
 
@@ -846,5 +799,11 @@ func (g *coldGate) reportMetrics(bm *testing.B) {
 	}
 	for path, n := range g.perPath() {
 		bm.ReportMetric(float64(n), path+"-cold-starts")
+	}
+	if g.opts.faults {
+		for _, v := range g.opts.variants {
+			_, faulted := g.beyondByWindow(v)
+			bm.ReportMetric(float64(slices.Max(append(faulted, 0)).Microseconds())/1000, v.name+"-fault-rounds-beyond-first-200-max-ms")
+		}
 	}
 }

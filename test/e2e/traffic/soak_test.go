@@ -8,12 +8,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -42,30 +40,11 @@ var soakPaths = append(slices.Clone(gatePaths), gatePath{
 	addr: func(_ *gate, svc string) (string, string) { return svc, "" },
 })
 
-// soakFault is what happens beside one round's requests.
-type soakFault string
-
-const (
-	faultNone soakFault = ""
-	// faultResolverDeleted: a Ready resolver pod is deleted (its grace
-	// period and all, as a rollout or a drain does) while it holds
-	// requests.
-	faultResolverDeleted soakFault = "resolver-pod-deleted"
-	// faultAPIServerKilled: the kube-apiserver is SIGKILLed and started
-	// again (same flags, etcd kept) while requests are held.
-	faultAPIServerKilled soakFault = "apiserver-killed"
-)
-
-// soakFaultDelay is how long after a fault round's requests go out its
-// fault begins: the requests are held by then (the pods take seconds to
-// start on this bed), and the wakes are in flight.
-const soakFaultDelay = 500 * time.Millisecond
-
 // soakColdStart is one cold start of the soak, as -soak-results has it.
 type soakColdStart struct {
-	Path  string    `json:"path"`
-	Round int       `json:"round"`
-	Fault soakFault `json:"fault,omitempty"`
+	Path  string       `json:"path"`
+	Round int          `json:"round"`
+	Fault e2ebed.Fault `json:"fault,omitempty"`
 	// TotalMs is the client's first byte to its answer; BeyondReadyMs the
 	// answer's time less the new pod's first Ready as the test's watch
 	// saw it.
@@ -87,15 +66,6 @@ type soakReport struct {
 	ColdStarts []soakColdStart `json:"coldStarts"`
 }
 
-// soakFaultRounds places the two faults a third and two thirds into the
-// run.
-func soakFaultRounds(rounds int) map[int]soakFault {
-	if rounds < 3 {
-		return nil
-	}
-	return map[int]soakFault{rounds / 3: faultResolverDeleted, 2 * rounds / 3: faultAPIServerKilled}
-}
-
 // BenchmarkColdStartSoak runs -soak-rounds rounds of the gate on
 // soakPaths with the two faults, fails on any failed cold start, and
 // reports the worst time beyond Ready inside the fault rounds and
@@ -109,7 +79,7 @@ func BenchmarkColdStartSoak(b *testing.B) {
 		var calm, faulted []time.Duration
 		for _, c := range r.ColdStarts {
 			d := time.Duration(c.BeyondReadyMs * float64(time.Millisecond))
-			if c.Fault == faultNone {
+			if c.Fault == "" {
 				calm = append(calm, d)
 			} else {
 				faulted = append(faulted, d)
@@ -130,7 +100,6 @@ func runSoak(tb testing.TB, rounds int) soakReport {
 	g := newGate(tb, soakPaths, gateServicesPerPath)
 	g.setResolverArgs(fmt.Sprintf("-v=%d", *soakResolverV))
 	g.waitResolverListens()
-	faults := soakFaultRounds(rounds)
 	report := soakReport{Began: time.Now(), Rounds: rounds, Services: g.perPath, LoadBefore: loadAverage()}
 	for round := range rounds {
 		began := g.waitAllAsleep()
@@ -138,8 +107,12 @@ func runSoak(tb testing.TB, rounds int) soakReport {
 		for _, p := range g.paths {
 			marks[p.name] = len(g.figures[p.name].beyondReady)
 		}
-		fault := faults[round]
-		g.fire(round, began, g.soakFault(fault))
+		fault := e2ebed.FaultAt(round, rounds)
+		var inject func()
+		if fault != "" {
+			inject = func() { e2ebed.Inject(g.ctx, g.t, g.e.Kube, g.bed.cluster, fault) }
+		}
+		g.fire(round, began, inject)
 		for _, p := range g.paths {
 			f := g.figures[p.name]
 			for i := marks[p.name]; i < len(f.beyondReady); i++ {
@@ -147,7 +120,7 @@ func runSoak(tb testing.TB, rounds int) soakReport {
 					TotalMs: millis(f.total[i]), BeyondReadyMs: millis(f.beyondReady[i])})
 			}
 		}
-		if fault == faultResolverDeleted {
+		if fault == e2ebed.FaultResolverDeleted {
 			g.resolverBack()
 		}
 	}
@@ -170,37 +143,6 @@ func runSoak(tb testing.TB, rounds int) soakReport {
 		}
 	}
 	return report
-}
-
-// soakFault is what fire runs beside a round's requests for fault f, or
-// nil.
-func (g *gate) soakFault(f soakFault) func() {
-	switch f {
-	case faultResolverDeleted:
-		return func() {
-			time.Sleep(soakFaultDelay)
-			pods := g.readyResolverPods()
-			if len(pods) == 0 {
-				g.t.Error("no Ready resolver pod to delete")
-				return
-			}
-			g.t.Logf("deleting resolver pod %s with requests held", pods[0].Name)
-			if err := g.e.Kube.CoreV1().Pods(elastiNamespace).Delete(g.ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
-				g.t.Error(err)
-			}
-		}
-	case faultAPIServerKilled:
-		return func() {
-			time.Sleep(soakFaultDelay)
-			began := time.Now()
-			if err := g.bed.cluster.RestartAPIServer(g.ctx, syscall.SIGKILL); err != nil {
-				g.t.Errorf("restarting the apiserver: %v", err)
-				return
-			}
-			g.t.Logf("the apiserver was SIGKILLed with requests held and was healthy again %s later", time.Since(began).Round(time.Millisecond))
-		}
-	}
-	return nil
 }
 
 // resolverBack waits, after a resolver pod was deleted, until its
@@ -263,7 +205,7 @@ func soakSummary(r soakReport) string {
 	for _, c := range r.ColdStarts {
 		d := time.Duration(c.BeyondReadyMs * float64(time.Millisecond))
 		add(c.Path, d)
-		if c.Fault == faultNone {
+		if c.Fault == "" {
 			add("all, no fault", d)
 		} else {
 			add("all, "+string(c.Fault), d)
