@@ -315,6 +315,9 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 		logger.V(2).Info("Not probing the pod directly; waiting for its Ready endpoint", "err", err)
 		return
 	}
+	// When a slow cold start's evidence needs it: when the resolver first
+	// had the pod's address, against when the kubelet published it.
+	logger.V(4).Info("Probing the pod directly", "ip", t.ep.IP, "port", t.ep.Port)
 	st := plan.NewState()
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()

@@ -454,6 +454,7 @@ func (c *Cluster) Stop() {
 	}
 	c.procs = nil
 	if c.ownsDir {
+		KeepLogs(c.Dir, "cluster")
 		os.RemoveAll(c.Dir)
 	}
 }

@@ -55,6 +55,8 @@ var (
 		"BenchmarkColdStartOneAtATimeOnTheRealNode: the readiness probes' periodSeconds (10 is the default, left unset)")
 	oneAtATimeInitialDelays = flag.String("coldstart-one-initial-delays", "0",
 		"BenchmarkColdStartOneAtATimeOnTheRealNode: the readiness probes' initialDelaySeconds")
+	coldStartResolverV = flag.Int("coldstart-resolver-v", 2,
+		"the real-node gates' resolver -v: at 2 it logs the wakes it asks for and why a pod is left to the kubelet; at 4 each hold, each look and each pod read, which a slow cold start's evidence then quotes")
 )
 
 // coldVariant is one way the resolver runs: args are appended to the
@@ -171,11 +173,6 @@ type coldGate struct {
 // maxEvidenced bounds the slow cold starts whose evidence a run logs.
 const maxEvidenced = 20
 
-// resolverVerbosity is the gate's resolver's -v: at 2 it logs the wakes
-// it asks for and why a pod is left to the kubelet, by Service, which a
-// slow cold start's evidence quotes.
-const resolverVerbosity = "-v=2"
-
 // coldGateTimeout bounds one cold start: the container's start, a probe
 // period of 10 s and a loaded machine.
 const coldGateTimeout = 2 * time.Minute
@@ -199,7 +196,7 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 		g.setResolverArgs(ctx, orig)
 	})
 	for _, v := range opts.variants {
-		g.setResolverArgs(tb.Context(), withArgs(orig, append(slices.Clone(v.args), resolverVerbosity)))
+		g.setResolverArgs(tb.Context(), withArgs(orig, append(slices.Clone(v.args), fmt.Sprintf("-v=%d", *coldStartResolverV))))
 		for round := range opts.count {
 			g.sleepAll()
 			fault := opts.faultAt(round)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/podnet"
 )
 
@@ -247,6 +248,7 @@ func cleanup(logf func(string, ...any)) error {
 	}
 	left.remove(st)
 	errs = append(errs, restoreSysctls(st)...)
+	localcluster.KeepLogs(Dir, "realnode")
 	if err := os.RemoveAll(Dir); err != nil {
 		errs = append(errs, err)
 	}
