@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -35,35 +36,168 @@ const (
 )
 
 // Metrics are the resolver's Prometheus metrics, all prefixed
-// elasti_resolver_.
+// elasti_resolver_, grouped by the layer that records them. The groups
+// are embedded, so a series is named m.Queued wherever it is recorded.
 type Metrics struct {
+	HoldMetrics
+	AdmissionMetrics
+	ForwardMetrics
+	ProbeMetrics
+	AnswerMetrics
+	// WakeRequests counts wake requests to the operator by outcome; the
+	// metric keeps its old name, a contract with dashboards.
+	WakeRequests *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them on reg; a nil reg
+// leaves them unregistered. Registering twice on one registry is an error.
+// wakeSources, when not nil, counts the client addresses the wake rate
+// limit tracks.
+func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, error) {
+	m := &Metrics{
+		HoldMetrics:      newHoldMetrics(),
+		AdmissionMetrics: newAdmissionMetrics(wakeSources),
+		ForwardMetrics:   newForwardMetrics(),
+		ProbeMetrics:     newProbeMetrics(),
+		AnswerMetrics:    newAnswerMetrics(),
+		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_operator_notifications_total",
+			Help: "Wake requests sent to the operator, by outcome.",
+		}, []string{"outcome"}),
+	}
+	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable, OutcomeUnauthorized} {
+		m.WakeRequests.WithLabelValues(o)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.AdmissionMetrics.collectors(), m.ForwardMetrics.collectors(),
+		m.ProbeMetrics.collectors(), m.AnswerMetrics.collectors(), []prometheus.Collector{m.WakeRequests}) {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Each group below makes every labelled series of its own exist from the
+// start, so a rate over it is 0, not absent, before the first event.
+
+// HoldMetrics are the hold's: requests held, how long, how they ended.
+type HoldMetrics struct {
 	// Queued is the number of requests held right now.
 	Queued prometheus.Gauge
 	// ColdStartWait is the time from holding a request until a Ready
 	// endpoint released it.
 	ColdStartWait prometheus.Histogram
-	// Proxied counts forwarded requests by the class of the status the
-	// backend (or the resolver, on a failed connection) answered.
-	Proxied *prometheus.CounterVec
-	// WakeRequests counts wake requests to the operator by outcome; the
-	// metric keeps its old name, a contract with dashboards.
-	WakeRequests *prometheus.CounterVec
+	// Timeouts counts held requests answered 504.
+	Timeouts prometheus.Counter
+	// HeldReleases counts held requests and connections released to a
+	// pod, by what said the pod was ready: its direct check
+	// (direct_probe), the kubelet's Ready on the pod (pod_ready) or its
+	// Ready endpoint (endpoint_ready).
+	HeldReleases *prometheus.CounterVec
+}
+
+func newHoldMetrics() HoldMetrics {
+	m := HoldMetrics{
+		Queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_queued_requests",
+			Help: "Requests held while their service has no Ready endpoint.",
+		}),
+		ColdStartWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "elasti_resolver_cold_start_wait_seconds",
+			Help:    "Seconds a request was held until its service had a Ready endpoint.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300},
+		}),
+		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_queue_timeouts_total",
+			Help: "Held requests answered 504 because no endpoint became Ready in time.",
+		}),
+		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_held_releases_total",
+			Help: "Held requests and connections released to a pod, by what said the pod was ready: its readiness checks run by the resolver (direct_probe), the kubelet's Ready on the pod before its endpoint was (pod_ready), or its Ready endpoint (endpoint_ready).",
+		}, []string{"released_by"}),
+	}
+	for _, by := range []string{ReleasedByDirectProbe, ReleasedByPodReady, ReleasedByEndpointReady} {
+		m.HeldReleases.WithLabelValues(by)
+	}
+	return m
+}
+
+func (m HoldMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Queued, m.ColdStartWait, m.Timeouts, m.HeldReleases}
+}
+
+// AdmissionMetrics are admission's: connections and requests refused by
+// a bound, a share or a rate.
+type AdmissionMetrics struct {
 	// Overflow counts requests refused and connections closed because a
 	// hold bound was reached, by scope (service, global, client or bytes).
 	Overflow *prometheus.CounterVec
 	// WakeRateLimited counts requests answered 429 (http) and connections
 	// closed (tcp) because their client had started its share of wakes.
 	WakeRateLimited *prometheus.CounterVec
-	// NotInFront counts requests answered 404 (http) and connections
-	// closed (tcp) because the resolver was not in front of their Service.
-	NotInFront *prometheus.CounterVec
 	// WakeRateSources is the number of client addresses whose wakes are
 	// being counted, read from the wake limiter when scraped.
 	WakeRateSources prometheus.GaugeFunc
-	// Timeouts counts held requests answered 504.
-	Timeouts prometheus.Counter
-	// ProbeResponses counts requests answered by a probeResponse rule.
-	ProbeResponses prometheus.Counter
+	// Connections is the number of client connections open on the proxy
+	// port and the resolver ports; ConnectionsRefused counts those closed
+	// at once because Config.MaxConnections were open, or
+	// Config.MaxConnectionsPerSource of the client's address.
+	Connections        prometheus.Gauge
+	ConnectionsRefused prometheus.Counter
+}
+
+func newAdmissionMetrics(wakeSources func() int) AdmissionMetrics {
+	m := AdmissionMetrics{
+		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_queue_overflow_total",
+			Help: "Requests refused (503; 429 for scope client) or connections closed because a hold bound was reached, by scope: service, global, client (one address's share), bytes (held header bytes).",
+		}, []string{"scope"}),
+		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_wake_rate_limited_total",
+			Help: "Requests answered 429 (protocol http) or connections closed (tcp) because their client address started more wakes than --source-wake-rate and --source-wake-burst allow.",
+		}, []string{"protocol"}),
+		WakeRateSources: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "elasti_resolver_wake_rate_limit_sources",
+			Help: "Client addresses whose recent wakes the per-source wake rate limit tracks.",
+		}, func() float64 {
+			if wakeSources == nil {
+				return 0
+			}
+			return float64(wakeSources())
+		}),
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_client_connections",
+			Help: "Client connections open on the proxy port and the resolver ports.",
+		}),
+		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_client_connections_refused_total",
+			Help: "Client connections closed as soon as they were accepted because --max-connections, or --max-connections-per-source of the client address, were open.",
+		}),
+	}
+	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
+		m.Overflow.WithLabelValues(s)
+	}
+	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
+		m.WakeRateLimited.WithLabelValues(p)
+	}
+	return m
+}
+
+func (m AdmissionMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Connections, m.ConnectionsRefused}
+}
+
+// ForwardMetrics are forwarding's: requests proxied, connections spliced,
+// connects that failed, the resolver ports.
+type ForwardMetrics struct {
+	// Proxied counts forwarded requests by the class of the status the
+	// backend (or the resolver, on a failed connection) answered.
+	Proxied *prometheus.CounterVec
 	// Spliced counts TCP connections on resolver ports by whether a pod
 	// accepted them (success) or none did before the deadline
 	// (unreachable).
@@ -76,97 +210,14 @@ type Metrics struct {
 	Listeners prometheus.Gauge
 	// ListenFailures counts failed attempts to open a resolver port.
 	ListenFailures prometheus.Counter
-	// Connections is the number of client connections open on the proxy
-	// port and the resolver ports; ConnectionsRefused counts those closed
-	// at once because Config.MaxConnections were open, or
-	// Config.MaxConnectionsPerSource of the client's address.
-	Connections        prometheus.Gauge
-	ConnectionsRefused prometheus.Counter
-	// HeldReleases counts held requests and connections released to a
-	// pod, by what said the pod was ready: its direct check
-	// (direct_probe), the kubelet's Ready on the pod (pod_ready) or its
-	// Ready endpoint (endpoint_ready).
-	HeldReleases *prometheus.CounterVec
-	// DirectProbeFallbacks counts pods direct probing left to the
-	// kubelet's Ready, by reason (see the Fallback constants).
-	DirectProbeFallbacks *prometheus.CounterVec
-	// DirectProbeLead is how long before the resolver saw it Ready (pod
-	// view or endpoint) a pod passed its direct check: what direct probing
-	// saved.
-	DirectProbeLead prometheus.Histogram
-	// WaitingPages counts browser navigations answered with the waiting
-	// page (waitpage.go).
-	WaitingPages prometheus.Counter
 }
 
-// NewMetrics creates the metrics and registers them on reg; a nil reg
-// leaves them unregistered. Registering twice on one registry is an error.
-// wakeSources, when not nil, counts the client addresses the wake rate
-// limit tracks.
-func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, error) {
-	m := newMetrics(wakeSources)
-	m.initLabelValues()
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{m.Queued, m.ColdStartWait, m.Proxied, m.WakeRequests, m.Overflow, m.WakeRateLimited, m.NotInFront, m.WakeRateSources, m.Timeouts, m.ProbeResponses, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures, m.Connections, m.ConnectionsRefused, m.HeldReleases, m.DirectProbeFallbacks, m.DirectProbeLead, m.WaitingPages} {
-		errs = append(errs, reg.Register(c))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func newMetrics(wakeSources func() int) *Metrics {
-	return &Metrics{
-		Queued: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "elasti_resolver_queued_requests",
-			Help: "Requests held while their service has no Ready endpoint.",
-		}),
-		ColdStartWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "elasti_resolver_cold_start_wait_seconds",
-			Help:    "Seconds a request was held until its service had a Ready endpoint.",
-			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300},
-		}),
+func newForwardMetrics() ForwardMetrics {
+	m := ForwardMetrics{
 		Proxied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_proxied_requests_total",
 			Help: "Requests forwarded to a pod, by response status class.",
 		}, []string{"code_class"}),
-		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_operator_notifications_total",
-			Help: "Wake requests sent to the operator, by outcome.",
-		}, []string{"outcome"}),
-		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_queue_overflow_total",
-			Help: "Requests refused (503; 429 for scope client) or connections closed because a hold bound was reached, by scope: service, global, client (one address's share), bytes (held header bytes).",
-		}, []string{"scope"}),
-		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_wake_rate_limited_total",
-			Help: "Requests answered 429 (protocol http) or connections closed (tcp) because their client address started more wakes than --source-wake-rate and --source-wake-burst allow.",
-		}, []string{"protocol"}),
-		NotInFront: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_not_in_front_total",
-			Help: "Requests answered 404 (protocol http) or connections closed (tcp) because the resolver was not in front of their Service: no resolver EndpointSlice, and none removed within the drain.",
-		}, []string{"protocol"}),
-		WakeRateSources: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "elasti_resolver_wake_rate_limit_sources",
-			Help: "Client addresses whose recent wakes the per-source wake rate limit tracks.",
-		}, func() float64 {
-			if wakeSources == nil {
-				return 0
-			}
-			return float64(wakeSources())
-		}),
-		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_queue_timeouts_total",
-			Help: "Held requests answered 504 because no endpoint became Ready in time.",
-		}),
-		ProbeResponses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_probe_responses_total",
-			Help: "Requests answered by a probeResponse rule without waking the target.",
-		}),
 		Spliced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_spliced_connections_total",
 			Help: "TCP connections on resolver ports spliced to a pod (success) or closed because no pod accepted them (unreachable).",
@@ -183,18 +234,33 @@ func newMetrics(wakeSources func() int) *Metrics {
 			Name: "elasti_resolver_port_listen_failures_total",
 			Help: "Failed attempts to open a resolver port; each is retried.",
 		}),
-		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "elasti_resolver_client_connections",
-			Help: "Client connections open on the proxy port and the resolver ports.",
-		}),
-		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_client_connections_refused_total",
-			Help: "Client connections closed as soon as they were accepted because --max-connections, or --max-connections-per-source of the client address, were open.",
-		}),
-		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_held_releases_total",
-			Help: "Held requests and connections released to a pod, by what said the pod was ready: its readiness checks run by the resolver (direct_probe), the kubelet's Ready on the pod before its endpoint was (pod_ready), or its Ready endpoint (endpoint_ready).",
-		}, []string{"released_by"}),
+	}
+	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		m.Proxied.WithLabelValues(c)
+	}
+	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
+		m.Spliced.WithLabelValues(o)
+	}
+	return m
+}
+
+func (m ForwardMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Proxied, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures}
+}
+
+// ProbeMetrics are direct probing's.
+type ProbeMetrics struct {
+	// DirectProbeFallbacks counts pods direct probing left to the
+	// kubelet's Ready, by reason (see the Fallback constants).
+	DirectProbeFallbacks *prometheus.CounterVec
+	// DirectProbeLead is how long before the resolver saw it Ready (pod
+	// view or endpoint) a pod passed its direct check: what direct probing
+	// saved.
+	DirectProbeLead prometheus.Histogram
+}
+
+func newProbeMetrics() ProbeMetrics {
+	m := ProbeMetrics{
 		DirectProbeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_direct_probe_fallbacks_total",
 			Help: "Pods that direct probing left to the kubelet's Ready, by reason: exec, host, named_port, no_probe, host_network, pod_unreadable, pod_mismatch, bound.",
@@ -204,38 +270,53 @@ func newMetrics(wakeSources func() int) *Metrics {
 			Help:    "Seconds from a starting pod passing the readiness checks the resolver ran to the resolver seeing it Ready (the kubelet's Ready on the pod, or its Ready endpoint, whichever it saw first): how much sooner direct probing released the held requests.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300},
 		}),
-		WaitingPages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_waiting_pages_total",
-			Help: "Browser navigations held for a waking Service that were answered with the waiting page (503, reloading itself) after --waiting-page-after without a Ready pod.",
-		}),
-	}
-}
-
-// initLabelValues makes every labelled series exist from the start, so a
-// rate over it is 0, not absent, before the first event.
-func (m *Metrics) initLabelValues() {
-	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
-		m.Proxied.WithLabelValues(c)
-	}
-	for _, o := range []string{OutcomeSuccess, OutcomeRejected, OutcomeUnreachable, OutcomeUnauthorized} {
-		m.WakeRequests.WithLabelValues(o)
-	}
-	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
-		m.Spliced.WithLabelValues(o)
-	}
-	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
-		m.Overflow.WithLabelValues(s)
-	}
-	for _, by := range []string{ReleasedByDirectProbe, ReleasedByPodReady, ReleasedByEndpointReady} {
-		m.HeldReleases.WithLabelValues(by)
 	}
 	for _, reason := range fallbackReasons {
 		m.DirectProbeFallbacks.WithLabelValues(reason)
 	}
+	return m
+}
+
+func (m ProbeMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.DirectProbeFallbacks, m.DirectProbeLead}
+}
+
+// AnswerMetrics count what the resolver answered itself: a probeResponse
+// rule, the waiting page, a Service it is not in front of.
+type AnswerMetrics struct {
+	// ProbeResponses counts requests answered by a probeResponse rule.
+	ProbeResponses prometheus.Counter
+	// WaitingPages counts browser navigations answered with the waiting
+	// page (waitpage.go).
+	WaitingPages prometheus.Counter
+	// NotInFront counts requests answered 404 (http) and connections
+	// closed (tcp) because the resolver was not in front of their Service.
+	NotInFront *prometheus.CounterVec
+}
+
+func newAnswerMetrics() AnswerMetrics {
+	m := AnswerMetrics{
+		ProbeResponses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_probe_responses_total",
+			Help: "Requests answered by a probeResponse rule without waking the target.",
+		}),
+		WaitingPages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_waiting_pages_total",
+			Help: "Browser navigations held for a waking Service that were answered with the waiting page (503, reloading itself) after --waiting-page-after without a Ready pod.",
+		}),
+		NotInFront: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_not_in_front_total",
+			Help: "Requests answered 404 (protocol http) or connections closed (tcp) because the resolver was not in front of their Service: no resolver EndpointSlice, and none removed within the drain.",
+		}, []string{"protocol"}),
+	}
 	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
-		m.WakeRateLimited.WithLabelValues(p)
 		m.NotInFront.WithLabelValues(p)
 	}
+	return m
+}
+
+func (m AnswerMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.ProbeResponses, m.WaitingPages, m.NotInFront}
 }
 
 // codeClass maps a status code to its class label.
