@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -296,4 +297,15 @@ func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
 	defer m.mu.RUnlock()
 	return Backends{Addrs: m.addrs[svc], H2C: m.h2c[svc], AppProtocol: m.proto[svc], Unready: m.unready[svc], target: m.target[svc],
 		readyPods: m.pods[svc]}, nil
+}
+
+// allSynced reports whether every informer (and handler registration) in
+// synced has synced.
+func allSynced(synced []cache.InformerSynced) bool {
+	for _, s := range synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
 }

@@ -43,26 +43,26 @@ type SliceControllers interface {
 // the resolver's own informer has it.
 const frontGrace = 2 * time.Second
 
-// inFront reports whether the resolver is in front of svc, so that it may
-// forward to it. For a Service an ElastiService names it waits up to
-// frontGrace for the resolver slice, which kube-proxy may have acted on
-// before this resolver's informer saw it.
-func (r *Resolver) inFront(ctx context.Context, svc ServiceRef) bool {
-	if r.eps.Front(svc) {
+// awaitFront reports whether the resolver is in front of svc, so that it
+// may forward to it. For a Service named names (one an ElastiService
+// names) it waits up to frontGrace for the resolver slice, which
+// kube-proxy may have acted on before this resolver's informer saw it.
+func awaitFront(ctx context.Context, eps EndpointSource, named interface{ Named(ServiceRef) bool }, svc ServiceRef) bool {
+	if eps.Front(svc) {
 		return true
 	}
 	// A Service no ElastiService names is answered at once, and only a
 	// named one is watched: the names a client sends cannot make the
 	// resolver keep state (see EndpointSource).
-	if r.named == nil || !r.named.Named(svc) {
+	if named == nil || !named.Named(svc) {
 		return false
 	}
 	grace := time.NewTimer(frontGrace)
 	defer grace.Stop()
 	for {
-		changed, stop := r.eps.Watch(svc)
+		changed, stop := eps.Watch(svc)
 		// Read after watching, so a change in between is not missed.
-		if r.eps.Front(svc) {
+		if eps.Front(svc) {
 			stop()
 			return true
 		}

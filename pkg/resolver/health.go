@@ -3,8 +3,6 @@ package resolver
 import (
 	"io"
 	"net/http"
-
-	"k8s.io/client-go/tools/cache"
 )
 
 // Healthz answers 200 while the process serves.
@@ -43,15 +41,4 @@ func ReadyzHandler(synced ...func() bool) http.HandlerFunc {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	}
-}
-
-// allSynced reports whether every informer (and handler registration) in
-// synced has synced.
-func allSynced(synced []cache.InformerSynced) bool {
-	for _, s := range synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
 }

@@ -239,3 +239,8 @@ func vouchingPod(pod *corev1.Pod, selector string) *corev1.Pod {
 
 // wait blocks until the reads under way are over (Close).
 func (r *podReads) wait() { r.wg.Wait() }
+
+// PodGetter reads one pod. The command's reads the apiserver.
+type PodGetter interface {
+	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+}

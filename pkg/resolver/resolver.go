@@ -180,7 +180,7 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		return
 	}
 	defer uncharge()
-	if !r.inFront(req.Context(), svc) {
+	if !awaitFront(req.Context(), r.eps, r.named, svc) {
 		logger.V(4).Info("Refusing request for a Service the resolver is not in front of")
 		r.metrics.NotInFront.WithLabelValues(ProtocolHTTP).Inc()
 		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
@@ -334,7 +334,7 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 	defer cancel()
 	defer context.AfterFunc(drop, cancel)()
 
-	if !r.inFront(ctx, svc) {
+	if !awaitFront(ctx, r.eps, r.named, svc) {
 		r.metrics.NotInFront.WithLabelValues(ProtocolTCP).Inc()
 		logger.V(4).Info("Closing connection for a Service the resolver is not in front of")
 		return
