@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 // The attacker here is any pod that can reach the resolver: it sends
@@ -29,14 +28,6 @@ import (
 // randomHost is a Host that names a Service and namespace nobody made.
 func randomHost(rng *rand.Rand) string {
 	return fmt.Sprintf("s%012x.n%08x.svc.cluster.local", rng.Uint64()>>16, rng.Uint32())
-}
-
-// watchedKeys is the number of keys the informer source's broadcaster
-// holds.
-func watchedKeys(e *InformerEndpoints) int {
-	e.b.mu.Lock()
-	defer e.b.mu.Unlock()
-	return len(e.b.chans)
 }
 
 // newMapsEnv runs a Resolver over an InformerEndpoints that knows the
@@ -88,7 +79,7 @@ func TestRandomHostsLeaveNoState(t *testing.T) {
 		if w.Code != http.StatusNotFound {
 			t.Fatalf("request %d for %q: %d %q, want 404", i, host, w.Code, w.Body.String())
 		}
-		if n := watchedKeys(e); n != 0 {
+		if n := e.Watched(); n != 0 {
 			t.Fatalf("after request %d (Host %q) the broadcaster holds %d keys, want 0", i, host, n)
 		}
 	}
@@ -119,7 +110,7 @@ func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
 			codes <- w.Code
 		})
 	}
-	eventually(t, 5*time.Second, "the waiters to watch", func() bool { return watchedKeys(e) == 1 })
+	eventually(t, 5*time.Second, "the waiters to watch", func() bool { return e.Watched() == 1 })
 	cancel()
 	wg.Wait()
 	close(codes)
@@ -128,7 +119,7 @@ func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
 			t.Errorf("a request that left during the front grace got %d, want 404", c)
 		}
 	}
-	if n := watchedKeys(e); n != 0 {
+	if n := e.Watched(); n != 0 {
 		t.Fatalf("the broadcaster holds %d keys after every waiter left, want 0", n)
 	}
 
@@ -140,7 +131,7 @@ func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
 	if w.Code != http.StatusNotFound {
 		t.Fatalf("after the grace: %d, want 404", w.Code)
 	}
-	if n := watchedKeys(e); n != 0 {
+	if n := e.Watched(); n != 0 {
 		t.Fatalf("the broadcaster holds %d keys after the grace ran out, want 0", n)
 	}
 }
@@ -163,51 +154,14 @@ func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
 	}
 	web := ServiceRef{Namespace: "team", Name: "web"}
 	eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.held(web) == held })
-	if n := watchedKeys(e); n != 1 {
+	if n := e.Watched(); n != 1 {
 		t.Errorf("%d keys watched while %d requests wait for one Service, want 1", n, held)
 	}
 	cancel()
 	wg.Wait()
 	eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
-	if n := watchedKeys(e); n != 0 {
+	if n := e.Watched(); n != 0 {
 		t.Fatalf("the broadcaster holds %d keys after every held request left, want 0", n)
-	}
-}
-
-// The broadcaster's entry for a key lives while it has a watch: stop in
-// any order, twice, or after a broadcast, and the map is empty; a stop of
-// an old watch does not remove a newer one.
-func TestBroadcasterCountsItsWatches(t *testing.T) {
-	b := newBroadcaster[string]()
-	_, stop1 := b.watch("a")
-	ch2, stop2 := b.watch("a")
-	if n := b.watching(); n != 1 {
-		t.Fatalf("two watches of one key: %d keys, want 1", n)
-	}
-	stop1()
-	stop1()
-	if n := b.watching(); n != 1 {
-		t.Fatalf("one watch left (the first stopped twice): %d keys, want 1", n)
-	}
-	b.broadcast("a")
-	select {
-	case <-ch2:
-	default:
-		t.Fatal("broadcast did not close the watch's channel")
-	}
-	ch3, stop3 := b.watch("a")
-	stop2() // the watch from before the broadcast
-	if n := b.watching(); n != 1 {
-		t.Fatalf("a stale stop removed a newer watch: %d keys, want 1", n)
-	}
-	stop3()
-	if n := b.watching(); n != 0 {
-		t.Fatalf("every watch stopped: %d keys, want 0", n)
-	}
-	select {
-	case <-ch3:
-		t.Fatal("a stopped watch's channel was closed without a broadcast")
-	default:
 	}
 }
 
@@ -285,32 +239,9 @@ func BenchmarkRandomHosts(b *testing.B) {
 		grown = float64(int64(liveHeap())-int64(before)) / (1 << 20)
 	}
 	b.ReportMetric(grown, "heap-growth-MiB")
-	b.ReportMetric(float64(watchedKeys(e)), "watched-keys")
+	b.ReportMetric(float64(e.Watched()), "watched-keys")
 	if grown >= 16 {
 		b.Errorf("the live heap grew %.1f MiB over %d requests with random Hosts, want under 16", grown, randomHostsRequests)
-	}
-}
-
-// The drain map holds a Service from the moment the resolver leaves its
-// front until the drain ends, and is swept by the next leave after that.
-func TestDrainsAreSwept(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := newDrains(time.Minute, clk)
-	svc := func(i int) ServiceRef { return ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)} }
-	for i := range 1000 {
-		d.leave(svc(i))
-	}
-	clk.Step(time.Minute - time.Nanosecond)
-	if !d.draining(svc(0)) {
-		t.Fatal("the first Service no longer drains before the drain ended")
-	}
-	clk.Step(time.Nanosecond)
-	if d.draining(svc(0)) || d.draining(svc(999)) {
-		t.Fatal("a Service still drains after the drain")
-	}
-	d.leave(svc(1000))
-	if n := d.left.Len(); n != 1 {
-		t.Fatalf("%d Services remembered after the others' drains ended, want the one that just left", n)
 	}
 }
 

@@ -141,6 +141,11 @@ func (e *InformerEndpoints) Front(svc ServiceRef) bool { return e.inFront(svc) }
 // a change or is woken by it.
 func (e *InformerEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return e.b.watch(svc) }
 
+// Watched is the number of Services watched now (Watch): one per Service
+// something waits on, never one per name a client sent, which the bounds
+// tests check.
+func (e *InformerEndpoints) Watched() int { return e.b.watching() }
+
 func (e *InformerEndpoints) inFront(svc ServiceRef) bool {
 	return e.hasResolverSlice(svc) || e.drains.draining(svc)
 }

@@ -39,6 +39,14 @@ func NewNamedIndex(informer elastiinformers.ElastiServiceInformer) (*NamedIndex,
 	return &NamedIndex{indexer: inf.GetIndexer(), synced: inf.HasSynced}, nil
 }
 
+// NewMemoryNamedIndex returns a NamedIndex over a store the caller fills
+// with ElastiServices, without an informer: for tests, and for callers
+// that have no apiserver.
+func NewMemoryNamedIndex() (*NamedIndex, cache.Indexer) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
+	return &NamedIndex{indexer: idx}, idx
+}
+
 func indexByNamedService(obj any) ([]string, error) {
 	es, ok := obj.(*elastiv1alpha1.ElastiService)
 	if !ok {

@@ -3,8 +3,6 @@ package resolver
 import (
 	"testing"
 
-	"k8s.io/client-go/tools/cache"
-
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
 
@@ -13,8 +11,7 @@ import (
 // and a request for it must be held and forwarded, not answered 404. Once
 // status lets go of it, it is no longer named.
 func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
-	f := &NamedIndex{indexer: idx}
+	f, idx := NewMemoryNamedIndex()
 	oldSvc, newSvc := ServiceRef{"team", "web"}, ServiceRef{"team", "web-v2"}
 
 	es := elastiService("team", "es", "web-v2", 2)

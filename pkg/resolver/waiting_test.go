@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 )
@@ -16,8 +15,7 @@ import (
 // WaitingOn gives the DependenciesReady message of the ElastiService whose
 // spec.service the Service is, while its group waits on a dependency.
 func TestWaitingOnNamesTheBlockingDependency(t *testing.T) {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
-	f := &NamedIndex{indexer: idx}
+	f, idx := NewMemoryNamedIndex()
 	es := elastiService("team", "shop", "web", 1)
 	if err := idx.Add(es); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -240,7 +239,7 @@ func TestWaitingPageSpec(t *testing.T) {
 		{&v1.WaitingPage{Enabled: true, After: "-1s"}, false, true, flagAfter},
 		{&v1.WaitingPage{Enabled: true, After: "soon"}, false, true, flagAfter},
 	} {
-		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{namedIndex: indexByNamedService})
+		named, idx := NewMemoryNamedIndex()
 		es := elastiService("team", "shop", "web", 1)
 		es.Spec.WaitingPage = c.wp
 		es.Annotations = map[string]string{"other": strings.Repeat("y", 1024)}
@@ -251,7 +250,7 @@ func TestWaitingPageSpec(t *testing.T) {
 		if _, ok := trimmed.(*v1.ElastiService).Annotations["other"]; ok {
 			t.Error("the cache keeps annotations")
 		}
-		r := &Resolver{cfg: Config{WaitingPage: c.flag, WaitingPageAfter: flagAfter}, pages: &NamedIndex{indexer: idx}}
+		r := &Resolver{cfg: Config{WaitingPage: c.flag, WaitingPageAfter: flagAfter}, pages: named}
 		req := httptest.NewRequest("GET", "http://web.team/", nil)
 		req.Header.Set("Sec-Fetch-Mode", "navigate")
 		if got, after := r.waitingPageFor(req, testSvc); got != c.want || after != c.wantAfter {
