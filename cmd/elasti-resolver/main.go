@@ -28,6 +28,7 @@ import (
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // summary is the first line of -h.
@@ -132,18 +133,18 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-bind-address=%q: %w", o.proxyBindAddress, err)
 	}
-	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(resolver.TrimForCache))
-	budget := resolver.NewSpecBudget(o.resolver.NamespaceBudget, o.resolver.WatchNamespaces)
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(clusterview.TrimForCache))
+	budget := clusterview.NewSpecBudget(o.resolver.NamespaceBudget, o.resolver.WatchNamespaces)
 	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(elasti, 0, elastiinformers.WithTransform(budget.Transform))
 	elastiServices := elastiFactory.Elasti().V1alpha1().ElastiServices()
 	if err := budget.Watch(elastiServices); err != nil {
 		return nil, err
 	}
-	named, err := resolver.NewNamedIndex(elastiServices)
+	named, err := clusterview.NewNamedIndex(elastiServices)
 	if err != nil {
 		return nil, err
 	}
-	endpoints, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), named, o.resolver.FrontDrain)
+	endpoints, err := clusterview.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), named, o.resolver.FrontDrain)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, err
 	}
 	viewCtx, stopViews := context.WithCancel(ctx)
-	podView, err := resolver.NewInformerPodView(viewCtx, kubeFactory.Core().V1().Services().Lister(), podListWatch(podReads), podGetter{podReads}, registry)
+	podView, err := clusterview.NewInformerPodView(viewCtx, kubeFactory.Core().V1().Services().Lister(), podListWatch(podReads), podGetter{podReads}, registry)
 	if err != nil {
 		stopViews()
 		return nil, err
@@ -284,7 +285,7 @@ func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, close
 // namespace that one selector selects: the apiserver filters them, so
 // only a held Service's pods are sent. It shares direct probing's client
 // and its rate limit, apart from the informers'.
-func podListWatch(kube kubernetes.Interface) resolver.PodListWatch {
+func podListWatch(kube kubernetes.Interface) clusterview.PodListWatch {
 	return func(namespace, selector string) cache.ListerWatcherWithContext {
 		return cache.NewFilteredListWatchFromClient(kube.CoreV1().RESTClient(), "pods", namespace, func(o *metav1.ListOptions) {
 			o.LabelSelector = selector

@@ -16,11 +16,12 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 func TestProxyServerLimits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	r, err := resolver.New(ctx, resolver.Config{}, resolver.Options{Endpoints: resolver.NewMemoryEndpoints()})
+	r, err := resolver.New(ctx, resolver.Config{}, resolver.Options{Endpoints: clusterview.NewMemoryEndpoints()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestDrainOrder(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	defer operator.Close()
-	r, err := resolver.New(ctx, resolver.Config{OperatorURL: operator.URL}, resolver.Options{Endpoints: resolver.NewMemoryEndpoints()})
+	r, err := resolver.New(ctx, resolver.Config{OperatorURL: operator.URL}, resolver.Options{Endpoints: clusterview.NewMemoryEndpoints()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestDrainKeepsHoldingUntilTheTargetServes(t *testing.T) {
 		fmt.Fprint(w, "from the target")
 	}))
 	defer target.Close()
-	eps := resolver.NewMemoryEndpoints()
+	eps := clusterview.NewMemoryEndpoints()
 	r, err := resolver.New(ctx, resolver.Config{OperatorURL: operator.URL}, resolver.Options{Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestDrainKeepsHoldingUntilTheTargetServes(t *testing.T) {
 	if closed.Load() {
 		t.Fatal("held requests were answered at the end of the grace")
 	}
-	eps.Set(resolver.ServiceRef{Namespace: "team", Name: "web"}, strings.TrimPrefix(target.URL, "http://"))
+	eps.Set(clusterview.ServiceRef{Namespace: "team", Name: "web"}, strings.TrimPrefix(target.URL, "http://"))
 	select {
 	case got := <-held:
 		if got != "200 from the target" {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // admission is the admit layer: it bounds how many requests and
@@ -36,7 +38,7 @@ type admission struct {
 	bytes int64
 	// requests is the bytes charged for every request in flight.
 	requests int64
-	per      map[ServiceRef]int
+	per      map[clusterview.ServiceRef]int
 	// sources counts the slots each client address holds. An entry is
 	// removed when its count reaches zero, so the map never has more
 	// entries than slots are taken (at most maxGlobal).
@@ -83,7 +85,7 @@ func newAdmission(lim admissionLimits, wakes *wakeLimiter, queued prometheus.Gau
 	return &admission{maxPer: lim.perService, maxGlobal: lim.global, maxSource: lim.perSource, maxBytes: lim.heldBytes,
 		maxRequests: lim.requestBytes, maxNSHeld: int(share(int64(lim.global))), maxNSBytes: share(lim.heldBytes),
 		maxNSRequests: share(lim.requestBytes),
-		wakes:         wakes, now: time.Now, queued: queued, per: map[ServiceRef]int{}, sources: map[netip.Addr]int{},
+		wakes:         wakes, now: time.Now, queued: queued, per: map[clusterview.ServiceRef]int{}, sources: map[netip.Addr]int{},
 		namespaces: map[string]*namespaceUse{}}
 }
 
@@ -160,7 +162,7 @@ func (a *admission) chargeIf(ns string, size int64, anyway bool) (release func()
 // source a wake. Requests that join a wake under way cost no wake, but
 // they do take one of source's slots: the per-source bound is what keeps
 // one client from filling a Service's queue, or every queue, by itself.
-func (a *admission) admit(svc ServiceRef, source netip.Addr, size int64) (release func(), refused refusal) {
+func (a *admission) admit(svc clusterview.ServiceRef, source netip.Addr, size int64) (release func(), refused refusal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
@@ -198,7 +200,7 @@ func (a *admission) admit(svc ServiceRef, source netip.Addr, size int64) (releas
 	return sync.OnceFunc(func() { a.release(svc, source, size) }), refusal{}
 }
 
-func (a *admission) release(svc ServiceRef, source netip.Addr, size int64) {
+func (a *admission) release(svc clusterview.ServiceRef, source netip.Addr, size int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.per[svc]--; a.per[svc] <= 0 {
@@ -217,7 +219,7 @@ func (a *admission) release(svc ServiceRef, source netip.Addr, size int64) {
 }
 
 // admitted returns the slots svc holds.
-func (a *admission) admitted(svc ServiceRef) int {
+func (a *admission) admitted(svc clusterview.ServiceRef) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.per[svc]

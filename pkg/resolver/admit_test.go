@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // queueLimits bounds the queues per Service and in all, and nothing else.
@@ -19,7 +21,7 @@ func queueLimits(perService, global int) admissionLimits {
 func TestAdmissionBoundsPerServiceThenGlobally(t *testing.T) {
 	queued := prometheus.NewGauge(prometheus.GaugeOpts{Name: "queued"})
 	a := newAdmission(queueLimits(2, 3), nil, queued)
-	web, api := ServiceRef{"shop", "web"}, ServiceRef{"shop", "api"}
+	web, api := clusterview.ServiceRef{Namespace: "shop", Name: "web"}, clusterview.ServiceRef{Namespace: "shop", Name: "api"}
 	client := netip.MustParseAddr("10.244.0.7")
 	r1, _ := a.admit(web, client, 0)
 	_, _ = a.admit(web, client, 0)
@@ -54,7 +56,7 @@ func TestAdmissionBoundsPerServiceThenGlobally(t *testing.T) {
 func TestAdmissionBoundsEachSource(t *testing.T) {
 	a := newAdmission(admissionLimits{perService: 10, global: 100, perSource: 4, heldBytes: 1 << 20, requestBytes: 1 << 40, namespaceShare: 100}, nil,
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
-	web := ServiceRef{"shop", "web"}
+	web := clusterview.ServiceRef{Namespace: "shop", Name: "web"}
 	noisy, quiet := netip.MustParseAddr("10.244.0.7"), netip.MustParseAddr("10.244.0.8")
 	var releases []func()
 	for i := range 4 {
@@ -68,7 +70,7 @@ func TestAdmissionBoundsEachSource(t *testing.T) {
 		t.Fatalf("past its share: %q, want %q", refused.scope, ScopeClient)
 	}
 	// The share is per client, not per Service.
-	if _, refused := a.admit(ServiceRef{"shop", "api"}, noisy, 0); refused.scope != ScopeClient {
+	if _, refused := a.admit(clusterview.ServiceRef{Namespace: "shop", Name: "api"}, noisy, 0); refused.scope != ScopeClient {
 		t.Fatalf("past its share, for another Service: %q, want %q", refused.scope, ScopeClient)
 	}
 	if release, refused := a.admit(web, quiet, 0); refused.scope != "" {
@@ -93,7 +95,7 @@ func TestAdmissionBoundsEachSource(t *testing.T) {
 func TestAdmissionBoundsHeldBytes(t *testing.T) {
 	a := newAdmission(admissionLimits{perService: 100, global: 100, perSource: 100, heldBytes: 10 << 10, requestBytes: 1 << 40, namespaceShare: 100}, nil,
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
-	web, client := ServiceRef{"shop", "web"}, netip.MustParseAddr("10.244.0.7")
+	web, client := clusterview.ServiceRef{Namespace: "shop", Name: "web"}, netip.MustParseAddr("10.244.0.7")
 	r1, _ := a.admit(web, client, 6<<10)
 	if _, refused := a.admit(web, client, 5<<10); refused.scope != ScopeBytes {
 		t.Fatalf("past the byte budget: %q, want %q", refused.scope, ScopeBytes)

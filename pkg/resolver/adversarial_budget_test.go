@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -46,7 +49,7 @@ func h2cClient(t *testing.T, src string) *http.Client {
 // stallingPod routes the fake pod address of svc to a loopback server
 // that answers nothing until the test ends, and returns how many requests
 // reached it.
-func stallingPod(t *testing.T, e *testEnv, svc ServiceRef, fake string) *atomic.Int32 {
+func stallingPod(t *testing.T, e *testEnv, svc clusterview.ServiceRef, fake string) *atomic.Int32 {
 	t.Helper()
 	var reached atomic.Int32
 	stop := make(chan struct{})
@@ -79,7 +82,7 @@ const fillCharge = requestOverheadBytes + forwardOverheadBytes + 32<<10 // and <
 // it holds; one more is answered 503 with Retry-After, without reaching
 // the pod, and a request answered gives its bytes back.
 func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const fits = 3
 	cfg := testConfig()
 	cfg.MaxRequestBytes = fits * (fillCharge + 1<<10)
@@ -110,7 +113,7 @@ func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 5*time.Second, "requests at the stalling pod", func() bool { return reached.Load() == fits })
+	resolvertest.Eventually(t, 5*time.Second, "requests at the stalling pod", func() bool { return reached.Load() == fits })
 	if charged, _ := e.r.admit.requestUsage(); charged < fits*fillCharge || charged > cfg.MaxRequestBytes {
 		t.Fatalf("%d stalled requests charged %d bytes, want between %d and %d", fits, charged, fits*fillCharge, cfg.MaxRequestBytes)
 	}
@@ -131,7 +134,7 @@ func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	eventually(t, 5*time.Second, "the budget given back", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "the budget given back", func() bool {
 		charged, namespaces := e.r.admit.requestUsage()
 		return charged == 0 && namespaces == 0
 	})
@@ -144,7 +147,7 @@ func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
 // Headers that HPACK's dynamic table amplifies are charged at their
 // decoded size.
 func TestAdversarialHTTP2StreamsPastTheCapAreRefused(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const streams = 2
 	cfg := testConfig()
 	cfg.MaxRequestBytes = streams*maxRequestCharge + maxRequestCharge/2
@@ -230,7 +233,7 @@ func TestAdversarialHTTP2StreamsPastTheCapAreRefused(t *testing.T) {
 			t.Fatalf("stream %d answered %v, want the streams within the cap held at the pod", h.StreamID, h.PseudoValue("status"))
 		}
 	}
-	eventually(t, 5*time.Second, "streams within the cap at the pod", func() bool { return reached.Load() == streams })
+	resolvertest.Eventually(t, 5*time.Second, "streams within the cap at the pod", func() bool { return reached.Load() == streams })
 	charged, _ := e.r.admit.requestUsage()
 	if charged < streams*15*4000 {
 		t.Fatalf("%d streams with %d header bytes on the wire charged %d bytes, want at least their decoded %d", streams, wire, charged, streams*15*4000)
@@ -245,7 +248,7 @@ func TestAdversarialHTTP2StreamsPastTheCapAreRefused(t *testing.T) {
 // one more is closed at once, while a second address still connects and
 // is answered.
 func TestAdversarialSecondSourceConnectsWhenOneIsAtItsCap(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const perSource = 3
 	cfg := testConfig()
 	cfg.MaxConnectionsPerSource = perSource

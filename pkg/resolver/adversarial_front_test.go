@@ -3,12 +3,16 @@ package resolver
 import (
 	"testing"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // Tenant safety (issue 38, hole 3): a resolver slice is what puts a
@@ -19,7 +23,7 @@ import (
 // (--watch-namespace).
 // Anything else fronts nothing: no hold, no wake, no probe, no pod read.
 func TestOnlyAVouchedResolverSliceFrontsAService(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cases := []struct {
 		name   string
 		ns     string
@@ -46,36 +50,36 @@ func TestOnlyAVouchedResolverSliceFrontsAService(t *testing.T) {
 	client := fake.NewClientset()
 	var ess []*elastiv1alpha1.ElastiService
 	for _, tc := range cases {
-		if _, err := client.CoreV1().Services(tc.ns).Create(t.Context(), service(tc.ns, tc.svc, svcPort("http", 80, intstr.FromInt32(8080))), metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Services(tc.ns).Create(t.Context(), resolvertest.Service(tc.ns, tc.svc, resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		s := resolverSlice(tc.ns, tc.svc)
+		s := resolvertest.ResolverSlice(tc.ns, tc.svc)
 		tc.change(&s.OwnerReferences[0])
 		if _, err := client.DiscoveryV1().EndpointSlices(tc.ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if tc.name != "an ElastiService nobody made" && tc.name != "the namespace's ElastiService of another Service" && tc.name != "an ElastiService of another namespace" {
-			ess = append(ess, elastiServiceFor(tc.ns, tc.svc))
+			ess = append(ess, resolvertest.ElastiServiceFor(tc.ns, tc.svc))
 		}
 	}
 	// The ElastiService "other", in a namespace the resolver serves, with
 	// the UID the forged slice of team/api names.
-	ess = append(ess, elastiServiceFor("elsewhere", "other"))
-	e, named := startEndpointsOf(t, client, []string{"team", "elsewhere"}, ess...)
+	ess = append(ess, resolvertest.ElastiServiceFor("elsewhere", "other"))
+	e, named := clusterviewtest.StartEndpointsOf(t, client, []string{"team", "elsewhere"}, ess...)
 	for _, tc := range cases {
-		svc := ServiceRef{tc.ns, tc.svc}
+		svc := clusterview.ServiceRef{Namespace: tc.ns, Name: tc.svc}
 		if got := e.Front(svc); got != tc.front {
 			t.Errorf("%s: in front of %s = %v, want %v", tc.name, svc, got, tc.front)
 		}
 	}
 	// The namespaces outside the list name nothing either, so a request
 	// for their Services is answered 404 at once, without a grace.
-	for _, svc := range []ServiceRef{{"outside", "web"}, {"Team", "web"}} {
+	for _, svc := range []clusterview.ServiceRef{{Namespace: "outside", Name: "web"}, {Namespace: "Team", Name: "web"}} {
 		if named.Named(svc) {
 			t.Errorf("%s: named by an ElastiService of a namespace the resolver does not serve", svc)
 		}
 	}
-	if !named.Named(ServiceRef{"team", "web"}) {
+	if !named.Named(clusterview.ServiceRef{Namespace: "team", Name: "web"}) {
 		t.Error("team/web: not named by its own ElastiService")
 	}
 }

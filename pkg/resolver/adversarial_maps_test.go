@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
@@ -34,15 +38,15 @@ func randomHost(rng *rand.Rand) string {
 // Service team/web (fronted, no Ready endpoint), team/plain (not fronted,
 // named by nobody) and team/named (named by an ElastiService, not
 // fronted).
-func newMapsEnv(t *testing.T) (*Resolver, *InformerEndpoints) {
+func newMapsEnv(t *testing.T) (*Resolver, *clusterview.InformerEndpoints) {
 	t.Helper()
 	client := fake.NewClientset(
-		service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))),
-		resolverSlice("team", "web"),
-		service("team", "plain", svcPort("http", 80, intstr.FromInt32(8080))),
-		service("team", "named", svcPort("http", 80, intstr.FromInt32(8080))),
+		resolvertest.Service("team", "web", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))),
+		resolvertest.ResolverSlice("team", "web"),
+		resolvertest.Service("team", "plain", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))),
+		resolvertest.Service("team", "named", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))),
 	)
-	e := startEndpoints(t, client, elastiServiceFor("team", "web"))
+	e := clusterviewtest.StartEndpoints(t, client, resolvertest.ElastiServiceFor("team", "web"))
 	op := newFakeOperator(t)
 	cfg := testConfig()
 	cfg.OperatorURL = op.srv.URL
@@ -60,7 +64,7 @@ func newMapsEnv(t *testing.T) (*Resolver, *InformerEndpoints) {
 // in the broadcaster: a Host that names no fronted Service is answered at
 // once and the resolver keeps nothing of it.
 func TestRandomHostsLeaveNoState(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	r, e := newMapsEnv(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const requests = 100_000
@@ -95,7 +99,7 @@ func TestRandomHostsLeaveNoState(t *testing.T) {
 // watched for the front grace only: once its requests have been answered,
 // or their clients left, the key is gone.
 func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	r, e := newMapsEnv(t)
 	const waiters = 50
 	ctx, cancel := context.WithCancel(t.Context())
@@ -110,7 +114,7 @@ func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
 			codes <- w.Code
 		})
 	}
-	eventually(t, 5*time.Second, "the waiters to watch", func() bool { return e.Watched() == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the waiters to watch", func() bool { return e.Watched() == 1 })
 	cancel()
 	wg.Wait()
 	close(codes)
@@ -139,7 +143,7 @@ func TestFrontGraceWatchEndsWithItsRequests(t *testing.T) {
 // Requests held for a sleeping Service that leave before it wakes (the
 // client gave up, or the hold timed out) leave no key behind.
 func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	r, e := newMapsEnv(t)
 	const held = 20
 	ctx, cancel := context.WithCancel(t.Context())
@@ -152,14 +156,14 @@ func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
 			r.ServeHTTP(httptest.NewRecorder(), req)
 		})
 	}
-	web := ServiceRef{Namespace: "team", Name: "web"}
-	eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.held(web) == held })
+	web := clusterview.ServiceRef{Namespace: "team", Name: "web"}
+	resolvertest.Eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.held(web) == held })
 	if n := e.Watched(); n != 1 {
 		t.Errorf("%d keys watched while %d requests wait for one Service, want 1", n, held)
 	}
 	cancel()
 	wg.Wait()
-	eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
 	if n := e.Watched(); n != 0 {
 		t.Fatalf("the broadcaster holds %d keys after every held request left, want 0", n)
 	}
@@ -169,17 +173,17 @@ func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
 // only up to maxRoundRobin of them: Services come and go for as long as
 // the resolver runs.
 func TestRoundRobinCountersAreBounded(t *testing.T) {
-	c := newConnector(NewMemoryEndpoints(), nil, time.Second, ktesting.NewLogger(t, ktesting.NewConfig()))
+	c := newConnector(clusterview.NewMemoryEndpoints(), nil, time.Second, ktesting.NewLogger(t, ktesting.NewConfig()))
 	addrs := []string{"10.244.0.1:80", "10.244.0.2:80"}
 	for i := range maxRoundRobin + 1000 {
-		c.order(ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)}, addrs)
+		c.order(clusterview.ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)}, addrs)
 	}
 	if n := c.tracked(); n > maxRoundRobin {
 		t.Fatalf("%d round-robin counters, want at most %d", n, maxRoundRobin)
 	}
 	// The counters still turn: one Service is sent to each endpoint in
 	// turn.
-	svc := ServiceRef{Namespace: "team", Name: "web"}
+	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 	first, second := c.order(svc, addrs)[0], c.order(svc, addrs)[0]
 	if first == second {
 		t.Errorf("two requests in a row went to %s: the counter does not turn", first)
@@ -197,8 +201,8 @@ const randomHostsRequests = 100_000
 // request left about 440 bytes behind for good. Run it with
 // -benchtime=1x.
 func BenchmarkRandomHosts(b *testing.B) {
-	client := fake.NewClientset(service("team", "web", svcPort("http", 80, intstr.FromInt32(8080))), resolverSlice("team", "web"))
-	e := startEndpoints(b, client, elastiServiceFor("team", "web"))
+	client := fake.NewClientset(resolvertest.Service("team", "web", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))), resolvertest.ResolverSlice("team", "web"))
+	e := clusterviewtest.StartEndpoints(b, client, resolvertest.ElastiServiceFor("team", "web"))
 	op := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer op.Close()
 	cfg := DefaultConfig()

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/regexbudget"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // worstRegexp is the costliest expression the budget allows that we know
@@ -34,7 +35,7 @@ func TestProbeRegexpReadsAtMostMaxInput(t *testing.T) {
 		v1.ProbeResponseRule{QueryParams: []v1.NameValueMatch{{Name: "q", Type: v1.MatchRegularExpression, Value: "c*"}}, Response: answer(200, "query")},
 		v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "Host", Type: v1.MatchRegularExpression, Value: "d*[.]team"}}, Response: answer(200, "host")},
 	))
-	svc := ServiceRef{"team", "web"}
+	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 	const n = regexbudget.MaxInput
 	match := func(target string, headers map[string][]string, host string) string {
 		req := httptest.NewRequest("GET", target, nil)
@@ -104,7 +105,7 @@ func TestWorstRegexpCostIsBoundedPerRequest(t *testing.T) {
 	for range (64 << 10) / regexbudget.MaxInput {
 		req.Header.Add("X-Probe", strings.Repeat("a", regexbudget.MaxInput-1)+"b")
 	}
-	capped := timeMatch(t, func() { p.MatchProbe(ServiceRef{"team", "web"}, req) })
+	capped := timeMatch(t, func() { p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, req) })
 	one := regexp.MustCompile("^(?:" + worstRegexp + ")$")
 	value := strings.Repeat("a", regexbudget.MaxInput-1) + "b"
 	single := timeMatch(t, func() { one.MatchString(value) })
@@ -159,7 +160,7 @@ func BenchmarkWorstCaseRegexp(b *testing.B) {
 	}
 	b.Run("request-64KiB-of-values", func(b *testing.B) {
 		for b.Loop() {
-			p.MatchProbe(ServiceRef{"team", "web"}, req)
+			p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, req)
 		}
 	})
 }

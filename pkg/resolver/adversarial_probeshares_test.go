@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/podcheck"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // Tenant safety (issue 38, hole 5): the direct-probing capacity is
@@ -27,23 +30,23 @@ import (
 // namespace's probes are rate-limited.
 
 // newTestProber is a prober on pods, ended with the test.
-func newTestProber(t *testing.T, pods PodGetter, fellBack func(string)) *podProber {
+func newTestProber(t *testing.T, pods clusterview.PodGetter, fellBack func(string)) *podProber {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	if fellBack == nil {
 		fellBack = func(string) {}
 	}
-	p := newPodProber(ctx, NewMemoryEndpoints(), nil, pods, probeReport{fellBack: fellBack, lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	p := newPodProber(ctx, clusterview.NewMemoryEndpoints(), nil, pods, probeReport{fellBack: fellBack, lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	t.Cleanup(func() { cancel(); p.close() })
 	return p
 }
 
 // holdFor joins svc and lists n unready pods of it, named after svc.
-func holdFor(p *podProber, svc ServiceRef, n int) (leave func(), eps []UnreadyEndpoint) {
+func holdFor(p *podProber, svc clusterview.ServiceRef, n int) (leave func(), eps []clusterview.UnreadyEndpoint) {
 	leave = p.join(svc)
 	for i := range n {
-		eps = append(eps, UnreadyEndpoint{IP: fmt.Sprintf("10.244.%d.%d", len(svc.Name), i), Port: 80,
+		eps = append(eps, clusterview.UnreadyEndpoint{IP: fmt.Sprintf("10.244.%d.%d", len(svc.Name), i), Port: 80,
 			Pod: svc.Name + "-" + strconv.Itoa(i), UID: types.UID(svc.Namespace + "/" + svc.Name + "-" + strconv.Itoa(i))})
 	}
 	p.passed(svc, eps)
@@ -51,11 +54,11 @@ func holdFor(p *podProber, svc ServiceRef, n int) (leave func(), eps []UnreadyEn
 }
 
 func TestOneNamespaceTakesAtMostItsShareOfTheProbes(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	p := newTestProber(t, &blockingPods{}, nil)
 	// Eight Services of one namespace, four pods each: twice its share.
 	for i := range 8 {
-		leave, _ := holdFor(p, ServiceRef{"greedy", "svc" + strconv.Itoa(i)}, maxProbedPodsPerService)
+		leave, _ := holdFor(p, clusterview.ServiceRef{Namespace: "greedy", Name: "svc" + strconv.Itoa(i)}, maxProbedPodsPerService)
 		defer leave()
 	}
 	if got := p.probing(); got != maxProbedPodsPerNamespace {
@@ -63,7 +66,7 @@ func TestOneNamespaceTakesAtMostItsShareOfTheProbes(t *testing.T) {
 	}
 	// The next namespace still gets its pods probed: the share boundary,
 	// and one past it, are per namespace.
-	leave, _ := holdFor(p, ServiceRef{"other", "web"}, maxProbedPodsPerService)
+	leave, _ := holdFor(p, clusterview.ServiceRef{Namespace: "other", Name: "web"}, maxProbedPodsPerService)
 	defer leave()
 	if got := p.probing(); got != maxProbedPodsPerNamespace+maxProbedPodsPerService {
 		t.Errorf("%d pods probed; another namespace's %d were refused", got, maxProbedPodsPerService)
@@ -73,9 +76,9 @@ func TestOneNamespaceTakesAtMostItsShareOfTheProbes(t *testing.T) {
 // A pod left to the kubelet (no probe here) frees its slot as its probe
 // ends, while the hold goes on, and is not started again on the next look.
 func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	var pods []*corev1.Pod
-	svc := ServiceRef{"team", "web"}
+	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 	for i := range maxProbedPodsPerService {
 		pods = append(pods, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-" + strconv.Itoa(i), UID: types.UID("team/web-" + strconv.Itoa(i))},
@@ -83,7 +86,7 @@ func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
 			Status:     corev1.PodStatus{PodIP: fmt.Sprintf("10.244.3.%d", i), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.244.3.%d", i)}}},
 		})
 	}
-	fakes := newFakePods(pods...)
+	fakes := resolvertest.NewFakePods(pods...)
 	fellBack := make(chan string, 100)
 	p := newTestProber(t, fakes, func(r string) { fellBack <- r })
 	leave, eps := holdFor(p, svc, maxProbedPodsPerService)
@@ -98,7 +101,7 @@ func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
 			t.Fatal("the pods without probes did not fall back")
 		}
 	}
-	eventually(t, 5*time.Second, "the slots to be free", func() bool { return p.probing() == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the slots to be free", func() bool { return p.probing() == 0 })
 	for range 3 {
 		p.passed(svc, eps)
 	}
@@ -107,7 +110,7 @@ func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
 		t.Errorf("looking again restarted the probes: %d probing, %d more fallbacks", p.probing(), len(fellBack))
 	}
 	for _, pod := range pods {
-		if n := fakes.readsOf("team", pod.Name); n != 1 {
+		if n := fakes.ReadsOf("team", pod.Name); n != 1 {
 			t.Errorf("%s read %d times, want once", pod.Name, n)
 		}
 	}
@@ -117,7 +120,7 @@ func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
 // container running are read again and again; the namespace's reads stay
 // within its rate, however many such pods it has.
 func TestPodReadsOfOneNamespaceAreRateLimited(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	var pods []*corev1.Pod
 	probe := &corev1.Probe{InitialDelaySeconds: 5, ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(80)}}}
 	for s := range 4 {
@@ -131,11 +134,11 @@ func TestPodReadsOfOneNamespaceAreRateLimited(t *testing.T) {
 			})
 		}
 	}
-	fakes := newFakePods(pods...)
+	fakes := resolvertest.NewFakePods(pods...)
 	p := newTestProber(t, fakes, nil)
 	began := time.Now()
 	for s := range 4 {
-		leave, _ := holdFor(p, ServiceRef{"slow", "svc" + strconv.Itoa(s)}, maxProbedPodsPerService)
+		leave, _ := holdFor(p, clusterview.ServiceRef{Namespace: "slow", Name: "svc" + strconv.Itoa(s)}, maxProbedPodsPerService)
 		defer leave()
 	}
 	if p.probing() != 4*maxProbedPodsPerService {
@@ -144,33 +147,31 @@ func TestPodReadsOfOneNamespaceAreRateLimited(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	reads := 0
 	for _, pod := range pods {
-		reads += fakes.readsOf("slow", pod.Name)
+		reads += fakes.ReadsOf("slow", pod.Name)
 	}
 	elapsed := time.Since(began).Seconds()
-	if limit := podReadBurst + int(podReadRate*elapsed) + 1; reads > limit {
+	if limit := clusterview.PodReadBurst + int(clusterview.PodReadRate*elapsed) + 1; reads > limit {
 		t.Errorf("%d pod reads in %.1fs by one namespace, past its rate (%d at most)", reads, elapsed, limit)
 	}
-	if reads < podReadBurst {
-		t.Errorf("only %d pod reads; the burst is %d", reads, podReadBurst)
+	if reads < clusterview.PodReadBurst {
+		t.Errorf("only %d pod reads; the burst is %d", reads, clusterview.PodReadBurst)
 	}
 }
 
 // flakyPods fails the first fail reads of each pod with err, then reads
 // pods.
 type flakyPods struct {
-	*fakePods
+	*resolvertest.FakePods
 	fail int
 	err  error
 }
 
 func (f *flakyPods) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-	if f.readsOf(namespace, name) < f.fail {
-		f.fakePods.mu.Lock()
-		f.reads[namespace+"/"+name]++
-		f.fakePods.mu.Unlock()
+	if f.ReadsOf(namespace, name) < f.fail {
+		f.CountRead(namespace, name)
 		return nil, f.err
 	}
-	return f.fakePods.Pod(ctx, namespace, name)
+	return f.FakePods.Pod(ctx, namespace, name)
 }
 
 // A pod read that fails in a way that may pass (the apiserver throttles,
@@ -179,7 +180,7 @@ func (f *flakyPods) Pod(ctx context.Context, namespace, name string) (*corev1.Po
 // pass (the pod is gone, the read is forbidden) leaves the pod to the
 // kubelet's Ready at once.
 func TestAFailedPodReadIsTriedAgain(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	for _, c := range []struct {
 		name   string
 		err    error
@@ -195,24 +196,24 @@ func TestAFailedPodReadIsTriedAgain(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			app := newStartingApp(t, "127.0.0.2")
 			app.ready.Store(true)
-			pods := &flakyPods{fakePods: newFakePods(app.pod("web-1", "u1")), fail: 3, err: c.err}
+			pods := &flakyPods{FakePods: resolvertest.NewFakePods(app.pod("web-1", "u1")), fail: 3, err: c.err}
 			var fellBack []string
 			var mu sync.Mutex
 			p := newTestProber(t, pods, func(r string) { mu.Lock(); fellBack = append(fellBack, r); mu.Unlock() })
 			leave := p.join(testSvc)
 			defer leave()
 			ep := app.endpoint("web-1", "u1")
-			passed := func() bool { return len(p.passed(testSvc, []UnreadyEndpoint{ep})) == 1 }
+			passed := func() bool { return len(p.passed(testSvc, []clusterview.UnreadyEndpoint{ep})) == 1 }
 			passed() // starts the probe
 			if c.probed {
-				eventually(t, 5*time.Second, "the pod to pass its check after the failed reads", passed)
-				if n := pods.readsOf("team", "web-1"); n != 4 {
+				resolvertest.Eventually(t, 5*time.Second, "the pod to pass its check after the failed reads", passed)
+				if n := pods.ReadsOf("team", "web-1"); n != 4 {
 					t.Errorf("%d reads, want the 3 failed and 1 more", n)
 				}
 			} else {
-				eventually(t, 5*time.Second, "the fallback", func() bool { mu.Lock(); defer mu.Unlock(); return len(fellBack) == 1 })
-				if passed() || pods.readsOf("team", "web-1") != 1 || fellBack[0] != FallbackPodUnreadable {
-					t.Errorf("passed %v after %d reads, fell back for %v; want one read and %q", passed(), pods.readsOf("team", "web-1"), fellBack, FallbackPodUnreadable)
+				resolvertest.Eventually(t, 5*time.Second, "the fallback", func() bool { mu.Lock(); defer mu.Unlock(); return len(fellBack) == 1 })
+				if passed() || pods.ReadsOf("team", "web-1") != 1 || fellBack[0] != FallbackPodUnreadable {
+					t.Errorf("passed %v after %d reads, fell back for %v; want one read and %q", passed(), pods.ReadsOf("team", "web-1"), fellBack, FallbackPodUnreadable)
 				}
 			}
 		})
@@ -226,10 +227,10 @@ func TestAFailedPodReadIsTriedAgain(t *testing.T) {
 // so no held request is sent to the forged address. Variants: the forged
 // address before the genuine one was ever probed, and after.
 func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	app := newStartingApp(t, "127.0.0.2")
 	app.ready.Store(true)
-	pods := newFakePods(app.pod("web-1", "u1"))
+	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
 	fellBack := make(chan string, 100)
 	p := newTestProber(t, pods, func(r string) {
 		select {
@@ -243,11 +244,11 @@ func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
 
 	leave := p.join(testSvc)
 	defer leave()
-	eventually(t, 5*time.Second, "the genuine endpoint to pass", func() bool {
-		return len(p.passed(testSvc, []UnreadyEndpoint{genuine})) == 1
+	resolvertest.Eventually(t, 5*time.Second, "the genuine endpoint to pass", func() bool {
+		return len(p.passed(testSvc, []clusterview.UnreadyEndpoint{genuine})) == 1
 	})
 	for range 20 {
-		if got := p.passed(testSvc, []UnreadyEndpoint{forged}); len(got) != 0 {
+		if got := p.passed(testSvc, []clusterview.UnreadyEndpoint{forged}); len(got) != 0 {
 			t.Fatalf("the forged endpoint passed: %v", got)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -265,8 +266,8 @@ func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
 		t.Errorf("%d more fallbacks: looking again probed the forged endpoint again", n)
 	}
 	// And both listed at once: only the genuine address passes.
-	eventually(t, 5*time.Second, "the genuine address alone", func() bool {
-		got := p.passed(testSvc, []UnreadyEndpoint{genuine, forged})
+	resolvertest.Eventually(t, 5*time.Second, "the genuine address alone", func() bool {
+		got := p.passed(testSvc, []clusterview.UnreadyEndpoint{genuine, forged})
 		return len(got) == 1 && got[0] == app.addr()
 	})
 }

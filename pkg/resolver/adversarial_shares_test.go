@@ -7,9 +7,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
-var otherSvc = ServiceRef{Namespace: "other", Name: "api"}
+var otherSvc = clusterview.ServiceRef{Namespace: "other", Name: "api"}
 
 const otherHost = "api.other.svc.cluster.local"
 
@@ -35,7 +38,7 @@ func expectRefused(t *testing.T, e *testEnv, client *http.Client, req *http.Requ
 // more, while another namespace's request is still held: eight pods of
 // one namespace cannot fill the queue for everyone.
 func TestAdversarialNamespaceFillingItsQueueShareLeavesAnotherAdmitted(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.GlobalQueue = 8
 	cfg.NamespaceShare = 50 // 4 places for one namespace
@@ -57,7 +60,7 @@ func TestAdversarialNamespaceFillingItsQueueShareLeavesAnotherAdmitted(t *testin
 // namespace are refused at its share, and another namespace's request
 // with the same headers is held.
 func TestAdversarialNamespaceFillingItsHeldBytesShareLeavesAnotherAdmitted(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.MaxHeldBytes = 80 << 10
 	cfg.NamespaceShare = 50 // 40 KiB for one namespace: one request of 30 KiB
@@ -78,7 +81,7 @@ func TestAdversarialNamespaceFillingItsHeldBytesShareLeavesAnotherAdmitted(t *te
 // pod that stalls take its share and no more; another namespace's request
 // still reaches its pod.
 func TestAdversarialNamespaceFillingItsRequestShareLeavesAnotherAdmitted(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const fits = 2
 	cfg := testConfig()
 	cfg.NamespaceShare = 50
@@ -113,7 +116,7 @@ func TestAdversarialNamespaceFillingItsRequestShareLeavesAnotherAdmitted(t *test
 	for range fits {
 		stall(testHost)
 	}
-	eventually(t, 5*time.Second, "the namespace's share at its pod", func() bool { return team.Load() == fits })
+	resolvertest.Eventually(t, 5*time.Second, "the namespace's share at its pod", func() bool { return team.Load() == fits })
 	resp, err := send(context.Background(), testHost)
 	if err != nil {
 		t.Fatal(err)
@@ -126,14 +129,14 @@ func TestAdversarialNamespaceFillingItsRequestShareLeavesAnotherAdmitted(t *test
 		t.Errorf("namespace overflow counter %v, want 1", got)
 	}
 	stall(otherHost)
-	eventually(t, 5*time.Second, "another namespace's request at its pod", func() bool { return other.Load() == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "another namespace's request at its pod", func() bool { return other.Load() == 1 })
 }
 
 // Requests held while the request budget is full are all forwarded when
 // their Service wakes, not refused for the pod connection they then take:
 // they waited their turn within the held queue.
 func TestAdversarialHeldRequestsGoOnWhenTheBudgetIsFull(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const held = 3
 	cfg := testConfig()
 	cfg.MaxRequestBytes = held * (requestOverheadBytes + 32<<10 + 1<<10)
@@ -145,7 +148,7 @@ func TestAdversarialHeldRequestsGoOnWhenTheBudgetIsFull(t *testing.T) {
 		req.Header.Set("X-Fill", fillHeader)
 		go func() { answers <- fetch(client, req) }()
 	}
-	eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == held })
+	resolvertest.Eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == held })
 	req := e.request(t, context.Background(), "GET", "/", nil)
 	req.Header.Set("X-Fill", fillHeader)
 	if got := fetch(client, req); !strings.HasPrefix(got, "503 ") {

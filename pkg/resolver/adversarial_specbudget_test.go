@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -13,6 +15,7 @@ import (
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // One namespace's ElastiServices past its budget are cached as their
@@ -47,13 +50,13 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 			}
 			objs = append(objs, mk("other", 9))
 			client := elastifake.NewSimpleClientset(objs...)
-			budget := NewSpecBudget(tc.limits, nil)
+			budget := clusterview.NewSpecBudget(tc.limits, nil)
 			factory := elastiinformers.NewSharedInformerFactoryWithOptions(client, 0, elastiinformers.WithTransform(budget.Transform))
 			informer := factory.Elasti().V1alpha1().ElastiServices()
 			if err := budget.Watch(informer); err != nil {
 				t.Fatal(err)
 			}
-			named, err := NewNamedIndex(informer)
+			named, err := clusterview.NewNamedIndex(informer)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +67,7 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 			factory.Start(t.Context().Done())
 			t.Cleanup(factory.Shutdown)
 			factory.WaitForCacheSync(t.Context().Done())
-			eventually(t, 5*time.Second, "the indexes to sync", func() bool { return named.HasSynced() && routes.HasSynced() })
+			resolvertest.Eventually(t, 5*time.Second, "the indexes to sync", func() bool { return named.HasSynced() && routes.HasSynced() })
 
 			// The first list came newest first: es-3 was cached whole before
 			// the older ones arrived. The operator's status write, which
@@ -74,9 +77,9 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 			if _, err := client.ElastiV1alpha1().ElastiServices("greedy").UpdateStatus(t.Context(), refused, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Second, "es-3 cut down", func() bool { return !named.Named(ServiceRef{"greedy", "svc-3"}) })
-			for svc, want := range map[ServiceRef]bool{
-				{"greedy", "svc-0"}: true, {"greedy", "svc-2"}: true, {"greedy", "svc-3"}: false, {"other", "svc-9"}: true,
+			resolvertest.Eventually(t, 5*time.Second, "es-3 cut down", func() bool { return !named.Named(clusterview.ServiceRef{Namespace: "greedy", Name: "svc-3"}) })
+			for svc, want := range map[clusterview.ServiceRef]bool{
+				{Namespace: "greedy", Name: "svc-0"}: true, {Namespace: "greedy", Name: "svc-2"}: true, {Namespace: "greedy", Name: "svc-3"}: false, {Namespace: "other", Name: "svc-9"}: true,
 			} {
 				if got := named.Named(svc); got != want {
 					t.Errorf("Named(%s) = %v, want %v", svc, got, want)
@@ -98,11 +101,11 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 			if err := client.ElastiV1alpha1().ElastiServices("greedy").Delete(t.Context(), "es-1", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Second, "es-3 admitted", func() bool { return budget.Admitted(mk("greedy", 3)) })
+			resolvertest.Eventually(t, 5*time.Second, "es-3 admitted", func() bool { return budget.Admitted(mk("greedy", 3)) })
 			if _, err := client.ElastiV1alpha1().ElastiServices("greedy").UpdateStatus(t.Context(), mk("greedy", 3), metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Second, "es-3 served again", func() bool { return named.Named(ServiceRef{"greedy", "svc-3"}) })
+			resolvertest.Eventually(t, 5*time.Second, "es-3 served again", func() bool { return named.Named(clusterview.ServiceRef{Namespace: "greedy", Name: "svc-3"}) })
 		})
 	}
 }

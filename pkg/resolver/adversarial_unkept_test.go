@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,8 +29,8 @@ import (
 // forged address is one the selector-kept Service next to it would be
 // served from, so only the Service's spec tells them apart.
 func TestUnkeptServiceSlicesAreNeverForwardedTo(t *testing.T) {
-	checkNoLeaks(t)
-	port := svcPort("http", 80, intstr.FromInt32(8080))
+	resolvertest.CheckNoLeaks(t)
+	port := resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))
 	variants := map[string]func(*corev1.Service){
 		"selector removed": func(s *corev1.Service) { s.Spec.Selector = nil },
 		"selector emptied": func(s *corev1.Service) { s.Spec.Selector = map[string]string{} },
@@ -40,13 +44,13 @@ func TestUnkeptServiceSlicesAreNeverForwardedTo(t *testing.T) {
 	}
 	for name, change := range variants {
 		t.Run(name, func(t *testing.T) {
-			web := service("team", "web", port)
-			client := fake.NewClientset(web, service("team", "kept", port),
-				slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1")),
-				slice("team", "kept-abc", "kept", map[string]int32{"http": 8080}, ep("10.244.0.2")),
-				resolverSlice("team", "web"))
-			e := startEndpoints(t, client, elastiServiceFor("team", "web"))
-			svc := ServiceRef{"team", "web"}
+			web := resolvertest.Service("team", "web", port)
+			client := fake.NewClientset(web, resolvertest.Service("team", "kept", port),
+				resolvertest.Slice("team", "web-abc", "web", map[string]int32{"http": 8080}, resolvertest.EP("10.244.0.1")),
+				resolvertest.Slice("team", "kept-abc", "kept", map[string]int32{"http": 8080}, resolvertest.EP("10.244.0.2")),
+				resolvertest.ResolverSlice("team", "web"))
+			e := clusterviewtest.StartEndpoints(t, client, resolvertest.ElastiServiceFor("team", "web"))
+			svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 			if got, err := e.Lookup(svc, "80"); err != nil || !slices.Equal(got.Addrs, []string{"10.244.0.1:8080"}) {
 				t.Fatalf("before the change: Lookup = %v, %v", got.Addrs, err)
 			}
@@ -59,16 +63,16 @@ func TestUnkeptServiceSlicesAreNeverForwardedTo(t *testing.T) {
 			if _, err := client.CoreV1().Services("team").Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			forged := slice("team", "web-abc", "web", map[string]int32{"http": 6443}, ep("10.96.0.1"))
+			forged := resolvertest.Slice("team", "web-abc", "web", map[string]int32{"http": 6443}, resolvertest.EP("10.96.0.1"))
 			if _, err := client.DiscoveryV1().EndpointSlices("team").Update(ctx, forged, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Second, "the cache to hold the change", func() bool {
+			resolvertest.Eventually(t, 5*time.Second, "the cache to hold the change", func() bool {
 				_, err := e.Lookup(svc, "80")
-				return errors.Is(err, ErrServiceNotSelectable)
+				return errors.Is(err, clusterview.ErrServiceNotSelectable)
 			})
 			got, err := e.Lookup(svc, "80")
-			if len(got.Addrs) != 0 || !errors.Is(err, ErrServiceNotSelectable) {
+			if len(got.Addrs) != 0 || !errors.Is(err, clusterview.ErrServiceNotSelectable) {
 				t.Fatalf("after the change: Lookup = %v, %v; want no address, ErrServiceNotSelectable", got.Addrs, err)
 			}
 			// The resolver is still in front (its slice is there), which is
@@ -77,7 +81,7 @@ func TestUnkeptServiceSlicesAreNeverForwardedTo(t *testing.T) {
 			if !e.Front(svc) {
 				t.Fatal("the resolver slice no longer fronts the Service")
 			}
-			if got, err := e.Lookup(ServiceRef{"team", "kept"}, "80"); err != nil || !slices.Equal(got.Addrs, []string{"10.244.0.2:8080"}) {
+			if got, err := e.Lookup(clusterview.ServiceRef{Namespace: "team", Name: "kept"}, "80"); err != nil || !slices.Equal(got.Addrs, []string{"10.244.0.2:8080"}) {
 				t.Fatalf("a Service next to it, still kept: Lookup = %v, %v", got.Addrs, err)
 			}
 		})
@@ -88,13 +92,13 @@ func TestUnkeptServiceSlicesAreNeverForwardedTo(t *testing.T) {
 // Kubernetes does not keep is answered 503 at once: it is neither held
 // (a wake could not make it forwardable) nor forwarded.
 func TestRequestForUnkeptServiceIsRefused(t *testing.T) {
-	checkNoLeaks(t)
-	web := service("team", "web", svcPort("http", 80, intstr.FromInt32(8080)))
+	resolvertest.CheckNoLeaks(t)
+	web := resolvertest.Service("team", "web", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080)))
 	web.Spec.Selector = nil
 	client := fake.NewClientset(web,
-		slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1")),
-		resolverSlice("team", "web"))
-	eps := startEndpoints(t, client, elastiServiceFor("team", "web"))
+		resolvertest.Slice("team", "web-abc", "web", map[string]int32{"http": 8080}, resolvertest.EP("10.244.0.1")),
+		resolvertest.ResolverSlice("team", "web"))
+	eps := clusterviewtest.StartEndpoints(t, client, resolvertest.ElastiServiceFor("team", "web"))
 	env := newEnv(t, testConfig(), func(o *Options) { o.Endpoints = eps })
 	hit := make(chan struct{}, 1)
 	env.backend(t, "10.244.0.1:8080", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit <- struct{}{} }))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // What the resolver answers itself, rather than a pod: every such answer
@@ -21,7 +23,7 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 // writeRefusal answers a request admission refused: 429 for a client out
 // of wakes or over its share of the queue, 503 for a full queue or
 // budget, all with Retry-After.
-func (r *Resolver) writeRefusal(w http.ResponseWriter, svc ServiceRef, refused refusal) {
+func (r *Resolver) writeRefusal(w http.ResponseWriter, svc clusterview.ServiceRef, refused refusal) {
 	if refused.scope == ScopeSource {
 		w.Header().Set("Retry-After", retryAfterSeconds(refused.retryAfter))
 		httpError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has woken too many services lately; service %s is asleep, retry later", svc))
@@ -44,13 +46,13 @@ func (r *Resolver) writeRefusal(w http.ResponseWriter, svc ServiceRef, refused r
 
 // lookupFailed answers a failed EndpointSource lookup: 404 for a Service
 // that does not exist, 502 otherwise.
-func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc ServiceRef, err error) {
-	if errors.Is(err, ErrServiceNotFound) {
+func (r *Resolver) lookupFailed(w http.ResponseWriter, logger klog.Logger, svc clusterview.ServiceRef, err error) {
+	if errors.Is(err, clusterview.ErrServiceNotFound) {
 		logger.V(4).Info("Unknown service")
 		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s not found", svc))
 		return
 	}
-	if errors.Is(err, ErrServiceNotSelectable) {
+	if errors.Is(err, clusterview.ErrServiceNotSelectable) {
 		// Not the resolver's fault, and a client can ask at will: no
 		// error log, and no wake, which could not make it forwardable.
 		logger.V(2).Info("Refusing request for a Service whose endpoints Kubernetes does not keep", "err", err)

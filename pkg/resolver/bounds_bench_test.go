@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // filledBoundsShare divides every default bound BenchmarkFilledBounds
@@ -80,7 +81,7 @@ func benchmarkFilledHeld(b *testing.B) {
 	cfg.MaxHeldBytes = headerBudget
 	cfg.MaxBufferedBodies = int64(bodies) * d.MaxBufferedBody
 	cfg.MaxConnections = conns
-	eps := NewMemoryEndpoints()
+	eps := clusterview.NewMemoryEndpoints()
 	r, err := New(ctx, cfg, Options{Endpoints: eps})
 	if err != nil {
 		b.Fatal(err)
@@ -90,7 +91,7 @@ func benchmarkFilledHeld(b *testing.B) {
 	// The proxy port, and one resolver port whose Service is up.
 	proxy := serveProxy(b, r)
 	pod := parkingTCP(b)
-	up := ServiceRef{Namespace: testSvc.Namespace, Name: "up"} // esWithPorts's namespace
+	up := clusterview.ServiceRef{Namespace: testSvc.Namespace, Name: "up"} // esWithPorts's namespace
 	eps.Set(up, pod)
 	routes := NewRouteTable(ctx, anyPort)
 	pl := NewPortListeners(r, routes, PortListenersOptions{Host: "127.0.0.1"})
@@ -203,7 +204,7 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 		h2Conns /= 8
 		cfg.MaxRequestBytes = 1 << 40
 	}
-	eps := NewMemoryEndpoints()
+	eps := clusterview.NewMemoryEndpoints()
 	r, err := New(ctx, cfg, Options{Endpoints: eps})
 	if err != nil {
 		b.Fatal(err)
@@ -215,7 +216,7 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 	namespaces := 100 / cfg.NamespaceShare
 	pod := parkingTCP(b)
 	for ns := range namespaces {
-		eps.Set(ServiceRef{Namespace: fmt.Sprintf("ns%d", ns), Name: "web"}, pod)
+		eps.Set(clusterview.ServiceRef{Namespace: fmt.Sprintf("ns%d", ns), Name: "web"}, pod)
 	}
 	streams := maxConcurrentStreams(cfg)
 

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // holdRequests sends n requests that stay held until ctx ends, and waits
@@ -33,14 +35,14 @@ func holdRequests(t *testing.T, e *testEnv, ctx context.Context, wg *sync.WaitGr
 			}
 		}()
 	}
-	eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == want })
+	resolvertest.Eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == want })
 }
 
 // One client joining a wake under way cannot fill the Service's queue: at
 // its share it gets 429 with Retry-After, and another client still gets
 // in.
 func TestOneClientCannotFillTheQueue(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.PerServiceQueue = 10
 	cfg.PerSourceQueue = 3
@@ -70,7 +72,7 @@ func TestOneClientCannotFillTheQueue(t *testing.T) {
 // header-heavy requests is refused at it with 503, while the queues have
 // room, and a small request still fits.
 func TestHeaderHeavyBurstIsRefusedAtTheByteBudget(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.MaxHeldBytes = 40 << 10
 	cfg.RetryAfter = 7 * time.Second
@@ -125,7 +127,7 @@ func tickerTCP(t *testing.T) string {
 // patience, as an HTTP request gets its 502 then, not held until the
 // hold's deadline; the resolver counts it as unreachable.
 func TestTCPGivesUpAfterTheConnectPatience(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.r.fwd.connectPatience = 500 * time.Millisecond
 	pe.eps.Set(testSvc, "10.244.0.9:5000") // Ready, and refuses for ever
@@ -145,7 +147,7 @@ func TestTCPGivesUpAfterTheConnectPatience(t *testing.T) {
 	if took := time.Since(began); took > pe.r.fwd.connectPatience+time.Second {
 		t.Errorf("closed after %v; the connect patience is %v", took, pe.r.fwd.connectPatience)
 	}
-	eventually(t, 2*time.Second, "the unreachable connection counted", func() bool {
+	resolvertest.Eventually(t, 2*time.Second, "the unreachable connection counted", func() bool {
 		return metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeUnreachable)) == 1
 	})
 }
@@ -154,7 +156,7 @@ func TestTCPGivesUpAfterTheConnectPatience(t *testing.T) {
 // the idle timeout (between it and twice it); one that talks, and one
 // where only the pod streams while the client stays silent, stay open.
 func TestIdleSplicedConnectionIsClosed(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const idle = 200 * time.Millisecond
 	cfg := testConfig()
 	cfg.SpliceIdleTimeout = idle
@@ -222,7 +224,7 @@ func TestIdleSplicedConnectionIsClosed(t *testing.T) {
 // connections: one past it is closed at once (not left unaccepted), and a
 // freed slot is taken by the next client.
 func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.MaxConnections = 3
 	cfg.RequestTimeout = time.Second // the held one on the resolver port
@@ -241,7 +243,7 @@ func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
 	first := dial(proxy)
 	dial(proxy)
 	dial(pe.addr())
-	eventually(t, 5*time.Second, "three connections open", func() bool { return metricValue(t, pe.r.metrics.Connections) == 3 })
+	resolvertest.Eventually(t, 5*time.Second, "three connections open", func() bool { return metricValue(t, pe.r.metrics.Connections) == 3 })
 
 	for _, addr := range []string{proxy, pe.addr()} {
 		began := time.Now()
@@ -257,7 +259,7 @@ func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
 	}
 
 	_ = first.Close()
-	eventually(t, 5*time.Second, "a slot freed", func() bool { return metricValue(t, pe.r.metrics.Connections) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "a slot freed", func() bool { return metricValue(t, pe.r.metrics.Connections) == 2 })
 	if got := rawStatus(t, proxy, "GET / HTTP/1.1\r\nHost: not a service\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 400 ") {
 		t.Fatalf("the next client after a slot freed: %q, want it served (400 for its Host)", got)
 	}
@@ -290,7 +292,7 @@ func refusedAtOnce(addr string) error {
 // Shutdown's deadline ends a spliced connection whose pod says nothing,
 // even when the client has half-closed.
 func TestShutdownEndsASilentSplice(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.SpliceIdleTimeout = 30 * time.Second
 	pe := newPortEnv(t, cfg)
@@ -309,7 +311,7 @@ func TestShutdownEndsASilentSplice(t *testing.T) {
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the splice", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "the splice", func() bool {
 		return metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeSuccess)) == 1
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

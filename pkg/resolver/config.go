@@ -9,6 +9,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // Defaults for Config. They are elasti's own defaults, not KubeElasti's.
@@ -33,10 +34,6 @@ const (
 	// Service is starting. spec.waitingPage.after (or this flag) delays
 	// it, so that a cold start shorter than the delay shows no page.
 	DefaultWaitingPageAfter = 0 * time.Second
-	// kube-proxy and ingress controllers follow a deleted resolver slice
-	// a second or two later (Traefik throttles its updates to 2 s);
-	// 10 s leaves room for a busy cluster.
-	DefaultFrontDrain = 10 * time.Second
 	// A client behind an ingress controller shares the controller pod's
 	// address with every other client of the ingress, so the defaults let
 	// one address wake a hundred Services at once and ten a second after
@@ -249,7 +246,7 @@ func DefaultConfig() Config {
 		OperatorRetryMax:        DefaultOperatorRetryMax,
 		ClusterDomain:           DefaultClusterDomain,
 		DialTimeout:             DefaultDialTimeout,
-		FrontDrain:              DefaultFrontDrain,
+		FrontDrain:              clusterview.DefaultFrontDrain,
 		RetryAfter:              DefaultRetryAfter,
 		ColdStartHeader:         DefaultColdStartHeader,
 		SourceWakeRate:          DefaultSourceWakeRate,

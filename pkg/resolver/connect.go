@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // DialFunc opens a connection to a pod. Tests inject one that maps pod
@@ -72,7 +74,7 @@ func (e *connectError) Unwrap() error { return e.err }
 // transport (proxy.go) and the TCP splice (splice.go) both reach a pod
 // through its rounds.
 type connector struct {
-	eps         EndpointSource
+	eps         clusterview.EndpointSource
 	dial        DialFunc
 	dialTimeout time.Duration
 	logger      klog.Logger
@@ -91,7 +93,7 @@ const (
 	roundRobinIdle = 10 * time.Minute
 )
 
-func newConnector(eps EndpointSource, dial DialFunc, dialTimeout time.Duration, logger klog.Logger) *connector {
+func newConnector(eps clusterview.EndpointSource, dial DialFunc, dialTimeout time.Duration, logger klog.Logger) *connector {
 	return &connector{eps: eps, dial: dial, dialTimeout: dialTimeout, logger: logger,
 		next: utilcache.NewLRUExpireCache(maxRoundRobin)}
 }
@@ -101,7 +103,7 @@ func (c *connector) tracked() int { return len(c.next.Keys()) }
 
 // order returns at most two endpoints: the next in round-robin order, then
 // its successor, the fallback when the endpoints cannot be read again.
-func (c *connector) order(svc ServiceRef, addrs []string) []string {
+func (c *connector) order(svc clusterview.ServiceRef, addrs []string) []string {
 	n := len(addrs)
 	if n <= 1 {
 		return addrs
@@ -128,7 +130,7 @@ func (c *connector) order(svc ServiceRef, addrs []string) []string {
 // endpoints as they are then. It gives up with the last error when ctx
 // ends, or, when patience is positive, when the next pause would end
 // more than patience after the first attempt.
-func (c *connector) rounds(ctx context.Context, svc ServiceRef, port string, addrs []string, patience time.Duration,
+func (c *connector) rounds(ctx context.Context, svc clusterview.ServiceRef, port string, addrs []string, patience time.Duration,
 	attempt func(addr string) (retry bool, err error)) error {
 	var err error
 	began := time.Now()
@@ -145,7 +147,7 @@ func (c *connector) rounds(ctx context.Context, svc ServiceRef, port string, add
 			if retry, err = attempt(addr); err == nil || !retry {
 				return err
 			}
-			c.logger.V(2).Info("Connecting to endpoint failed", "service", svc.kref(), "endpoint", addr, "round", round, "err", err)
+			c.logger.V(2).Info("Connecting to endpoint failed", "service", svc.KRef(), "endpoint", addr, "round", round, "err", err)
 		}
 		if err == nil {
 			return errNoEndpoint
@@ -170,7 +172,7 @@ func (c *connector) rounds(ctx context.Context, svc ServiceRef, port string, add
 // retry goes to a pod that is listed now rather than to another stale
 // entry, and a connection fails only when no endpoint it could find
 // accepts it within the connect patience.
-func (c *connector) nextEndpoint(svc ServiceRef, port string, addrs []string, tried map[string]bool) string {
+func (c *connector) nextEndpoint(svc clusterview.ServiceRef, port string, addrs []string, tried map[string]bool) string {
 	if len(tried) == 0 {
 		if len(addrs) == 0 {
 			return ""
@@ -190,7 +192,7 @@ func (c *connector) nextEndpoint(svc ServiceRef, port string, addrs []string, tr
 
 // connect opens a TCP connection to one of addrs (see rounds), trying
 // until ctx ends or, when patience is positive, for patience.
-func (c *connector) connect(ctx context.Context, svc ServiceRef, port string, addrs []string, patience time.Duration) (net.Conn, error) {
+func (c *connector) connect(ctx context.Context, svc clusterview.ServiceRef, port string, addrs []string, patience time.Duration) (net.Conn, error) {
 	var conn net.Conn
 	err := c.rounds(ctx, svc, port, c.order(svc, addrs), patience, func(addr string) (bool, error) {
 		var err error

@@ -10,7 +10,11 @@
 //
 // This is the one map of the layers a connection passes, in order, and of
 // the files that hold them. resolver.go holds only their order:
-// serveService and holdRequest for HTTP, serveConn for TCP.
+// serveService and holdRequest for HTTP, serveConn for TCP. What the
+// resolver knows of the cluster (Services, slices, fronting, the
+// ElastiServices' names, the pod view) is package clusterview, below
+// every layer here; the other layers are files of this package, to become
+// packages of their own the same way (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
 //     connections open on every listener together, and one per client
@@ -24,11 +28,13 @@
 //   - charge (admit.go): every HTTP request, held or not, is charged to
 //     the request budget, within its namespace's share, until it is
 //     answered; past it 503.
-//   - front (front.go, named.go): whether the resolver is in front of that
+//   - front (clusterview: front.go, named.go): whether the resolver is in front of that
 //     Service; one it is not in front of is answered 404, after a short
 //     grace when an ElastiService names it.
-//   - endpoints (endpoints.go, informer_endpoints.go, trim.go): a Service's
-//     Ready pod addresses, and a channel closed when they change.
+//   - endpoints (clusterview: endpoints.go, informer_endpoints.go,
+//     backends.go, trim.go): a Service's Ready pod addresses, and a
+//     channel closed when they change, each address vouched for by the
+//     pod that holds it (clusterview: podview.go, podreads.go, vouch.go).
 //   - probe (probes.go): while no pod is Ready, a health checker's request
 //     matching a probe rule is answered without waking the target.
 //   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
@@ -75,11 +81,12 @@
 // The pieces the command wires together are:
 //
 //   - [Config] and [DefaultConfig]: timeouts, queue bounds, operator URL.
-//   - [NewInformerEndpoints]: an [EndpointSource] fed by shared Service and
-//     EndpointSlice informers.
+//   - [clusterview.NewInformerEndpoints]: a [clusterview.EndpointSource]
+//     fed by shared Service and EndpointSlice informers, and
+//     [clusterview.NewInformerPodView], the pods of the Services held.
 //   - [NewProbeIndex]: a [ProbeMatcher] fed by the ElastiService informer.
-//   - [NewNamedIndex]: which Services an ElastiService names, and what a
-//     wake group's wake waits on ([NamedIndex.WaitingOn]).
+//   - [clusterview.NewNamedIndex]: which Services an ElastiService names,
+//     and what a wake group's wake waits on ([clusterview.NamedIndex.WaitingOn]).
 //   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.
 //   - [New]: the [Resolver], an http.Handler, plus [Resolver.Healthz] and
 //     [Resolver.Readyz].

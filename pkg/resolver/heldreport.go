@@ -7,6 +7,8 @@ import (
 
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 const (
@@ -39,7 +41,7 @@ type heldReports struct {
 	reported *utilcache.LRUExpireCache
 	mu       sync.Mutex
 	// pending holds the longest wait of each report being gathered.
-	pending map[ServiceRef]time.Duration
+	pending map[clusterview.ServiceRef]time.Duration
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -47,13 +49,13 @@ type heldReports struct {
 func newHeldReports(ctx context.Context, w *wakeClient, logger klog.Logger) *heldReports {
 	ctx, cancel := context.WithCancel(ctx)
 	return &heldReports{operator: w, ctx: ctx, cancel: cancel, logger: logger, reported: utilcache.NewLRUExpireCache(maxHeldReported),
-		pending: map[ServiceRef]time.Duration{}}
+		pending: map[clusterview.ServiceRef]time.Duration{}}
 }
 
 // report tells the operator that a request held for svc waited held,
 // or longer if another of the same wake did (heldReportGather), unless
 // svc was reported within heldReportSpacing.
-func (h *heldReports) report(svc ServiceRef, held time.Duration) {
+func (h *heldReports) report(svc clusterview.ServiceRef, held time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if longest, gathering := h.pending[svc]; gathering {
@@ -78,7 +80,7 @@ func (h *heldReports) report(svc ServiceRef, held time.Duration) {
 		delete(h.pending, svc)
 		h.mu.Unlock()
 		if err := h.operator.reportHeld(h.ctx, svc, longest); err != nil {
-			h.logger.V(2).Info("Could not report a held request to the operator", "service", svc.kref(), "held", longest, "err", err)
+			h.logger.V(2).Info("Could not report a held request to the operator", "service", svc.KRef(), "held", longest, "err", err)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // The requests a wake held are released together, and the operator is
@@ -12,23 +14,23 @@ import (
 // heldReportSpacing is not reported again; the report never delays an
 // answer.
 func TestHeldRequestsAreReportedOncePerWake(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 	const heldFor = 300 * time.Millisecond
 	first := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "the first request held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the first request held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	time.Sleep(heldFor)
 	second := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "both held", func() bool { return e.r.holds.held(testSvc) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "both held", func() bool { return e.r.holds.held(testSvc) == 2 })
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	wantAnswer(t, first, "200 pod", 5*time.Second, "the first held request was not released")
 	wantAnswer(t, second, "200 pod", 5*time.Second, "the second held request was not released")
-	eventually(t, 5*time.Second, "the report", func() bool { return len(e.op.heldReports()) > 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the report", func() bool { return len(e.op.heldReports()) > 0 })
 
 	e.eps.Set(testSvc) // asleep again, and woken again within the spacing
 	third := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "the third request held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the third request held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	wantAnswer(t, third, "200 pod", 5*time.Second, "the third held request was not released")
 	e.r.held.close() // waits for any report under way

@@ -8,19 +8,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -142,7 +143,7 @@ func (o *fakeOperator) setOnPost(f func(wakeapi.Request)) {
 type testEnv struct {
 	r     *Resolver
 	srv   *httptest.Server
-	eps   *MemoryEndpoints
+	eps   *clusterview.MemoryEndpoints
 	net   *fakeNet
 	op    *fakeOperator
 	reg   *prometheus.Registry
@@ -168,7 +169,7 @@ func testConfig() Config {
 func newEnv(t *testing.T, cfg Config, options ...func(*Options)) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	e := &testEnv{eps: NewMemoryEndpoints(), net: newFakeNet(), op: newFakeOperator(t), reg: prometheus.NewRegistry()}
+	e := &testEnv{eps: clusterview.NewMemoryEndpoints(), net: newFakeNet(), op: newFakeOperator(t), reg: prometheus.NewRegistry()}
 	e.probe = NewStaticProbeIndex(ctx)
 	cfg.OperatorURL = e.op.srv.URL
 	opts := Options{Endpoints: e.eps, Probes: e.probe, Registerer: e.reg, Dial: e.net.dial}
@@ -200,7 +201,7 @@ func (e *testEnv) backend(t *testing.T, fake string, h http.Handler) *httptest.S
 	return s
 }
 
-var testSvc = ServiceRef{Namespace: "team", Name: "web"}
+var testSvc = clusterview.ServiceRef{Namespace: "team", Name: "web"}
 
 // anyPort is a resolver port range that takes the ephemeral ports the
 // tests listen on.
@@ -284,50 +285,6 @@ func metricValue(t *testing.T, c prometheus.Collector) float64 {
 	return sum
 }
 
-// eventually polls cond every 5ms for at most d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// checkNoLeaks fails the test if goroutines running this package's code
-// outlive it. Register it first so it runs after every other cleanup.
-func checkNoLeaks(t *testing.T) {
-	t.Cleanup(func() {
-		var stuck string
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			stuck = leakedGoroutines()
-			if stuck == "" || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if stuck != "" {
-			t.Errorf("leaked goroutines:\n%s", stuck)
-		}
-	})
-}
-
-func leakedGoroutines() string {
-	buf := make([]byte, 4<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	stacks := strings.Split(string(buf), "\n\n")
-	var leaked []string
-	for _, s := range stacks[1:] { // the first is the caller
-		if strings.Contains(s, "elasti/pkg/resolver.") && !strings.Contains(s, "testing.tRunner") && !strings.Contains(s, "resolver.leakedGoroutines") {
-			leaked = append(leaked, s)
-		}
-	}
-	return strings.Join(leaked, "\n\n")
-}
-
 // doInBackground sends req with client; the channel gets the client's
 // error once the request ends.
 func doInBackground(client *http.Client, req *http.Request) <-chan error {
@@ -349,7 +306,7 @@ func (e *testEnv) answerOnceHeld(t *testing.T, client *http.Client, req *http.Re
 	t.Helper()
 	done := make(chan string, 1)
 	go func() { done <- fetch(client, req) }()
-	eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.eps.Set(testSvc, pod)
 	return <-done
 }

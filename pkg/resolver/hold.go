@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // errClosed is what a hold returns when the resolver shuts down.
@@ -15,7 +17,7 @@ var errClosed = errors.New("resolver is shutting down")
 // holdSpec is what a caller of try says of the request or connection it
 // holds.
 type holdSpec struct {
-	svc  ServiceRef
+	svc  clusterview.ServiceRef
 	port string
 	// protocol is ProtocolHTTP or ProtocolTCP, for the metrics.
 	protocol string
@@ -47,7 +49,7 @@ type holdSpec struct {
 // (counted as a timeout), errWaitingPage when ctx ended with that cause
 // (the caller's own deadline, waitpage.go), errClosed, or the
 // EndpointSource's error.
-func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), ready func(b Backends, waited time.Duration)) error {
+func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), ready func(b clusterview.Backends, waited time.Duration)) error {
 	release, refused := r.admit.admit(s.svc, sourceOf(s.client), s.bytes)
 	if refused.scope != "" {
 		r.countRefusal(s, refused)
@@ -124,14 +126,14 @@ func (r *Resolver) countRefusal(s holdSpec, refused refusal) {
 // looks again when the EndpointSource's change channel closes. Its lock is never held
 // while the informer cache is read.
 type holder struct {
-	eps EndpointSource
+	eps clusterview.EndpointSource
 	// view watches the pods of each Service a hold waits on; nil without
 	// a pod view (the slices alone).
-	view PodView
+	view clusterview.PodView
 	// direct probes the pods the slices list not ready; nil when direct
 	// probing is off.
 	direct       *podProber
-	wake         func(ctx context.Context, logger klog.Logger, svc ServiceRef) string
+	wake         func(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string
 	retryInitial time.Duration
 	retryMax     time.Duration
 	logger       klog.Logger
@@ -143,7 +145,7 @@ type holder struct {
 
 	mu      sync.Mutex
 	closed  bool
-	waiters map[ServiceRef]*waiter
+	waiters map[clusterview.ServiceRef]*waiter
 }
 
 // waiter is one Service's entry. It lives while anything is held for the
@@ -170,10 +172,10 @@ type waiter struct {
 // newHolder returns a holder. pods, when not nil, turns direct probing on:
 // a hold is released by a pod that passed its own readiness checks, run
 // by the resolver, before the slices list it Ready (podprobe.go).
-func newHolder(ctx context.Context, eps EndpointSource, view PodView, wake func(context.Context, klog.Logger, ServiceRef) string,
-	retryInitial, retryMax time.Duration, pods PodGetter, report probeReport, logger klog.Logger) *holder {
+func newHolder(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, wake func(context.Context, klog.Logger, clusterview.ServiceRef) string,
+	retryInitial, retryMax time.Duration, pods clusterview.PodGetter, report probeReport, logger klog.Logger) *holder {
 	h := &holder{eps: eps, view: view, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
-		waiters: map[ServiceRef]*waiter{}}
+		waiters: map[clusterview.ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	if pods != nil {
 		h.direct = newPodProber(h.ctx, eps, view, pods, report, logger)
@@ -184,14 +186,14 @@ func newHolder(ctx context.Context, eps EndpointSource, view PodView, wake func(
 // hold is one request's or connection's place in a waiter.
 type hold struct {
 	h   *holder
-	svc ServiceRef
+	svc clusterview.ServiceRef
 	// leave ends the hold; later calls do nothing.
 	leave func()
 }
 
 // join registers a hold for svc and makes sure the operator hears of it.
 // The caller must call leave.
-func (h *holder) join(svc ServiceRef) *hold {
+func (h *holder) join(svc clusterview.ServiceRef) *hold {
 	h.mu.Lock()
 	w := h.waiters[svc]
 	if w == nil {
@@ -210,7 +212,7 @@ func (h *holder) join(svc ServiceRef) *hold {
 	start := h.startLocked(svc, w)
 	h.mu.Unlock()
 	if start {
-		h.logger.V(2).Info("Asking the operator to wake the service", "service", svc.kref())
+		h.logger.V(2).Info("Asking the operator to wake the service", "service", svc.KRef())
 	}
 	hd := &hold{h: h, svc: svc}
 	hd.leave = sync.OnceFunc(hd.release)
@@ -218,7 +220,7 @@ func (h *holder) join(svc ServiceRef) *hold {
 }
 
 // startLocked starts w's wake loop unless one runs or the holder closed.
-func (h *holder) startLocked(svc ServiceRef, w *waiter) bool {
+func (h *holder) startLocked(svc clusterview.ServiceRef, w *waiter) bool {
 	if w.waking || h.closed {
 		return false
 	}
@@ -256,7 +258,7 @@ func (hd *hold) missed() {
 // whose pod passed its own readiness checks first (Backends.Probed). It
 // ends early with ctx's error (the deadline passed or the client left),
 // errClosed, or a lookup error.
-func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
+func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, error) {
 	h := hd.h
 	if h.view != nil {
 		leave, _ := h.view.Join(hd.svc)
@@ -291,9 +293,9 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 		// read rate), and then nothing else changes, so look again.
 		var retry <-chan time.Time
 		stopRetry := func() bool { return false }
-		if b.unread {
+		if b.Unread {
 			if unreadRetry == unreadRetryInitial {
-				h.logger.V(4).Info("Ready addresses wait on reads of their pods", "service", hd.svc.kref())
+				h.logger.V(4).Info("Ready addresses wait on reads of their pods", "service", hd.svc.KRef())
 			}
 			t := time.NewTimer(unreadRetry)
 			retry, stopRetry, unreadRetry = t.C, t.Stop, min(2*unreadRetry, unreadRetryMax)
@@ -312,7 +314,7 @@ func (hd *hold) wait(ctx context.Context, port string) (Backends, error) {
 		stopRetry()
 		w.stop()
 		if end != nil {
-			return Backends{}, end
+			return clusterview.Backends{}, end
 		}
 	}
 }
@@ -356,7 +358,7 @@ func (hd *hold) watch() holdWatch {
 }
 
 // held returns the holds waiting for svc.
-func (h *holder) held(svc ServiceRef) int {
+func (h *holder) held(svc clusterview.ServiceRef) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w := h.waiters[svc]; w != nil {

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -22,7 +25,7 @@ func newCountingWaker() *countingWaker {
 	return &countingWaker{seen: make(chan struct{}, 100)}
 }
 
-func (n *countingWaker) wake(context.Context, klog.Logger, ServiceRef) string {
+func (n *countingWaker) wake(context.Context, klog.Logger, clusterview.ServiceRef) string {
 	n.posts.Add(1)
 	n.seen <- struct{}{}
 	return OutcomeSuccess
@@ -39,13 +42,13 @@ func (n *countingWaker) waitPost(t *testing.T, what string) {
 
 // newHoldBed returns a holder over empty endpoints, its counting waker
 // and the Service the tests hold for.
-func newHoldBed(t *testing.T, retryMax time.Duration) (*MemoryEndpoints, *countingWaker, *holder, ServiceRef) {
-	eps := NewMemoryEndpoints()
+func newHoldBed(t *testing.T, retryMax time.Duration) (*clusterview.MemoryEndpoints, *countingWaker, *holder, clusterview.ServiceRef) {
+	eps := clusterview.NewMemoryEndpoints()
 	n := newCountingWaker()
-	return eps, n, newTestHolder(t, eps, n, retryMax), ServiceRef{Namespace: "shop", Name: "web"}
+	return eps, n, newTestHolder(t, eps, n, retryMax), clusterview.ServiceRef{Namespace: "shop", Name: "web"}
 }
 
-func newTestHolder(t *testing.T, eps EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
+func newTestHolder(t *testing.T, eps clusterview.EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
 	_, ctx := ktesting.NewTestContext(t)
 	h := newHolder(ctx, eps, nil, n.wake, 10*time.Millisecond, retryMax, nil, probeReport{}, klog.FromContext(ctx))
 	t.Cleanup(h.close)
@@ -89,13 +92,13 @@ func TestManyHoldsShareOneWakeLoop(t *testing.T) {
 // gatedEndpoints stops the next Lookup once armed, until open closes: a
 // test holds the wake loop as it looks, while holds come and go.
 type gatedEndpoints struct {
-	*MemoryEndpoints
+	*clusterview.MemoryEndpoints
 	armed   atomic.Bool
 	entered chan struct{}
 	open    chan struct{}
 }
 
-func (g *gatedEndpoints) Lookup(svc ServiceRef, port string) (Backends, error) {
+func (g *gatedEndpoints) Lookup(svc clusterview.ServiceRef, port string) (clusterview.Backends, error) {
 	if g.armed.CompareAndSwap(true, false) {
 		g.entered <- struct{}{}
 		<-g.open
@@ -109,10 +112,10 @@ func (g *gatedEndpoints) Lookup(svc ServiceRef, port string) (Backends, error) {
 // last wake, or that wake failed.
 func TestHoldThatLeftDuringThePauseStillWakes(t *testing.T) {
 	for i := range 3 {
-		g := &gatedEndpoints{MemoryEndpoints: NewMemoryEndpoints(), entered: make(chan struct{}, 1), open: make(chan struct{})}
+		g := &gatedEndpoints{MemoryEndpoints: clusterview.NewMemoryEndpoints(), entered: make(chan struct{}, 1), open: make(chan struct{})}
 		n := newCountingWaker()
 		h := newTestHolder(t, g, n, time.Hour)
-		svc := ServiceRef{Namespace: "shop", Name: "web"}
+		svc := clusterview.ServiceRef{Namespace: "shop", Name: "web"}
 
 		first := h.join(svc)
 		n.waitPost(t, fmt.Sprintf("round %d: first hold", i+1))
@@ -132,7 +135,7 @@ func TestHoldThatLeftDuringThePauseStillWakes(t *testing.T) {
 		close(g.open)
 
 		n.waitPost(t, fmt.Sprintf("round %d: a hold that joined and left during the pause", i+1))
-		eventually(t, 5*time.Second, fmt.Sprintf("round %d: the wake loop to end with nothing held", i+1), func() bool { return !h.waiting(svc) })
+		resolvertest.Eventually(t, 5*time.Second, fmt.Sprintf("round %d: the wake loop to end with nothing held", i+1), func() bool { return !h.waiting(svc) })
 		if got := n.posts.Load(); got != 2 {
 			t.Fatalf("round %d: %d POSTs, want 2", i+1, got)
 		}
@@ -219,7 +222,7 @@ func TestHoldEndedBeforeTheLoopRanStillWakes(t *testing.T) {
 
 // waiting reports whether svc still has a waiter: something held or its
 // wake loop running.
-func (h *holder) waiting(svc ServiceRef) bool {
+func (h *holder) waiting(svc clusterview.ServiceRef) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.waiters[svc]

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // maxHostErrorBytes bounds a host parse error: it is sent to the client and
@@ -54,7 +56,7 @@ func FuzzParseHost(f *testing.F) {
 				t.Fatalf("ParseHost(%d-byte host): %d-byte error", len(host), n)
 			}
 		} else {
-			checkIdentified(t, host, ServiceRef{Namespace: ns, Name: svc}, port)
+			checkIdentified(t, host, clusterview.ServiceRef{Namespace: ns, Name: svc}, port)
 			if !strings.Contains(asciiLower(host), svc+"."+ns) {
 				t.Fatalf("ParseHost(%q) = %s/%s, which the host does not spell", host, ns, svc)
 			}
@@ -116,7 +118,7 @@ func FuzzIdentifyHost(f *testing.F) {
 
 // checkIdentified fails unless svc is a Service name, its namespace a
 // namespace name, and port empty or a canonical port number.
-func checkIdentified(t *testing.T, input string, svc ServiceRef, port string) {
+func checkIdentified(t *testing.T, input string, svc clusterview.ServiceRef, port string) {
 	t.Helper()
 	if errs := validation.IsDNS1035Label(svc.Name); len(errs) > 0 {
 		t.Fatalf("%q: Service name %q: %v", input, svc.Name, errs)
@@ -133,17 +135,19 @@ func checkIdentified(t *testing.T, input string, svc ServiceRef, port string) {
 
 // fuzzClusterIPs is an EndpointSource with a ClusterIP index and nothing
 // else; identify never looks endpoints up.
-type fuzzClusterIPs map[string]ServiceRef
+type fuzzClusterIPs map[string]clusterview.ServiceRef
 
-func (f fuzzClusterIPs) Lookup(ServiceRef, string) (Backends, error) {
-	return Backends{}, ErrServiceNotFound
+func (f fuzzClusterIPs) Lookup(clusterview.ServiceRef, string) (clusterview.Backends, error) {
+	return clusterview.Backends{}, clusterview.ErrServiceNotFound
 }
 
-func (f fuzzClusterIPs) Front(ServiceRef) bool { return true }
+func (f fuzzClusterIPs) Front(clusterview.ServiceRef) bool { return true }
 
-func (f fuzzClusterIPs) Watch(ServiceRef) (<-chan struct{}, func()) { return nil, func() {} }
+func (f fuzzClusterIPs) Watch(clusterview.ServiceRef) (<-chan struct{}, func()) {
+	return nil, func() {}
+}
 
-func (f fuzzClusterIPs) ServiceForClusterIP(ip string) (ServiceRef, bool) {
+func (f fuzzClusterIPs) ServiceForClusterIP(ip string) (clusterview.ServiceRef, bool) {
 	s, ok := f[ip]
 	return s, ok
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // ClusterIPIndex maps a Service's ClusterIP to the Service. An
@@ -13,7 +15,7 @@ import (
 // bare ClusterIP as Host, as clients that call a Service by its address
 // send.
 type ClusterIPIndex interface {
-	ServiceForClusterIP(ip string) (ServiceRef, bool)
+	ServiceForClusterIP(ip string) (clusterview.ServiceRef, bool)
 }
 
 // ServeHTTP implements http.Handler for the shared proxy port, where the
@@ -32,7 +34,7 @@ func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // and port come from the Host (or the header HostHeader names), written as
 // a Service DNS name or as the Service's ClusterIP. The returned error is
 // fit to show the client.
-func (r *Resolver) identifyHost(req *http.Request) (ServiceRef, string, error) {
+func (r *Resolver) identifyHost(req *http.Request) (clusterview.ServiceRef, string, error) {
 	host := req.Host
 	if r.cfg.HostHeader != "" {
 		if h := req.Header.Get(r.cfg.HostHeader); h != "" {
@@ -44,23 +46,23 @@ func (r *Resolver) identifyHost(req *http.Request) (ServiceRef, string, error) {
 	}
 	name, ns, port, err := ParseHost(host, r.cfg.ClusterDomain)
 	if err != nil {
-		return ServiceRef{}, "", err
+		return clusterview.ServiceRef{}, "", err
 	}
-	return ServiceRef{Namespace: ns, Name: name}, port, nil
+	return clusterview.ServiceRef{Namespace: ns, Name: name}, port, nil
 }
 
 // serviceForIPHost resolves a Host that is an IP address, with or without
 // a port, through the ClusterIP index. An IPv6 address comes bracketed, as
 // a client writes it in a Host ("[fd00::1]" or "[fd00::1]:80"), or bare.
-func (r *Resolver) serviceForIPHost(host string) (ServiceRef, string, bool) {
+func (r *Resolver) serviceForIPHost(host string) (clusterview.ServiceRef, string, bool) {
 	idx := r.clusterIPs
 	if idx == nil {
-		return ServiceRef{}, "", false
+		return clusterview.ServiceRef{}, "", false
 	}
 	ip, port := stripSchemeAndPath(host), ""
 	if h, p, err := net.SplitHostPort(ip); err == nil {
 		if !validPort(p) {
-			return ServiceRef{}, "", false
+			return clusterview.ServiceRef{}, "", false
 		}
 		ip, port = h, p
 	} else if len(ip) > 2 && ip[0] == '[' && ip[len(ip)-1] == ']' {
@@ -68,7 +70,7 @@ func (r *Resolver) serviceForIPHost(host string) (ServiceRef, string, bool) {
 	}
 	addr, err := netip.ParseAddr(ip)
 	if err != nil || addr.Zone() != "" {
-		return ServiceRef{}, "", false
+		return clusterview.ServiceRef{}, "", false
 	}
 	// The index holds the apiserver's canonical spelling.
 	svc, ok := idx.ServiceForClusterIP(addr.Unmap().String())

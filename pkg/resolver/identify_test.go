@@ -6,15 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // clusterIPEndpoints adds a ClusterIP index to MemoryEndpoints.
 type clusterIPEndpoints struct {
-	*MemoryEndpoints
-	ips map[string]ServiceRef
+	*clusterview.MemoryEndpoints
+	ips map[string]clusterview.ServiceRef
 }
 
-func (c clusterIPEndpoints) ServiceForClusterIP(ip string) (ServiceRef, bool) {
+func (c clusterIPEndpoints) ServiceForClusterIP(ip string) (clusterview.ServiceRef, bool) {
 	s, ok := c.ips[ip]
 	return s, ok
 }
@@ -23,7 +25,7 @@ func (c clusterIPEndpoints) ServiceForClusterIP(ip string) (ServiceRef, bool) {
 // its Service as well as the Service's DNS name does.
 func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 	e := newEnv(t, testConfig())
-	e.r.clusterIPs = clusterIPEndpoints{e.eps, map[string]ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
+	e.r.clusterIPs = clusterIPEndpoints{e.eps, map[string]clusterview.ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "pod")
@@ -51,9 +53,9 @@ func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 }
 
 // namedSet is a fixed set of Services an ElastiService names.
-type namedSet map[ServiceRef]bool
+type namedSet map[clusterview.ServiceRef]bool
 
-func (n namedSet) Named(svc ServiceRef) bool { return n[svc] }
+func (n namedSet) Named(svc clusterview.ServiceRef) bool { return n[svc] }
 
 // A request for a Service the resolver is not in front of, and that no
 // ElastiService names, is answered 404 at once: nothing is held and the
@@ -61,7 +63,7 @@ func (n namedSet) Named(svc ServiceRef) bool { return n[svc] }
 func TestUnnamedServiceIs404AtOnce(t *testing.T) {
 	e := newEnv(t, testConfig())
 	e.r.named = namedSet{testSvc: true}
-	other := ServiceRef{Namespace: "team", Name: "other"}
+	other := clusterview.ServiceRef{Namespace: "team", Name: "other"}
 	e.eps.SetInFront(other, false)
 	req := e.request(t, t.Context(), "GET", "/", nil)
 	req.Host = "other.team.svc.cluster.local"
@@ -73,7 +75,7 @@ func TestUnnamedServiceIs404AtOnce(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != 404 || !strings.Contains(body, "team/other is not asleep behind elasti") {
 		t.Fatalf("got %d %q, want 404", resp.StatusCode, body)
 	}
-	if took := time.Since(began); took >= frontGrace {
+	if took := time.Since(began); took >= clusterview.FrontGrace {
 		t.Fatalf("answered after %v; a Service no ElastiService names must not wait for a resolver slice", took)
 	}
 	if got := e.op.posts.Load(); got != 0 {
@@ -125,7 +127,7 @@ func TestServiceNotInFrontIsNotForwarded(t *testing.T) {
 // Without the slice it is answered 404 once the grace ends.
 func TestNamedServiceWaitsForItsResolverSlice(t *testing.T) {
 	e := newEnv(t, testConfig())
-	late := ServiceRef{Namespace: "team", Name: "late"}
+	late := clusterview.ServiceRef{Namespace: "team", Name: "late"}
 	e.r.named = namedSet{testSvc: true, late: true}
 	e.backend(t, "10.244.0.8:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "pod")
@@ -153,7 +155,7 @@ func TestNamedServiceWaitsForItsResolverSlice(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != 404 {
 		t.Fatalf("no slice: got %d %q, want 404", resp.StatusCode, body)
 	}
-	if took := time.Since(began); took < frontGrace {
-		t.Fatalf("answered after %v, before the grace of %v", took, frontGrace)
+	if took := time.Since(began); took < clusterview.FrontGrace {
+		t.Fatalf("answered after %v, before the grace of %v", took, clusterview.FrontGrace)
 	}
 }

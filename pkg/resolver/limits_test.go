@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // serveResolver serves h with the server the command runs (newServer) on
@@ -99,7 +101,7 @@ func heldPost(t *testing.T, e *testEnv, client *http.Client, body io.Reader, len
 // larger one, or one past the shared budget, is not buffered at all. Every
 // one reaches the pod intact once it is Ready.
 func TestHeldBodiesAreBufferedOnlyWithinTheirBounds(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.MaxBufferedBody = 4 << 10
 	cfg.MaxBufferedBodies = 6 << 10 // room for one buffered body, not two
@@ -113,13 +115,13 @@ func TestHeldBodiesAreBufferedOnlyWithinTheirBounds(t *testing.T) {
 
 	small := bytes.Repeat([]byte("s"), 4<<10)
 	first := heldPost(t, e, client, bytes.NewReader(small), int64(len(small)))
-	eventually(t, 5*time.Second, "the small body buffered", func() bool { return e.r.buffered.Load() == int64(len(small)) })
+	resolvertest.Eventually(t, 5*time.Second, "the small body buffered", func() bool { return e.r.buffered.Load() == int64(len(small)) })
 
 	// Over the budget: held, but streamed.
 	second := heldPost(t, e, client, bytes.NewReader(small), int64(len(small)))
 	large := bytes.Repeat([]byte("L"), 64<<10)
 	third := heldPost(t, e, client, bytes.NewReader(large), int64(len(large)))
-	eventually(t, 5*time.Second, "three held", func() bool { return e.r.holds.held(testSvc) == 3 })
+	resolvertest.Eventually(t, 5*time.Second, "three held", func() bool { return e.r.holds.held(testSvc) == 3 })
 	time.Sleep(50 * time.Millisecond) // room for a wrong reservation
 	if got := e.r.buffered.Load(); got != int64(len(small)) {
 		t.Fatalf("%d bytes buffered with one small body within budget, want %d", got, len(small))
@@ -136,14 +138,14 @@ func TestHeldBodiesAreBufferedOnlyWithinTheirBounds(t *testing.T) {
 	}
 	// A body's charge is released when its handler returns, which can be
 	// a moment after the client has the whole answer (seen once under load).
-	eventually(t, 5*time.Second, "every buffered byte released", func() bool { return e.r.buffered.Load() == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "every buffered byte released", func() bool { return e.r.buffered.Load() == 0 })
 }
 
 // An HTTP/2 client cannot push more of a held body into the resolver's
 // memory than one stream's flow-control window, however much it sends; the
 // body then streams to the pod in full.
 func TestHeldH2CBodyIsBoundedByTheStreamWindow(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -179,7 +181,7 @@ func TestHeldH2CBodyIsBoundedByTheStreamWindow(t *testing.T) {
 	done := make(chan string, 1)
 	go func() { done <- fetch(&http.Client{Transport: h2, Timeout: 15 * time.Second}, req) }()
 
-	eventually(t, 5*time.Second, "the request held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the request held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	// Wait for the upload to stall on flow control.
 	for last := int64(-1); last != sent.Load(); {
 		last = sent.Load()

@@ -202,7 +202,7 @@ func (p *PortListeners) handle(c net.Conn, port int32) {
 	}
 	b, err := p.r.eps.Lookup(route.Service, strconv.Itoa(int(route.Port)))
 	if err != nil {
-		p.logger.V(2).Info("Closing connection for an unknown service", "service", route.Service.kref(), "err", err)
+		p.logger.V(2).Info("Closing connection for an unknown service", "service", route.Service.KRef(), "err", err)
 		_ = c.Close()
 		return
 	}

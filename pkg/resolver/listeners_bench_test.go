@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // benchPorts is the number of resolver ports BenchmarkPortListeners opens.
@@ -25,7 +26,7 @@ func BenchmarkPortListeners(b *testing.B) {
 	ports := freePorts(b, benchPorts)
 	for range b.N {
 		ctx := klog.NewContext(context.Background(), logr.Discard())
-		r, err := New(ctx, Config{OperatorURL: "http://127.0.0.1:1"}, Options{Endpoints: NewMemoryEndpoints()})
+		r, err := New(ctx, Config{OperatorURL: "http://127.0.0.1:1"}, Options{Endpoints: clusterview.NewMemoryEndpoints()})
 		if err != nil {
 			b.Fatal(err)
 		}

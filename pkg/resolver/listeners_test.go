@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -45,7 +46,7 @@ func newPortEnv(t *testing.T, cfg Config) *portEnv {
 		defer scancel()
 		_ = pe.ports.Shutdown(sctx)
 	})
-	eventually(t, 5*time.Second, "the resolver port to open", func() bool { return len(pe.ports.Listening()) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the resolver port to open", func() bool { return len(pe.ports.Listening()) == 1 })
 	return pe
 }
 
@@ -92,7 +93,7 @@ func (pe *portEnv) wakeOnPost(pod string) {
 // wakes the Service and is forwarded with its Host intact, and the
 // response says how long it was held.
 func TestResolverPortServesHTTPWhateverTheHost(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "host="+r.Host)
@@ -165,7 +166,7 @@ func serveTCP(t *testing.T, handle func(net.Conn)) string {
 // A connection whose first bytes are not HTTP is held at the TCP level,
 // wakes the Service and is spliced byte for byte.
 func TestResolverPortSplicesTCPAfterTheWake(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.net.route("10.244.0.6:5000", echoTCP(t, ""))
 	pe.wakeOnPost("10.244.0.6:5000")
@@ -196,7 +197,7 @@ func TestResolverPortSplicesTCPAfterTheWake(t *testing.T) {
 // TLS passthrough: the client completes a handshake with the pod's own
 // certificate through a resolver port.
 func TestResolverPortPassesTLSThrough(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "tls ok")
@@ -224,7 +225,7 @@ func TestResolverPortPassesTLSThrough(t *testing.T) {
 // A server-first protocol (the client waits for a greeting) is spliced
 // once the sniff gives up, and the greeting arrives.
 func TestResolverPortSplicesServerFirstProtocols(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.net.route("10.244.0.8:3306", echoTCP(t, "220 ready\n"))
 	pe.eps.Set(testSvc, "10.244.0.8:3306")
@@ -242,7 +243,7 @@ func TestResolverPortSplicesServerFirstProtocols(t *testing.T) {
 // answered with the cold-start header, not spliced as a server-first
 // protocol.
 func TestDeclaredHTTPPortServesASlowClientAsHTTP(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.eps.SetAppProtocol(testSvc, "http")
 	pe.backend(t, "10.244.0.9:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +271,7 @@ func TestDeclaredHTTPPortServesASlowClientAsHTTP(t *testing.T) {
 // A held connection is closed at the request timeout, and one whose
 // client resets it frees its slot at once.
 func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.RequestTimeout = 300 * time.Millisecond
 	pe := newPortEnv(t, cfg)
@@ -288,10 +289,10 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the connection to be held", func() bool { return pe.r.admit.admitted(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the connection to be held", func() bool { return pe.r.admit.admitted(testSvc) == 1 })
 	_ = c2.(*net.TCPConn).SetLinger(0) // close with a reset
 	_ = c2.Close()
-	eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.admitted(testSvc) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.admitted(testSvc) == 0 })
 	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
 		t.Fatalf("timeouts = %v after a client left, want still 1", got)
 	}
@@ -300,7 +301,7 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 // A client that sends its request and half-closes is still answered once
 // the Service wakes: on the wire a half-close is an EOF, not a departure.
 func TestHalfClosedClientIsAnsweredAfterTheWake(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.net.route("10.244.0.6:5000", echoTCP(t, ""))
 	pe.wakeOnPost("10.244.0.6:5000")
@@ -319,13 +320,13 @@ func TestHalfClosedClientIsAnsweredAfterTheWake(t *testing.T) {
 
 // Ports open and close with the route table.
 func TestPortsFollowTheRouteTable(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	second := freePort(t)
 	pe.routes.Upsert(esWithPorts("api", v1.ResolverPort{Service: "api", Port: 80, ResolverPort: second}))
-	eventually(t, 5*time.Second, "the second port to open", func() bool { return len(pe.ports.Listening()) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "the second port to open", func() bool { return len(pe.ports.Listening()) == 2 })
 	pe.routes.Delete(testSvc.Namespace, "web")
-	eventually(t, 5*time.Second, "the first port to close", func() bool { return len(pe.ports.Listening()) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the first port to close", func() bool { return len(pe.ports.Listening()) == 1 })
 	if _, err := net.DialTimeout("tcp", pe.addr(), time.Second); err == nil {
 		t.Fatal("a released port still accepts connections")
 	}
@@ -391,7 +392,7 @@ func TestHTTPPrefix(t *testing.T) {
 // Service: for a Service that serves, a raw TCP connection is closed at
 // once, before a byte reaches the pod.
 func TestResolverPortClosesConnectionsForServicesNotInFront(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	pe.net.route("10.244.0.9:5000", echoTCP(t, "pod says hi\n"))
 	pe.eps.Set(testSvc, "10.244.0.9:5000")

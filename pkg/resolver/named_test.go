@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // During a move of spec.service the old Service is still named: the
@@ -11,8 +12,8 @@ import (
 // and a request for it must be held and forwarded, not answered 404. Once
 // status lets go of it, it is no longer named.
 func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
-	f, idx := NewMemoryNamedIndex()
-	oldSvc, newSvc := ServiceRef{"team", "web"}, ServiceRef{"team", "web-v2"}
+	f, idx := clusterview.NewMemoryNamedIndex()
+	oldSvc, newSvc := clusterview.ServiceRef{Namespace: "team", Name: "web"}, clusterview.ServiceRef{Namespace: "team", Name: "web-v2"}
 
 	es := elastiService("team", "es", "web-v2", 2)
 	es.Status.ResolverPorts = []v1.ResolverPort{
@@ -23,7 +24,7 @@ func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 	if err := idx.Add(es); err != nil {
 		t.Fatal(err)
 	}
-	for svc, want := range map[ServiceRef]bool{oldSvc: true, newSvc: true, {"team", "other"}: false, {"elsewhere", "web"}: false} {
+	for svc, want := range map[clusterview.ServiceRef]bool{oldSvc: true, newSvc: true, {Namespace: "team", Name: "other"}: false, {Namespace: "elsewhere", Name: "web"}: false} {
 		if got := f.Named(svc); got != want {
 			t.Errorf("mid-move: Named(%s) = %v, want %v", svc, got, want)
 		}
@@ -49,10 +50,10 @@ func TestRouteTableKeepsTheOldServicesPortMidMove(t *testing.T) {
 		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
 	}
 	table.Upsert(es)
-	if r, ok := table.Lookup(20000); !ok || r.Service != (ServiceRef{"team", "web"}) || r.Port != 80 {
+	if r, ok := table.Lookup(20000); !ok || r.Service != (clusterview.ServiceRef{Namespace: "team", Name: "web"}) || r.Port != 80 {
 		t.Errorf("port 20000 mid-move routes to %+v, %v; want team/web port 80", r, ok)
 	}
-	if r, ok := table.Lookup(20001); !ok || r.Service != (ServiceRef{"team", "web-v2"}) {
+	if r, ok := table.Lookup(20001); !ok || r.Service != (clusterview.ServiceRef{Namespace: "team", Name: "web-v2"}) {
 		t.Errorf("port 20001 mid-move routes to %+v, %v; want team/web-v2", r, ok)
 	}
 	done := es.DeepCopy()

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/elasti-dev/elasti/pkg/podcheck"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // planOrErr is what a direct probe checks, the pod's own probes (read
@@ -35,8 +36,8 @@ type podAt struct {
 
 // plan returns the checks of ep's pod at ep's address, made once per pod
 // and address, from the pod view's copy of the pod or else a read.
-func (p *podProber) plan(ctx context.Context, svc ServiceRef, ep UnreadyEndpoint) (*podcheck.Plan, error) {
-	key := ep.at()
+func (p *podProber) plan(ctx context.Context, svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) (*podcheck.Plan, error) {
+	key := podAtOf(ep)
 	if v, ok := p.plans.Get(key); ok {
 		got := v.(planOrErr)
 		return got.plan, got.err
@@ -45,13 +46,13 @@ func (p *podProber) plan(ctx context.Context, svc ServiceRef, ep UnreadyEndpoint
 		return p.planFor(key, pod, ep)
 	}
 	namespace := svc.Namespace
-	if err := p.readLimits.limiter(namespace).Wait(ctx); err != nil {
+	if err := p.readLimits.Limiter(namespace).Wait(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, &podcheck.FallbackError{Reason: FallbackPodUnreadable, Detail: "pod reads of the namespace past their rate: " + err.Error()}
 	}
-	rctx, cancel := context.WithTimeout(ctx, podReadTimeout)
+	rctx, cancel := context.WithTimeout(ctx, clusterview.PodReadTimeout)
 	pod, err := p.pods.Pod(rctx, namespace, ep.Pod)
 	cancel()
 	if err != nil {
@@ -67,7 +68,7 @@ func (p *podProber) plan(ctx context.Context, svc ServiceRef, ep UnreadyEndpoint
 }
 
 // planFor makes and remembers the checks of pod at ep's address.
-func (p *podProber) planFor(key podAt, pod *corev1.Pod, ep UnreadyEndpoint) (*podcheck.Plan, error) {
+func (p *podProber) planFor(key podAt, pod *corev1.Pod, ep clusterview.UnreadyEndpoint) (*podcheck.Plan, error) {
 	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
 	if errors.Is(err, podcheck.ErrNotStarted) {
 		return nil, err // the next read may show the container running
@@ -80,13 +81,13 @@ func (p *podProber) planFor(key podAt, pod *corev1.Pod, ep UnreadyEndpoint) (*po
 }
 
 // viewPod returns ep's pod as the pod view has it, with its spec, or nil.
-func (p *podProber) viewPod(svc ServiceRef, ep UnreadyEndpoint) *corev1.Pod {
+func (p *podProber) viewPod(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) *corev1.Pod {
 	if p.view == nil {
 		return nil
 	}
 	pods, _ := p.view.Pods(svc)
 	for _, pod := range pods {
-		if pod.Name == ep.Pod && pod.UID == ep.UID && pod.Annotations[specDroppedAnnotation] == "" {
+		if pod.Name == ep.Pod && pod.UID == ep.UID && pod.Annotations[clusterview.SpecDroppedAnnotation] == "" {
 			return pod
 		}
 	}
@@ -97,7 +98,7 @@ func (p *podProber) viewPod(svc ServiceRef, ep UnreadyEndpoint) *corev1.Pod {
 // podRereadMax, as reads cost the apiserver, but podRereadInitial while
 // the pod view has the pod, whose copy is read for free and kept up to
 // date by its watch.
-func (p *podProber) nextPause(svc ServiceRef, ep UnreadyEndpoint, pause time.Duration) time.Duration {
+func (p *podProber) nextPause(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint, pause time.Duration) time.Duration {
 	if p.viewPod(svc, ep) != nil {
 		return podRereadInitial
 	}

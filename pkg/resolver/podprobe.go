@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/elasti-dev/elasti/pkg/podcheck"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // Direct probing: a held request is forwarded as soon as a pod the wake
@@ -23,7 +24,7 @@ import (
 // reason.
 //
 // The resolver, not the operator, reads the probes: it takes the pod an
-// unready endpoint names from the pod view (podview.go), or GETs it when
+// unready endpoint names from the pod view (clusterview.PodView), or GETs it when
 // the view does not have it, only while a request is held for the
 // Service, once per pod and address. The operator could read the pod
 // template instead, but the template is not the pod: admission webhooks
@@ -99,21 +100,21 @@ type probeReport struct {
 // entries together at most maxProbedPods: nothing here grows with what
 // clients send.
 type podProber struct {
-	eps EndpointSource
+	eps clusterview.EndpointSource
 	// view, when not nil, gives the pods of the Services held, so a pod
 	// it has is not read (viewPod).
-	view     PodView
-	pods     PodGetter
+	view     clusterview.PodView
+	pods     clusterview.PodGetter
 	checker  *podcheck.Checker
 	interval time.Duration
 	report   probeReport
 	logger   klog.Logger
 	ctx      context.Context
 	wg       sync.WaitGroup
-	b        *broadcaster[ServiceRef]
+	b        *clusterview.Broadcaster[clusterview.ServiceRef]
 
 	mu       sync.Mutex
-	services map[ServiceRef]*probedService
+	services map[clusterview.ServiceRef]*probedService
 	// running counts the probes that hold a slot, in all and by
 	// namespace (entries only while positive).
 	running     int
@@ -126,7 +127,7 @@ type podProber struct {
 	// entry is good for its pod's life; podPlanTTL only frees memory.
 	plans *utilcache.LRUExpireCache
 	// readLimits paces the pod reads of each namespace's probes.
-	readLimits namespaceLimits
+	readLimits clusterview.NamespaceLimits
 }
 
 type probedService struct {
@@ -137,15 +138,15 @@ type probedService struct {
 	overBound map[podAt]bool
 }
 
-// at is the pod ep names at ep's address.
-func (ep UnreadyEndpoint) at() podAt { return podAt{uid: ep.UID, pod: ep.Pod, ip: ep.IP} }
+// podAtOf is the pod ep names at ep's address.
+func podAtOf(ep clusterview.UnreadyEndpoint) podAt { return podAt{uid: ep.UID, pod: ep.Pod, ip: ep.IP} }
 
 // probeTarget is one pod being probed. It stays in its Service's entry
 // while the pod is listed, so a pod is started once per hold; its slot is
 // freed as soon as its probe ends (it passed, or fell back to the
 // kubelet's Ready), or it is stopped.
 type probeTarget struct {
-	ep     UnreadyEndpoint
+	ep     clusterview.UnreadyEndpoint
 	cancel context.CancelFunc
 	// passed is set when every container's check passed, slot while the
 	// probe holds one of the bounds' places; both under the prober's lock.
@@ -153,16 +154,16 @@ type probeTarget struct {
 	slot   bool
 }
 
-func newPodProber(ctx context.Context, eps EndpointSource, view PodView, pods PodGetter, report probeReport, logger klog.Logger) *podProber {
+func newPodProber(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, pods clusterview.PodGetter, report probeReport, logger klog.Logger) *podProber {
 	return &podProber{eps: eps, view: view, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
-		logger: logger.WithName("podprobe"), ctx: ctx, b: newBroadcaster[ServiceRef](),
-		services: map[ServiceRef]*probedService{}, inNamespace: map[string]int{},
-		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: newNamespaceLimits()}
+		logger: logger.WithName("podprobe"), ctx: ctx, b: clusterview.NewBroadcaster[clusterview.ServiceRef](),
+		services: map[clusterview.ServiceRef]*probedService{}, inNamespace: map[string]int{},
+		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: clusterview.NewNamespaceLimits()}
 }
 
 // join says a hold waits on svc; the returned func says it no longer
 // does. Probing of svc's pods stops with the last.
-func (p *podProber) join(svc ServiceRef) func() {
+func (p *podProber) join(svc clusterview.ServiceRef) func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps := p.services[svc]
@@ -183,7 +184,7 @@ func (p *podProber) join(svc ServiceRef) func() {
 	})
 }
 
-func (p *podProber) stopLocked(svc ServiceRef, ps *probedService, at podAt) {
+func (p *podProber) stopLocked(svc clusterview.ServiceRef, ps *probedService, at podAt) {
 	t := ps.pods[at]
 	t.cancel()
 	p.freeLocked(svc, t)
@@ -191,7 +192,7 @@ func (p *podProber) stopLocked(svc ServiceRef, ps *probedService, at podAt) {
 }
 
 // freeLocked gives t's slot back, once.
-func (p *podProber) freeLocked(svc ServiceRef, t *probeTarget) {
+func (p *podProber) freeLocked(svc clusterview.ServiceRef, t *probeTarget) {
 	if !t.slot {
 		return
 	}
@@ -203,13 +204,15 @@ func (p *podProber) freeLocked(svc ServiceRef, t *probeTarget) {
 }
 
 // watch returns a channel closed when a pod of svc passes.
-func (p *podProber) watch(svc ServiceRef) (<-chan struct{}, func()) { return p.b.watch(svc) }
+func (p *podProber) watch(svc clusterview.ServiceRef) (<-chan struct{}, func()) {
+	return p.b.Watch(svc)
+}
 
 // passed returns, as "ip:port", the endpoints of eps whose pod passed its
 // direct check. It starts probing those of eps not probed yet, within the
 // bounds, and stops probing pods of svc no longer in eps: listed Ready now
 // (the slices take over), or gone. svc must be joined.
-func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
+func (p *podProber) passed(svc clusterview.ServiceRef, eps []clusterview.UnreadyEndpoint) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps := p.services[svc]
@@ -219,7 +222,7 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 	var addrs []string
 	listed := make(map[podAt]bool, len(eps))
 	for _, ep := range eps {
-		at := ep.at()
+		at := podAtOf(ep)
 		listed[at] = true
 		t := ps.pods[at]
 		if t != nil && t.ep != ep {
@@ -256,10 +259,10 @@ func (p *podProber) passed(svc ServiceRef, eps []UnreadyEndpoint) []string {
 	return slices.Compact(addrs)
 }
 
-func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEndpoint) *probeTarget {
+func (p *podProber) startLocked(svc clusterview.ServiceRef, ps *probedService, ep clusterview.UnreadyEndpoint) *probeTarget {
 	ctx, cancel := context.WithCancel(p.ctx)
 	t := &probeTarget{ep: ep, cancel: cancel, slot: true}
-	ps.pods[ep.at()] = t
+	ps.pods[podAtOf(ep)] = t
 	p.running++
 	p.inNamespace[svc.Namespace]++
 	p.wg.Add(1)
@@ -276,8 +279,8 @@ func (p *podProber) startLocked(svc ServiceRef, ps *probedService, ep UnreadyEnd
 // probe reads t's pod, then checks it every interval until it passes or
 // ctx ends. A pod it cannot check the kubelet's way is left alone: its
 // requests wait for the slice's Ready.
-func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
-	logger := p.logger.WithValues("service", svc.kref(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
+func (p *podProber) probe(ctx context.Context, svc clusterview.ServiceRef, t *probeTarget) {
+	logger := p.logger.WithValues("service", svc.KRef(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
 	plan, err := p.plan(ctx, svc, t.ep)
 	for pause := podRereadInitial; readAgain(err); pause = p.nextPause(svc, t.ep, pause) {
 		logger.V(4).Info("Reading the pod again", "err", err, "after", pause)
@@ -314,7 +317,7 @@ func (p *podProber) probe(ctx context.Context, svc ServiceRef, t *probeTarget) {
 			t.passed = true
 			p.mu.Unlock()
 			logger.V(2).Info("Pod passed its readiness checks, probed directly")
-			p.b.broadcast(svc)
+			p.b.Broadcast(svc)
 			p.followReady(svc, t.ep, time.Now())
 			return
 		}

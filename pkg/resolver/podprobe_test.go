@@ -7,16 +7,15 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
@@ -24,45 +23,8 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/podcheck"
 	"github.com/elasti-dev/elasti/pkg/podcheck/podchecktest"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
-
-// fakePods is a PodGetter over pods set by hand; it counts reads.
-type fakePods struct {
-	mu    sync.Mutex
-	pods  map[string]*corev1.Pod
-	reads map[string]int
-}
-
-func newFakePods(pods ...*corev1.Pod) *fakePods {
-	f := &fakePods{pods: map[string]*corev1.Pod{}, reads: map[string]int{}}
-	for _, p := range pods {
-		f.pods[p.Namespace+"/"+p.Name] = p
-	}
-	return f
-}
-
-func (f *fakePods) Pod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads[namespace+"/"+name]++
-	if p, ok := f.pods[namespace+"/"+name]; ok {
-		return p.DeepCopy(), nil
-	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
-}
-
-// set puts p in place of the pod of its name, as a status update does.
-func (f *fakePods) set(p *corev1.Pod) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pods[p.Namespace+"/"+p.Name] = p
-}
-
-func (f *fakePods) readsOf(namespace, name string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.reads[namespace+"/"+name]
-}
 
 // startingApp is a pod's app on a loopback address: it listens at once,
 // answers 503 on /ready until ready is set, and "pod" elsewhere. It
@@ -104,13 +66,13 @@ func (a *startingApp) pod(name string, uid types.UID) *corev1.Pod {
 	return p
 }
 
-func (a *startingApp) endpoint(name string, uid types.UID) UnreadyEndpoint {
-	return UnreadyEndpoint{IP: a.ip, Port: a.port, Pod: name, UID: uid}
+func (a *startingApp) endpoint(name string, uid types.UID) clusterview.UnreadyEndpoint {
+	return clusterview.UnreadyEndpoint{IP: a.ip, Port: a.port, Pod: name, UID: uid}
 }
 
 // probeEnv is a test resolver with direct probing on, and an app whose
 // pod testSvc's slices list not ready.
-func probeEnv(t *testing.T, probe bool, pods *fakePods) *testEnv {
+func probeEnv(t *testing.T, probe bool, pods *resolvertest.FakePods) *testEnv {
 	cfg := testConfig()
 	cfg.ProbePods = probe
 	return newEnv(t, cfg, func(o *Options) { o.Pods = pods })
@@ -124,15 +86,15 @@ func releasedBy(t *testing.T, e *testEnv, by string) float64 {
 // pod not ready is forwarded once the pod's own readiness check passes,
 // not while it answers 503, and without waiting for the slice's Ready.
 func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	app := newStartingApp(t, "127.0.0.2")
-	pods := newFakePods(app.pod("web-1", "u1"))
+	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
 	e := probeEnv(t, true, pods)
 	e.net.route(app.addr(), app.addr())
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 
 	done := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "the readiness path checked a few times", func() bool { return app.checks.Load() >= 4 })
+	resolvertest.Eventually(t, 5*time.Second, "the readiness path checked a few times", func() bool { return app.checks.Load() >= 4 })
 	notAnsweredYet(t, done, "while the pod's readiness answered 503")
 	readyAt := time.Now()
 	app.ready.Store(true)
@@ -147,18 +109,18 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	if got := releasedBy(t, e, ReleasedByDirectProbe); got != 1 {
 		t.Errorf("releases by direct probe = %v, want 1", got)
 	}
-	if n := pods.readsOf("team", "web-1"); n != 1 {
+	if n := pods.ReadsOf("team", "web-1"); n != 1 {
 		t.Errorf("the pod was read %d times, want once", n)
 	}
 	// The slice lists the pod Ready later: the lead is measured once.
 	e.eps.SetUnready(testSvc)
 	e.eps.Set(testSvc, app.addr())
-	eventually(t, 2*time.Second, "the lead measured", func() bool { return metricValue(t, e.r.metrics.DirectProbeLead) == 1 })
+	resolvertest.Eventually(t, 2*time.Second, "the lead measured", func() bool { return metricValue(t, e.r.metrics.DirectProbeLead) == 1 })
 	e.eps.Set(testSvc)
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 
 	// Once nothing is held, nothing is probed.
-	eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
+	resolvertest.Eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
 	before := app.checks.Load()
 	time.Sleep(100 * time.Millisecond)
 	if after := app.checks.Load(); after != before {
@@ -170,7 +132,7 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	if got := <-fetchAsync(t, e); got != "200 pod" {
 		t.Errorf("second request = %q", got)
 	}
-	if n := pods.readsOf("team", "web-1"); n != 1 {
+	if n := pods.ReadsOf("team", "web-1"); n != 1 {
 		t.Errorf("the pod was read %d times for two holds, want once", n)
 	}
 }
@@ -216,7 +178,7 @@ func wantAnswer(t *testing.T, done <-chan string, want string, within time.Durat
 func heldWhile(t *testing.T, e *testEnv, app *startingApp, d time.Duration) {
 	t.Helper()
 	done := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	time.Sleep(d)
 	notAnsweredYet(t, done, "before the slice said Ready")
 	e.eps.Set(testSvc, app.addr())
@@ -229,16 +191,16 @@ func heldWhile(t *testing.T, e *testEnv, app *startingApp, d time.Duration) {
 }
 
 func TestProbePodsOffWaitsForReady(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	app := newStartingApp(t, "127.0.0.2")
 	app.ready.Store(true)
-	pods := newFakePods(app.pod("web-1", "u1"))
+	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
 	e := probeEnv(t, false, pods)
 	e.net.route(app.addr(), app.addr())
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 	heldWhile(t, e, app, 300*time.Millisecond)
-	if app.checks.Load() != 0 || pods.readsOf("team", "web-1") != 0 {
-		t.Errorf("with --probe-pods=false the pod was read %d times and checked %d", pods.readsOf("team", "web-1"), app.checks.Load())
+	if app.checks.Load() != 0 || pods.ReadsOf("team", "web-1") != 0 {
+		t.Errorf("with --probe-pods=false the pod was read %d times and checked %d", pods.ReadsOf("team", "web-1"), app.checks.Load())
 	}
 }
 
@@ -257,14 +219,14 @@ func TestDirectProbeFallsBackToReady(t *testing.T) {
 		{"pod unreadable", nil, FallbackPodUnreadable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkNoLeaks(t)
+			resolvertest.CheckNoLeaks(t)
 			app := newStartingApp(t, "127.0.0.2")
 			app.ready.Store(true)
-			pods := newFakePods()
+			pods := resolvertest.NewFakePods()
 			if tc.change != nil {
 				pod := app.pod("web-1", "u1")
 				tc.change(pod)
-				pods = newFakePods(pod)
+				pods = resolvertest.NewFakePods(pod)
 			}
 			e := probeEnv(t, true, pods)
 			e.net.route(app.addr(), app.addr())
@@ -285,18 +247,18 @@ func TestDirectProbeFallsBackToReady(t *testing.T) {
 // and checks nothing; once it runs and the delay is over, the pod's own
 // check releases the held request.
 func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	app := newStartingApp(t, "127.0.0.2")
 	app.ready.Store(true)
 	pod := app.pod("web-1", "u1")
 	pod.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 2
-	pods := newFakePods(pod)
+	pods := resolvertest.NewFakePods(pod)
 	e := probeEnv(t, true, pods)
 	e.net.route(app.addr(), app.addr())
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 
 	done := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "the pod read again", func() bool { return pods.readsOf("team", "web-1") >= 3 })
+	resolvertest.Eventually(t, 5*time.Second, "the pod read again", func() bool { return pods.ReadsOf("team", "web-1") >= 3 })
 	notAnsweredYet(t, done, "before the pod showed its container running")
 	if n := app.checks.Load(); n != 0 {
 		t.Fatalf("the pod was checked %d times before it showed its container running", n)
@@ -305,7 +267,7 @@ func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
 	running := pod.DeepCopy()
 	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
 		Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))}}}}
-	pods.set(running)
+	pods.Set(running)
 	wantAnswer(t, done, "200 pod", 10*time.Second, "the held request was not forwarded once the container ran past its initialDelaySeconds")
 	if got := releasedBy(t, e, ReleasedByDirectProbe); got != 1 {
 		t.Errorf("releases by direct probe = %v, want 1", got)
@@ -320,18 +282,18 @@ func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
 // A pod the slices no longer list not ready (Ready now, or gone) is no
 // longer probed.
 func TestDirectProbeStopsWhenTheSliceMovesOn(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	app := newStartingApp(t, "127.0.0.2")
-	pods := newFakePods(app.pod("web-1", "u1"))
+	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
 	e := probeEnv(t, true, pods)
 	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
 	client := newClient(t)
 	req := e.request(t, context.Background(), http.MethodGet, "/", nil)
 	done := make(chan string, 1)
 	go func() { done <- fetch(client, req) }()
-	eventually(t, 5*time.Second, "the pod checked", func() bool { return app.checks.Load() >= 2 })
+	resolvertest.Eventually(t, 5*time.Second, "the pod checked", func() bool { return app.checks.Load() >= 2 })
 	e.eps.SetUnready(testSvc) // the pod went away
-	eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
+	resolvertest.Eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
 	before := app.checks.Load()
 	time.Sleep(100 * time.Millisecond)
 	if after := app.checks.Load(); after > before+1 {
@@ -348,18 +310,12 @@ func TestDirectProbeStopsWhenTheSliceMovesOn(t *testing.T) {
 // asked for stays running, so the bounds are what limits them.
 type blockingPods struct{ reads atomic.Int32 }
 
-func (b *blockingPods) Pod(ctx context.Context, _, _ string) (*corev1.Pod, error) {
-	b.reads.Add(1)
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
 func TestDirectProbeBounds(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	var fellBack atomic.Int32
-	p := newPodProber(ctx, NewMemoryEndpoints(), nil, &blockingPods{}, probeReport{fellBack: func(reason string) {
+	p := newPodProber(ctx, clusterview.NewMemoryEndpoints(), nil, &blockingPods{}, probeReport{fellBack: func(reason string) {
 		if reason == FallbackBound {
 			fellBack.Add(1)
 		}
@@ -369,11 +325,11 @@ func TestDirectProbeBounds(t *testing.T) {
 	var leaves []func()
 	services := 2 * maxProbedPods / maxProbedPodsPerService
 	for s := range services {
-		svc := ServiceRef{Namespace: "ns" + strconv.Itoa(s), Name: "web"}
+		svc := clusterview.ServiceRef{Namespace: "ns" + strconv.Itoa(s), Name: "web"}
 		leaves = append(leaves, p.join(svc))
-		var eps []UnreadyEndpoint
-		for i := range maxUnreadyEndpoints {
-			eps = append(eps, UnreadyEndpoint{IP: fmt.Sprintf("10.244.%d.%d", s, i), Port: 80, Pod: "p" + strconv.Itoa(i), UID: types.UID(fmt.Sprint(s, "-", i))})
+		var eps []clusterview.UnreadyEndpoint
+		for i := range clusterview.MaxUnreadyEndpoints {
+			eps = append(eps, clusterview.UnreadyEndpoint{IP: fmt.Sprintf("10.244.%d.%d", s, i), Port: 80, Pod: "p" + strconv.Itoa(i), UID: types.UID(fmt.Sprint(s, "-", i))})
 		}
 		p.passed(svc, eps)
 		p.mu.Lock()
@@ -388,11 +344,11 @@ func TestDirectProbeBounds(t *testing.T) {
 	}
 	// Every listed pod past a bound is counted once, however often a
 	// hold looks again.
-	last := ServiceRef{Namespace: "ns" + strconv.Itoa(services-1), Name: "web"}
+	last := clusterview.ServiceRef{Namespace: "ns" + strconv.Itoa(services-1), Name: "web"}
 	for range 3 {
-		p.passed(last, []UnreadyEndpoint{{IP: "10.244.99.1", Port: 80, Pod: "late", UID: "late"}})
+		p.passed(last, []clusterview.UnreadyEndpoint{{IP: "10.244.99.1", Port: 80, Pod: "late", UID: "late"}})
 	}
-	if want := int32(services*maxUnreadyEndpoints - maxProbedPods + 1); fellBack.Load() != want {
+	if want := int32(services*clusterview.MaxUnreadyEndpoints - maxProbedPods + 1); fellBack.Load() != want {
 		t.Errorf("%d pods counted past the bound, want %d", fellBack.Load(), want)
 	}
 	for _, leave := range leaves {
@@ -405,13 +361,13 @@ func TestDirectProbeBounds(t *testing.T) {
 		t.Errorf("after every hold left: %d pods probed, %d services kept", p.probing(), left)
 	}
 	// A Service nobody holds for is never probed.
-	if addrs := p.passed(testSvc, []UnreadyEndpoint{{IP: "10.244.0.1", Port: 80, Pod: "p", UID: "x"}}); addrs != nil || p.probing() != 0 {
+	if addrs := p.passed(testSvc, []clusterview.UnreadyEndpoint{{IP: "10.244.0.1", Port: 80, Pod: "p", UID: "x"}}); addrs != nil || p.probing() != 0 {
 		t.Errorf("a Service without holds: %v passed, %d probed", addrs, p.probing())
 	}
 }
 
 func TestPodPlansAreBounded(t *testing.T) {
-	p := newPodProber(context.Background(), NewMemoryEndpoints(), nil, newFakePods(), probeReport{}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	p := newPodProber(context.Background(), clusterview.NewMemoryEndpoints(), nil, resolvertest.NewFakePods(), probeReport{}, ktesting.NewLogger(t, ktesting.NewConfig()))
 	for i := range maxPodPlans + 10 {
 		p.plans.Add(podAt{uid: types.UID(strconv.Itoa(i))}, planOrErr{}, podPlanTTL)
 	}
@@ -428,15 +384,15 @@ func TestPodPlansAreBounded(t *testing.T) {
 // and at most maxUnreadyEndpoints of them; Ready ones are never listed
 // there.
 func TestResolveBackendsListsUnreadyPods(t *testing.T) {
-	pub := service("team", "web", svcPort("http", 80, intstr.FromInt32(8080)))
+	pub := resolvertest.Service("team", "web", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080)))
 	no, yes := ptr.To(false), ptr.To(true)
-	s := slice("team", "a", "web", map[string]int32{"http": 8080},
-		ep("10.244.0.1"),                     // Ready
-		sliceEP{ip: "10.244.0.2", ready: no}, // starting
-		sliceEP{ip: "10.244.0.3", ready: no}, // targetRef elsewhere
-		sliceEP{ip: "10.244.0.4", ready: no}, // no targetRef
-		sliceEP{ip: "10.244.0.5", ready: no, terminating: yes},
-		sliceEP{ip: "10.244.0.6", ready: no}) // targetRef not a Pod
+	s := resolvertest.Slice("team", "a", "web", map[string]int32{"http": 8080},
+		resolvertest.EP("10.244.0.1"),                     // Ready
+		resolvertest.SliceEP{IP: "10.244.0.2", Ready: no}, // starting
+		resolvertest.SliceEP{IP: "10.244.0.3", Ready: no}, // targetRef elsewhere
+		resolvertest.SliceEP{IP: "10.244.0.4", Ready: no}, // no targetRef
+		resolvertest.SliceEP{IP: "10.244.0.5", Ready: no, Terminating: yes},
+		resolvertest.SliceEP{IP: "10.244.0.6", Ready: no}) // targetRef not a Pod
 	refs := []*corev1.ObjectReference{
 		{Kind: "Pod", Namespace: "team", Name: "web-0", UID: "u0"},
 		{Kind: "Pod", Namespace: "team", Name: "web-2", UID: "u2"},
@@ -448,30 +404,36 @@ func TestResolveBackendsListsUnreadyPods(t *testing.T) {
 	for i := range s.Endpoints {
 		s.Endpoints[i].TargetRef = refs[i]
 	}
-	trimmed, _ := TrimForCache(s.DeepCopy())
+	trimmed, _ := clusterview.TrimForCache(s.DeepCopy())
 	ts := trimmed.(*discoveryv1.EndpointSlice)
 	// A Ready endpoint keeps its pod too: past the pod view's bounds a
 	// read of that pod vouches for its address (vouchByName).
 	if ref := ts.Endpoints[0].TargetRef; ref == nil || ref.Name != "web-0" || ref.UID != "u0" {
 		t.Errorf("the cache dropped the pod of a Ready endpoint: %+v", ref)
 	}
-	b, err := resolveBackends(pub, []*discoveryv1.EndpointSlice{ts}, "")
+	b, err := clusterview.ResolveBackends(pub, []*discoveryv1.EndpointSlice{ts}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []UnreadyEndpoint{{IP: "10.244.0.2", Port: 8080, Pod: "web-2", UID: "u2"}}
+	want := []clusterview.UnreadyEndpoint{{IP: "10.244.0.2", Port: 8080, Pod: "web-2", UID: "u2"}}
 	if !slices.Equal(b.Addrs, []string{"10.244.0.1:8080"}) || !slices.Equal(b.Unready, want) {
 		t.Errorf("Addrs %v, Unready %+v; want [10.244.0.1:8080], %+v", b.Addrs, b.Unready, want)
 	}
 
-	many := slice("team", "b", "web", map[string]int32{"http": 8080})
-	for i := range maxUnreadyEndpoints + 5 {
+	many := resolvertest.Slice("team", "b", "web", map[string]int32{"http": 8080})
+	for i := range clusterview.MaxUnreadyEndpoints + 5 {
 		many.Endpoints = append(many.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.1.%d", i)},
 			Conditions: discoveryv1.EndpointConditions{Ready: no},
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: fmt.Sprint("p", i), UID: types.UID(fmt.Sprint(i))}})
 	}
-	trimmed, _ = TrimForCache(many)
-	if b, _ := resolveBackends(pub, []*discoveryv1.EndpointSlice{trimmed.(*discoveryv1.EndpointSlice)}, ""); len(b.Unready) != maxUnreadyEndpoints {
-		t.Errorf("%d unready endpoints listed, bound %d", len(b.Unready), maxUnreadyEndpoints)
+	trimmed, _ = clusterview.TrimForCache(many)
+	if b, _ := clusterview.ResolveBackends(pub, []*discoveryv1.EndpointSlice{trimmed.(*discoveryv1.EndpointSlice)}, ""); len(b.Unready) != clusterview.MaxUnreadyEndpoints {
+		t.Errorf("%d unready endpoints listed, bound %d", len(b.Unready), clusterview.MaxUnreadyEndpoints)
 	}
+}
+
+func (b *blockingPods) Pod(ctx context.Context, _, _ string) (*corev1.Pod, error) {
+	b.reads.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -18,10 +21,10 @@ import (
 // or not, and the joins it saw.
 type memPodView struct {
 	mu     sync.Mutex
-	pods   map[ServiceRef][]*corev1.Pod
-	whole  map[ServiceRef]bool
-	joined map[ServiceRef]int
-	b      *broadcaster[ServiceRef]
+	pods   map[clusterview.ServiceRef][]*corev1.Pod
+	whole  map[clusterview.ServiceRef]bool
+	joined map[clusterview.ServiceRef]int
+	b      *clusterview.Broadcaster[clusterview.ServiceRef]
 	// readable are the pods Read finds, by namespace and name; readNames
 	// the names it was asked for.
 	readable  map[string]*corev1.Pod
@@ -29,7 +32,7 @@ type memPodView struct {
 }
 
 func newMemPodView() *memPodView {
-	return &memPodView{pods: map[ServiceRef][]*corev1.Pod{}, whole: map[ServiceRef]bool{}, joined: map[ServiceRef]int{}, b: newBroadcaster[ServiceRef](),
+	return &memPodView{pods: map[clusterview.ServiceRef][]*corev1.Pod{}, whole: map[clusterview.ServiceRef]bool{}, joined: map[clusterview.ServiceRef]int{}, b: clusterview.NewBroadcaster[clusterview.ServiceRef](),
 		readable: map[string]*corev1.Pod{}}
 }
 
@@ -40,7 +43,7 @@ func (m *memPodView) readableAs(p *corev1.Pod) {
 	m.mu.Unlock()
 }
 
-func (m *memPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, bool) {
+func (m *memPodView) Read(svc clusterview.ServiceRef, names []string) ([]*corev1.Pod, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.readNames = append(m.readNames, names...)
@@ -53,14 +56,14 @@ func (m *memPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, bool) 
 	return out, true
 }
 
-func (m *memPodView) set(svc ServiceRef, whole bool, pods ...*corev1.Pod) {
+func (m *memPodView) set(svc clusterview.ServiceRef, whole bool, pods ...*corev1.Pod) {
 	m.mu.Lock()
 	m.pods[svc], m.whole[svc] = pods, whole
 	m.mu.Unlock()
-	m.b.broadcast(svc)
+	m.b.Broadcast(svc)
 }
 
-func (m *memPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
+func (m *memPodView) Join(svc clusterview.ServiceRef) (func(), <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.joined[svc]++
@@ -68,18 +71,24 @@ func (m *memPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.joined[svc]--
-	}), closed
+	}), listed
 }
 
-func (m *memPodView) Pods(svc ServiceRef) ([]*corev1.Pod, bool) {
+// listed is Join's channel for a view that has listed: closed from the
+// start.
+var listed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (m *memPodView) Pods(svc clusterview.ServiceRef) ([]*corev1.Pod, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.pods[svc], m.whole[svc]
 }
 
-func (m *memPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return m.b.watch(svc) }
+func (m *memPodView) Watch(svc clusterview.ServiceRef) (<-chan struct{}, func()) {
+	return m.b.Watch(svc)
+}
 
-func (m *memPodView) joins(svc ServiceRef) int {
+func (m *memPodView) joins(svc clusterview.ServiceRef) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.joined[svc]
@@ -87,7 +96,7 @@ func (m *memPodView) joins(svc ServiceRef) int {
 
 // viewEnv is a test resolver with a pod view; testSvc's port targets
 // container port "web".
-func viewEnv(t *testing.T, probe bool, pods *fakePods) (*testEnv, *memPodView) {
+func viewEnv(t *testing.T, probe bool, pods *resolvertest.FakePods) (*testEnv, *memPodView) {
 	cfg := testConfig()
 	cfg.ProbePods = probe
 	view := newMemPodView()
@@ -103,8 +112,8 @@ func viewEnv(t *testing.T, probe bool, pods *fakePods) (*testEnv, *memPodView) {
 // not before, to the pod's address on the container port the Service's
 // targetPort names.
 func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
-	checkNoLeaks(t)
-	e, view := viewEnv(t, false, newFakePods())
+	resolvertest.CheckNoLeaks(t)
+	e, view := viewEnv(t, false, resolvertest.NewFakePods())
 	app := newStartingApp(t, "127.0.0.2")
 	app.ready.Store(true)
 	e.net.route(app.addr(), app.addr())
@@ -113,7 +122,7 @@ func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 	view.set(testSvc, true, pod) // Running, not Ready yet
 
 	done := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "held, with the view joined", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "held, with the view joined", func() bool {
 		return e.r.holds.held(testSvc) == 1 && view.joins(testSvc) == 1
 	})
 	time.Sleep(200 * time.Millisecond)
@@ -125,7 +134,7 @@ func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 	if got := releasedBy(t, e, ReleasedByPodReady); got != 1 {
 		t.Errorf("releases by pod_ready = %v, want 1", got)
 	}
-	eventually(t, 5*time.Second, "the view left with the hold", func() bool { return view.joins(testSvc) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the view left with the hold", func() bool { return view.joins(testSvc) == 0 })
 }
 
 // hitCounter is a loopback server that counts its requests: a victim a
@@ -161,9 +170,9 @@ func (h *countingHandler) count() int {
 func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 	for _, forged := range []string{"ready", "not ready naming a genuine pod"} {
 		t.Run(forged, func(t *testing.T) {
-			checkNoLeaks(t)
+			resolvertest.CheckNoLeaks(t)
 			app := newStartingApp(t, "127.0.0.2")
-			pods := newFakePods(app.pod("web-1", "u1"))
+			pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
 			e, view := viewEnv(t, true, pods)
 			e.net.route(app.addr(), app.addr())
 			victim := hitCounter(t, e, "10.0.0.9:8080")
@@ -174,11 +183,11 @@ func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 			case "ready":
 				e.eps.Set(testSvc, "10.0.0.9:8080")
 			default:
-				e.eps.SetUnready(testSvc, UnreadyEndpoint{IP: "10.0.0.9", Port: 8080, Pod: "web-1", UID: "u1"})
+				e.eps.SetUnready(testSvc, clusterview.UnreadyEndpoint{IP: "10.0.0.9", Port: 8080, Pod: "web-1", UID: "u1"})
 			}
 
 			done := fetchAsync(t, e)
-			eventually(t, 5*time.Second, "the genuine pod checked", func() bool { return app.checks.Load() >= 2 })
+			resolvertest.Eventually(t, 5*time.Second, "the genuine pod checked", func() bool { return app.checks.Load() >= 2 })
 			app.ready.Store(true)
 			wantAnswer(t, done, "200 pod", 5*time.Second, "not answered once the genuine pod passed its check")
 			if n := victim.count(); n != 0 {
@@ -198,7 +207,7 @@ func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 // forged address, whether it names no pod, a genuine pod at another
 // address, a pod with another UID, or a pod going away.
 func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
-	genuine := viewPod("web-1", "u1", true, "10.244.0.5")
+	genuine := resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5")
 	for _, forged := range []struct {
 		name     string
 		pod      string
@@ -207,13 +216,13 @@ func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
 	}{
 		{"naming no pod", "", "", nil},
 		{"naming a genuine pod at another address", "web-1", "u1", nil},
-		{"naming a pod with another UID", "web-2", "u-forged", viewPod("web-2", "u2", true, "10.0.0.9")},
-		{"naming a pod going away", "web-3", "u3", terminating(viewPod("web-3", "u3", true, "10.0.0.9"))},
+		{"naming a pod with another UID", "web-2", "u-forged", resolvertest.ViewPod("web-2", "u2", true, "10.0.0.9")},
+		{"naming a pod going away", "web-3", "u3", resolvertest.Terminating(resolvertest.ViewPod("web-3", "u3", true, "10.0.0.9"))},
 		{"naming a pod that does not exist", "web-4", "u4", nil},
 	} {
 		t.Run(forged.name, func(t *testing.T) {
-			checkNoLeaks(t)
-			e, view := viewEnv(t, false, newFakePods())
+			resolvertest.CheckNoLeaks(t)
+			e, view := viewEnv(t, false, resolvertest.NewFakePods())
 			e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 			victim := hitCounter(t, e, "10.0.0.9:8080")
 			view.set(testSvc, false)
@@ -225,7 +234,7 @@ func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
 				e.eps.SetPod(testSvc, "10.0.0.9", forged.pod, forged.uid)
 			}
 			done := fetchAsync(t, e)
-			eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+			resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 			time.Sleep(100 * time.Millisecond)
 			notAnsweredYet(t, done, "with only the forged address listed")
 
@@ -252,31 +261,31 @@ func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
 // waited for another slice change, or its deadline: the soak's 60 s
 // holds by another way (theirs was the cache's trim, below).
 func TestARefusedReadDoesNotStrandTheHold(t *testing.T) {
-	checkNoLeaks(t)
-	e, view := viewEnv(t, false, newFakePods())
+	resolvertest.CheckNoLeaks(t)
+	e, view := viewEnv(t, false, resolvertest.NewFakePods())
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 	view.set(testSvc, false)
 	done := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
 	e.eps.Set(testSvc, "10.244.0.5:8080") // Ready, its pod not read yet
-	eventually(t, 5*time.Second, "the listed pod read", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "the listed pod read", func() bool {
 		view.mu.Lock()
 		defer view.mu.Unlock()
 		return slices.Contains(view.readNames, "web-1")
 	})
 	notAnsweredYet(t, done, "before a read vouched for the pod")
 	// The next read finds it; no watch says so.
-	view.readableAs(viewPod("web-1", "u1", true, "10.244.0.5"))
+	view.readableAs(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"))
 	wantAnswer(t, done, "200 pod", 3*unreadRetryMax, "not answered once a read could vouch, with no change to wake the hold")
 }
 
 // The pods the view has, whole or not, vouch without a read.
 func TestAViewNotWholeReadsOnlyWhatItLacks(t *testing.T) {
-	checkNoLeaks(t)
-	e, view := viewEnv(t, false, newFakePods())
+	resolvertest.CheckNoLeaks(t)
+	e, view := viewEnv(t, false, resolvertest.NewFakePods())
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
-	view.set(testSvc, false, viewPod("web-1", "u1", true, "10.244.0.5"))
+	view.set(testSvc, false, resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"))
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
 	if got := <-fetchAsync(t, e); got != "200 pod" {
@@ -290,15 +299,15 @@ func TestAViewNotWholeReadsOnlyWhatItLacks(t *testing.T) {
 }
 
 // A request the slices would forward at once, with no hold (they list a
-// Ready endpoint), and no pod view of its Service live: the resolver
+// ready endpoint), and no pod view of its Service live: the resolver
 // lists the Service's pods first, and a forged Ready endpoint gets
 // nothing; the genuine pod, Ready by the kubelet, answers.
 func TestAnUnheldRequestIsVouchedForToo(t *testing.T) {
-	checkNoLeaks(t)
-	genuine := viewPod("web-1", "u1", true, "10.244.0.5")
-	api := &fakePodAPI{pods: []corev1.Pod{*genuine}}
+	resolvertest.CheckNoLeaks(t)
+	genuine := resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5")
+	api := &resolvertest.FakePodAPI{Pods: []corev1.Pod{*genuine}}
 	_, ctx := ktesting.NewTestContext(t)
-	view, err := NewInformerPodView(ctx, serviceLister(t, selectingService("team", "web", map[string]string{"app": "web"})), api.listWatch, newFakePods(), nil)
+	view, err := clusterview.NewInformerPodView(ctx, resolvertest.ServiceLister(t, resolvertest.SelectingService("team", "web", map[string]string{"app": "web"})), api.ListWatch, resolvertest.NewFakePods(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,30 +326,30 @@ func TestAnUnheldRequestIsVouchedForToo(t *testing.T) {
 	if n := victim.count(); n != 0 {
 		t.Errorf("the forged Ready address got %d requests", n)
 	}
-	if n := len(api.selectors); n != 1 {
+	if n := len(api.Selectors); n != 1 {
 		t.Errorf("%d watches of the pods for three requests, want 1", n)
 	}
 }
 
 // A Service past the view's bounds, with the real view and its reads: its
-// Ready address, vouched for by a read of the pod its slice names,
+// ready address, vouched for by a read of the pod its slice names,
 // releases the hold.
 func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	web := map[string]string{"app": "web"}
-	svcs := []*corev1.Service{selectingService(testSvc.Namespace, testSvc.Name, web)}
-	for i := range maxPodViewsPerNamespace {
-		svcs = append(svcs, selectingService(testSvc.Namespace, fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
+	svcs := []*corev1.Service{resolvertest.SelectingService(testSvc.Namespace, testSvc.Name, web)}
+	for i := range clusterview.MaxPodViewsPerNamespace {
+		svcs = append(svcs, resolvertest.SelectingService(testSvc.Namespace, fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
 	}
-	pods := newFakePods()
+	pods := resolvertest.NewFakePods()
 	_, ctx := ktesting.NewTestContext(t)
-	view, err := NewInformerPodView(ctx, serviceLister(t, svcs...), (&fakePodAPI{}).listWatch, pods, nil)
+	view, err := clusterview.NewInformerPodView(ctx, resolvertest.ServiceLister(t, svcs...), (&resolvertest.FakePodAPI{}).ListWatch, pods, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(view.Close)
-	for i := range maxPodViewsPerNamespace { // the namespace's views, all in use
-		leave, _ := view.Join(ServiceRef{testSvc.Namespace, fmt.Sprintf("s-%d", i)})
+	for i := range clusterview.MaxPodViewsPerNamespace { // the namespace's views, all in use
+		leave, _ := view.Join(clusterview.ServiceRef{Namespace: testSvc.Namespace, Name: fmt.Sprintf("s-%d", i)})
 		t.Cleanup(leave)
 	}
 	cfg := testConfig()
@@ -350,14 +359,12 @@ func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 
 	done := fetchAsync(t, e)
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
-	if view.Viewing() != maxPodViewsPerNamespace {
-		t.Fatalf("%d views, want the namespace's %d: the hold got one", view.Viewing(), maxPodViewsPerNamespace)
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	if view.Viewing() != clusterview.MaxPodViewsPerNamespace {
+		t.Fatalf("%d views, want the namespace's %d: the hold got one", view.Viewing(), clusterview.MaxPodViewsPerNamespace)
 	}
-	pod := labelled(viewPod("web-1", "u1", true, "10.244.0.5"), web)
-	pods.mu.Lock()
-	pods.pods[pod.Namespace+"/"+pod.Name] = pod
-	pods.mu.Unlock()
+	pod := resolvertest.Labelled(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"), web)
+	pods.Set(pod)
 	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	wantAnswer(t, done, "200 pod", 5*time.Second, "a hold past the view's bounds was not released once a read vouched for its pod")

@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/podcheck/podchecktest"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // probeAnswersFor is how long BenchmarkProbeAnswersCannotFillTheHeap
@@ -38,7 +41,7 @@ func BenchmarkProbeAnswersCannotFillTheHeap(b *testing.B) {
 		answer := header.Bytes()
 
 		var pods []*corev1.Pod
-		var targets []UnreadyEndpoint
+		var targets []clusterview.UnreadyEndpoint
 		var checks int64
 		counted := make(chan struct{}, 1<<16)
 		for i := range maxProbedPods {
@@ -73,15 +76,15 @@ func BenchmarkProbeAnswersCannotFillTheHeap(b *testing.B) {
 			pod := podchecktest.Pod(ip, port, podchecktest.HTTPProbe("/ready", intstr.FromInt32(port)), nil)
 			pod.Namespace, pod.Name, pod.UID = ns, name, types.UID(ns+"/"+name)
 			pods = append(pods, pod)
-			targets = append(targets, UnreadyEndpoint{IP: ip, Port: port, Pod: name, UID: pod.UID})
+			targets = append(targets, clusterview.UnreadyEndpoint{IP: ip, Port: port, Pod: name, UID: pod.UID})
 		}
 		_, ctx := ktesting.NewTestContext(b)
 		ctx, cancel := context.WithCancel(ctx)
-		p := newPodProber(ctx, NewMemoryEndpoints(), nil, newFakePods(pods...), probeReport{fellBack: func(string) {}, lead: func(time.Duration) {}}, ktesting.NewLogger(b, ktesting.NewConfig()))
+		p := newPodProber(ctx, clusterview.NewMemoryEndpoints(), nil, resolvertest.NewFakePods(pods...), probeReport{fellBack: func(string) {}, lead: func(time.Duration) {}}, ktesting.NewLogger(b, ktesting.NewConfig()))
 		base := memNow()
 		peak := newPeakSampler()
 		for s := 0; s < len(targets); s += maxProbedPodsPerService {
-			svc := ServiceRef{Namespace: pods[s].Namespace, Name: "svc" + strconv.Itoa(s)}
+			svc := clusterview.ServiceRef{Namespace: pods[s].Namespace, Name: "svc" + strconv.Itoa(s)}
 			defer p.join(svc)()
 			p.passed(svc, targets[s:s+maxProbedPodsPerService])
 		}

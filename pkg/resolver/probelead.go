@@ -4,13 +4,15 @@ import (
 	"net"
 	"slices"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // followReady reports, once the slices list ep's pod Ready, how long
 // after passed that was: the time direct probing saved the held requests.
 // It gives up when the pod leaves the slices, after maxLeadFollow, or
 // when maxProbedPods are followed already.
-func (p *podProber) followReady(svc ServiceRef, ep UnreadyEndpoint, passed time.Time) {
+func (p *podProber) followReady(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint, passed time.Time) {
 	p.mu.Lock()
 	if p.following >= maxProbedPods {
 		p.mu.Unlock()
@@ -56,7 +58,7 @@ func (p *podProber) followReady(svc ServiceRef, ep UnreadyEndpoint, passed time.
 
 // readyOrListed reports whether the slices of svc list ep's address
 // Ready, and whether they still list ep's pod at all.
-func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (ready, listed bool) {
+func readyOrListed(eps clusterview.EndpointSource, svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) (ready, listed bool) {
 	b, err := eps.Lookup(svc, "")
 	if err != nil {
 		return false, false
@@ -66,5 +68,5 @@ func readyOrListed(eps EndpointSource, svc ServiceRef, ep UnreadyEndpoint) (read
 			return true, true
 		}
 	}
-	return false, slices.ContainsFunc(b.Unready, func(u UnreadyEndpoint) bool { return u.UID == ep.UID })
+	return false, slices.ContainsFunc(b.Unready, func(u clusterview.UnreadyEndpoint) bool { return u.UID == ep.UID })
 }

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
@@ -30,13 +31,13 @@ type ProbeAnswer struct {
 type ProbeMatcher interface {
 	// MatchProbe returns the answer of the first rule of svc's
 	// ElastiService that matches req.
-	MatchProbe(svc ServiceRef, req *http.Request) (ProbeAnswer, bool)
+	MatchProbe(svc clusterview.ServiceRef, req *http.Request) (ProbeAnswer, bool)
 }
 
 // answerProbe answers req from a probe rule of svc, which has no Ready
 // endpoint, so that a health checker does not wake the target; once the
 // target serves, it answers itself. It reports whether it answered.
-func (r *Resolver) answerProbe(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef) bool {
+func (r *Resolver) answerProbe(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef) bool {
 	if r.probes == nil {
 		return false
 	}
@@ -59,15 +60,15 @@ func (r *Resolver) answerProbe(w http.ResponseWriter, req *http.Request, logger 
 type ProbeIndex struct {
 	mu     sync.RWMutex
 	byName map[types.NamespacedName]*probeEntry
-	bySvc  map[ServiceRef][]*probeEntry // sorted by ElastiService name
+	bySvc  map[clusterview.ServiceRef][]*probeEntry // sorted by ElastiService name
 	synced []cache.InformerSynced
 	logger klog.Logger
 }
 
 type probeEntry struct {
 	name    string
-	own     ServiceRef   // spec.service
-	svcs    []ServiceRef // every Service it fronts (namedServices)
+	own     clusterview.ServiceRef   // spec.service
+	svcs    []clusterview.ServiceRef // every Service it fronts (namedServices)
 	version string
 	rules   []compiledRule
 }
@@ -94,14 +95,14 @@ func NewProbeIndex(ctx context.Context, informer elastiinformers.ElastiServiceIn
 func NewStaticProbeIndex(ctx context.Context) *ProbeIndex {
 	return &ProbeIndex{
 		byName: map[types.NamespacedName]*probeEntry{},
-		bySvc:  map[ServiceRef][]*probeEntry{},
+		bySvc:  map[clusterview.ServiceRef][]*probeEntry{},
 		logger: klog.FromContext(ctx).WithName("probes"),
 	}
 }
 
 // HasSynced reports whether the ElastiService informer has synced.
 func (p *ProbeIndex) HasSynced() bool {
-	return allSynced(p.synced)
+	return clusterview.AllSynced(p.synced)
 }
 
 func (p *ProbeIndex) onUpsert(obj any) {
@@ -121,7 +122,7 @@ func (p *ProbeIndex) onDelete(obj any) {
 // under, through the status. es is only read.
 func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 	key := es.Key()
-	own, svcs := ServiceRef{es.Namespace, es.Spec.Service}, namedServices(es)
+	own, svcs := clusterview.ServiceRef{Namespace: es.Namespace, Name: es.Spec.Service}, clusterview.NamedServices(es)
 	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
 	if es.Generation == 0 {
 		// Objects that never went through an apiserver (tests, fakes) have
@@ -165,7 +166,7 @@ func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
 // spec.service is svc, then by name. An old Service of one ElastiService's
 // move may already be another's spec.service, and then that other one's
 // rules are the Service's own.
-func compareForService(svc ServiceRef, a, b *probeEntry) int {
+func compareForService(svc clusterview.ServiceRef, a, b *probeEntry) int {
 	aOwn, bOwn := a.own == svc, b.own == svc
 	if aOwn != bOwn {
 		if aOwn {
@@ -200,7 +201,7 @@ func (p *ProbeIndex) removeLocked(key types.NamespacedName) {
 }
 
 // MatchProbe implements ProbeMatcher.
-func (p *ProbeIndex) MatchProbe(svc ServiceRef, req *http.Request) (ProbeAnswer, bool) {
+func (p *ProbeIndex) MatchProbe(svc clusterview.ServiceRef, req *http.Request) (ProbeAnswer, bool) {
 	p.mu.RLock()
 	list := p.bySvc[svc]
 	p.mu.RUnlock()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // probeBenchFleet is how many ElastiServices BenchmarkProbeIndexMemory
@@ -93,7 +94,7 @@ func indexFleet(b *testing.B, wire []byte) float64 {
 		p.Upsert(es)
 	}
 	kept := liveHeap() - before
-	if _, ok := p.MatchProbe(ServiceRef{"team-0000", "web"}, httptest.NewRequest("GET", "/", nil)); ok {
+	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team-0000", Name: "web"}, httptest.NewRequest("GET", "/", nil)); ok {
 		b.Fatal("a plain GET / matched")
 	}
 	runtime.KeepAlive(store)

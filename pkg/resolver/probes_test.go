@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
@@ -17,6 +19,7 @@ import (
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/regexbudget"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 func elastiService(ns, name, svc string, gen int64, rules ...v1.ProbeResponseRule) *v1.ElastiService {
@@ -58,7 +61,7 @@ func TestProbeRuleMatching(t *testing.T) {
 	}
 	p := NewStaticProbeIndex(ctx)
 	p.Upsert(elastiService("team", "es", "web", 1, rules...))
-	svc := ServiceRef{"team", "web"}
+	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 
 	tests := []struct {
 		method, target string
@@ -111,7 +114,7 @@ func TestProbeRuleMatching(t *testing.T) {
 		}
 	}
 
-	if _, ok := p.MatchProbe(ServiceRef{"other", "web"}, httptest.NewRequest("GET", "/healthz", nil)); ok {
+	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "other", Name: "web"}, httptest.NewRequest("GET", "/healthz", nil)); ok {
 		t.Error("a rule of team/web matched other/web")
 	}
 }
@@ -161,28 +164,28 @@ func TestProbeCompiledOncePerGeneration(t *testing.T) {
 	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/h.*"}, Response: answer(200, "a")}
 	es := elastiService("team", "es", "web", 3, rule)
 	p.Upsert(es)
-	first := p.bySvc[ServiceRef{"team", "web"}][0]
+	first := p.bySvc[clusterview.ServiceRef{Namespace: "team", Name: "web"}][0]
 	es2 := es.DeepCopy()
 	es2.ResourceVersion = "99" // status-only change: same generation
 	p.Upsert(es2)
-	if p.bySvc[ServiceRef{"team", "web"}][0] != first {
+	if p.bySvc[clusterview.ServiceRef{Namespace: "team", Name: "web"}][0] != first {
 		t.Error("rules were recompiled for the same generation")
 	}
 	es3 := es.DeepCopy()
 	es3.Generation = 4
 	es3.Spec.ProbeResponse[0].Response.Body = "b"
 	p.Upsert(es3)
-	if a, _ := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/health", nil)); a.Body != "b" {
+	if a, _ := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, httptest.NewRequest("GET", "/health", nil)); a.Body != "b" {
 		t.Errorf("after a new generation got %q, want b", a.Body)
 	}
 	// Moving the ElastiService to another Service moves its rules.
 	es4 := es3.DeepCopy()
 	es4.Spec.Service = "api"
 	p.Upsert(es4)
-	if _, ok := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/health", nil)); ok {
+	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, httptest.NewRequest("GET", "/health", nil)); ok {
 		t.Error("rules stayed on the old Service")
 	}
-	if _, ok := p.MatchProbe(ServiceRef{"team", "api"}, httptest.NewRequest("GET", "/health", nil)); !ok {
+	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "api"}, httptest.NewRequest("GET", "/health", nil)); !ok {
 		t.Error("rules did not move to the new Service")
 	}
 	p.Delete("team", "es")
@@ -191,13 +194,13 @@ func TestProbeCompiledOncePerGeneration(t *testing.T) {
 	}
 	// Bad status: the rule is invalid.
 	p.Upsert(elastiService("team", "bad", "web", 1, v1.ProbeResponseRule{Response: answer(42, "x")}))
-	if _, ok := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/", nil)); ok {
+	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, httptest.NewRequest("GET", "/", nil)); ok {
 		t.Error("a rule with status 42 matched")
 	}
 }
 
 func TestProbeIndexFromInformer(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -212,9 +215,9 @@ func TestProbeIndexFromInformer(t *testing.T) {
 	defer factory.Shutdown()
 	defer cancel()
 	factory.WaitForCacheSync(ctx.Done())
-	eventually(t, 5*time.Second, "probe index synced", p.HasSynced)
+	resolvertest.Eventually(t, 5*time.Second, "probe index synced", p.HasSynced)
 
-	svc := ServiceRef{"team", "web"}
+	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 	if a, ok := p.MatchProbe(svc, httptest.NewRequest("GET", "/healthz", nil)); !ok || a.Body != "ok" {
 		t.Fatalf("initial rule: %+v %v", a, ok)
 	}
@@ -227,14 +230,14 @@ func TestProbeIndexFromInformer(t *testing.T) {
 	if _, err := client.ElastiV1alpha1().ElastiServices("team").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "updated rule", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "updated rule", func() bool {
 		a, _ := p.MatchProbe(svc, httptest.NewRequest("GET", "/healthz", nil))
 		return a.Body == "updated"
 	})
 	if err := client.ElastiV1alpha1().ElastiServices("team").Delete(ctx, "es", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "rule removal", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "rule removal", func() bool {
 		_, ok := p.MatchProbe(svc, httptest.NewRequest("GET", "/healthz", nil))
 		return !ok
 	})
@@ -257,7 +260,7 @@ func TestProbeAnsweredForEveryFrontedService(t *testing.T) {
 	}
 	p.Upsert(es)
 	probe := func(svc string) bool {
-		_, ok := p.MatchProbe(ServiceRef{"team", svc}, httptest.NewRequest("GET", "/healthz", nil))
+		_, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: svc}, httptest.NewRequest("GET", "/healthz", nil))
 		return ok
 	}
 	if !probe("web") || !probe("web-v2") {
@@ -297,10 +300,10 @@ func TestProbeOfAServiceAnsweredByItsOwnElastiService(t *testing.T) {
 	moving.Status.ResolverPorts = []v1.ResolverPort{{Service: "web", Port: 80, ResolverPort: 20000}}
 	p.Upsert(moving)
 	p.Upsert(elastiService("team", "b-owner", "web", 1, healthz("from b")))
-	if a, ok := p.MatchProbe(ServiceRef{"team", "web"}, httptest.NewRequest("GET", "/healthz", nil)); !ok || a.Body != "from b" {
+	if a, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, httptest.NewRequest("GET", "/healthz", nil)); !ok || a.Body != "from b" {
 		t.Errorf("probe of web answered %q (%v), want its own ElastiService's %q", a.Body, ok, "from b")
 	}
-	if a, _ := p.MatchProbe(ServiceRef{"team", "web-v2"}, httptest.NewRequest("GET", "/healthz", nil)); a.Body != "from a" {
+	if a, _ := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web-v2"}, httptest.NewRequest("GET", "/healthz", nil)); a.Body != "from a" {
 		t.Errorf("probe of web-v2 answered %q, want %q", a.Body, "from a")
 	}
 }
@@ -363,7 +366,7 @@ func TestOversizedRegexpIsNeverCompiled(t *testing.T) {
 		if c.ua != "" {
 			req.Header.Set("User-Agent", c.ua)
 		}
-		a, ok := p.MatchProbe(ServiceRef{c.ns, "web"}, req)
+		a, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: c.ns, Name: "web"}, req)
 		if got := a.Body; !ok && got != "" || ok != (c.want != "") || got != c.want {
 			t.Errorf("%s %.20s (User-Agent %.20q): answered %q (%v), want %q", c.ns, c.path, c.ua, got, ok, c.want)
 		}
@@ -392,10 +395,10 @@ func TestRegexpBudgetIsPerElastiService(t *testing.T) {
 		p.Upsert(elastiService(ns, "es", "web", 1, rule("x", "first"), rule("y", "second")))
 	}
 	for _, ns := range []string{"a", "b"} {
-		if a, _ := p.MatchProbe(ServiceRef{ns, "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("x", n), nil)); a.Body != "first" {
+		if a, _ := p.MatchProbe(clusterview.ServiceRef{Namespace: ns, Name: "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("x", n), nil)); a.Body != "first" {
 			t.Errorf("%s: the first rule answered %q, want first", ns, a.Body)
 		}
-		if a, ok := p.MatchProbe(ServiceRef{ns, "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("y", n), nil)); ok {
+		if a, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: ns, Name: "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("y", n), nil)); ok {
 			t.Errorf("%s: the second rule, past the budget, answered %q", ns, a.Body)
 		}
 	}

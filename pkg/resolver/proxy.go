@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // forwarder reverse-proxies a request to a Ready pod: HTTP/1.1 with
@@ -34,7 +36,7 @@ type forwarder struct {
 // forwardInfo travels in the outbound request's context from ServeHTTP to
 // the transport.
 type forwardInfo struct {
-	svc   ServiceRef
+	svc   clusterview.ServiceRef
 	port  string   // the Service port, as given to EndpointSource.Lookup
 	addrs []string // in try order
 	h2c   bool
@@ -95,7 +97,7 @@ func newForwarder(cfg Config, conn *connector, metrics *Metrics, logger klog.Log
 // serve forwards req to one of b's endpoints, which Lookup(svc, port)
 // returned. held is how long req was held for the Service to wake, 0 if it
 // was not.
-func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string, b Backends, held time.Duration) {
+func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
 	upgrade := req.Header.Get("Upgrade") != ""
 	info := &forwardInfo{
 		svc:   svc,
@@ -104,13 +106,13 @@ func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc ServiceR
 		// WebSocket and other upgrades exist only in HTTP/1.1.
 		h2c:    !upgrade && (b.H2C || req.ProtoMajor == 2 || isGRPC(req)),
 		held:   held,
-		source: b.source(),
+		source: b.Source(),
 	}
 	if req.ProtoMajor == 1 && !upgrade {
 		// Let a streaming backend answer while the client still sends.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
-	f.logger.V(4).Info("Forwarding request", "service", svc.kref(), "method", req.Method, "h2c", info.h2c, "endpoints", len(b.Addrs))
+	f.logger.V(4).Info("Forwarding request", "service", svc.KRef(), "method", req.Method, "h2c", info.h2c, "endpoints", len(b.Addrs))
 	f.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), forwardInfoKey{}, info)))
 }
 
@@ -220,7 +222,7 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 
 func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
-	logger := f.logger.WithValues("service", info.svc.kref())
+	logger := f.logger.WithValues("service", info.svc.KRef())
 	if req.Context().Err() != nil {
 		logger.V(4).Info("Client went away while forwarding", "err", err)
 		return

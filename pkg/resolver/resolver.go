@@ -15,22 +15,27 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/connlimit"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // Options are the resolver's collaborators.
 type Options struct {
 	// Endpoints is required.
-	Endpoints EndpointSource
+	Endpoints clusterview.EndpointSource
 	// Probes is optional; without it no request is answered by a rule.
 	Probes ProbeMatcher
 	// Named is optional; with it, a request for a Service the resolver is
 	// not in front of waits frontGrace for a resolver slice only when an
 	// ElastiService names the Service, and is answered 404 at once
 	// otherwise. Without it every such request is answered 404 at once.
-	Named interface{ Named(ServiceRef) bool }
+	Named interface {
+		Named(clusterview.ServiceRef) bool
+	}
 	// Waiting is optional; with it, a hold that times out names what the
 	// wake waits on, a dependency of a wake group (NamedIndex is one).
-	Waiting interface{ WaitingOn(ServiceRef) string }
+	Waiting interface {
+		WaitingOn(clusterview.ServiceRef) string
+	}
 	// Pages is optional; with it, an ElastiService's spec.waitingPage
 	// turns the waiting page on or off for its Service (waitpage.go).
 	// Without it Config.WaitingPage alone decides.
@@ -44,13 +49,13 @@ type Options struct {
 	OperatorClient *http.Client
 	// Pods reads the pods that direct probing checks (podprobe.go); direct
 	// probing is on when it is set and Config.ProbePods is true.
-	Pods PodGetter
+	Pods clusterview.PodGetter
 	// PodView, when set, watches the pods of each Service a request is
 	// held for: a pod the kubelet wrote Ready releases the hold without
 	// waiting for the EndpointSlice controller, and every address the
-	// slices give is checked against the pods (podview.go, vouch.go).
+	// slices give is checked against the pods (clusterview.VouchedEndpoints).
 	// Without it the slices alone are read, as unit tests do.
-	PodView PodView
+	PodView clusterview.PodView
 	// WakeToken, when set, gives the token every wake request carries
 	// (see pkg/waketoken). Nil sends none, as KubeElasti's resolver.
 	WakeToken TokenSource
@@ -70,13 +75,17 @@ type Resolver struct {
 	cfg Config
 	// eps is the Options' EndpointSource, vouched for by the pod view
 	// when there is one; clusterIPs is its ClusterIP index, if it has one.
-	eps        EndpointSource
+	eps        clusterview.EndpointSource
 	clusterIPs ClusterIPIndex
 	// view is Options.PodView, nil without one.
-	view    PodView
-	probes  ProbeMatcher
-	named   interface{ Named(ServiceRef) bool }
-	waiting interface{ WaitingOn(ServiceRef) string }
+	view   clusterview.PodView
+	probes ProbeMatcher
+	named  interface {
+		Named(clusterview.ServiceRef) bool
+	}
+	waiting interface {
+		WaitingOn(clusterview.ServiceRef) string
+	}
 	pages   PageSwitch
 	admit   *admission
 	holds   *holder
@@ -117,12 +126,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	}
 	eps := opts.Endpoints
 	if opts.PodView != nil {
-		eps = vouchedEndpoints{EndpointSource: eps, view: opts.PodView}
+		eps = clusterview.VouchedEndpoints{EndpointSource: eps, View: opts.PodView}
 	}
 	clusterIPs, _ := opts.Endpoints.(ClusterIPIndex)
 	conn := newConnector(eps, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
 	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
-	var pods PodGetter
+	var pods clusterview.PodGetter
 	if cfg.ProbePods {
 		pods = opts.Pods
 	}
@@ -168,8 +177,8 @@ func (r *Resolver) Close() {
 // the Service: front, then forward at once when svc has a Ready endpoint
 // on port (a Service port number, or "" for the default port); else a
 // probe answer, or hold, then forward.
-func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc ServiceRef, port string) {
-	logger := r.logger.WithValues("service", svc.kref())
+func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string) {
+	logger := r.logger.WithValues("service", svc.KRef())
 	// Charged before anything waits, and given back when the request is
 	// answered: the front grace, a hold and a pod that stalls all keep
 	// the request in memory.
@@ -180,7 +189,7 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc Se
 		return
 	}
 	defer uncharge()
-	if !awaitFront(req.Context(), r.eps, r.named, svc) {
+	if !clusterview.AwaitFront(req.Context(), r.eps, r.named, svc) {
 		logger.V(4).Info("Refusing request for a Service the resolver is not in front of")
 		r.metrics.NotInFront.WithLabelValues(ProtocolHTTP).Inc()
 		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
@@ -210,12 +219,12 @@ const viewListWait = 2 * time.Second
 // forwarded without a hold. When the slices list a Ready endpoint and the
 // pod view does not have svc's pods whole (no hold in the last
 // podViewLinger), it joins the view and waits for its first list, so the
-// addresses are vouched for as a held request's are (vouch.go): a forged
+// addresses are vouched for as a held request's are (clusterview.VouchedEndpoints): a forged
 // Ready endpoint is no shortcut past the check. The wait is for the
 // first request after a quiet spell only; a Service with no view to make
 // (past the bounds, no selector) waits for nothing: its addresses are
 // vouched for by reads of their pods (vouchByName).
-func (r *Resolver) lookupToForward(ctx context.Context, svc ServiceRef, port string) (Backends, error) {
+func (r *Resolver) lookupToForward(ctx context.Context, svc clusterview.ServiceRef, port string) (clusterview.Backends, error) {
 	b, err := r.eps.Lookup(svc, port)
 	if err != nil || len(b.Addrs) == 0 || r.view == nil {
 		return b, err
@@ -239,7 +248,7 @@ func (r *Resolver) lookupToForward(ctx context.Context, svc ServiceRef, port str
 // forwardOverheadBytes more while it does: past the budget it is answered
 // 503 instead, unless it was held (waited > 0): the requests a wake
 // releases all go on (see chargeAnyway).
-func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string, b Backends, waited time.Duration) {
+func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, waited time.Duration) {
 	if waited > 0 {
 		defer r.admit.chargeAnyway(svc.Namespace, forwardOverheadBytes)()
 		r.fwd.serve(w, req, svc, port, b, waited)
@@ -259,7 +268,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 // first when it may be (body.go), and answers what try leaves to it: a
 // refusal (answer.go), 504 at the request timeout, 503 when the resolver
 // shuts down, and to a browser the waiting page (waitpage.go).
-func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string) {
+func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string) {
 	// The body budget is asked first: a body that does not fit streams,
 	// and what a streaming body keeps in memory is charged on admission.
 	buffer := r.bufferable(req) && r.reserveBuffer(req.ContentLength)
@@ -291,7 +300,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	}
 	err := r.try(ctx, s,
 		func(refused refusal) { r.writeRefusal(w, svc, refused) },
-		func(b Backends, waited time.Duration) {
+		func(b clusterview.Backends, waited time.Duration) {
 			if page {
 				r.pageClock.forget(svc)
 			}
@@ -329,12 +338,12 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
-	logger := r.logger.WithValues("service", svc.kref(), "port", route.Port)
+	logger := r.logger.WithValues("service", svc.KRef(), "port", route.Port)
 	ctx, cancel := context.WithTimeout(r.holds.ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	defer context.AfterFunc(drop, cancel)()
 
-	if !awaitFront(ctx, r.eps, r.named, svc) {
+	if !clusterview.AwaitFront(ctx, r.eps, r.named, svc) {
 		r.metrics.NotInFront.WithLabelValues(ProtocolTCP).Inc()
 		logger.V(4).Info("Closing connection for a Service the resolver is not in front of")
 		return
@@ -344,7 +353,7 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 		logger.V(2).Info("Closing connection: cannot resolve service", "err", err)
 		return
 	}
-	forward := func(b Backends, held time.Duration) { r.spliceTo(ctx, drop, c, logger, svc, port, b, held) }
+	forward := func(b clusterview.Backends, held time.Duration) { r.spliceTo(ctx, drop, c, logger, svc, port, b, held) }
 	if len(b.Addrs) > 0 {
 		forward(b, 0)
 		return

@@ -19,9 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -34,7 +37,7 @@ func named(name string) http.Handler {
 }
 
 func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.1:8080", named("pod-a"))
 	client := newClient(t)
@@ -62,8 +65,8 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 			results <- result{resp.StatusCode, string(b), err}
 		}()
 	}
-	eventually(t, 10*time.Second, "200 held requests", func() bool { return metricValue(t, e.r.metrics.Queued) == n })
-	eventually(t, 5*time.Second, "the operator POST", func() bool { return e.op.posts.Load() >= 1 })
+	resolvertest.Eventually(t, 10*time.Second, "200 held requests", func() bool { return metricValue(t, e.r.metrics.Queued) == n })
+	resolvertest.Eventually(t, 5*time.Second, "the operator POST", func() bool { return e.op.posts.Load() >= 1 })
 	time.Sleep(100 * time.Millisecond) // room for a wrong second POST
 	if got := e.op.posts.Load(); got != 1 {
 		t.Fatalf("operator got %d POSTs for %d held requests, want exactly 1", got, n)
@@ -117,7 +120,7 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 }
 
 func TestForwardKeepsRequestIntact(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	type seen struct {
 		method, uri, host, body string
@@ -175,7 +178,7 @@ func TestForwardKeepsRequestIntact(t *testing.T) {
 }
 
 func TestStreamsLargeBodiesBothWays(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	backendGotData := make(chan struct{})
 	var once sync.Once
@@ -273,7 +276,7 @@ func TestStreamsLargeBodiesBothWays(t *testing.T) {
 }
 
 func TestH2CAndGRPCWithTrailers(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	protos := make(chan int, 4)
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -346,7 +349,7 @@ func TestH2CAndGRPCWithTrailers(t *testing.T) {
 }
 
 func TestWebSocketUpgradeWhileCold(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.1:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || !strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
@@ -386,7 +389,7 @@ func TestWebSocketUpgradeWhileCold(t *testing.T) {
 	fmt.Fprintf(conn, "GET /chat HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", testHost)
 
 	// The target is cold: the upgrade is held, then released.
-	eventually(t, 5*time.Second, "held upgrade", func() bool { return metricValue(t, e.r.metrics.Queued) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held upgrade", func() bool { return metricValue(t, e.r.metrics.Queued) == 1 })
 	e.eps.Set(testSvc, "10.244.0.1:8080")
 
 	br := bufio.NewReader(conn)
@@ -420,7 +423,7 @@ func TestWebSocketUpgradeWhileCold(t *testing.T) {
 }
 
 func TestProbeResponseDoesNotWake(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.1:8080", named("pod-a"))
 	e.probe.Upsert(elastiService("team", "web-es", "web", 1, v1.ProbeResponseRule{
@@ -461,7 +464,7 @@ func TestProbeResponseDoesNotWake(t *testing.T) {
 }
 
 func TestOperatorDownThenBack(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.RequestTimeout = 300 * time.Millisecond
 	cfg.OperatorRetryInitial = 20 * time.Millisecond
@@ -521,13 +524,13 @@ func TestOperatorDownThenBack(t *testing.T) {
 	}
 	// The hook scales up before the operator answers, so the request may be
 	// served before the wake loop has counted the success.
-	eventually(t, 5*time.Second, "one successful wake request", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "one successful wake request", func() bool {
 		return metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeSuccess)) == 1
 	})
 }
 
 func TestWakeLoopBacksOffAndStops(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.OperatorRetryInitial = 20 * time.Millisecond
 	cfg.OperatorRetryMax = 80 * time.Millisecond
@@ -546,7 +549,7 @@ func TestWakeLoopBacksOffAndStops(t *testing.T) {
 		done <- resp
 	}()
 	start := time.Now()
-	eventually(t, 5*time.Second, "held request", func() bool { return metricValue(t, e.r.metrics.Queued) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held request", func() bool { return metricValue(t, e.r.metrics.Queued) == 1 })
 	time.Sleep(600 * time.Millisecond)
 	posts := e.op.posts.Load()
 	elapsed := time.Since(start)
@@ -579,7 +582,7 @@ func TestWakeLoopBacksOffAndStops(t *testing.T) {
 }
 
 func TestQueueOverflow(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.PerServiceQueue = 2
 	cfg.GlobalQueue = 3
@@ -605,7 +608,7 @@ func TestQueueOverflow(t *testing.T) {
 	}
 	hold(testHost)
 	hold(testHost)
-	eventually(t, 5*time.Second, "two held", func() bool { return metricValue(t, e.r.metrics.Queued) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "two held", func() bool { return metricValue(t, e.r.metrics.Queued) == 2 })
 
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
@@ -617,7 +620,7 @@ func TestQueueOverflow(t *testing.T) {
 	}
 
 	hold("api.team")
-	eventually(t, 5*time.Second, "three held", func() bool { return metricValue(t, e.r.metrics.Queued) == 3 })
+	resolvertest.Eventually(t, 5*time.Second, "three held", func() bool { return metricValue(t, e.r.metrics.Queued) == 3 })
 	req := e.request(t, context.Background(), "GET", "/", nil)
 	req.Host = "other.team:80"
 	resp, err = client.Do(req)
@@ -636,11 +639,11 @@ func TestQueueOverflow(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	eventually(t, 5*time.Second, "slots freed", func() bool { return metricValue(t, e.r.metrics.Queued) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "slots freed", func() bool { return metricValue(t, e.r.metrics.Queued) == 0 })
 }
 
 func TestClientDisconnectFreesSlot(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.PerServiceQueue = 1
 	e := newEnv(t, cfg)
@@ -649,7 +652,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := doInBackground(client, e.request(t, ctx, "GET", "/", nil))
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -661,7 +664,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled request: %v", err)
 	}
-	eventually(t, 5*time.Second, "slot freed", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "slot freed", func() bool {
 		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
 	})
 
@@ -674,7 +677,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 // A held request with a small body: Go's HTTP/1.1 server only notices the
 // client leaving once the body has been read, so hold reads it first.
 func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.PerServiceQueue = 1
 	cfg.RequestTimeout = time.Minute // far beyond "promptly"
@@ -687,14 +690,14 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := doInBackground(client, e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`)))
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	// Let the handler reach its wait: the body has been sent and read.
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled request: %v", err)
 	}
-	eventually(t, 2*time.Second, "slot freed after the client left", func() bool {
+	resolvertest.Eventually(t, 2*time.Second, "slot freed after the client left", func() bool {
 		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
 	})
 	if got := metricValue(t, e.r.metrics.Timeouts); got != 0 {
@@ -743,7 +746,7 @@ func TestBufferBody(t *testing.T) {
 }
 
 func TestRemovedEndpointNeverUsed(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.1:8080", named("a"))
 	e.backend(t, "10.244.0.2:8080", named("b"))
@@ -776,7 +779,7 @@ func TestRemovedEndpointNeverUsed(t *testing.T) {
 }
 
 func TestDialFailureRetriesAnotherEndpoint(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.r.fwd.connectPatience = 300 * time.Millisecond
 	e.backend(t, "10.244.0.2:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -814,16 +817,16 @@ func TestDialFailureRetriesAnotherEndpoint(t *testing.T) {
 
 type notFoundSource struct{}
 
-func (notFoundSource) Lookup(ServiceRef, string) (Backends, error) {
-	return Backends{}, ErrServiceNotFound
+func (notFoundSource) Lookup(clusterview.ServiceRef, string) (clusterview.Backends, error) {
+	return clusterview.Backends{}, clusterview.ErrServiceNotFound
 }
-func (notFoundSource) Front(ServiceRef) bool { return true }
+func (notFoundSource) Front(clusterview.ServiceRef) bool { return true }
 
-func (notFoundSource) Watch(ServiceRef) (<-chan struct{}, func()) { return nil, func() {} }
-func (notFoundSource) HasSynced() bool                            { return false }
+func (notFoundSource) Watch(clusterview.ServiceRef) (<-chan struct{}, func()) { return nil, func() {} }
+func (notFoundSource) HasSynced() bool                                        { return false }
 
 func TestBadRequestsAndHealth(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.HostHeader = "X-Elasti-Host"
 	e := newEnv(t, cfg)
@@ -893,7 +896,7 @@ func TestBadRequestsAndHealth(t *testing.T) {
 // Close answers every held request 503 with a Retry-After, so a client
 // knows to come back, through another resolver pod, soon.
 func TestCloseAnswersHeldRequests(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	type answer struct {
 		got        string
@@ -914,7 +917,7 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 		}
 		done <- answer{fmt.Sprint(resp.StatusCode, " ", body), resp.Header.Get("Retry-After")}
 	}()
-	eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 	e.r.Close()
 	select {
 	case a := <-done:

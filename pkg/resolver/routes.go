@@ -17,12 +17,13 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
 // Route is what a resolver port stands for: one port of one Service.
 type Route struct {
-	Service ServiceRef
+	Service clusterview.ServiceRef
 	// Port is the Service port's number.
 	Port int32
 	// PortName is the Service port's name.
@@ -97,7 +98,7 @@ func NewInformerRouteTable(ctx context.Context, informer elastiinformers.ElastiS
 
 // HasSynced reports whether the ElastiService informer has synced.
 func (t *RouteTable) HasSynced() bool {
-	return allSynced(t.synced)
+	return clusterview.AllSynced(t.synced)
 }
 
 // Changed receives a token after the set of ports changed.
@@ -115,7 +116,7 @@ func (t *RouteTable) Upsert(es *elastiv1alpha1.ElastiService) {
 			continue
 		}
 		claims = append(claims, routeClaim{port: p.ResolverPort, owner: owner, created: es.CreationTimestamp.Unix(), route: Route{
-			Service: ServiceRef{Namespace: es.Namespace, Name: p.Service}, Port: p.Port, PortName: p.Name,
+			Service: clusterview.ServiceRef{Namespace: es.Namespace, Name: p.Service}, Port: p.Port, PortName: p.Name,
 		}})
 	}
 	t.set(owner, claims)

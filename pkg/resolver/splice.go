@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // spliceTo connects to one of b's endpoints through the connect rounds
 // (connect.go), with the patience an HTTP request has, and splices c to
 // it; when no pod accepts within it, c is closed. held is how long c was
 // held for the Service to wake, 0 if it was not.
-func (r *Resolver) spliceTo(ctx, drop context.Context, c *peekedConn, logger klog.Logger, svc ServiceRef, port string, b Backends, held time.Duration) {
+func (r *Resolver) spliceTo(ctx, drop context.Context, c *peekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
 	backend, err := r.conn.connect(ctx, svc, port, b.Addrs, r.fwd.connectPatience)
 	if err != nil {
 		r.metrics.Spliced.WithLabelValues(OutcomeUnreachable).Inc()
-		logger.Info("Closing connection: no pod accepted it", "source", b.source(), "err", err)
+		logger.Info("Closing connection: no pod accepted it", "source", b.Source(), "err", err)
 		return
 	}
 	r.metrics.Spliced.WithLabelValues(OutcomeSuccess).Inc()

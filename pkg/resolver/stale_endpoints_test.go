@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -21,7 +24,7 @@ import (
 // endpoints gone, every request must still reach the one that is left; no
 // request may be answered 502 while a listed endpoint accepts.
 func TestGoneEndpointsStillListedCostNoRequest(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.3:8080", named("survivor"))
 	// 10.244.0.1 and .2 have no route in fakeNet: connecting fails, as to
@@ -48,9 +51,9 @@ func TestGoneEndpointsStillListedCostNoRequest(t *testing.T) {
 // that failed has usually just left the list, and a pod that became Ready
 // meanwhile is used, instead of a fallback picked from the stale list.
 func TestRetryAfterAFailedConnectUsesTheCurrentEndpoints(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	_, ctx := ktesting.NewTestContext(t)
-	eps := NewMemoryEndpoints()
+	eps := clusterview.NewMemoryEndpoints()
 	fn := newFakeNet()
 	op := newFakeOperator(t)
 	newPod := httptest.NewServer(named("new pod"))

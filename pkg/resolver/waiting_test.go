@@ -7,15 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // WaitingOn gives the DependenciesReady message of the ElastiService whose
 // spec.service the Service is, while its group waits on a dependency.
 func TestWaitingOnNamesTheBlockingDependency(t *testing.T) {
-	f, idx := NewMemoryNamedIndex()
+	f, idx := clusterview.NewMemoryNamedIndex()
 	es := elastiService("team", "shop", "web", 1)
 	if err := idx.Add(es); err != nil {
 		t.Fatal(err)
@@ -32,19 +35,19 @@ func TestWaitingOnNamesTheBlockingDependency(t *testing.T) {
 	if got := f.WaitingOn(testSvc); got != `ElastiService team/shop: Waking in order, the target waits: dependency 1 of 1, StatefulSet "db", has 0/1 replicas ready` {
 		t.Errorf("WaitingOn = %q", got)
 	}
-	if got := f.WaitingOn(ServiceRef{"team", "other"}); got != "" {
+	if got := f.WaitingOn(clusterview.ServiceRef{Namespace: "team", Name: "other"}); got != "" {
 		t.Errorf("another Service: %q", got)
 	}
 }
 
 type waitingOn string
 
-func (w waitingOn) WaitingOn(ServiceRef) string { return string(w) }
+func (w waitingOn) WaitingOn(clusterview.ServiceRef) string { return string(w) }
 
 // A hold that times out while a wake group waits on a dependency says so in
 // its answer.
 func TestTimedOutHoldNamesTheDependencyItWaitedOn(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.RequestTimeout = 300 * time.Millisecond
 	const on = `ElastiService team/web: Waking in order, the target waits: dependency 1 of 2, StatefulSet "db", has 0/1 replicas ready`

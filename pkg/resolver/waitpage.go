@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // The waiting page, said once here.
@@ -52,7 +53,7 @@ const pageContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'
 // PageSwitch reads the spec.waitingPage of a Service's ElastiService, nil
 // when it has none. NamedIndex is one.
 type PageSwitch interface {
-	WaitingPage(ServiceRef) *elastiv1alpha1.WaitingPage
+	WaitingPage(clusterview.ServiceRef) *elastiv1alpha1.WaitingPage
 }
 
 // isNavigation reports whether req is a browser's top-level navigation,
@@ -100,7 +101,7 @@ func acceptsHTML(accept []string) bool {
 
 // waitingPageFor reports whether req, about to be held for svc, gets the
 // waiting page if it waits long enough, and after how long.
-func (r *Resolver) waitingPageFor(req *http.Request, svc ServiceRef) (bool, time.Duration) {
+func (r *Resolver) waitingPageFor(req *http.Request, svc clusterview.ServiceRef) (bool, time.Duration) {
 	if !isNavigation(req) {
 		return false, 0
 	}
@@ -130,7 +131,7 @@ const pageProbeLinger = 3 * pageRefresh
 // may get the waiting page: it joins the prober before the hold, and
 // done lets go, pageProbeLinger later when the request was paged, at once
 // otherwise. Without direct probing it does nothing.
-func (h *holder) probeAcrossPages(svc ServiceRef) (done func(paged bool)) {
+func (h *holder) probeAcrossPages(svc clusterview.ServiceRef) (done func(paged bool)) {
 	if h.direct == nil {
 		return func(bool) {}
 	}
@@ -183,13 +184,13 @@ type pageData struct {
 // writeWaitingPage answers req with the waiting page for svc: whose wake
 // began at began as far as this resolver knows (pageClock), and the
 // progress the endpoints on port show.
-func (r *Resolver) writeWaitingPage(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc ServiceRef, port string, began time.Time) {
+func (r *Resolver) writeWaitingPage(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, began time.Time) {
 	now := time.Now()
 	since := r.pageClock.since(svc, began, now)
 	progress := "scaling up, no pod yet"
 	if b, err := r.eps.Lookup(svc, port); err == nil && len(b.Unready) > 0 {
 		n := strconv.Itoa(len(b.Unready))
-		if len(b.Unready) >= maxUnreadyEndpoints {
+		if len(b.Unready) >= clusterview.MaxUnreadyEndpoints {
 			n = "at least " + n
 		}
 		progress = "starting, " + n + " pod(s) not ready yet"
@@ -227,19 +228,19 @@ type pageClock struct {
 	idle time.Duration
 
 	mu     sync.Mutex
-	starts map[ServiceRef]pageStart
+	starts map[clusterview.ServiceRef]pageStart
 }
 
 type pageStart struct{ since, seen time.Time }
 
 func newPageClock(idle time.Duration) *pageClock {
-	return &pageClock{idle: idle, starts: map[ServiceRef]pageStart{}}
+	return &pageClock{idle: idle, starts: map[clusterview.ServiceRef]pageStart{}}
 }
 
 // since returns when svc's wake began: the start of the first request of
 // the pages answered for it without a pause longer than idle, or began,
 // this request's, when none was.
-func (c *pageClock) since(svc ServiceRef, began, now time.Time) time.Time {
+func (c *pageClock) since(svc clusterview.ServiceRef, began, now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.starts[svc]; ok && now.Sub(s.seen) <= c.idle {
@@ -262,7 +263,7 @@ func (c *pageClock) since(svc ServiceRef, began, now time.Time) time.Time {
 }
 
 // forget ends svc's count: its wake is over.
-func (c *pageClock) forget(svc ServiceRef) {
+func (c *pageClock) forget(svc clusterview.ServiceRef) {
 	c.mu.Lock()
 	delete(c.starts, svc)
 	c.mu.Unlock()

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // navigation is what a browser sends when a person opens the page.
@@ -57,7 +60,7 @@ func checkPage(t *testing.T, resp *http.Response) {
 // leaves its hold, and the wake goes on: a later reload says what the
 // resolver sees, and once a pod is Ready it gets the pod's answer.
 func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	const after = 200 * time.Millisecond
 	e := newEnv(t, pageConfig(after))
 	e.backend(t, "10.244.0.1:8080", named("pod"))
@@ -93,7 +96,7 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 		t.Errorf("waiting pages %v, want 1", got)
 	}
 
-	e.eps.SetUnready(testSvc, UnreadyEndpoint{IP: "10.244.0.1", Port: 8080, Pod: "web-1"}, UnreadyEndpoint{IP: "10.244.0.2", Port: 8080, Pod: "web-2"})
+	e.eps.SetUnready(testSvc, clusterview.UnreadyEndpoint{IP: "10.244.0.1", Port: 8080, Pod: "web-1"}, clusterview.UnreadyEndpoint{IP: "10.244.0.2", Port: 8080, Pod: "web-2"})
 	resp, err = client.Do(navigation(t, e, "GET"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +115,7 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 
 // HEAD gets the page's headers and no body.
 func TestWaitingPageHeadHasNoBody(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, pageConfig(0))
 	resp, err := newClient(t).Do(navigation(t, e, "HEAD"))
 	if err != nil {
@@ -126,7 +129,7 @@ func TestWaitingPageHeadHasNoBody(t *testing.T) {
 
 // A cold start faster than the delay never shows the page.
 func TestWaitingPageNotShownOnAFastWake(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, pageConfig(5*time.Second))
 	e.backend(t, "10.244.0.1:8080", named("pod"))
 	if got := e.answerOnceHeld(t, newClient(t), navigation(t, e, "GET"), "10.244.0.1:8080"); got != "200 pod /shop" {
@@ -140,7 +143,7 @@ func TestWaitingPageNotShownOnAFastWake(t *testing.T) {
 // pageSwitch is a fixed spec.waitingPage for testSvc.
 type pageSwitch struct{ wp *v1.WaitingPage }
 
-func (p pageSwitch) WaitingPage(svc ServiceRef) *v1.WaitingPage {
+func (p pageSwitch) WaitingPage(svc clusterview.ServiceRef) *v1.WaitingPage {
 	if svc != testSvc {
 		return nil
 	}
@@ -188,13 +191,13 @@ func TestWaitingPageOthersAreHeldAsBefore(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			checkNoLeaks(t)
+			resolvertest.CheckNoLeaks(t)
 			e := newEnv(t, pageConfig(after), func(o *Options) { o.Pages = c.sw })
 			e.r.cfg.WaitingPage = c.flag
 			e.backend(t, "10.244.0.1:8080", named("pod"))
 			done := make(chan string, 1)
 			go func() { done <- fetch(newClient(t), c.req(t, e)) }()
-			eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+			resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
 			time.Sleep(6 * after)
 			if got := e.r.holds.held(testSvc); got != 1 {
 				t.Fatalf("%d held %v after the delay, want 1", got, 6*after)
@@ -239,11 +242,11 @@ func TestWaitingPageSpec(t *testing.T) {
 		{&v1.WaitingPage{Enabled: true, After: "-1s"}, false, true, flagAfter},
 		{&v1.WaitingPage{Enabled: true, After: "soon"}, false, true, flagAfter},
 	} {
-		named, idx := NewMemoryNamedIndex()
+		named, idx := clusterview.NewMemoryNamedIndex()
 		es := elastiService("team", "shop", "web", 1)
 		es.Spec.WaitingPage = c.wp
 		es.Annotations = map[string]string{"other": strings.Repeat("y", 1024)}
-		trimmed, _ := TrimForCache(es)
+		trimmed, _ := clusterview.TrimForCache(es)
 		if err := idx.Add(trimmed); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +259,7 @@ func TestWaitingPageSpec(t *testing.T) {
 		if got, after := r.waitingPageFor(req, testSvc); got != c.want || after != c.wantAfter {
 			t.Errorf("%+v with --waiting-page=%v: page %v after %v, want %v after %v", c.wp, c.flag, got, after, c.want, c.wantAfter)
 		}
-		if wp := r.pages.WaitingPage(ServiceRef{"team", "api"}); wp != nil {
+		if wp := r.pages.WaitingPage(clusterview.ServiceRef{Namespace: "team", Name: "api"}); wp != nil {
 			t.Errorf("another Service: %+v", wp)
 		}
 	}
@@ -313,7 +316,7 @@ func TestIsNavigation(t *testing.T) {
 func TestWaitingPageEscapesAndIsBounded(t *testing.T) {
 	e := newEnv(t, pageConfig(0))
 	logger, _ := ktesting.NewTestContext(t)
-	svc := ServiceRef{"team", `<script>alert("x")</script>&` + strings.Repeat("a", 63)}
+	svc := clusterview.ServiceRef{Namespace: "team", Name: `<script>alert("x")</script>&` + strings.Repeat("a", 63)}
 	w := httptest.NewRecorder()
 	e.r.writeWaitingPage(w, httptest.NewRequest("GET", "/", nil), logger, svc, "", time.Now().Add(-90*time.Second))
 	body := w.Body.String()
@@ -350,15 +353,15 @@ func TestPageClock(t *testing.T) {
 		t.Errorf("after forget: since %v, want %v", got, now)
 	}
 	for i := range maxPageClocks + 10 {
-		c.since(ServiceRef{"ns", fmt.Sprint("s", i)}, now, now)
+		c.since(clusterview.ServiceRef{Namespace: "ns", Name: fmt.Sprint("s", i)}, now, now)
 	}
 	if n := len(c.starts); n > maxPageClocks {
 		t.Errorf("%d clocks kept, want at most %d", n, maxPageClocks)
 	}
 	// Stale ones make room.
 	later := now.Add(time.Minute)
-	c.since(ServiceRef{"ns", "new"}, later, later)
-	if _, ok := c.starts[ServiceRef{"ns", "new"}]; !ok || len(c.starts) != 1 {
+	c.since(clusterview.ServiceRef{Namespace: "ns", Name: "new"}, later, later)
+	if _, ok := c.starts[clusterview.ServiceRef{Namespace: "ns", Name: "new"}]; !ok || len(c.starts) != 1 {
 		t.Errorf("stale clocks not pruned: %d kept", len(c.starts))
 	}
 }
@@ -377,7 +380,7 @@ func TestWaitingPageAfterNegativeIsRefused(t *testing.T) {
 // without waiting for the slice's Ready, and never before it passes.
 func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 	app := newStartingApp(t, "127.0.0.2")
-	pods := newFakePods(app.pod("web-1", "u1"))
+	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
 	cfg := pageConfig(0)
 	cfg.ProbePods = true
 	e := newEnv(t, cfg, func(o *Options) { o.Pods = pods })
@@ -398,14 +401,14 @@ func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 		readAll(t, resp)
 	}
 	// Between reloads nothing is held, yet the pod is still checked.
-	eventually(t, 5*time.Second, "the pod checked between reloads", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "the pod checked between reloads", func() bool {
 		return e.r.holds.held(testSvc) == 0 && app.checks.Load() >= 4
 	})
 	app.ready.Store(true)
 	// The browser reloads, each time held for a moment and paged, until a
 	// reload finds the pod passed: the slice never says Ready.
 	var last string
-	eventually(t, 5*time.Second, "a reload answered by the pod", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "a reload answered by the pod", func() bool {
 		resp := reload()
 		body := readAll(t, resp)
 		last = fmt.Sprintf("%d %.40q", resp.StatusCode, body)
@@ -418,5 +421,5 @@ func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 		t.Errorf("the app got %d requests while its readiness answered 503", n)
 	}
 	// The linger ends: nothing is probed once the pages stop.
-	eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
+	resolvertest.Eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
 }

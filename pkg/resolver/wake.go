@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -58,7 +59,7 @@ func newWakeClient(cfg Config, client *http.Client, token TokenSource, metrics *
 
 // wake POSTs one wake request for svc and returns the outcome label. ctx
 // ends on shutdown.
-func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc ServiceRef) string {
+func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string {
 	outcome, err := c.post(ctx, svc)
 	if ctx.Err() != nil {
 		return outcome // shutting down: neither counted nor logged
@@ -86,13 +87,13 @@ func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc ServiceRe
 	return outcome
 }
 
-func (c *wakeClient) post(ctx context.Context, svc ServiceRef) (string, error) {
+func (c *wakeClient) post(ctx context.Context, svc clusterview.ServiceRef) (string, error) {
 	return c.send(ctx, c.url, wakeapi.Encode(svc.Namespace, svc.Name))
 }
 
 // reportHeld tells the operator that a request held for svc waited held
 // (wakeapi.HeldPath).
-func (c *wakeClient) reportHeld(ctx context.Context, svc ServiceRef, held time.Duration) error {
+func (c *wakeClient) reportHeld(ctx context.Context, svc clusterview.ServiceRef, held time.Duration) error {
 	_, err := c.send(ctx, c.heldURL, wakeapi.EncodeHeld(svc.Namespace, svc.Name, held))
 	return err
 }

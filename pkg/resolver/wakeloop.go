@@ -1,6 +1,10 @@
 package resolver
 
-import "time"
+import (
+	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+)
 
 // wakeLoop asks the operator to wake svc while it has held requests: at once, then
 // with exponential backoff while the operator rejects or cannot be
@@ -16,9 +20,9 @@ import "time"
 // this goroutine runs or while it pauses, and the operator must still hear
 // that the Service was asked for, or every reload of the page would race
 // the same way and the Service would never wake.
-func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
+func (h *holder) wakeLoop(svc clusterview.ServiceRef, w *waiter) {
 	defer h.wg.Done()
-	logger := h.logger.WithValues("service", svc.kref())
+	logger := h.logger.WithValues("service", svc.KRef())
 	backoff := h.retryInitial
 	// w.joins when the loop last asked. A loop starts only after a join, so
 	// joins is at least 1 and the first look asks.
@@ -71,7 +75,7 @@ func (h *holder) wakeLoop(svc ServiceRef, w *waiter) {
 // ready reports whether svc has a Ready endpoint on the port a Host
 // without a port selects; the pods of one Service become Ready for all
 // their ports at once.
-func (h *holder) ready(svc ServiceRef) bool {
+func (h *holder) ready(svc clusterview.ServiceRef) bool {
 	b, err := h.eps.Lookup(svc, "")
 	return err == nil && len(b.Addrs) > 0
 }

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
@@ -37,7 +40,9 @@ func (c *fakeClock) step(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func cold(i int) ServiceRef { return ServiceRef{Namespace: "team", Name: fmt.Sprintf("cold-%d", i)} }
+func cold(i int) clusterview.ServiceRef {
+	return clusterview.ServiceRef{Namespace: "team", Name: fmt.Sprintf("cold-%d", i)}
+}
 
 // With the defaults (bursts of 100, then 10 a second) a client starts 100
 // wakes at once, the 101st waits for the bucket to refill, another client
@@ -184,7 +189,7 @@ func clientFrom(t *testing.T, local string) *http.Client {
 // request for a Service already waking is held; another client's wake
 // goes ahead.
 func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig()) // the default limit: bursts of 100, 10 a second
 	clock := newFakeClock()
 	e.r.admit.now = clock.Now
@@ -192,7 +197,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	hold := func(client *http.Client, svc ServiceRef) {
+	hold := func(client *http.Client, svc clusterview.ServiceRef) {
 		req := e.request(t, ctx, "GET", "/", nil)
 		req.Host = svc.Name + "." + svc.Namespace
 		wg.Go(func() {
@@ -202,7 +207,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 			}
 		})
 	}
-	send := func(client *http.Client, svc ServiceRef) *http.Response {
+	send := func(client *http.Client, svc clusterview.ServiceRef) *http.Response {
 		req := e.request(t, context.Background(), "GET", "/", nil)
 		req.Host = svc.Name + "." + svc.Namespace
 		resp, err := client.Do(req)
@@ -216,7 +221,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	for i := range 100 {
 		hold(noisy, cold(i))
 	}
-	eventually(t, 10*time.Second, "100 wakes held", func() bool { return queued() == 100 })
+	resolvertest.Eventually(t, 10*time.Second, "100 wakes held", func() bool { return queued() == 100 })
 
 	resp := send(noisy, cold(100))
 	body := readAll(t, resp)
@@ -229,7 +234,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 
 	hold(noisy, cold(7)) // already waking: joins, costs nothing
 	hold(quiet, cold(100))
-	eventually(t, 5*time.Second, "the join and the other client's wake held", func() bool { return queued() == 102 })
+	resolvertest.Eventually(t, 5*time.Second, "the join and the other client's wake held", func() bool { return queued() == 102 })
 	if got := metricValue(t, e.r.metrics.WakeRateSources); got != 2 {
 		t.Errorf("elasti_resolver_wake_rate_limit_sources = %v, want the 2 clients", got)
 	}
@@ -239,14 +244,14 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 
 	// The refused request told the operator nothing: cold-100 was asked
 	// for once, by the other client's wake.
-	eventually(t, 5*time.Second, "the operator to hear of cold-100", func() bool { return e.op.postsFor("cold-100") > 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the operator to hear of cold-100", func() bool { return e.op.postsFor("cold-100") > 0 })
 	if n := e.op.postsFor("cold-100"); n != 1 {
 		t.Errorf("%d POSTs for cold-100, want the other client's 1", n)
 	}
 
 	clock.step(100 * time.Millisecond) // one wake refills
 	hold(noisy, cold(101))
-	eventually(t, 5*time.Second, "a wake after the refill held", func() bool { return queued() == 103 })
+	resolvertest.Eventually(t, 5*time.Second, "a wake after the refill held", func() bool { return queued() == 103 })
 	resp = send(noisy, cold(102))
 	if readAll(t, resp); resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("a second wake after one refilled: %d, want 429", resp.StatusCode)
@@ -256,7 +261,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 // Over a resolver port a TCP client out of wakes is closed at once, not
 // held.
 func TestATCPClientOutOfWakesIsClosed(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
 	cfg.SourceWakeRate, cfg.SourceWakeBurst = 0.001, 1
 	pe := newPortEnv(t, cfg)
@@ -272,8 +277,8 @@ func TestATCPClientOutOfWakesIsClosed(t *testing.T) {
 			resp.Body.Close()
 		}
 	})
-	eventually(t, 5*time.Second, "the client's one wake spent", func() bool {
-		return pe.r.admit.admitted(ServiceRef{Namespace: "team", Name: "other"}) == 1
+	resolvertest.Eventually(t, 5*time.Second, "the client's one wake spent", func() bool {
+		return pe.r.admit.admitted(clusterview.ServiceRef{Namespace: "team", Name: "other"}) == 1
 	})
 
 	c := pe.dial(t)

@@ -22,6 +22,7 @@ import (
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -81,11 +82,11 @@ func (s *stack) startResolver(t testing.TB, operatorURL string, cfg *rest.Config
 	// switched back to serve (FrontedAfterProxy): the drain, held open
 	// here for the whole test. test/e2e/traffic checks the real drain.
 	rc.FrontDrain = time.Hour
-	named, err := resolver.NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
+	named, err := clusterview.NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps, err := resolver.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), named, rc.FrontDrain)
+	eps, err := clusterview.NewInformerEndpoints(ctx, kubeFactory.Core().V1().Services(), kubeFactory.Discovery().V1().EndpointSlices(), named, rc.FrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}

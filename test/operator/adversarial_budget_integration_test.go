@@ -11,7 +11,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/controller"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
-	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -61,7 +61,7 @@ func TestNamespaceBudgetRefusesTheNewestOnly(t *testing.T) {
 	// The resolver's view of the same objects, over every namespace.
 	greedy.Eventually("the resolver to serve es-0..2 and calm, not es-3", func() (bool, string) {
 		got := map[string]bool{}
-		for _, svc := range []resolver.ServiceRef{
+		for _, svc := range []clusterview.ServiceRef{
 			{Namespace: greedy.NS, Name: "es-0"}, {Namespace: greedy.NS, Name: "es-2"},
 			{Namespace: greedy.NS, Name: "es-3"}, {Namespace: other.NS, Name: "calm"},
 		} {
@@ -77,21 +77,21 @@ func TestNamespaceBudgetRefusesTheNewestOnly(t *testing.T) {
 	}
 	greedy.WaitMode("es-3", elastiv1alpha1.ModeProxy)
 	greedy.EventuallyWithin("the resolver to serve es-3", 30*time.Second, func() (bool, string) {
-		return named.Named(resolver.ServiceRef{Namespace: greedy.NS, Name: "es-3"}), ""
+		return named.Named(clusterview.ServiceRef{Namespace: greedy.NS, Name: "es-3"}), ""
 	})
 }
 
 // resolverNamedView is the resolver's ElastiService view of every
 // namespace, with its budget, built as cmd/elasti-resolver builds it.
-func resolverNamedView(t *testing.T, e *testenv.Env, limits nsbudget.Limits) *resolver.NamedIndex {
+func resolverNamedView(t *testing.T, e *testenv.Env, limits nsbudget.Limits) *clusterview.NamedIndex {
 	t.Helper()
-	budget := resolver.NewSpecBudget(limits, nil)
+	budget := clusterview.NewSpecBudget(limits, nil)
 	factory := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithTransform(budget.Transform))
 	informer := factory.Elasti().V1alpha1().ElastiServices()
 	if err := budget.Watch(informer); err != nil {
 		t.Fatal(err)
 	}
-	named, err := resolver.NewNamedIndex(informer)
+	named, err := clusterview.NewNamedIndex(informer)
 	if err != nil {
 		t.Fatal(err)
 	}

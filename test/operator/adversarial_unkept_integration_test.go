@@ -19,7 +19,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
-	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
 
@@ -81,8 +81,8 @@ func TestServiceChangedAfterProxyIsNeverForwardedTo(t *testing.T) {
 			t.Errorf("%s: resolver slice: %v; want it kept while nothing else serves", v.name, err)
 		}
 		e.Eventually(v.name+": the resolver's view refuses it", func() (bool, string) {
-			b, err := view.Lookup(resolver.ServiceRef{Namespace: e.NS, Name: v.name}, "80")
-			return errors.Is(err, resolver.ErrServiceNotSelectable), fmt.Sprintf("%v, %v", b.Addrs, err)
+			b, err := view.Lookup(clusterview.ServiceRef{Namespace: e.NS, Name: v.name}, "80")
+			return errors.Is(err, clusterview.ErrServiceNotSelectable), fmt.Sprintf("%v, %v", b.Addrs, err)
 		})
 	}
 
@@ -112,13 +112,13 @@ func TestServiceChangedAfterProxyIsNeverForwardedTo(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, v := range variants {
-			b, err := view.Lookup(resolver.ServiceRef{Namespace: e.NS, Name: v.name}, "80")
+			b, err := view.Lookup(clusterview.ServiceRef{Namespace: e.NS, Name: v.name}, "80")
 			for _, a := range b.Addrs {
 				if strings.HasPrefix(a, forgedIP+":") {
 					t.Fatalf("%s: the resolver's view forwards to the forged %s", v.name, a)
 				}
 			}
-			if !errors.Is(err, resolver.ErrServiceNotSelectable) {
+			if !errors.Is(err, clusterview.ErrServiceNotSelectable) {
 				t.Fatalf("%s: Lookup = %v, %v; want ErrServiceNotSelectable", v.name, b.Addrs, err)
 			}
 		}
@@ -128,16 +128,16 @@ func TestServiceChangedAfterProxyIsNeverForwardedTo(t *testing.T) {
 
 // resolverEndpointView is the resolver's endpoint view of e's namespace,
 // built as cmd/elasti-resolver builds it.
-func resolverEndpointView(t *testing.T, e *testenv.Env) *resolver.InformerEndpoints {
+func resolverEndpointView(t *testing.T, e *testenv.Env) *clusterview.InformerEndpoints {
 	t.Helper()
 	ctx := klog.NewContext(e.Ctx(), klog.Background().WithValues("test", t.Name()))
-	factory := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS), informers.WithTransform(resolver.TrimForCache))
-	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithNamespace(e.NS), elastiinformers.WithTransform(resolver.TrimForCache))
-	named, err := resolver.NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
+	factory := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithNamespace(e.NS), informers.WithTransform(clusterview.TrimForCache))
+	elastiFactory := elastiinformers.NewSharedInformerFactoryWithOptions(e.Elasti, 0, elastiinformers.WithNamespace(e.NS), elastiinformers.WithTransform(clusterview.TrimForCache))
+	named, err := clusterview.NewNamedIndex(elastiFactory.Elasti().V1alpha1().ElastiServices())
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := resolver.NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), named, resolver.DefaultFrontDrain)
+	view, err := clusterview.NewInformerEndpoints(ctx, factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices(), named, clusterview.DefaultFrontDrain)
 	if err != nil {
 		t.Fatal(err)
 	}

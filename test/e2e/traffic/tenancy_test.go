@@ -21,6 +21,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -28,7 +29,7 @@ import (
 // frontDrain is the drain of manifests/' resolver after a switch to serve:
 // how long it still forwards what kube-proxy and ingress controllers send
 // it for a Service whose resolver slice just went.
-const frontDrain = resolver.DefaultFrontDrain
+const frontDrain = clusterview.DefaultFrontDrain
 
 // TestResolverIsNoOpenProxy: the resolver forwards only for a Service it
 // is in front of. A pod of another team's namespace that addresses the
@@ -239,7 +240,7 @@ func TestForgedPodSliceIsNotFollowed(t *testing.T) {
 		}
 		return len(ips) == 1, fmt.Sprint(ips)
 	})
-	crowd := s.crowdNeverReady(resolver.MaxViewPods + 1)
+	crowd := s.crowdNeverReady(clusterview.MaxViewPods + 1)
 	s.sleep()
 	s.scaleOperator(0)
 	svc, err := s.e.Kube.CoreV1().Services(s.e.NS).Get(s.ctx, app, metav1.GetOptions{})

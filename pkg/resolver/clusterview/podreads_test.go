@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // readsEnv is a podReads over pods, on a clock the test sets, and the
@@ -45,19 +47,14 @@ func podNames(pods []*corev1.Pod) []string {
 	return out
 }
 
-func labelled(p *corev1.Pod, l map[string]string) *corev1.Pod {
-	p.Labels = l
-	return p
-}
-
 // A read vouches for a pod the Service selects, once it is in: the first
 // lookup starts it and says when it is in; the pod is read again only
 // once its read is readPodFresh old; a pod that does not exist, or that
 // the Service does not select, vouches for nothing.
 func TestPodReadsVouchForWhatTheyRead(t *testing.T) {
 	web := map[string]string{"app": "web"}
-	pods := newFakePods(labelled(viewPod("web-1", "u1", true, "10.244.0.5"), web),
-		labelled(viewPod("other", "u2", true, "10.244.0.6"), map[string]string{"app": "other"}))
+	pods := resolvertest.NewFakePods(resolvertest.Labelled(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"), web),
+		resolvertest.Labelled(resolvertest.ViewPod("other", "u2", true, "10.244.0.6"), map[string]string{"app": "other"}))
 	e := newReadsEnv(t, pods)
 	const sel = "app=web"
 	ask := []string{"web-1", "other", "gone"}
@@ -67,7 +64,7 @@ func TestPodReadsVouchForWhatTheyRead(t *testing.T) {
 	}
 	e.settle()
 	if len(e.got) == 0 {
-		t.Error("no Service was told its reads were in")
+		t.Error("no resolvertest.Service was told its reads were in")
 	}
 	got, ok := e.r.get(testSvc, sel, ask)
 	if !ok || !slices.Equal(podNames(got), []string{"web-1"}) {
@@ -78,7 +75,7 @@ func TestPodReadsVouchForWhatTheyRead(t *testing.T) {
 	}
 	e.settle()
 	for _, n := range ask {
-		if r := pods.reads[testSvc.Namespace+"/"+n]; r != 1 {
+		if r := pods.ReadsOf(testSvc.Namespace, n); r != 1 {
 			t.Errorf("%s read %d times within readPodFresh, want 1", n, r)
 		}
 	}
@@ -88,14 +85,12 @@ func TestPodReadsVouchForWhatTheyRead(t *testing.T) {
 		t.Errorf("a stale read no longer vouches: %v", podNames(got))
 	}
 	e.settle()
-	if r := pods.reads[testSvc.Namespace+"/web-1"]; r != 2 {
+	if r := pods.ReadsOf(testSvc.Namespace, "web-1"); r != 2 {
 		t.Errorf("web-1 read %d times after readPodFresh, want 2", r)
 	}
 
 	// The pod goes: the next read says so.
-	pods.mu.Lock()
-	delete(pods.pods, testSvc.Namespace+"/web-1")
-	pods.mu.Unlock()
+	pods.Delete(testSvc.Namespace, "web-1")
 	e.advance(readPodFresh)
 	e.r.get(testSvc, sel, ask)
 	e.settle()
@@ -105,7 +100,7 @@ func TestPodReadsVouchForWhatTheyRead(t *testing.T) {
 
 	// A read is kept readPodKeep at most: past it, nothing vouches until
 	// a read is in again.
-	pods.set(labelled(viewPod("web-1", "u1", true, "10.244.0.5"), web))
+	pods.Set(resolvertest.Labelled(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"), web))
 	e.advance(readPodFresh)
 	e.r.get(testSvc, sel, ask)
 	e.settle()
@@ -118,7 +113,7 @@ func TestPodReadsVouchForWhatTheyRead(t *testing.T) {
 // A Service whose selector changed reads its pods again: a read says
 // whether one selector selects the pod.
 func TestPodReadsAreBySelector(t *testing.T) {
-	pods := newFakePods(labelled(viewPod("web-1", "u1", true, "10.244.0.5"), map[string]string{"app": "web", "v": "2"}))
+	pods := resolvertest.NewFakePods(resolvertest.Labelled(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"), map[string]string{"app": "web", "v": "2"}))
 	e := newReadsEnv(t, pods)
 	for _, sel := range []string{"app=web,v=1", "app=web,v=2", ""} {
 		e.r.get(testSvc, sel, []string{"web-1"})
@@ -220,7 +215,7 @@ func (b *heldPodReads) Pod(ctx context.Context, namespace, name string) (*corev1
 	if b.err != nil {
 		return nil, b.err
 	}
-	return viewPod(name, "u", true, "10.244.0.9"), nil
+	return resolvertest.ViewPod(name, "u", true, "10.244.0.9"), nil
 }
 
 func (b *heldPodReads) count(namespace string) int {

@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"fmt"
@@ -52,7 +52,7 @@ func indexByNamedService(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	named := namedServices(es)
+	named := NamedServices(es)
 	keys := make([]string, 0, len(named))
 	for _, svc := range named {
 		keys = append(keys, svc.String())
@@ -60,9 +60,9 @@ func indexByNamedService(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// namedServices lists the Services es names: spec.service, then each
+// NamedServices lists the Services es names: spec.service, then each
 // other Service status.resolverPorts names (the old ones of a move), once.
-func namedServices(es *elastiv1alpha1.ElastiService) []ServiceRef {
+func NamedServices(es *elastiv1alpha1.ElastiService) []ServiceRef {
 	var out []ServiceRef
 	add := func(name string) {
 		if svc := (ServiceRef{es.Namespace, name}); name != "" && !slices.Contains(out, svc) {

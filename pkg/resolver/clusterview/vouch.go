@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"net"
@@ -10,24 +10,24 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// vouchedEndpoints is an EndpointSource whose Lookup is checked against
+// VouchedEndpoints is an EndpointSource whose Lookup is checked against
 // the pod view (vouch): what the resolver forwards to and probes.
-type vouchedEndpoints struct {
+type VouchedEndpoints struct {
 	EndpointSource
-	view PodView
+	View PodView
 }
 
 // Lookup implements EndpointSource.
-func (e vouchedEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, error) {
+func (e VouchedEndpoints) Lookup(svc ServiceRef, hostPort string) (Backends, error) {
 	b, err := e.EndpointSource.Lookup(svc, hostPort)
 	if err != nil {
 		return b, err
 	}
-	pods, whole := e.view.Pods(svc)
+	pods, whole := e.View.Pods(svc)
 	if whole {
 		return vouch(b, pods), nil
 	}
-	return vouchByName(b, pods, func(names []string) ([]*corev1.Pod, bool) { return e.view.Read(svc, names) }), nil
+	return vouchByName(b, pods, func(names []string) ([]*corev1.Pod, bool) { return e.View.Read(svc, names) }), nil
 }
 
 // vouch checks b, what the slices say of one port of a Service, against
@@ -69,7 +69,7 @@ func vouch(b Backends, pods []*corev1.Pod) Backends {
 		}
 		if podReady(p) {
 			out.Addrs = append(out.Addrs, net.JoinHostPort(ip, strconv.Itoa(int(port))))
-		} else if !seen[p.UID] && len(out.Unready) < maxUnreadyEndpoints {
+		} else if !seen[p.UID] && len(out.Unready) < MaxUnreadyEndpoints {
 			seen[p.UID] = true
 			out.Unready = append(out.Unready, UnreadyEndpoint{IP: ip, Port: port, Pod: p.Name, UID: p.UID})
 		}
@@ -129,7 +129,7 @@ func vouchByName(b Backends, pods []*corev1.Pod, read func(names []string) ([]*c
 		case vouchedBy(byName[ref.name], ref, host):
 			out.Addrs = append(out.Addrs, a)
 		case byName[ref.name] == nil:
-			out.unread = true // not read yet, or its read was refused
+			out.Unread = true // not read yet, or its read was refused
 		}
 	}
 	return out

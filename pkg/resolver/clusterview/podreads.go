@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	// podReadRate and podReadBurst bound the pod reads of one namespace
+	// PodReadRate and podReadBurst bound the pod reads of one namespace
 	// (per second, and at once), so pods that never start, or slices
 	// that name many pods, cannot spend the resolver's apiserver budget
 	// (--kube-api-qps, 100 a second by default): a namespace gets a
@@ -28,30 +28,30 @@ const (
 	// once (the soak's) needs about 60 reads at once and 10 a second
 	// after: at 5 a second, burst 10, the last of them would wait seconds
 	// for a read after their pod was Ready.
-	podReadRate  = 25
-	podReadBurst = 32
+	PodReadRate  = 25
+	PodReadBurst = 32
 	// maxReadLimiters bounds the namespaces whose read rate is tracked, and
 	// readLimiterIdle how long one is kept unused. A limiter dropped early
 	// starts again with a full burst: at most podReadBurst reads more.
 	maxReadLimiters = 1024
 	readLimiterIdle = 10 * time.Minute
-	// podReadTimeout bounds one GET of a pod.
-	podReadTimeout = 2 * time.Second
+	// PodReadTimeout bounds one GET of a pod.
+	PodReadTimeout = 2 * time.Second
 )
 
-// namespaceLimits holds one rate limiter of pod reads per namespace.
-type namespaceLimits struct{ cache *utilcache.LRUExpireCache }
+// NamespaceLimits holds one rate limiter of pod reads per namespace.
+type NamespaceLimits struct{ cache *utilcache.LRUExpireCache }
 
-func newNamespaceLimits() namespaceLimits {
-	return namespaceLimits{cache: utilcache.NewLRUExpireCache(maxReadLimiters)}
+func NewNamespaceLimits() NamespaceLimits {
+	return NamespaceLimits{cache: utilcache.NewLRUExpireCache(maxReadLimiters)}
 }
 
-// limiter is namespace's.
-func (l namespaceLimits) limiter(namespace string) *rate.Limiter {
+// Limiter is namespace's.
+func (l NamespaceLimits) Limiter(namespace string) *rate.Limiter {
 	v, ok := l.cache.Get(namespace)
 	if !ok {
 		// Two reads that miss together may each make one; one is kept.
-		v = rate.NewLimiter(podReadRate, podReadBurst)
+		v = rate.NewLimiter(PodReadRate, PodReadBurst)
 	}
 	// Added again on every use, so it lives readLimiterIdle after its last.
 	l.cache.Add(namespace, v, readLimiterIdle)
@@ -109,7 +109,7 @@ func (r *refusals) paused(now time.Time) bool { return now.UnixNano() < r.until.
 // podReadRate a second per namespace.
 type podReads struct {
 	pods    PodGetter
-	limits  namespaceLimits
+	limits  NamespaceLimits
 	changed func(ServiceRef)
 	ctx     context.Context
 	logger  klog.Logger
@@ -138,7 +138,7 @@ type readPod struct {
 }
 
 func newPodReads(ctx context.Context, pods PodGetter, changed func(ServiceRef), logger klog.Logger, clk clock.PassiveClock) *podReads {
-	r := &podReads{pods: pods, limits: newNamespaceLimits(), changed: changed, ctx: ctx, logger: logger, clock: clk,
+	r := &podReads{pods: pods, limits: NewNamespaceLimits(), changed: changed, ctx: ctx, logger: logger, clock: clk,
 		read: utilcache.NewLRUExpireCacheWithClock(maxReadPods, clk), inFlight: map[readKey]bool{}}
 	r.refusals.pause = readRefusalPause
 	return r
@@ -190,9 +190,9 @@ func (r *podReads) start(svc ServiceRef, key readKey) {
 // readOne reads key's pod and remembers the answer; it reports whether
 // it has one.
 func (r *podReads) readOne(key readKey) bool {
-	ctx, cancel := context.WithTimeout(r.ctx, podReadTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, PodReadTimeout)
 	defer cancel()
-	if err := r.limits.limiter(key.namespace).Wait(ctx); err != nil {
+	if err := r.limits.Limiter(key.namespace).Wait(ctx); err != nil {
 		// Past the namespace's rate: the hold looks again (hold.wait).
 		r.logger.V(4).Info("Pod read deferred: past its namespace's read rate", "pod", klog.KRef(key.namespace, key.name))
 		return false

@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"context"
@@ -72,7 +72,7 @@ const (
 	// past them is held on its slices, each Ready address vouched for by
 	// a read of the pod it names (Read).
 	maxPodViews             = 256
-	maxPodViewsPerNamespace = maxPodViews / 4
+	MaxPodViewsPerNamespace = maxPodViews / 4
 	// MaxViewPods bounds the pods one view keeps: a wake from zero starts
 	// a few, and the first Ready one releases every held request. A
 	// Service that selects more is not whole, and the pods its slices
@@ -103,7 +103,7 @@ type InformerPodView struct {
 	linger    time.Duration
 	ctx       context.Context
 	logger    klog.Logger
-	b         *broadcaster[ServiceRef]
+	b         *Broadcaster[ServiceRef]
 	// refused counts a Join past the bounds.
 	refused func()
 	// refusals pause the views after a list or watch was refused
@@ -135,13 +135,13 @@ type podWatch struct {
 func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister, listWatch PodListWatch, pods PodGetter, reg prometheus.Registerer) (*InformerPodView, error) {
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "elasti_resolver_pod_views_refused_total",
-		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, maxPodViewsPerNamespace),
+		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, MaxPodViewsPerNamespace),
 	})
 	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, ctx: ctx,
-		logger: klog.FromContext(ctx).WithName("podview"), b: newBroadcaster[ServiceRef](), refused: refused.Inc,
+		logger: klog.FromContext(ctx).WithName("podview"), b: NewBroadcaster[ServiceRef](), refused: refused.Inc,
 		views: map[ServiceRef]*podWatch{}, inNamespace: map[string]int{}}
 	v.refusals.pause = viewRefusalPause
-	v.reads = newPodReads(ctx, pods, v.b.broadcast, v.logger, clock.RealClock{})
+	v.reads = newPodReads(ctx, pods, v.b.Broadcast, v.logger, clock.RealClock{})
 	views := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "elasti_resolver_pod_views",
 		Help: fmt.Sprintf("Services whose pods the resolver watches now: those it holds requests for, and for %v after; at most %d.", podViewLinger, maxPodViews),
@@ -202,7 +202,7 @@ func (v *InformerPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 // roomLocked reports whether a view for a Service of namespace fits the
 // bounds, after stopping one that only lingers if it must.
 func (v *InformerPodView) roomLocked(namespace string) bool {
-	nsFull := v.inNamespace[namespace] >= maxPodViewsPerNamespace
+	nsFull := v.inNamespace[namespace] >= MaxPodViewsPerNamespace
 	if !nsFull && len(v.views) < maxPodViews {
 		return true
 	}
@@ -217,10 +217,10 @@ func (v *InformerPodView) roomLocked(namespace string) bool {
 
 func (v *InformerPodView) startLocked(svc ServiceRef, sel string) *podWatch {
 	ctx, cancel := context.WithCancel(v.ctx)
-	w := &podWatch{svc: svc, selector: sel, cancel: cancel, store: newPodStore(MaxViewPods, func() { v.b.broadcast(svc) })}
+	w := &podWatch{svc: svc, selector: sel, cancel: cancel, store: newPodStore(MaxViewPods, func() { v.b.Broadcast(svc) })}
 	v.views[svc] = w
 	v.inNamespace[svc.Namespace]++
-	logger := v.logger.WithValues("service", svc.kref())
+	logger := v.logger.WithValues("service", svc.KRef())
 	lw := v.forbiddenEnds(v.listWatch(svc.Namespace, sel), func() { v.refusedBy(w) }, logger)
 	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, w.store, cache.ReflectorOptions{Name: "pods of " + svc.String(), Logger: &logger})
 	v.wg.Add(1)
@@ -241,7 +241,7 @@ func (v *InformerPodView) stopLocked(w *podWatch) {
 	if v.inNamespace[w.svc.Namespace]--; v.inNamespace[w.svc.Namespace] <= 0 {
 		delete(v.inNamespace, w.svc.Namespace)
 	}
-	v.b.broadcast(w.svc)
+	v.b.Broadcast(w.svc)
 }
 
 func (v *InformerPodView) leave(w *podWatch) {
@@ -298,7 +298,7 @@ func (v *InformerPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, b
 }
 
 // Watch implements PodView.
-func (v *InformerPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return v.b.watch(svc) }
+func (v *InformerPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return v.b.Watch(svc) }
 
 // Viewing returns the Services whose pods are watched now.
 func (v *InformerPodView) Viewing() int {

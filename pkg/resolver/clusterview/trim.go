@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	corev1 "k8s.io/api/core/v1"

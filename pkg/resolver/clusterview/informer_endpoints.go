@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"context"
@@ -62,7 +62,7 @@ type InformerEndpoints struct {
 	// drains remembers the Services whose resolver slice just went.
 	drains *drains
 	synced []cache.InformerSynced
-	b      *broadcaster[ServiceRef]
+	b      *Broadcaster[ServiceRef]
 	logger klog.Logger
 }
 
@@ -80,7 +80,7 @@ func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInf
 		slices:      endpointSlices.Informer().GetIndexer(),
 		controllers: controllers,
 		drains:      newDrains(drain, clock.RealClock{}),
-		b:           newBroadcaster[ServiceRef](),
+		b:           NewBroadcaster[ServiceRef](),
 		logger:      klog.FromContext(ctx).WithName("endpoints"),
 	}
 	for name, index := range map[string]cache.IndexFunc{podSlicesIndex: indexByPodSlicesOf, resolverSlicesIndex: indexByResolverSliceOf} {
@@ -122,7 +122,7 @@ func NewInformerEndpoints(ctx context.Context, services coreinformers.ServiceInf
 
 // HasSynced reports whether both informers and their handlers have synced.
 func (e *InformerEndpoints) HasSynced() bool {
-	return allSynced(e.synced)
+	return AllSynced(e.synced)
 }
 
 // Lookup implements EndpointSource. It only reads the informers' caches.
@@ -139,7 +139,7 @@ func (e *InformerEndpoints) Front(svc ServiceRef) bool { return e.inFront(svc) }
 // Watch implements EndpointSource. Informers update their store before
 // they call handlers, so a caller that watches and then reads either sees
 // a change or is woken by it.
-func (e *InformerEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return e.b.watch(svc) }
+func (e *InformerEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return e.b.Watch(svc) }
 
 // Watched is the number of Services watched now (Watch): one per Service
 // something waits on, never one per name a client sent, which the bounds
@@ -213,7 +213,7 @@ func (e *InformerEndpoints) resolve(svc ServiceRef, hostPort string) (Backends, 
 			list = append(list, s)
 		}
 	}
-	return resolveBackends(pub, list, hostPort)
+	return ResolveBackends(pub, list, hostPort)
 }
 
 // podSlicesOf returns the Service whose pods s lists, or "" when s is not
@@ -265,7 +265,7 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 	}
 	e.logger.V(4).Info("EndpointSlice changed", "endpointSlice", klog.KObj(s), "service", klog.KRef(s.Namespace, name))
 	// Broadcasting to a key nobody watches is a map lookup.
-	e.b.broadcast(ServiceRef{s.Namespace, name})
+	e.b.Broadcast(ServiceRef{s.Namespace, name})
 }
 
 // resolverSliceChanged follows the resolver slices of svc; s is the one
@@ -277,14 +277,14 @@ func (e *InformerEndpoints) sliceChanged(obj any) {
 // drain either.
 func (e *InformerEndpoints) resolverSliceChanged(s *discoveryv1.EndpointSlice, svc ServiceRef) {
 	if e.vouched(s, svc) && !e.hasResolverSlice(svc) {
-		e.logger.V(4).Info("Resolver left the front of the service; draining", "service", svc.kref(), "drain", e.drains.drain)
+		e.logger.V(4).Info("Resolver left the front of the service; draining", "service", svc.KRef(), "drain", e.drains.drain)
 		e.drains.leave(svc)
 	}
-	e.b.broadcast(svc)
+	e.b.Broadcast(svc)
 }
 
 func (e *InformerEndpoints) serviceChanged(obj any) {
 	if s, ok := tombstone.Object[*corev1.Service](obj); ok {
-		e.b.broadcast(ServiceRef{s.Namespace, s.Name})
+		e.b.Broadcast(ServiceRef{s.Namespace, s.Name})
 	}
 }

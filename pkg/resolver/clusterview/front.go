@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"context"
@@ -37,17 +37,24 @@ type SliceControllers interface {
 	Controls(ref metav1.OwnerReference, svc ServiceRef) bool
 }
 
-// frontGrace is how long a request for a Service that an ElastiService
+// DefaultFrontDrain is how long the resolver stays in front of a Service
+// after its resolver slice goes (--front-drain): kube-proxy and ingress
+// controllers follow a deleted resolver slice a second or two later
+// (Traefik throttles its updates to 2 s); 10 s leaves room for a busy
+// cluster.
+const DefaultFrontDrain = 10 * time.Second
+
+// FrontGrace is how long a request for a Service that an ElastiService
 // names, but that the resolver is not in front of, waits for a resolver
 // slice before it is answered 404: kube-proxy may route to a slice before
 // the resolver's own informer has it.
-const frontGrace = 2 * time.Second
+const FrontGrace = 2 * time.Second
 
-// awaitFront reports whether the resolver is in front of svc, so that it
+// AwaitFront reports whether the resolver is in front of svc, so that it
 // may forward to it. For a Service named names (one an ElastiService
 // names) it waits up to frontGrace for the resolver slice, which
 // kube-proxy may have acted on before this resolver's informer saw it.
-func awaitFront(ctx context.Context, eps EndpointSource, named interface{ Named(ServiceRef) bool }, svc ServiceRef) bool {
+func AwaitFront(ctx context.Context, eps EndpointSource, named interface{ Named(ServiceRef) bool }, svc ServiceRef) bool {
 	if eps.Front(svc) {
 		return true
 	}
@@ -57,7 +64,7 @@ func awaitFront(ctx context.Context, eps EndpointSource, named interface{ Named(
 	if named == nil || !named.Named(svc) {
 		return false
 	}
-	grace := time.NewTimer(frontGrace)
+	grace := time.NewTimer(FrontGrace)
 	defer grace.Stop()
 	for {
 		changed, stop := eps.Watch(svc)

@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"slices"
@@ -141,14 +141,14 @@ func trimPod(pod *corev1.Pod) *corev1.Pod {
 	if t.Size() > maxViewPodBytes {
 		t.Labels, t.Spec = nil, corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork}
 		t.Status.InitContainerStatuses, t.Status.ContainerStatuses = nil, nil
-		t.Annotations = map[string]string{specDroppedAnnotation: "true"}
+		t.Annotations = map[string]string{SpecDroppedAnnotation: "true"}
 	}
 	return t
 }
 
-// specDroppedAnnotation marks a pod the view keeps without its spec
+// SpecDroppedAnnotation marks a pod the view keeps without its spec
 // (maxViewPodBytes): direct probing reads it from the apiserver.
-const specDroppedAnnotation = "elasti.truefoundry.com/view-spec-dropped"
+const SpecDroppedAnnotation = "elasti.truefoundry.com/view-spec-dropped"
 
 func trimContainers(cs []corev1.Container) []corev1.Container {
 	out := make([]corev1.Container, 0, len(cs))

@@ -1,11 +1,10 @@
-package resolver
+package clusterview
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,91 +15,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	elastifake "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned/fake"
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
-// fakePodAPI is a ListerWatcher of pods for one view: a list, then a
-// watch the test feeds. It records the selectors it was asked for.
-type fakePodAPI struct {
-	mu        sync.Mutex
-	pods      []corev1.Pod
-	listErr   error
-	watchErr  error
-	selectors []string
-	watchers  []*watch.FakeWatcher
-}
-
-func (f *fakePodAPI) listWatch(namespace, selector string) cache.ListerWatcherWithContext {
-	f.mu.Lock()
-	f.selectors = append(f.selectors, namespace+" "+selector)
-	f.mu.Unlock()
-	return noWatchList{&cache.ListWatch{
-		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			if f.listErr != nil {
-				return nil, f.listErr
-			}
-			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: slices.Clone(f.pods)}, nil
-		},
-		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-			f.mu.Lock()
-			err := f.watchErr
-			f.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			w := watch.NewFakeWithChanSize(16, false)
-			f.mu.Lock()
-			f.watchers = append(f.watchers, w)
-			f.mu.Unlock()
-			return w, nil
-		},
-	}}
-}
-
-// noWatchList is a fake that says it cannot stream a list, so the
-// reflector lists, then watches.
-type noWatchList struct{ *cache.ListWatch }
-
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (f *fakePodAPI) watcher() *watch.FakeWatcher {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.watchers) == 0 {
-		return nil
-	}
-	return f.watchers[len(f.watchers)-1]
-}
-
-func serviceLister(t *testing.T, svcs ...*corev1.Service) corelisters.ServiceLister {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, s := range svcs {
-		if err := idx.Add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return corelisters.NewServiceLister(idx)
-}
-
-func selectingService(ns, name string, sel map[string]string) *corev1.Service {
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}}
-}
-
-func newTestPodView(t *testing.T, api *fakePodAPI, svcs ...*corev1.Service) (*InformerPodView, *prometheus.Registry) {
+func newTestPodView(t *testing.T, api *resolvertest.FakePodAPI, svcs ...*corev1.Service) (*InformerPodView, *prometheus.Registry) {
 	_, ctx := ktesting.NewTestContext(t)
 	reg := prometheus.NewRegistry()
-	v, err := NewInformerPodView(ctx, serviceLister(t, svcs...), api.listWatch, newFakePods(), reg)
+	v, err := NewInformerPodView(ctx, resolvertest.ServiceLister(t, svcs...), api.ListWatch, resolvertest.NewFakePods(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +39,8 @@ func newTestPodView(t *testing.T, api *fakePodAPI, svcs ...*corev1.Service) (*In
 // its namespace, says so when a pod changes, and ends its watch once it
 // outlived its last hold by the linger.
 func TestInformerPodViewWatchesTheSelectedPodsWhileJoined(t *testing.T) {
-	api := &fakePodAPI{pods: []corev1.Pod{*viewPod("web-1", "u1", false, "10.244.0.5")}}
-	v, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
+	api := &resolvertest.FakePodAPI{Pods: []corev1.Pod{*resolvertest.ViewPod("web-1", "u1", false, "10.244.0.5")}}
+	v, _ := newTestPodView(t, api, resolvertest.SelectingService("team", "web", map[string]string{"app": "web"}))
 	v.linger = 100 * time.Millisecond
 
 	if pods, whole := v.Pods(testSvc); pods != nil || whole {
@@ -124,15 +51,15 @@ func TestInformerPodViewWatchesTheSelectedPodsWhileJoined(t *testing.T) {
 	leave, listed := v.Join(testSvc)
 	<-changed
 	<-listed
-	eventually(t, 5*time.Second, "listed", func() bool { _, whole := v.Pods(testSvc); return whole })
-	if got := api.selectors; !slices.Equal(got, []string{"team app=web"}) {
+	resolvertest.Eventually(t, 5*time.Second, "listed", func() bool { _, whole := v.Pods(testSvc); return whole })
+	if got := api.Selectors; !slices.Equal(got, []string{"team app=web"}) {
 		t.Errorf("watched %q, want the Service's namespace and selector", got)
 	}
 
 	changed, stop2 := v.Watch(testSvc)
 	defer stop2()
-	eventually(t, 5*time.Second, "watching", func() bool { return api.watcher() != nil })
-	api.watcher().Modify(viewPod("web-1", "u1", true, "10.244.0.5"))
+	resolvertest.Eventually(t, 5*time.Second, "watching", func() bool { return api.Watcher() != nil })
+	api.Watcher().Modify(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"))
 	<-changed
 	pods, _ := v.Pods(testSvc)
 	if len(pods) != 1 || !podReady(pods[0]) {
@@ -140,7 +67,7 @@ func TestInformerPodViewWatchesTheSelectedPodsWhileJoined(t *testing.T) {
 	}
 
 	leave()
-	eventually(t, 5*time.Second, "the watch ended after the linger", func() bool { return v.Viewing() == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the watch ended after the linger", func() bool { return v.Viewing() == 0 })
 	if pods, whole := v.Pods(testSvc); pods != nil || whole {
 		t.Errorf("after the linger: %d pods, whole %v", len(pods), whole)
 	}
@@ -151,10 +78,10 @@ func TestInformerPodViewWatchesTheSelectedPodsWhileJoined(t *testing.T) {
 // never whole.
 func TestInformerPodViewWithoutPods(t *testing.T) {
 	big := map[string]string{"app": strings.Repeat("x", maxCachedSelector)}
-	api := &fakePodAPI{}
+	api := &resolvertest.FakePodAPI{}
 	v, _ := newTestPodView(t, api,
-		selectingService("team", "none", nil),
-		selectingService("team", "big", trimSelector(big)))
+		resolvertest.SelectingService("team", "none", nil),
+		resolvertest.SelectingService("team", "big", trimSelector(big)))
 	for _, name := range []string{"none", "big", "missing"} {
 		leave, listed := v.Join(ServiceRef{"team", name})
 		<-listed // at once: there is nothing to list
@@ -164,8 +91,8 @@ func TestInformerPodViewWithoutPods(t *testing.T) {
 		t.Errorf("%d views for Services without a selector the cache keeps", n)
 	}
 
-	api.listErr = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("no"))
-	v2, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
+	api.SetErrors(apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("no")), nil)
+	v2, _ := newTestPodView(t, api, resolvertest.SelectingService("team", "web", map[string]string{"app": "web"}))
 	leave, listed := v2.Join(testSvc)
 	defer leave()
 	select {
@@ -186,27 +113,25 @@ func TestInformerPodViewWithoutPods(t *testing.T) {
 // two cold starts whose pods were Ready were held until their clients
 // gave up after 60 s, across the apiserver's restart.
 func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
-	api := &fakePodAPI{pods: []corev1.Pod{*viewPod("web-1", "u1", false, "10.244.0.5")}}
-	v, _ := newTestPodView(t, api, selectingService("team", "web", map[string]string{"app": "web"}))
+	api := &resolvertest.FakePodAPI{Pods: []corev1.Pod{*resolvertest.ViewPod("web-1", "u1", false, "10.244.0.5")}}
+	v, _ := newTestPodView(t, api, resolvertest.SelectingService("team", "web", map[string]string{"app": "web"}))
 	v.refusals.pause = 200 * time.Millisecond
 	leave, listed := v.Join(testSvc)
 	defer leave()
 	<-listed
-	eventually(t, 5*time.Second, "watching", func() bool { return api.watcher() != nil })
+	resolvertest.Eventually(t, 5*time.Second, "watching", func() bool { return api.Watcher() != nil })
 
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("RBAC: not synced"))
-	api.mu.Lock()
-	api.listErr, api.watchErr = forbidden, forbidden
-	api.mu.Unlock()
+	api.SetErrors(forbidden, forbidden)
 	changed, stop := v.Watch(testSvc)
 	defer stop()
-	api.watcher().Stop() // the apiserver went away; the reflector watches again, and is refused
+	api.Watcher().Stop() // the apiserver went away; the reflector watches again, and is refused
 	select {
 	case <-changed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no change said after the refusal: the holds would not look again")
 	}
-	eventually(t, 5*time.Second, "the refused view gone", func() bool { return v.Viewing() == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the refused view gone", func() bool { return v.Viewing() == 0 })
 	if pods, whole := v.Pods(testSvc); whole || pods != nil {
 		t.Fatalf("after the refusal: %d pods, whole %v; want no view", len(pods), whole)
 	}
@@ -217,15 +142,13 @@ func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
 		t.Fatalf("%d views started within the pause", n)
 	}
 
-	api.mu.Lock()
-	api.listErr, api.watchErr = nil, nil
-	api.pods = []corev1.Pod{*viewPod("web-1", "u1", true, "10.244.0.5")}
-	api.mu.Unlock()
+	api.SetErrors(nil, nil)
+	api.SetPods(*resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"))
 	time.Sleep(v.refusals.pause)
 	back, listedBack := v.Join(testSvc)
 	defer back()
 	<-listedBack
-	eventually(t, 5*time.Second, "a new view, whole", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "a new view, whole", func() bool {
 		pods, whole := v.Pods(testSvc)
 		return whole && len(pods) == 1 && podReady(pods[0])
 	})
@@ -237,31 +160,31 @@ func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
 func TestInformerPodViewBounds(t *testing.T) {
 	var svcs []*corev1.Service
 	for i := range maxPodViews + 1 {
-		svcs = append(svcs, selectingService(fmt.Sprintf("ns-%d", i%(maxPodViews/maxPodViewsPerNamespace+1)), fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
+		svcs = append(svcs, resolvertest.SelectingService(fmt.Sprintf("ns-%d", i%(maxPodViews/MaxPodViewsPerNamespace+1)), fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
 	}
-	svcs = append(svcs, selectingService("crowded", "extra", map[string]string{"app": "x"}))
-	for i := range maxPodViewsPerNamespace {
-		svcs = append(svcs, selectingService("crowded", fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
+	svcs = append(svcs, resolvertest.SelectingService("crowded", "extra", map[string]string{"app": "x"}))
+	for i := range MaxPodViewsPerNamespace {
+		svcs = append(svcs, resolvertest.SelectingService("crowded", fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
 	}
-	v, reg := newTestPodView(t, &fakePodAPI{}, svcs...)
+	v, reg := newTestPodView(t, &resolvertest.FakePodAPI{}, svcs...)
 	refused := func() float64 { return gatheredValue(t, reg, "elasti_resolver_pod_views_refused_total") }
 	join := func(svc ServiceRef) func() { leave, _ := v.Join(svc); return leave }
 
 	var leaves []func()
-	for i := range maxPodViewsPerNamespace {
+	for i := range MaxPodViewsPerNamespace {
 		leaves = append(leaves, join(ServiceRef{"crowded", fmt.Sprintf("s-%d", i)}))
 	}
 	leaves = append(leaves, join(ServiceRef{"crowded", "extra"}))
 	if got := refused(); got != 1 {
 		t.Fatalf("refused = %v after one past the namespace's share, want 1", got)
 	}
-	for _, s := range svcs[:maxPodViews-maxPodViewsPerNamespace] {
+	for _, s := range svcs[:maxPodViews-MaxPodViewsPerNamespace] {
 		leaves = append(leaves, join(ServiceRef{s.Namespace, s.Name}))
 	}
 	if n := v.Viewing(); n != maxPodViews {
 		t.Fatalf("%d views, want %d", n, maxPodViews)
 	}
-	last := svcs[maxPodViews-maxPodViewsPerNamespace]
+	last := svcs[maxPodViews-MaxPodViewsPerNamespace]
 	leaves = append(leaves, join(ServiceRef{last.Namespace, last.Name}))
 	if got := refused(); got != 2 {
 		t.Fatalf("refused = %v after one past the total, want 2", got)
@@ -283,21 +206,21 @@ func TestInformerPodViewBounds(t *testing.T) {
 func TestPodStoreBounds(t *testing.T) {
 	s := newPodStore(2, func() {})
 	for i := range 3 {
-		_ = s.Add(viewPod(fmt.Sprintf("web-%d", i), "", false, "10.244.0.5"))
+		_ = s.Add(resolvertest.ViewPod(fmt.Sprintf("web-%d", i), "", false, "10.244.0.5"))
 	}
 	if pods, whole := s.list(); len(pods) != 2 || whole {
 		t.Fatalf("past the bound: %d pods, whole %v; want 2, not whole", len(pods), whole)
 	}
-	_ = s.Replace([]any{viewPod("web-0", "", false), viewPod("web-1", "", false)}, "2")
+	_ = s.Replace([]any{resolvertest.ViewPod("web-0", "", false), resolvertest.ViewPod("web-1", "", false)}, "2")
 	if pods, whole := s.list(); len(pods) != 2 || !whole {
 		t.Fatalf("a list that fits: %d pods, whole %v", len(pods), whole)
 	}
-	_ = s.Delete(viewPod("web-0", "", false))
+	_ = s.Delete(resolvertest.ViewPod("web-0", "", false))
 	if pods, _ := s.list(); len(pods) != 1 {
 		t.Fatalf("after a delete: %d pods", len(pods))
 	}
 
-	huge := viewPod("web-9", "u9", true, "10.244.0.9")
+	huge := resolvertest.ViewPod("web-9", "u9", true, "10.244.0.9")
 	huge.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 		HTTPHeaders: []corev1.HTTPHeader{{Name: "X", Value: strings.Repeat("x", 64<<10)}}}}}
 	huge.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: strings.Repeat("m", 1<<10)}}
@@ -308,7 +231,7 @@ func TestPodStoreBounds(t *testing.T) {
 	if !podReady(trimmed) || !slices.Equal(podIPs(trimmed), []string{"10.244.0.9"}) || trimmed.UID != "u9" {
 		t.Errorf("the trimmed pod lost what vouches for its address: %+v", trimmed)
 	}
-	if trimmed.Annotations[specDroppedAnnotation] == "" {
+	if trimmed.Annotations[SpecDroppedAnnotation] == "" {
 		t.Error("a pod whose spec was dropped is not marked for direct probing to read")
 	}
 }
@@ -340,16 +263,16 @@ func gatheredValue(t *testing.T, reg *prometheus.Registry, name string) float64 
 // the cached slice named no pod: nothing was read and the address never
 // came back (the soak's 60 s holds).
 func TestACachedReadyEndpointPastTheViewsBoundsIsVouchedForByARead(t *testing.T) {
-	checkNoLeaks(t)
+	resolvertest.CheckNoLeaks(t)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	web := service("team", "web", svcPort("http", 80, intstr.FromString("web")))
-	ready := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.5"))
+	web := resolvertest.Service("team", "web", resolvertest.SvcPort("http", 80, intstr.FromString("web")))
+	ready := resolvertest.Slice("team", "web-abc", "web", map[string]int32{"http": 8080}, resolvertest.EP("10.244.0.5"))
 	ready.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: "web-1", UID: "u1"}
 	objs := []runtime.Object{web, ready}
-	for i := range maxPodViewsPerNamespace {
-		objs = append(objs, service("team", fmt.Sprintf("s-%d", i), svcPort("http", 80, intstr.FromInt32(8080))))
+	for i := range MaxPodViewsPerNamespace {
+		objs = append(objs, resolvertest.Service("team", fmt.Sprintf("s-%d", i), resolvertest.SvcPort("http", 80, intstr.FromInt32(8080))))
 	}
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(TrimForCache))
@@ -361,8 +284,8 @@ func TestACachedReadyEndpointPastTheViewsBoundsIsVouchedForByARead(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := newFakePods()
-	view, err := NewInformerPodView(ctx, factory.Core().V1().Services().Lister(), (&fakePodAPI{}).listWatch, pods, nil)
+	pods := resolvertest.NewFakePods()
+	view, err := NewInformerPodView(ctx, factory.Core().V1().Services().Lister(), (&resolvertest.FakePodAPI{}).ListWatch, pods, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,28 +294,26 @@ func TestACachedReadyEndpointPastTheViewsBoundsIsVouchedForByARead(t *testing.T)
 	defer cancel() // before Shutdown, which waits for the informers to end
 	defer view.Close()
 	factory.WaitForCacheSync(ctx.Done())
-	eventually(t, 5*time.Second, "handlers synced", eps.HasSynced)
-	for i := range maxPodViewsPerNamespace { // the namespace's views, all in use
+	resolvertest.Eventually(t, 5*time.Second, "handlers synced", eps.HasSynced)
+	for i := range MaxPodViewsPerNamespace { // the namespace's views, all in use
 		leave, _ := view.Join(ServiceRef{"team", fmt.Sprintf("s-%d", i)})
 		defer leave()
 	}
 	leave, _ := view.Join(testSvc)
 	defer leave()
-	if _, whole := view.Pods(testSvc); whole || view.Viewing() != maxPodViewsPerNamespace {
+	if _, whole := view.Pods(testSvc); whole || view.Viewing() != MaxPodViewsPerNamespace {
 		t.Fatalf("web has a view (%d views); want it past the bounds", view.Viewing())
 	}
 
-	vouched := vouchedEndpoints{EndpointSource: eps, view: view}
+	vouched := VouchedEndpoints{EndpointSource: eps, View: view}
 	b, err := vouched.Lookup(testSvc, "")
-	if err != nil || len(b.Addrs) != 0 || !b.unread {
+	if err != nil || len(b.Addrs) != 0 || !b.Unread {
 		t.Fatalf("before the read: %+v, %v; want no address, waiting on a read", b, err)
 	}
 	changed, stop := view.Watch(testSvc)
 	defer stop()
-	pod := labelled(viewPod("web-1", "u1", true, "10.244.0.5"), map[string]string{"app": "web"})
-	pods.mu.Lock()
-	pods.pods[pod.Namespace+"/"+pod.Name] = pod
-	pods.mu.Unlock()
+	pod := resolvertest.Labelled(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"), map[string]string{"app": "web"})
+	pods.Set(pod)
 	if _, err := vouched.Lookup(testSvc, ""); err != nil { // starts the read now that the pod exists
 		t.Fatal(err)
 	}
@@ -401,7 +322,7 @@ func TestACachedReadyEndpointPastTheViewsBoundsIsVouchedForByARead(t *testing.T)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no read came in")
 	}
-	eventually(t, 5*time.Second, "the address vouched for", func() bool {
+	resolvertest.Eventually(t, 5*time.Second, "the address vouched for", func() bool {
 		b, err := vouched.Lookup(testSvc, "")
 		return err == nil && slices.Equal(b.Addrs, []string{"10.244.0.5:8080"})
 	})

@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"maps"
@@ -14,6 +14,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/endpointready"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // bulk is what a cached object must not keep: managed fields and
@@ -28,7 +29,7 @@ func bulk(m *metav1.ObjectMeta) {
 // TrimForCache keeps what routing, the front check and the owner checks
 // read, and drops the rest.
 func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
-	svc := service("team", "web", svcPort("http", 80, intstr.FromInt32(8080)))
+	svc := resolvertest.Service("team", "web", resolvertest.SvcPort("http", 80, intstr.FromInt32(8080)))
 	svc.Labels = map[string]string{}
 	bulk(&svc.ObjectMeta)
 	svc.Spec.ClusterIPs = []string{"10.0.0.7"}
@@ -36,7 +37,7 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 	got, _ := TrimForCache(svc.DeepCopy())
 	ts := got.(*corev1.Service)
 	if ts.UID != svc.UID || ts.Spec.ClusterIPs[0] != "10.0.0.7" || len(ts.Spec.Ports) != 1 || ts.Annotations != nil || ts.ManagedFields != nil || ts.Labels != nil {
-		t.Errorf("trimmed Service = %+v", ts)
+		t.Errorf("trimmed resolvertest.Service = %+v", ts)
 	}
 	// The pod view watches what a selector selects: one of a few labels
 	// is kept; one past maxCachedSelector becomes the one shared marker,
@@ -58,11 +59,11 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 		change(unkept)
 		got, _ := TrimForCache(unkept)
 		if want, trimmed := endpointready.Unkept(unkept), endpointready.Unkept(got.(*corev1.Service)); trimmed != want {
-			t.Errorf("%s: trimmed Service unkept %q, want %q", name, trimmed, want)
+			t.Errorf("%s: trimmed resolvertest.Service unkept %q, want %q", name, trimmed, want)
 		}
 	}
 
-	pods := slice("team", "web-abc", "web", map[string]int32{"http": 8080}, ep("10.244.0.1"))
+	pods := resolvertest.Slice("team", "web-abc", "web", map[string]int32{"http": 8080}, resolvertest.EP("10.244.0.1"))
 	bulk(&pods.ObjectMeta)
 	pods.Endpoints[0].NodeName = ptr.To("node-1")
 	pods.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: "web-1", UID: "u1", ResourceVersion: "9", APIVersion: "v1"}
@@ -78,11 +79,11 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 	if ref := tp.Endpoints[0].TargetRef; ref == nil || *ref != (corev1.ObjectReference{Kind: "Pod", Namespace: "team", Name: "web-1", UID: "u1"}) {
 		t.Errorf("trimmed Ready endpoint's targetRef = %+v, want the pod's kind, namespace, name and UID alone", ref)
 	}
-	if b, err := resolveBackends(svc, []*discoveryv1.EndpointSlice{tp}, ""); err != nil || b.readyPods["10.244.0.1"] != (podRef{name: "web-1", uid: "u1"}) {
+	if b, err := ResolveBackends(svc, []*discoveryv1.EndpointSlice{tp}, ""); err != nil || b.readyPods["10.244.0.1"] != (podRef{name: "web-1", uid: "u1"}) {
 		t.Errorf("the trimmed slice's Ready endpoint names pod %+v (%v), want web-1 u1: vouchByName could not read it", b.readyPods, err)
 	}
 
-	rs := resolverSlice("team", "web")
+	rs := resolvertest.ResolverSlice("team", "web")
 	bulk(&rs.ObjectMeta)
 	got, _ = TrimForCache(rs.DeepCopy())
 	tr := got.(*discoveryv1.EndpointSlice)

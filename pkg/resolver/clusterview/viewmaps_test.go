@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ import (
 // any order, twice, or after a broadcast, and the map is empty; a stop of
 // an old watch does not remove a newer one.
 func TestBroadcasterCountsItsWatches(t *testing.T) {
-	b := newBroadcaster[string]()
-	_, stop1 := b.watch("a")
-	ch2, stop2 := b.watch("a")
+	b := NewBroadcaster[string]()
+	_, stop1 := b.Watch("a")
+	ch2, stop2 := b.Watch("a")
 	if n := b.watching(); n != 1 {
 		t.Fatalf("two watches of one key: %d keys, want 1", n)
 	}
@@ -23,13 +23,13 @@ func TestBroadcasterCountsItsWatches(t *testing.T) {
 	if n := b.watching(); n != 1 {
 		t.Fatalf("one watch left (the first stopped twice): %d keys, want 1", n)
 	}
-	b.broadcast("a")
+	b.Broadcast("a")
 	select {
 	case <-ch2:
 	default:
 		t.Fatal("broadcast did not close the watch's channel")
 	}
-	ch3, stop3 := b.watch("a")
+	ch3, stop3 := b.Watch("a")
 	stop2() // the watch from before the broadcast
 	if n := b.watching(); n != 1 {
 		t.Fatalf("a stale stop removed a newer watch: %d keys, want 1", n)
@@ -56,11 +56,11 @@ func TestDrainsAreSwept(t *testing.T) {
 	}
 	clk.Step(time.Minute - time.Nanosecond)
 	if !d.draining(svc(0)) {
-		t.Fatal("the first Service no longer drains before the drain ended")
+		t.Fatal("the first resolvertest.Service no longer drains before the drain ended")
 	}
 	clk.Step(time.Nanosecond)
 	if d.draining(svc(0)) || d.draining(svc(999)) {
-		t.Fatal("a Service still drains after the drain")
+		t.Fatal("a resolvertest.Service still drains after the drain")
 	}
 	d.leave(svc(1000))
 	if n := d.left.Len(); n != 1 {

@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"errors"
@@ -20,8 +20,8 @@ type ServiceRef struct {
 
 func (s ServiceRef) String() string { return s.Namespace + "/" + s.Name }
 
-// kref is the structured-logging form of s.
-func (s ServiceRef) kref() klog.ObjectRef { return klog.KRef(s.Namespace, s.Name) }
+// KRef is the structured-logging form of s.
+func (s ServiceRef) KRef() klog.ObjectRef { return klog.KRef(s.Namespace, s.Name) }
 
 // ErrServiceNotFound is returned by an EndpointSource for a public Service
 // it does not know.
@@ -67,12 +67,12 @@ type Backends struct {
 	// readyPods names, by address, the pod the slices give for each of
 	// Addrs (its targetRef), which vouchByName checks.
 	readyPods map[string]podRef
-	// unread says Ready addresses of the slices were left out because no
+	// Unread says Ready addresses of the slices were left out because no
 	// read has vouched for their pods yet (vouchByName): a read that
 	// comes in says so, but one refused by the namespace's read rate or
 	// the reads in flight never comes, so a hold looks again on its own
 	// (hold.wait).
-	unread bool
+	Unread bool
 }
 
 // podRef is a pod of the Service's namespace, as a slice names it.
@@ -81,9 +81,9 @@ type podRef struct {
 	uid  types.UID
 }
 
-// source names where Addrs came from, for log lines: pods whose direct
+// Source names where Addrs came from, for log lines: pods whose direct
 // readiness check passed, or the Ready endpoints of the slices.
-func (b Backends) source() string {
+func (b Backends) Source() string {
 	switch {
 	case b.Probed:
 		return "direct probe"
@@ -102,11 +102,11 @@ type UnreadyEndpoint struct {
 	UID  types.UID
 }
 
-// maxUnreadyEndpoints bounds Backends.Unready: a wake from zero starts
+// MaxUnreadyEndpoints bounds Backends.Unready: a wake from zero starts
 // the target's minimum replicas, and the first of them to pass releases
 // every held request, so a few are plenty; the rest wait for the
 // kubelet's Ready as before.
-const maxUnreadyEndpoints = 8
+const MaxUnreadyEndpoints = 8
 
 // EndpointSource yields the Ready endpoints of the pods behind a public
 // Service, and whether the resolver is in front of it. Unit tests feed one
@@ -132,13 +132,13 @@ type EndpointSource interface {
 	Watch(svc ServiceRef) (changed <-chan struct{}, stop func())
 }
 
-// broadcaster hands out one channel per key and closes it on the next
+// Broadcaster hands out one channel per key and closes it on the next
 // broadcast for that key: every waiter sees it at once, nobody polls. A key
 // is in the map only while someone watches it: its entry counts its
 // watchers, and the last one's stop removes it, as does a broadcast. So the
 // map never holds more entries than there are waits under way, whatever
 // keys clients name.
-type broadcaster[K comparable] struct {
+type Broadcaster[K comparable] struct {
 	mu    sync.Mutex
 	chans map[K]*watchers
 }
@@ -149,13 +149,13 @@ type watchers struct {
 	n  int
 }
 
-func newBroadcaster[K comparable]() *broadcaster[K] {
-	return &broadcaster[K]{chans: map[K]*watchers{}}
+func NewBroadcaster[K comparable]() *Broadcaster[K] {
+	return &Broadcaster[K]{chans: map[K]*watchers{}}
 }
 
-// watch returns the channel closed on the next broadcast(k), and stop,
+// Watch returns the channel closed on the next broadcast(k), and stop,
 // which ends this watch; the entry for k goes with its last watch.
-func (b *broadcaster[K]) watch(k K) (<-chan struct{}, func()) {
+func (b *Broadcaster[K]) Watch(k K) (<-chan struct{}, func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w, ok := b.chans[k]
@@ -174,8 +174,8 @@ func (b *broadcaster[K]) watch(k K) (<-chan struct{}, func()) {
 	})
 }
 
-// broadcast closes the channel every watcher of k holds.
-func (b *broadcaster[K]) broadcast(k K) {
+// Broadcast closes the channel every watcher of k holds.
+func (b *Broadcaster[K]) Broadcast(k K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w, ok := b.chans[k]; ok {
@@ -185,7 +185,7 @@ func (b *broadcaster[K]) broadcast(k K) {
 }
 
 // watching returns the number of keys watched.
-func (b *broadcaster[K]) watching() int {
+func (b *Broadcaster[K]) watching() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.chans)
@@ -208,7 +208,7 @@ type MemoryEndpoints struct {
 	target map[ServiceRef]intstr.IntOrString
 	// pods holds, by address, the pod a Ready endpoint names (SetPod).
 	pods map[ServiceRef]map[string]podRef
-	b    *broadcaster[ServiceRef]
+	b    *Broadcaster[ServiceRef]
 }
 
 // NewMemoryEndpoints returns an empty MemoryEndpoints.
@@ -221,7 +221,7 @@ func NewMemoryEndpoints() *MemoryEndpoints {
 		unready: map[ServiceRef][]UnreadyEndpoint{},
 		target:  map[ServiceRef]intstr.IntOrString{},
 		pods:    map[ServiceRef]map[string]podRef{},
-		b:       newBroadcaster[ServiceRef](),
+		b:       NewBroadcaster[ServiceRef](),
 	}
 }
 
@@ -239,7 +239,7 @@ func (m *MemoryEndpoints) update(svc ServiceRef, change func()) {
 	m.mu.Lock()
 	change()
 	m.mu.Unlock()
-	m.b.broadcast(svc)
+	m.b.Broadcast(svc)
 }
 
 // SetUnready replaces the endpoints svc's slices list not ready, and
@@ -273,7 +273,7 @@ func (m *MemoryEndpoints) Front(svc ServiceRef) bool {
 }
 
 // Watch implements EndpointSource.
-func (m *MemoryEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return m.b.watch(svc) }
+func (m *MemoryEndpoints) Watch(svc ServiceRef) (<-chan struct{}, func()) { return m.b.Watch(svc) }
 
 // SetH2C marks svc's port as speaking h2c.
 func (m *MemoryEndpoints) SetH2C(svc ServiceRef, h2c bool) {
@@ -299,9 +299,9 @@ func (m *MemoryEndpoints) Lookup(svc ServiceRef, _ string) (Backends, error) {
 		readyPods: m.pods[svc]}, nil
 }
 
-// allSynced reports whether every informer (and handler registration) in
+// AllSynced reports whether every informer (and handler registration) in
 // synced has synced.
-func allSynced(synced []cache.InformerSynced) bool {
+func AllSynced(synced []cache.InformerSynced) bool {
 	for _, s := range synced {
 		if !s() {
 			return false

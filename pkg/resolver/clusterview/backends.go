@@ -1,4 +1,4 @@
-package resolver
+package clusterview
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/endpointready"
 )
 
-// resolveBackends picks the port the way kube-proxy would and lists the Ready
+// ResolveBackends picks the port the way kube-proxy would and lists the Ready
 // endpoints of the slices for it, and a few of the not-ready ones with
 // their pods (Backends.Unready).
 //
@@ -21,7 +21,7 @@ import (
 // empty), else the first. The slices name their ports after the Service's
 // and carry the pod's port, with named targetPorts already resolved by the
 // EndpointSlice controller.
-func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Backends, error) {
+func ResolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hostPort string) (Backends, error) {
 	if len(pub.Spec.Ports) == 0 {
 		return Backends{}, fmt.Errorf("service %s/%s has no ports", pub.Namespace, pub.Name)
 	}
@@ -68,7 +68,7 @@ func resolveBackends(pub *corev1.Service, list []*discoveryv1.EndpointSlice, hos
 				continue
 			}
 			if !endpointready.Serving(ep) {
-				if u, ok := unreadyOf(ep, pub.Namespace, num); ok && len(unready) < maxUnreadyEndpoints {
+				if u, ok := unreadyOf(ep, pub.Namespace, num); ok && len(unready) < MaxUnreadyEndpoints {
 					unready = append(unready, u)
 				}
 				continue
