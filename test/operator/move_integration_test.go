@@ -6,8 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/outcome"
@@ -39,15 +37,7 @@ func TestIdlePollerWaitsForAMoveOfSpecService(t *testing.T) {
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
 	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		es := e.Get("web")
-		es.Spec.Service = "web-v2"
-		_, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Update(e.Ctx(), es, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.UpdateSpec("web", func(es *elastiv1alpha1.ElastiService) { es.Spec.Service = "web-v2" })
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 1)
 	began := time.Now()
 	for !moveDone(e) {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -270,15 +271,23 @@ func (e *Env) KubeElastiFinalize(name string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	kept := es.Finalizers[:0]
-	for _, f := range es.Finalizers {
-		if f != kubeElastiFinalizer {
-			kept = append(kept, f)
+	// A controller's Update that conflicts is requeued and read again;
+	// elasti's operator may write the object's status in between.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		es, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	es.Finalizers = kept
-	_, err = e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Update(ctx, es, metav1.UpdateOptions{})
-	return err
+		kept := es.Finalizers[:0]
+		for _, f := range es.Finalizers {
+			if f != kubeElastiFinalizer {
+				kept = append(kept, f)
+			}
+		}
+		es.Finalizers = kept
+		_, err = e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Update(ctx, es, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // kubeElastiFinalizer is KubeElasti's finalizer, spelled out rather than

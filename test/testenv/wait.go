@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -49,6 +50,23 @@ func (e *Env) Get(name string) *elastiv1alpha1.ElastiService {
 		e.T.Fatal(err)
 	}
 	return es
+}
+
+// UpdateSpec changes the ElastiService name with mutate and writes it,
+// read and written again on a conflict: the operator writes the same
+// object's status at any time, so a read-modify-write that does not
+// retry fails whenever one lands in between, as any client's would.
+func (e *Env) UpdateSpec(name string, mutate func(*elastiv1alpha1.ElastiService)) {
+	e.T.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		es := e.Get(name)
+		mutate(es)
+		_, err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).Update(e.Ctx(), es, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
 }
 
 // Describe sums up an ElastiService's mode and Ready condition.

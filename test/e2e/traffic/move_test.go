@@ -9,8 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -118,15 +116,9 @@ func TestMovingSpecServiceAtZeroServesBothServices(t *testing.T) {
 // moveTo changes web's ElastiService's spec.service.
 func (s *scenario) moveTo(svc string) {
 	s.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		es := s.e.Get(app)
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.Service = svc
-		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 }
 
 // sendAll sends n requests at once to each URL, every one from the client

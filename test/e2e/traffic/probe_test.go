@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
@@ -31,15 +30,9 @@ const (
 // setProbeRule gives web's ElastiService the probe rule.
 func (s *scenario) setProbeRule() {
 	s.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		es := s.e.Get(app)
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.ProbeResponse = probeRules()
-		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 }
 
 // probeRules is the probe rule: a kubelet-like GET of probePath is

@@ -379,11 +379,9 @@ func TestTriggerSyntaxErrorIsAConditionAndAnEvent(t *testing.T) {
 	s.waitTriggerEvent("bad_data")
 	s.holdsUp()
 
-	es := s.e.Get(app)
-	es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{trigger(appRate(s.e.NS, "10s"), "0.5")}
-	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{trigger(appRate(s.e.NS, "10s"), "0.5")}
+	})
 	s.waitTriggersCondition(metav1.ConditionTrue, elastiv1alpha1.ReasonTriggersEvaluated)
 	s.waitScaledToZero()
 }
@@ -468,12 +466,10 @@ func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
 			var addr string
 			s := newPrometheusScenario(t, 2, func(ns string) []elastiv1alpha1.ScaleTrigger { return nil })
 			addr = badPrometheus(s, tc.handler)
-			es := s.e.Get(app)
 			md, _ := json.Marshal(map[string]string{"query": appRate(s.e.NS, "10s"), "threshold": "0.5", "serverAddress": addr})
-			es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: md}}
-			if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
+				es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: md}}
+			})
 			s.waitTriggersCondition(metav1.ConditionFalse, string(tc.reason))
 			s.holdsUp()
 		})
@@ -581,11 +577,9 @@ func TestAuthorizationHeaderFromSecret(t *testing.T) {
 
 	// No serverAddress: the default server, the only one the default
 	// credential goes to.
-	es := s.e.Get(app)
-	es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{trigger(appRate(s.e.NS, "10s"), "0.5")}
-	if _, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{trigger(appRate(s.e.NS, "10s"), "0.5")}
+	})
 	s.waitScaledToZero()
 	if authorized.Load() == 0 || refused.Load() != 0 {
 		t.Errorf("the proxy let %d queries through and refused %d; want every query to carry the Secret's header", authorized.Load(), refused.Load())

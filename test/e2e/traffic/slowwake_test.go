@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -52,16 +51,10 @@ const (
 func TestScaleDownWaitsForAWakeThatHasNotServed(t *testing.T) {
 	s := newScenario(t)
 	s.sleep()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		es := s.e.Get(app)
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.CooldownPeriod = int32(slowWakeCooldown / time.Second)
 		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{trigger("vector(0)", "1")}
-		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.runLateApp(slowWakeReady)
 	s.updateApp(func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{

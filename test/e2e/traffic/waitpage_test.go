@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -31,15 +30,9 @@ func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
 		maxReloads   = 60
 	)
 	s := newScenario(t)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		es := s.e.Get(app)
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.WaitingPage = &elastiv1alpha1.WaitingPage{Enabled: true}
-		_, err := s.e.Elasti.ElastiV1alpha1().ElastiServices(s.e.NS).Update(s.ctx, es, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.waitEveryResolverListens(1)
 	s.sleep()
 	s.runLateApp(lateAppDelay)
