@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,14 +30,29 @@ func KeepLogs(dir, as string) {
 		if err != nil {
 			return nil
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		to := filepath.Join(keep, as, rel)
-		if os.MkdirAll(filepath.Dir(to), 0o755) == nil {
-			_ = os.WriteFile(to, b, 0o644)
-		}
+		_ = copyFile(path, filepath.Join(keep, as, rel))
 		return nil
 	})
+}
+
+// copyFile copies from to to, streaming: the audit log alone may be
+// hundreds of MiB (--audit-log-maxsize).
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
