@@ -28,9 +28,7 @@ type Options struct {
 	// not in front of waits frontGrace for a resolver slice only when an
 	// ElastiService names the Service, and is answered 404 at once
 	// otherwise. Without it every such request is answered 404 at once.
-	Named interface {
-		Named(clusterview.ServiceRef) bool
-	}
+	Named clusterview.Namer
 	// Waiting is optional; with it, a hold that times out names what the
 	// wake waits on, a dependency of a wake group (NamedIndex is one).
 	Waiting interface {
@@ -78,11 +76,9 @@ type Resolver struct {
 	eps        clusterview.EndpointSource
 	clusterIPs ClusterIPIndex
 	// view is Options.PodView, nil without one.
-	view   clusterview.PodView
-	probes ProbeMatcher
-	named  interface {
-		Named(clusterview.ServiceRef) bool
-	}
+	view    clusterview.PodView
+	probes  ProbeMatcher
+	named   clusterview.Namer
 	waiting interface {
 		WaitingOn(clusterview.ServiceRef) string
 	}

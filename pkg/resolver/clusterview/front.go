@@ -50,11 +50,15 @@ const DefaultFrontDrain = 10 * time.Second
 // the resolver's own informer has it.
 const FrontGrace = 2 * time.Second
 
+// Namer says whether an ElastiService names a Service; NamedIndex is
+// one.
+type Namer interface{ Named(ServiceRef) bool }
+
 // AwaitFront reports whether the resolver is in front of svc, so that it
 // may forward to it. For a Service named names (one an ElastiService
 // names) it waits up to frontGrace for the resolver slice, which
 // kube-proxy may have acted on before this resolver's informer saw it.
-func AwaitFront(ctx context.Context, eps EndpointSource, named interface{ Named(ServiceRef) bool }, svc ServiceRef) bool {
+func AwaitFront(ctx context.Context, eps EndpointSource, named Namer, svc ServiceRef) bool {
 	if eps.Front(svc) {
 		return true
 	}
