@@ -71,7 +71,13 @@ func appRate(ns, window string) string {
 // newPrometheusScenario is newScenario with web's pods scraped by
 // Prometheus (the annotations of its kubernetes-pods job) and an
 // ElastiService with cooldown seconds and the triggers trigs makes for
-// the test's namespace.
+// the test's namespace. It returns once Prometheus has scraped web's pod:
+// Prometheus counts only what happens between two of its scrapes, so
+// traffic sent before the first one is never in a rate(). Its discovery
+// reaches the scrape loops every 5 s, and a Prometheus just restarted by
+// a serial test finds every pod anew: a CI run's rate-window test once
+// sent its whole 8 s busy spell before that first scrape, read a rate
+// below its threshold and saw web go to zero.
 func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) []elastiv1alpha1.ScaleTrigger) *scenario {
 	t.Helper()
 	b := testBed(t)
@@ -83,12 +89,6 @@ func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) [
 		}
 	})
 	e.Service(app, app)
-	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
-		es.Spec.MinTargetReplicas = 1
-		es.Spec.CooldownPeriod = cooldown
-		es.Spec.Triggers = trigs(e.NS)
-	})
-	e.WaitMode(app, elastiv1alpha1.ModeServe)
 	e.Eventually("web's pod to be Ready", func() (bool, string) {
 		ips := e.ReadyPodIPs(app)
 		return len(ips) == 1, fmt.Sprint(ips)
@@ -101,6 +101,18 @@ func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) [
 	s := &scenario{t: t, bed: b, e: e, client: client, ctx: t.Context(), explained: new(atomic.Bool)}
 	t.Cleanup(s.explainFailure)
 	t.Cleanup(s.explainPrometheus)
+	// Before the ElastiService, whose cooldown counts from its creation:
+	// the wait must not eat into a test's cooldown.
+	s.e.Eventually("Prometheus to have scraped web's pod", func() (bool, string) {
+		v, ok, why := s.value("count(" + s.appSeries() + ")")
+		return ok && v == 1, why
+	})
+	e.ElastiServiceWith(app, app, elastiv1alpha1.KindDeployment, app, func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.MinTargetReplicas = 1
+		es.Spec.CooldownPeriod = cooldown
+		es.Spec.Triggers = trigs(e.NS)
+	})
+	e.WaitMode(app, elastiv1alpha1.ModeServe)
 	// By its short name, as the scenarios then send their traffic: the
 	// resolver's shared port answers a request by ClusterIP too, so only
 	// the short name (which it cannot resolve there) tells that kube-proxy
@@ -114,6 +126,11 @@ func newPrometheusScenario(t testing.TB, cooldown int32, trigs func(ns string) [
 		return resp.Status == 200, resp.String()
 	})
 	return s
+}
+
+// appSeries selects web's request counter as Prometheus scrapes it.
+func (s *scenario) appSeries() string {
+	return fmt.Sprintf(`%s{namespace=%q,job="kubernetes-pods"}`, appRequestsMetric, s.e.NS)
 }
 
 // parallelPrometheusScenario marks t as one of the Prometheus scenarios
@@ -211,6 +228,37 @@ func (s *scenario) busyFor(d time.Duration, n int, host string) {
 	}
 }
 
+// holdingCooldown is the cooldown a scenario starts with when its test
+// must first fill a rate() window: it keeps web up, as idle or not, until
+// the test sets its real cooldown (setCooldown). A cooldown counts from
+// the ElastiService's creation, and a window of a minute reaches a
+// threshold of 0.5 only once 30 requests are in it: a short cooldown from
+// the creation ran out while the window still filled, and web went to
+// zero under its own traffic.
+const holdingCooldown = 900
+
+// busyUntil sends traffic as busyFor does until Prometheus reads q at or
+// above threshold, for at most a minute.
+func (s *scenario) busyUntil(q string, threshold float64, n int, host string) {
+	s.t.Helper()
+	for end := time.Now().Add(time.Minute); ; {
+		s.busyFor(time.Second, n, host)
+		v, ok, why := s.value(q)
+		if ok && v >= threshold {
+			return
+		}
+		if time.Now().After(end) {
+			s.t.Fatalf("Prometheus never read the traffic at %v or above within a minute: %v %v %s", threshold, v, ok, why)
+		}
+	}
+}
+
+// setCooldown sets web's cooldown; it counts from the creation, long past.
+func (s *scenario) setCooldown(cooldown time.Duration) {
+	s.t.Helper()
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) { es.Spec.CooldownPeriod = int32(cooldown / time.Second) })
+}
+
 // waitTriggersCondition waits for the TriggersEvaluated condition with
 // status and reason, and returns its message.
 func (s *scenario) waitTriggersCondition(status metav1.ConditionStatus, reason string) string {
@@ -285,19 +333,22 @@ func one(query func(ns string) string, threshold string) func(ns string) []elast
 // and the minute's window empties, web is scaled to zero.
 func TestIngressRateTriggerWithOrVector0(t *testing.T) {
 	parallelPrometheusScenario(t)
-	const cooldown = 10
-	s := newPrometheusScenario(t, cooldown, one(func(ns string) string { return ingressRate(ns, "1m", true) }, "0.5"))
+	const cooldown = 10 * time.Second
+	s := newPrometheusScenario(t, holdingCooldown, one(func(ns string) string { return ingressRate(ns, "1m", true) }, "0.5"))
+	query := ingressRate(s.e.NS, "1m", true)
 	s.ingress("by-service-name", s.fqdn())
 	s.waitIngressRoutes(realnet.Request{URL: "http://" + ingressAddr + "/", Host: s.fqdn()})
+	s.busyUntil(query, 0.5, 3, s.fqdn())
+	s.setCooldown(cooldown)
 	// Busy for longer than the cooldown, so that only the query keeps web up.
-	s.busyFor(2*cooldown*time.Second, 3, s.fqdn())
-	v, ok, why := s.value(ingressRate(s.e.NS, "1m", true))
+	s.busyFor(2*cooldown, 3, s.fqdn())
+	v, ok, why := s.value(query)
 	if !ok || v < 0.5 {
 		t.Fatalf("Prometheus must see the ingress traffic above the threshold 0.5 while it runs: %v %v %s", v, ok, why)
 	}
 	t.Logf("ingress rate after the busy spell: %.2f/s", v)
 	s.waitScaledToZero()
-	if v, ok, why := s.value(ingressRate(s.e.NS, "1m", true)); !ok || v >= 0.5 {
+	if v, ok, why := s.value(query); !ok || v >= 0.5 {
 		t.Errorf("scaled to zero while Prometheus reads %v (%v, %s), not below 0.5", v, ok, why)
 	}
 }
@@ -326,38 +377,83 @@ func TestRateWindowLongerThanCooldown(t *testing.T) {
 	parallelPrometheusScenario(t)
 	const cooldown = 4 * time.Second
 	query := func(ns string) string { return appRate(ns, "30s") }
-	s := newPrometheusScenario(t, int32(cooldown/time.Second), one(query, "0.2"))
+	s := newPrometheusScenario(t, holdingCooldown, one(query, "0.2"))
+	started := time.Now()
 	s.busyFor(8*time.Second, 3, "")
+	s.setCooldown(cooldown)
 	stopped := time.Now()
 	// Watch, after the cooldown has passed since the last request, that web
 	// is up every time Prometheus still reads the rate at or above the
-	// threshold, until it is scaled to zero.
+	// threshold, until it is scaled to zero. Every look is kept for a
+	// failure to show, with the samples Prometheus holds.
 	var upPastCooldown int
+	var looks []string
+	explain := func() {
+		t.Logf("traffic from -%s to 0; looks after it (since, rate, replicas): %s", stopped.Sub(started).Round(time.Millisecond), strings.Join(looks, " "))
+		t.Logf("web's counter as Prometheus holds it, since the traffic began: %s", s.samplesSince(s.appSeries(), started))
+	}
 	for {
 		if time.Since(stopped) > idleTimeout {
+			explain()
 			t.Fatalf("web not scaled to zero within %s of its last request", idleTimeout)
 		}
 		replicas := s.e.Replicas(elastiv1alpha1.KindDeployment, app)
 		v, ok, why := s.value(query(s.e.NS))
 		if !ok {
+			explain()
 			t.Fatalf("the trigger's query has no value: %s", why)
 		}
+		since := time.Since(stopped)
+		looks = append(looks, fmt.Sprintf("%s=%.2f/%d", since.Round(100*time.Millisecond), v, replicas))
 		if replicas == 0 {
 			break
 		}
-		if v >= 0.2 && time.Since(stopped) > cooldown+2*time.Second {
+		if v >= 0.2 && since > cooldown+2*time.Second {
 			upPastCooldown++
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	if upPastCooldown == 0 {
+		explain()
 		t.Fatalf("web was never seen up, with the rate above the threshold, after its cooldown: the window did not outlive the cooldown, so this test proves nothing")
 	}
 	if v, _, why := s.value(query(s.e.NS)); v >= 0.2 {
+		explain()
 		t.Errorf("scaled to zero while the rate is %v, not below 0.2: %s", v, why)
 	}
 	t.Logf("web stayed up for %d looks past its cooldown while the 30 s window held traffic; scaled to zero %s after its last request",
 		upPastCooldown, time.Since(stopped).Round(time.Second))
+}
+
+// samplesSince is every sample of series Prometheus holds from since on,
+// as "+offset=value" pairs, for a failure to show what its rate() read.
+func (s *scenario) samplesSince(series string, since time.Time) string {
+	s.t.Helper()
+	window := time.Since(since).Round(time.Second) + time.Second
+	resp := s.do(realnet.Request{URL: realnet.PrometheusURL + "/api/v1/query?" + url.Values{"query": {fmt.Sprintf("%s[%ds]", series, int(window.Seconds()))}}.Encode(), Timeout: quickTimeout})
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &r); err != nil || r.Status != "success" {
+		return fmt.Sprintf("unreadable (%v): %s", err, resp)
+	}
+	var out []string
+	for _, res := range r.Data.Result {
+		for _, v := range res.Values {
+			ts, _ := v[0].(float64)
+			at := time.Unix(0, int64(ts*float64(time.Second)))
+			out = append(out, fmt.Sprintf("+%s=%v", at.Sub(since).Round(100*time.Millisecond), v[1]))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }
 
 // TestTriggerSyntaxErrorIsAConditionAndAnEvent: a query Prometheus cannot
