@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -114,7 +114,7 @@ func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
 		}()
 	}
 	resolvertest.Eventually(t, 5*time.Second, "requests at the stalling pod", func() bool { return reached.Load() == fits })
-	if charged, _ := e.r.admit.requestUsage(); charged < fits*fillCharge || charged > cfg.MaxRequestBytes {
+	if charged, _ := e.r.admit.RequestUsage(); charged < fits*fillCharge || charged > cfg.MaxRequestBytes {
 		t.Fatalf("%d stalled requests charged %d bytes, want between %d and %d", fits, charged, fits*fillCharge, cfg.MaxRequestBytes)
 	}
 
@@ -129,13 +129,13 @@ func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
 	if got := reached.Load(); got != fits {
 		t.Fatalf("%d requests reached the pod, want %d: the one past the budget was forwarded", got, fits)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(ScopeRequests)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeRequests)); got != 1 {
 		t.Errorf("requests overflow counter %v, want 1", got)
 	}
 	cancel()
 	wg.Wait()
 	resolvertest.Eventually(t, 5*time.Second, "the budget given back", func() bool {
-		charged, namespaces := e.r.admit.requestUsage()
+		charged, namespaces := e.r.admit.RequestUsage()
 		return charged == 0 && namespaces == 0
 	})
 }
@@ -234,7 +234,7 @@ func TestAdversarialHTTP2StreamsPastTheCapAreRefused(t *testing.T) {
 		}
 	}
 	resolvertest.Eventually(t, 5*time.Second, "streams within the cap at the pod", func() bool { return reached.Load() == streams })
-	charged, _ := e.r.admit.requestUsage()
+	charged, _ := e.r.admit.RequestUsage()
 	if charged < streams*15*4000 {
 		t.Fatalf("%d streams with %d header bytes on the wire charged %d bytes, want at least their decoded %d", streams, wire, charged, streams*15*4000)
 	}
@@ -308,37 +308,4 @@ func rawStatusOn(t *testing.T, c net.Conn) string {
 	n, _ := c.Read(buf)
 	line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
 	return line
-}
-
-// The request budget and a namespace's share of it, at the boundary and
-// one past: a charge that fills either exactly is taken, one byte more is
-// refused and takes nothing.
-func TestAdversarialRequestBudgetBoundary(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		share int
-		scope string
-	}{{"global", 100, ScopeRequests}, {"namespace", 50, ScopeNamespace}} {
-		t.Run(c.name, func(t *testing.T) {
-			const budget = 1 << 20
-			a := newAdmission(admissionLimits{perService: 10, global: 10, perSource: 10, heldBytes: 1 << 20,
-				requestBytes: budget, namespaceShare: c.share}, nil, prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
-			limit := int64(budget * c.share / 100)
-			release, refused := a.charge("team", limit)
-			if refused.scope != "" {
-				t.Fatalf("a charge of exactly %d refused (%s)", limit, refused.scope)
-			}
-			if _, refused := a.charge("team", 1); refused.scope != c.scope {
-				t.Fatalf("one byte past: refusal %q, want %q", refused.scope, c.scope)
-			}
-			if got, _ := a.requestUsage(); got != limit {
-				t.Fatalf("charged %d after a refusal, want %d", got, limit)
-			}
-			release()
-			release() // a second call gives nothing back twice
-			if got, namespaces := a.requestUsage(); got != 0 || namespaces != 0 {
-				t.Fatalf("after release: %d bytes, %d namespaces; want none", got, namespaces)
-			}
-		})
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -90,7 +89,7 @@ func TestRandomHostsLeaveNoState(t *testing.T) {
 	if n := r.conn.tracked(); n != 0 {
 		t.Errorf("%d round-robin counters after requests that reached no pod", n)
 	}
-	if slots, sources, _ := r.admit.usage(); slots != 0 || sources != 0 {
+	if slots, sources, _ := r.admit.Usage(); slots != 0 || sources != 0 {
 		t.Errorf("admission holds %d slots for %d sources after requests that were never held", slots, sources)
 	}
 }
@@ -246,24 +245,5 @@ func BenchmarkRandomHosts(b *testing.B) {
 	b.ReportMetric(float64(e.Watched()), "watched-keys")
 	if grown >= 16 {
 		b.Errorf("the live heap grew %.1f MiB over %d requests with random Hosts, want under 16", grown, randomHostsRequests)
-	}
-}
-
-// A client that rotates its source address (an IPv6 range, or many pods)
-// is tracked for at most SourceWakeTracked addresses.
-func TestWakeLimiterBoundsRotatingSources(t *testing.T) {
-	const maxSources = 1000
-	l := newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, maxSources)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	prefix := netip.MustParseAddr("fd00::").As16()
-	for i := range 100_000 {
-		a := prefix
-		a[12], a[13], a[14], a[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
-		if _, ok := l.take(netip.AddrFrom16(a), now); !ok {
-			t.Fatalf("the first wake of source %d was refused", i)
-		}
-	}
-	if n := l.sources(); n != maxSources {
-		t.Fatalf("%d sources tracked, want the cap %d", n, maxSources)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
@@ -49,8 +50,8 @@ func TestAdversarialNamespaceFillingItsQueueShareLeavesAnotherAdmitted(t *testin
 	// From two addresses, so no per-source share is what refuses.
 	holdRequests(t, e, ctx, &wg, clientFrom(t, "127.0.0.1"), 2, 2, nil)
 	holdRequests(t, e, ctx, &wg, clientFrom(t, "127.0.0.2"), 2, 4, nil)
-	expectRefused(t, e, clientFrom(t, "127.0.0.3"), e.request(t, context.Background(), "GET", "/", nil), ScopeNamespace, 0)
-	if got := e.r.admit.admitted(testSvc); got != 4 {
+	expectRefused(t, e, clientFrom(t, "127.0.0.3"), e.request(t, context.Background(), "GET", "/", nil), admission.ScopeNamespace, 0)
+	if got := e.r.admit.Admitted(testSvc); got != 4 {
 		t.Fatalf("%d held for %s, want its share of 4", got, testSvc)
 	}
 	holdRequests(t, e, ctx, &wg, clientFrom(t, "127.0.0.3"), 1, 5, forOther)
@@ -73,7 +74,7 @@ func TestAdversarialNamespaceFillingItsHeldBytesShareLeavesAnotherAdmitted(t *te
 	holdRequests(t, e, ctx, &wg, client, 1, 1, big)
 	req := e.request(t, context.Background(), "GET", "/", nil)
 	big(req)
-	expectRefused(t, e, client, req, ScopeNamespace, 0)
+	expectRefused(t, e, client, req, admission.ScopeNamespace, 0)
 	holdRequests(t, e, ctx, &wg, client, 1, 2, func(req *http.Request) { big(req); forOther(req) })
 }
 
@@ -125,7 +126,7 @@ func TestAdversarialNamespaceFillingItsRequestShareLeavesAnotherAdmitted(t *test
 	if resp.StatusCode != http.StatusServiceUnavailable || team.Load() != fits {
 		t.Fatalf("one past the namespace's share: %d %q, %d at the pod; want 503 and %d", resp.StatusCode, body, team.Load(), fits)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(ScopeNamespace)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeNamespace)); got != 1 {
 		t.Errorf("namespace overflow counter %v, want 1", got)
 	}
 	stall(otherHost)

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -23,22 +24,22 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 // writeRefusal answers a request admission refused: 429 for a client out
 // of wakes or over its share of the queue, 503 for a full queue or
 // budget, all with Retry-After.
-func (r *Resolver) writeRefusal(w http.ResponseWriter, svc clusterview.ServiceRef, refused refusal) {
-	if refused.scope == ScopeSource {
-		w.Header().Set("Retry-After", retryAfterSeconds(refused.retryAfter))
+func (r *Resolver) writeRefusal(w http.ResponseWriter, svc clusterview.ServiceRef, refused admission.Refusal) {
+	if refused.Scope == admission.ScopeSource {
+		w.Header().Set("Retry-After", retryAfterSeconds(refused.RetryAfter))
 		httpError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has woken too many services lately; service %s is asleep, retry later", svc))
 		return
 	}
 	w.Header().Set("Retry-After", retryAfterSeconds(r.cfg.RetryAfter))
 	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("too many requests are waiting for service %s to start; retry later", svc)
-	switch refused.scope {
-	case ScopeGlobal, ScopeBytes:
+	switch refused.Scope {
+	case admission.ScopeGlobal, admission.ScopeBytes:
 		msg = "too many requests are waiting for services to start; retry later"
-	case ScopeRequests:
+	case admission.ScopeRequests:
 		msg = "too many requests are in flight; retry later"
-	case ScopeNamespace:
+	case admission.ScopeNamespace:
 		msg = fmt.Sprintf("too many requests are in flight for services of namespace %s; retry later", svc.Namespace)
-	case ScopeClient:
+	case admission.ScopeClient:
 		code, msg = http.StatusTooManyRequests, fmt.Sprintf("this client has too many requests waiting for services to start; service %s is asleep, retry later", svc)
 	}
 	httpError(w, code, msg)

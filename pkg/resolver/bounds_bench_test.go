@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -165,7 +166,7 @@ func benchmarkFilledHeld(b *testing.B) {
 	filled := memNow()
 	took := time.Since(began)
 
-	_, _, heldBytes := r.admit.usage()
+	_, _, heldBytes := r.admit.Usage()
 	if refused := testutil.ToFloat64(r.metrics.ConnectionsRefused); refused != 0 || heldBytes < headerBudget*95/100 {
 		b.Fatalf("%v connections refused, %d of %d header bytes charged: the bounds were not filled as planned", refused, heldBytes, headerBudget)
 	}
@@ -280,7 +281,7 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 	// Filled when the charge and the answers stop moving.
 	var last int64 = -1
 	for deadline, still := time.Now().Add(2*time.Minute), 0; still < 5; time.Sleep(200 * time.Millisecond) {
-		charged, _ := r.admit.requestUsage()
+		charged, _ := r.admit.RequestUsage()
 		if now := charged + answered.Load()<<32; now == last {
 			still++
 		} else {
@@ -292,8 +293,8 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 	}
 	filled := memNow()
 	took := time.Since(began)
-	charged, _ := r.admit.requestUsage()
-	refused := testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(ScopeRequests)) + testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(ScopeNamespace))
+	charged, _ := r.admit.RequestUsage()
+	refused := testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(admission.ScopeRequests)) + testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(admission.ScopeNamespace))
 	stalled := attempts - answered.Load() - resets.Load()
 	if !unbudgeted && charged < cfg.MaxRequestBytes*9/10 || stalled <= 0 {
 		b.Fatalf("%d of %d bytes charged, %d streams stalled: the budget was not filled as planned", charged, cfg.MaxRequestBytes, stalled)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
@@ -62,7 +63,7 @@ func TestOneClientCannotFillTheQueue(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "7" || !strings.Contains(body, "this client") {
 		t.Fatalf("past one client's share: %d Retry-After=%q %q, want 429 with Retry-After 7", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(ScopeClient)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeClient)); got != 1 {
 		t.Errorf("client overflow counter %v, want 1", got)
 	}
 	holdRequests(t, e, ctx, &wg, quiet, 1, 4, nil)
@@ -93,7 +94,7 @@ func TestHeaderHeavyBurstIsRefusedAtTheByteBudget(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "7" {
 		t.Fatalf("past the byte budget: %d Retry-After=%q %q, want 503 with Retry-After 7", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(ScopeBytes)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeBytes)); got != 1 {
 		t.Errorf("bytes overflow counter %v, want 1", got)
 	}
 	holdRequests(t, e, ctx, &wg, client, 1, 3, nil)

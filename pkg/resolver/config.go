@@ -9,6 +9,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/nsbudget"
 	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -33,14 +34,7 @@ const (
 	// The waiting page comes at once: a person sees at once that the
 	// Service is starting. spec.waitingPage.after (or this flag) delays
 	// it, so that a cold start shorter than the delay shows no page.
-	DefaultWaitingPageAfter = 0 * time.Second
-	// A client behind an ingress controller shares the controller pod's
-	// address with every other client of the ingress, so the defaults let
-	// one address wake a hundred Services at once and ten a second after
-	// that: far more than one client's page needs, far less than a fleet.
-	DefaultSourceWakeRate    = 10
-	DefaultSourceWakeBurst   = 100
-	DefaultSourceWakeTracked = 10000
+	DefaultWaitingPageAfter  = 0 * time.Second
 	DefaultMaxBufferedBody   = 64 << 10
 	DefaultMaxBufferedBodies = 16 << 20
 	// One client address may hold an eighth of the global queue and a
@@ -249,9 +243,9 @@ func DefaultConfig() Config {
 		FrontDrain:              clusterview.DefaultFrontDrain,
 		RetryAfter:              DefaultRetryAfter,
 		ColdStartHeader:         DefaultColdStartHeader,
-		SourceWakeRate:          DefaultSourceWakeRate,
-		SourceWakeBurst:         DefaultSourceWakeBurst,
-		SourceWakeTracked:       DefaultSourceWakeTracked,
+		SourceWakeRate:          admission.DefaultSourceWakeRate,
+		SourceWakeBurst:         admission.DefaultSourceWakeBurst,
+		SourceWakeTracked:       admission.DefaultSourceWakeTracked,
 		ProbePods:               true,
 		WaitingPageAfter:        DefaultWaitingPageAfter,
 		MaxBufferedBody:         DefaultMaxBufferedBody,

@@ -13,8 +13,9 @@
 // serveService and holdRequest for HTTP, serveConn for TCP. What the
 // resolver knows of the cluster (Services, slices, fronting, the
 // ElastiServices' names, the pod view) is package clusterview, below
-// every layer here; the other layers are files of this package, to become
-// packages of their own the same way (docs/development/layout.md).
+// every layer here, and so are the bounds on what is held and charged
+// (package admission); the other layers are files of this package, to
+// become packages of their own the same way (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
 //     connections open on every listener together, and one per client
@@ -25,9 +26,9 @@
 //     On a resolver port of its own (the ports the operator records in
 //     status.resolverPorts) the local port alone does (listeners.go, which
 //     also tells HTTP from other TCP, and routes.go).
-//   - charge (admit.go): every HTTP request, held or not, is charged to
-//     the request budget, within its namespace's share, until it is
-//     answered; past it 503.
+//   - charge (package admission; what a request costs, cost.go): every
+//     HTTP request, held or not, is charged to the request budget, within
+//     its namespace's share, until it is answered; past it 503.
 //   - front (clusterview: front.go, named.go): whether the resolver is in front of that
 //     Service; one it is not in front of is answered 404, after a short
 //     grace when an ElastiService names it.
@@ -38,7 +39,7 @@
 //   - probe (probes.go): while no pod is Ready, a health checker's request
 //     matching a probe rule is answered without waking the target.
 //   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
-//     (admit.go, wakerate.go: per-Service, per-namespace, per-client and
+//     (package admission: per-Service, per-namespace, per-client and
 //     global bounds, and per client a bound on the wakes it starts), joins
 //     the Service's waiter, whose wake loop asks the operator to wake the
 //     Service (wake.go; coalesced, with capped exponential backoff), and
@@ -69,7 +70,8 @@
 //   - hold: a request or connection waiting for a Ready endpoint. holder
 //     is the hold layer and nothing else; a waiter is one Service's entry
 //     in it; a hold is one request's or connection's place there.
-//   - admission, slot, refusal: the bounds on what is held (admit.go).
+//   - admission, slot, refusal: the bounds on what is held (package
+//     admission).
 //   - in front: the operator's resolver EndpointSlice points the Service at
 //     the resolver. named: an ElastiService names the Service.
 //   - route: a resolver port and the Service port it stands for.

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -19,7 +20,7 @@ var errClosed = errors.New("resolver is shutting down")
 type holdSpec struct {
 	svc  clusterview.ServiceRef
 	port string
-	// protocol is ProtocolHTTP or ProtocolTCP, for the metrics.
+	// protocol is admission.ProtocolHTTP or admission.ProtocolTCP, for the metrics.
 	protocol string
 	// client is the remote address, host:port; admission counts its host.
 	client string
@@ -49,9 +50,9 @@ type holdSpec struct {
 // (counted as a timeout), errWaitingPage when ctx ended with that cause
 // (the caller's own deadline, waitpage.go), errClosed, or the
 // EndpointSource's error.
-func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), ready func(b clusterview.Backends, waited time.Duration)) error {
-	release, refused := r.admit.admit(s.svc, sourceOf(s.client), s.bytes)
-	if refused.scope != "" {
+func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(admission.Refusal), ready func(b clusterview.Backends, waited time.Duration)) error {
+	release, refused := r.admit.Admit(s.svc, admission.SourceOf(s.client), s.bytes)
+	if refused.Scope != "" {
 		r.countRefusal(s, refused)
 		refuse(refused)
 		return nil
@@ -110,14 +111,14 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(refusal), re
 }
 
 // countRefusal counts and logs a refused admission.
-func (r *Resolver) countRefusal(s holdSpec, refused refusal) {
-	if refused.scope == ScopeSource {
+func (r *Resolver) countRefusal(s holdSpec, refused admission.Refusal) {
+	if refused.Scope == admission.ScopeSource {
 		r.metrics.WakeRateLimited.WithLabelValues(s.protocol).Inc()
-		s.logger.V(2).Info("Client started too many wakes, refusing", "protocol", s.protocol, "client", s.client, "retryAfter", refused.retryAfter)
+		s.logger.V(2).Info("Client started too many wakes, refusing", "protocol", s.protocol, "client", s.client, "retryAfter", refused.RetryAfter)
 		return
 	}
-	r.metrics.Overflow.WithLabelValues(refused.scope).Inc()
-	s.logger.V(2).Info("Hold bound reached, refusing", "protocol", s.protocol, "scope", refused.scope, "client", s.client)
+	r.metrics.Overflow.WithLabelValues(refused.Scope).Inc()
+	s.logger.V(2).Info("Hold bound reached, refusing", "protocol", s.protocol, "scope", refused.Scope, "client", s.client)
 }
 
 // holder is the hold layer. It keeps one waiter per Service that has

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -289,10 +290,10 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolvertest.Eventually(t, 5*time.Second, "the connection to be held", func() bool { return pe.r.admit.admitted(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the connection to be held", func() bool { return pe.r.admit.Admitted(testSvc) == 1 })
 	_ = c2.(*net.TCPConn).SetLinger(0) // close with a reset
 	_ = c2.Close()
-	resolvertest.Eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.admitted(testSvc) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.Admitted(testSvc) == 0 })
 	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
 		t.Fatalf("timeouts = %v after a client left, want still 1", got)
 	}
@@ -408,7 +409,7 @@ func TestResolverPortClosesConnectionsForServicesNotInFront(t *testing.T) {
 	if n := pe.net.dialCount("10.244.0.9:5000"); n != 0 {
 		t.Fatalf("the pod was dialled %d times", n)
 	}
-	if got := metricValue(t, pe.r.metrics.NotInFront.WithLabelValues(ProtocolTCP)); got != 1 {
+	if got := metricValue(t, pe.r.metrics.NotInFront.WithLabelValues(admission.ProtocolTCP)); got != 1 {
 		t.Fatalf("not-in-front count = %v, want 1", got)
 	}
 }

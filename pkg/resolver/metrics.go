@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 )
 
 // Label values. Every label is bounded: there are no per-service labels.
@@ -15,24 +17,6 @@ const (
 	// OutcomeUnauthorized is the operator refusing the wake token (or its
 	// absence): the two are configured with different tokens.
 	OutcomeUnauthorized = "unauthorized"
-
-	ScopeService = "service"
-	ScopeGlobal  = "global"
-	// ScopeSource is a client out of wakes (see Config.SourceWakeRate).
-	ScopeSource = "source"
-	// ScopeClient is a client holding its share of the queues (see
-	// Config.PerSourceQueue), ScopeBytes the held-bytes budget full (see
-	// Config.MaxHeldBytes).
-	ScopeClient = "client"
-	ScopeBytes  = "bytes"
-	// ScopeNamespace is the namespace of the Service asked for holding its
-	// share of a pool (see Config.NamespaceShare); ScopeRequests the
-	// budget of every request in flight full (see Config.MaxRequestBytes).
-	ScopeNamespace = "namespace"
-	ScopeRequests  = "requests"
-
-	ProtocolHTTP = "http"
-	ProtocolTCP  = "tcp"
 )
 
 // Metrics are the resolver's Prometheus metrics, all prefixed
@@ -40,7 +24,7 @@ const (
 // are embedded, so a series is named m.Queued wherever it is recorded.
 type Metrics struct {
 	HoldMetrics
-	AdmissionMetrics
+	admission.Metrics
 	ForwardMetrics
 	ProbeMetrics
 	AnswerMetrics
@@ -55,11 +39,11 @@ type Metrics struct {
 // limit tracks.
 func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, error) {
 	m := &Metrics{
-		HoldMetrics:      newHoldMetrics(),
-		AdmissionMetrics: newAdmissionMetrics(wakeSources),
-		ForwardMetrics:   newForwardMetrics(),
-		ProbeMetrics:     newProbeMetrics(),
-		AnswerMetrics:    newAnswerMetrics(),
+		HoldMetrics:    newHoldMetrics(),
+		Metrics:        admission.NewMetrics(wakeSources),
+		ForwardMetrics: newForwardMetrics(),
+		ProbeMetrics:   newProbeMetrics(),
+		AnswerMetrics:  newAnswerMetrics(),
 		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_operator_notifications_total",
 			Help: "Wake requests sent to the operator, by outcome.",
@@ -72,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.AdmissionMetrics.collectors(), m.ForwardMetrics.collectors(),
+	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.Metrics.Collectors(), m.ForwardMetrics.collectors(),
 		m.ProbeMetrics.collectors(), m.AnswerMetrics.collectors(), []prometheus.Collector{m.WakeRequests}) {
 		errs = append(errs, reg.Register(c))
 	}
@@ -129,67 +113,6 @@ func newHoldMetrics() HoldMetrics {
 
 func (m HoldMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Queued, m.ColdStartWait, m.Timeouts, m.HeldReleases}
-}
-
-// AdmissionMetrics are admission's: connections and requests refused by
-// a bound, a share or a rate.
-type AdmissionMetrics struct {
-	// Overflow counts requests refused and connections closed because a
-	// hold bound was reached, by scope (service, global, client or bytes).
-	Overflow *prometheus.CounterVec
-	// WakeRateLimited counts requests answered 429 (http) and connections
-	// closed (tcp) because their client had started its share of wakes.
-	WakeRateLimited *prometheus.CounterVec
-	// WakeRateSources is the number of client addresses whose wakes are
-	// being counted, read from the wake limiter when scraped.
-	WakeRateSources prometheus.GaugeFunc
-	// Connections is the number of client connections open on the proxy
-	// port and the resolver ports; ConnectionsRefused counts those closed
-	// at once because Config.MaxConnections were open, or
-	// Config.MaxConnectionsPerSource of the client's address.
-	Connections        prometheus.Gauge
-	ConnectionsRefused prometheus.Counter
-}
-
-func newAdmissionMetrics(wakeSources func() int) AdmissionMetrics {
-	m := AdmissionMetrics{
-		Overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_queue_overflow_total",
-			Help: "Requests refused (503; 429 for scope client) or connections closed because a hold bound was reached, by scope: service, global, client (one address's share), bytes (held header bytes).",
-		}, []string{"scope"}),
-		WakeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_wake_rate_limited_total",
-			Help: "Requests answered 429 (protocol http) or connections closed (tcp) because their client address started more wakes than --source-wake-rate and --source-wake-burst allow.",
-		}, []string{"protocol"}),
-		WakeRateSources: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "elasti_resolver_wake_rate_limit_sources",
-			Help: "Client addresses whose recent wakes the per-source wake rate limit tracks.",
-		}, func() float64 {
-			if wakeSources == nil {
-				return 0
-			}
-			return float64(wakeSources())
-		}),
-		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "elasti_resolver_client_connections",
-			Help: "Client connections open on the proxy port and the resolver ports.",
-		}),
-		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_client_connections_refused_total",
-			Help: "Client connections closed as soon as they were accepted because --max-connections, or --max-connections-per-source of the client address, were open.",
-		}),
-	}
-	for _, s := range []string{ScopeService, ScopeGlobal, ScopeClient, ScopeBytes, ScopeNamespace, ScopeRequests} {
-		m.Overflow.WithLabelValues(s)
-	}
-	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
-		m.WakeRateLimited.WithLabelValues(p)
-	}
-	return m
-}
-
-func (m AdmissionMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Overflow, m.WakeRateLimited, m.WakeRateSources, m.Connections, m.ConnectionsRefused}
 }
 
 // ForwardMetrics are forwarding's: requests proxied, connections spliced,
@@ -309,7 +232,7 @@ func newAnswerMetrics() AnswerMetrics {
 			Help: "Requests answered 404 (protocol http) or connections closed (tcp) because the resolver was not in front of their Service: no resolver EndpointSlice, and none removed within the drain.",
 		}, []string{"protocol"}),
 	}
-	for _, p := range []string{ProtocolHTTP, ProtocolTCP} {
+	for _, p := range []string{admission.ProtocolHTTP, admission.ProtocolTCP} {
 		m.NotInFront.WithLabelValues(p)
 	}
 	return m

@@ -12,9 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/connlimit"
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -57,6 +59,9 @@ type Options struct {
 	// WakeToken, when set, gives the token every wake request carries
 	// (see pkg/waketoken). Nil sends none, as KubeElasti's resolver.
 	WakeToken TokenSource
+	// Clock is the time the wake limit per client address reads; nil
+	// means the real clock.
+	Clock clock.PassiveClock
 }
 
 // TokenSource returns the current wake token; it is asked before every
@@ -83,7 +88,7 @@ type Resolver struct {
 		WaitingOn(clusterview.ServiceRef) string
 	}
 	pages   PageSwitch
-	admit   *admission
+	admit   *admission.Admission
 	holds   *holder
 	held    *heldReports
 	conn    *connector
@@ -110,8 +115,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if opts.Endpoints == nil {
 		return nil, errors.New("resolver: an EndpointSource is required")
 	}
-	wakes := newWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked)
-	metrics, err := NewMetrics(opts.Registerer, wakes.sources)
+	wakes := admission.NewWakeLimiter(cfg.SourceWakeRate, cfg.SourceWakeBurst, cfg.SourceWakeTracked)
+	var clk clock.PassiveClock = clock.RealClock{}
+	if opts.Clock != nil {
+		clk = opts.Clock
+	}
+	metrics, err := NewMetrics(opts.Registerer, wakes.Sources)
 	if err != nil {
 		return nil, fmt.Errorf("resolver metrics: %w", err)
 	}
@@ -144,7 +153,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		named:      opts.Named,
 		waiting:    opts.Waiting,
 		pages:      opts.Pages,
-		admit:      newAdmission(admissionLimitsOf(cfg), wakes, metrics.Queued),
+		admit:      admission.New(cfg.admissionLimits(), wakes, clk, metrics.Queued),
 		holds:      newHolder(klog.NewContext(ctx, logger), eps, opts.PodView, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
 		held:       newHeldReports(ctx, waker, logger),
 		conn:       conn,
@@ -178,16 +187,16 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc cl
 	// Charged before anything waits, and given back when the request is
 	// answered: the front grace, a hold and a pod that stalls all keep
 	// the request in memory.
-	uncharge, refused := r.admit.charge(svc.Namespace, requestBytes(req))
-	if refused.scope != "" {
-		r.countRefusal(holdSpec{protocol: ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+	uncharge, refused := r.admit.Charge(svc.Namespace, requestBytes(req))
+	if refused.Scope != "" {
+		r.countRefusal(holdSpec{protocol: admission.ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
 		r.writeRefusal(w, svc, refused)
 		return
 	}
 	defer uncharge()
 	if !clusterview.AwaitFront(req.Context(), r.eps, r.named, svc) {
 		logger.V(4).Info("Refusing request for a Service the resolver is not in front of")
-		r.metrics.NotInFront.WithLabelValues(ProtocolHTTP).Inc()
+		r.metrics.NotInFront.WithLabelValues(admission.ProtocolHTTP).Inc()
 		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
 		return
 	}
@@ -246,13 +255,13 @@ func (r *Resolver) lookupToForward(ctx context.Context, svc clusterview.ServiceR
 // releases all go on (see chargeAnyway).
 func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, waited time.Duration) {
 	if waited > 0 {
-		defer r.admit.chargeAnyway(svc.Namespace, forwardOverheadBytes)()
+		defer r.admit.ChargeAnyway(svc.Namespace, forwardOverheadBytes)()
 		r.fwd.serve(w, req, svc, port, b, waited)
 		return
 	}
-	uncharge, refused := r.admit.charge(svc.Namespace, forwardOverheadBytes)
-	if refused.scope != "" {
-		r.countRefusal(holdSpec{protocol: ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+	uncharge, refused := r.admit.Charge(svc.Namespace, forwardOverheadBytes)
+	if refused.Scope != "" {
+		r.countRefusal(holdSpec{protocol: admission.ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
 		r.writeRefusal(w, svc, refused)
 		return
 	}
@@ -272,12 +281,12 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 		defer r.buffered.Add(-req.ContentLength)
 		// The buffered body is charged to the request budget too; when
 		// its namespace's share has no room for it, it streams.
-		uncharge, refused := r.admit.charge(svc.Namespace, req.ContentLength)
-		if buffer = refused.scope == ""; buffer {
+		uncharge, refused := r.admit.Charge(svc.Namespace, req.ContentLength)
+		if buffer = refused.Scope == ""; buffer {
 			defer uncharge()
 		}
 	}
-	s := holdSpec{svc: svc, port: port, protocol: ProtocolHTTP, client: req.RemoteAddr,
+	s := holdSpec{svc: svc, port: port, protocol: admission.ProtocolHTTP, client: req.RemoteAddr,
 		bytes: heldRequestBytes(req, buffer), logger: logger}
 	page, after := r.waitingPageFor(req, svc)
 	ctx, cancel := r.holdContext(req.Context(), page, after)
@@ -295,7 +304,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 		defer func() { done(paged) }()
 	}
 	err := r.try(ctx, s,
-		func(refused refusal) { r.writeRefusal(w, svc, refused) },
+		func(refused admission.Refusal) { r.writeRefusal(w, svc, refused) },
 		func(b clusterview.Backends, waited time.Duration) {
 			if page {
 				r.pageClock.forget(svc)
@@ -340,7 +349,7 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 	defer context.AfterFunc(drop, cancel)()
 
 	if !clusterview.AwaitFront(ctx, r.eps, r.named, svc) {
-		r.metrics.NotInFront.WithLabelValues(ProtocolTCP).Inc()
+		r.metrics.NotInFront.WithLabelValues(admission.ProtocolTCP).Inc()
 		logger.V(4).Info("Closing connection for a Service the resolver is not in front of")
 		return
 	}
@@ -354,13 +363,13 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 		forward(b, 0)
 		return
 	}
-	s := holdSpec{svc: svc, port: port, protocol: ProtocolTCP, client: c.RemoteAddr().String(),
+	s := holdSpec{svc: svc, port: port, protocol: admission.ProtocolTCP, client: c.RemoteAddr().String(),
 		bytes: heldConnBytes(c), logger: logger,
 		whileHeld: func(_ context.Context, cancel context.CancelFunc) (func(), error) {
 			return watchClientClose(c, cancel), nil
 		}}
 	// A refused connection is closed on return; that is its answer.
-	if err := r.try(ctx, s, func(refusal) {}, forward); err != nil {
+	if err := r.try(ctx, s, func(admission.Refusal) {}, forward); err != nil {
 		logger.V(4).Info("Held connection ended", "err", err)
 	}
 }

@@ -6,160 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
-
-// fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func cold(i int) clusterview.ServiceRef {
-	return clusterview.ServiceRef{Namespace: "team", Name: fmt.Sprintf("cold-%d", i)}
-}
-
-// With the defaults (bursts of 100, then 10 a second) a client starts 100
-// wakes at once, the 101st waits for the bucket to refill, another client
-// is unaffected, and requests that join a wake under way cost nothing.
-func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
-	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(DefaultSourceWakeRate, DefaultSourceWakeBurst, DefaultSourceWakeTracked),
-		prometheus.NewGauge(prometheus.GaugeOpts{Name: "queued"}))
-	clock := newFakeClock()
-	a.now = clock.Now
-	noisy, quiet := netip.MustParseAddr("10.244.0.7"), netip.MustParseAddr("10.244.0.8")
-
-	for i := range 100 {
-		if _, refused := a.admit(cold(i), noisy, 0); refused.scope != "" {
-			t.Fatalf("wake %d of the burst refused (%q)", i+1, refused.scope)
-		}
-	}
-	_, refused := a.admit(cold(100), noisy, 0)
-	if refused.scope != ScopeSource || refused.retryAfter <= 0 || refused.retryAfter > 100*time.Millisecond {
-		t.Fatalf("the 101st wake: %+v, want ScopeSource with a wait of at most 100ms (one wake at 10/s)", refused)
-	}
-	if a.admitted(cold(100)) != 0 {
-		t.Fatal("a refused wake took a slot")
-	}
-	// Joining wakes under way is free, however often.
-	for range 500 {
-		if _, refused := a.admit(cold(3), noisy, 0); refused.scope != "" {
-			t.Fatalf("a request for a Service already waking was refused (%q)", refused.scope)
-		}
-	}
-	if _, refused := a.admit(cold(100), quiet, 0); refused.scope != "" {
-		t.Fatalf("another client was refused (%q) because of the noisy one", refused.scope)
-	}
-	if got := a.wakes.sources(); got != 2 {
-		t.Errorf("tracked sources = %v, want 2", got)
-	}
-
-	// One wake refills in 100ms; the next is refused again.
-	clock.step(100 * time.Millisecond)
-	if _, refused := a.admit(cold(101), noisy, 0); refused.scope != "" {
-		t.Fatalf("after 100ms the refilled wake was refused (%q)", refused.scope)
-	}
-	if _, refused := a.admit(cold(102), noisy, 0); refused.scope != ScopeSource {
-		t.Fatalf("a second wake after one refilled: %q, want %q", refused.scope, ScopeSource)
-	}
-}
-
-// A Service whose held requests all left is cold again: its next request
-// starts a new wake and pays for it.
-func TestAWakeCostsAgainOnceNothingIsHeld(t *testing.T) {
-	a := newAdmission(queueLimits(1000, 10000), newWakeLimiter(1, 2, 10),
-		prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
-	clock := newFakeClock()
-	a.now = clock.Now
-	client := netip.MustParseAddr("10.244.0.7")
-	for i := range 2 {
-		release, refused := a.admit(cold(0), client, 0)
-		if refused.scope != "" {
-			t.Fatalf("wake %d refused (%q)", i+1, refused.scope)
-		}
-		release()
-	}
-	if _, refused := a.admit(cold(0), client, 0); refused.scope != ScopeSource {
-		t.Fatalf("a third wake of an idle Service within the burst: %q, want %q", refused.scope, ScopeSource)
-	}
-}
-
-// Memory stays bounded: buckets that have refilled are forgotten, and no
-// more than the cap are tracked.
-func TestWakeLimiterForgetsIdleSourcesAndCapsThem(t *testing.T) {
-	l := newWakeLimiter(10, 100, 3) // refills completely in 10s
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 244, 1, byte(i)}) }
-
-	for i := range 10 {
-		if _, ok := l.take(addr(i), now); !ok {
-			t.Fatalf("first wake of source %d refused", i)
-		}
-		if n := l.sources(); n > 3 {
-			t.Fatalf("%d sources tracked, cap 3", n)
-		}
-	}
-	if got := l.sources(); got != 3 {
-		t.Errorf("tracked sources gauge = %v, want 3", got)
-	}
-	// Spend source 9's burst, then let 10s pass: its bucket is full again
-	// and nobody needs remembering.
-	for range 99 {
-		l.take(addr(9), now)
-	}
-	if _, ok := l.take(addr(9), now); ok {
-		t.Fatal("source 9 was not out of wakes")
-	}
-	now = now.Add(10 * time.Second)
-	if _, ok := l.take(addr(1), now); !ok {
-		t.Fatal("a new source was refused")
-	}
-	if n := l.sources(); n != 1 {
-		t.Errorf("after every bucket refilled %d sources are tracked, want only the new one", n)
-	}
-	if _, ok := l.take(addr(9), now); !ok {
-		t.Error("source 9 was still out of wakes after its bucket refilled")
-	}
-}
-
-func TestSourceOf(t *testing.T) {
-	for remote, want := range map[string]string{
-		"10.244.0.7:51234":           "10.244.0.7",
-		"[::ffff:10.244.0.7]:51234":  "10.244.0.7",
-		"[fd00::7]:51234":            "fd00::7",
-		"@":                          "invalid IP",
-		"not-an-address-at-all:1234": "invalid IP",
-	} {
-		if got := sourceOf(remote).String(); got != want {
-			t.Errorf("sourceOf(%q) = %s, want %s", remote, got, want)
-		}
-	}
-}
 
 // postsFor counts the POSTs that asked the operator to wake svc.
 func (o *fakeOperator) postsFor(svc string) int {
@@ -190,9 +48,8 @@ func clientFrom(t *testing.T, local string) *http.Client {
 // goes ahead.
 func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
-	e := newEnv(t, testConfig()) // the default limit: bursts of 100, 10 a second
-	clock := newFakeClock()
-	e.r.admit.now = clock.Now
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newEnv(t, testConfig(), func(o *Options) { o.Clock = clock }) // the default limit: bursts of 100, 10 a second
 	noisy, quiet := clientFrom(t, "127.0.0.1"), clientFrom(t, "127.0.0.2")
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -228,7 +85,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "team/cold-100") {
 		t.Fatalf("the 101st wake: %d Retry-After=%q %q; want 429, Retry-After 1 and the Service named", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.WakeRateLimited.WithLabelValues(ProtocolHTTP)); got != 1 {
+	if got := metricValue(t, e.r.metrics.WakeRateLimited.WithLabelValues(admission.ProtocolHTTP)); got != 1 {
 		t.Errorf("rate-limited counter = %v, want 1", got)
 	}
 
@@ -238,8 +95,8 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	if got := metricValue(t, e.r.metrics.WakeRateSources); got != 2 {
 		t.Errorf("elasti_resolver_wake_rate_limit_sources = %v, want the 2 clients", got)
 	}
-	if e.r.admit.admitted(cold(7)) != 2 || e.r.admit.admitted(cold(100)) != 1 {
-		t.Errorf("slots: cold-7 %d, cold-100 %d; want 2 and 1", e.r.admit.admitted(cold(7)), e.r.admit.admitted(cold(100)))
+	if e.r.admit.Admitted(cold(7)) != 2 || e.r.admit.Admitted(cold(100)) != 1 {
+		t.Errorf("slots: cold-7 %d, cold-100 %d; want 2 and 1", e.r.admit.Admitted(cold(7)), e.r.admit.Admitted(cold(100)))
 	}
 
 	// The refused request told the operator nothing: cold-100 was asked
@@ -249,7 +106,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 		t.Errorf("%d POSTs for cold-100, want the other client's 1", n)
 	}
 
-	clock.step(100 * time.Millisecond) // one wake refills
+	clock.SetTime(clock.Now().Add(100 * time.Millisecond)) // one wake refills
 	hold(noisy, cold(101))
 	resolvertest.Eventually(t, 5*time.Second, "a wake after the refill held", func() bool { return queued() == 103 })
 	resp = send(noisy, cold(102))
@@ -278,17 +135,22 @@ func TestATCPClientOutOfWakesIsClosed(t *testing.T) {
 		}
 	})
 	resolvertest.Eventually(t, 5*time.Second, "the client's one wake spent", func() bool {
-		return pe.r.admit.admitted(clusterview.ServiceRef{Namespace: "team", Name: "other"}) == 1
+		return pe.r.admit.Admitted(clusterview.ServiceRef{Namespace: "team", Name: "other"}) == 1
 	})
 
 	c := pe.dial(t)
 	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("read from a client out of wakes: %v, want the connection closed at once", err)
 	}
-	if got := metricValue(t, pe.r.metrics.WakeRateLimited.WithLabelValues(ProtocolTCP)); got != 1 {
+	if got := metricValue(t, pe.r.metrics.WakeRateLimited.WithLabelValues(admission.ProtocolTCP)); got != 1 {
 		t.Errorf("tcp rate-limited counter = %v, want 1", got)
 	}
-	if n := pe.r.admit.admitted(testSvc); n != 0 {
+	if n := pe.r.admit.Admitted(testSvc); n != 0 {
 		t.Errorf("the refused connection holds %d slots", n)
 	}
+}
+
+// cold is the i-th of many sleeping Services of namespace team.
+func cold(i int) clusterview.ServiceRef {
+	return clusterview.ServiceRef{Namespace: "team", Name: fmt.Sprintf("cold-%d", i)}
 }

@@ -1,4 +1,4 @@
-package resolver
+package admission
 
 import (
 	"net/netip"
@@ -9,10 +9,10 @@ import (
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 )
 
-// wakeLimiter is part of the admit layer: a token bucket per source
-// address that bounds how many wakes one client may start, so a single
-// client cannot wake the whole fleet over and over. Admission spends a
-// token only for a request that starts a wake (see admission.admit).
+// WakeLimiter is a token bucket per source address that bounds how many
+// wakes one client may start, so a single client cannot wake the whole
+// fleet over and over. Admission spends a token only for a request that
+// starts a wake (see Admission.Admit).
 //
 // Memory is bounded: a bucket unused for long enough to have refilled is
 // the same as no bucket and is dropped, and at most max sources are
@@ -22,7 +22,7 @@ import (
 //
 // Admission calls it under its lock, which also guards the clock the
 // cache reads (at); the cache locks itself.
-type wakeLimiter struct {
+type WakeLimiter struct {
 	limit rate.Limit
 	burst int
 	// idle is how long an unused bucket takes to refill completely.
@@ -31,14 +31,14 @@ type wakeLimiter struct {
 	// recently used dropped first past the cap, each kept until idle
 	// after its last use.
 	buckets *utilcache.LRUExpireCache
-	// at is the cache's clock: the time of the latest take, so one time
+	// at is the cache's clock: the time of the latest Take, so one time
 	// decides both a bucket's tokens and whether it has expired.
 	at *takeClock
 }
 
 // takeClock tells the time the wake limiter was last given by its
-// caller. It has a lock of its own: a scrape reads it (sources) outside
-// admission's lock.
+// caller. It has a lock of its own: a scrape reads it (Sources) outside
+// the Admission's lock.
 type takeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -56,15 +56,15 @@ func (c *takeClock) set(now time.Time) {
 	c.mu.Unlock()
 }
 
-// newWakeLimiter returns a limiter of perSecond wakes with bursts of
+// NewWakeLimiter returns a limiter of perSecond wakes with bursts of
 // burst per source, tracking at most maxSources sources; nil when
 // perSecond or burst is 0, which turns the limit off.
-func newWakeLimiter(perSecond float64, burst, maxSources int) *wakeLimiter {
+func NewWakeLimiter(perSecond float64, burst, maxSources int) *WakeLimiter {
 	if perSecond <= 0 || burst <= 0 {
 		return nil
 	}
 	at := &takeClock{}
-	return &wakeLimiter{
+	return &WakeLimiter{
 		limit: rate.Limit(perSecond), burst: burst,
 		idle:    time.Duration(float64(burst) / perSecond * float64(time.Second)),
 		buckets: utilcache.NewLRUExpireCacheWithClock(max(maxSources, 1), at),
@@ -72,9 +72,9 @@ func newWakeLimiter(perSecond float64, burst, maxSources int) *wakeLimiter {
 	}
 }
 
-// take spends one wake from source's bucket at now. When the bucket is
+// Take spends one wake from source's bucket at now. When the bucket is
 // empty it spends nothing and returns how long until a wake is available.
-func (l *wakeLimiter) take(source netip.Addr, now time.Time) (wait time.Duration, ok bool) {
+func (l *WakeLimiter) Take(source netip.Addr, now time.Time) (wait time.Duration, ok bool) {
 	l.at.set(now)
 	lim := l.bucket(source)
 	if lim.AllowN(now, 1) {
@@ -88,7 +88,7 @@ func (l *wakeLimiter) take(source netip.Addr, now time.Time) (wait time.Duration
 // for idle has refilled, the same as a new one, so the cache lets it
 // expire then: it keeps an entry up to and including its expiry, hence
 // one nanosecond less.
-func (l *wakeLimiter) bucket(source netip.Addr) *rate.Limiter {
+func (l *WakeLimiter) bucket(source netip.Addr) *rate.Limiter {
 	v, found := l.buckets.Get(source)
 	lim, _ := v.(*rate.Limiter)
 	if !found {
@@ -98,20 +98,20 @@ func (l *wakeLimiter) bucket(source netip.Addr) *rate.Limiter {
 	return lim
 }
 
-// sources returns the number of sources whose bucket had not expired at
-// the latest take; 0 when l is nil (no limit). It walks the cache, so it
-// is read when the metric is scraped, not on every take.
-func (l *wakeLimiter) sources() int {
+// Sources returns the number of sources whose bucket had not expired at
+// the latest Take; 0 when l is nil (no limit). It walks the cache, so it
+// is read when the metric is scraped, not on every Take.
+func (l *WakeLimiter) Sources() int {
 	if l == nil {
 		return 0
 	}
 	return len(l.buckets.Keys())
 }
 
-// sourceOf returns the address of a connection's remote end, written
+// SourceOf returns the address of a connection's remote end, written
 // host:port, with IPv4-mapped IPv6 addresses as IPv4. An address that
 // does not parse is the zero Addr: such clients share one bucket.
-func sourceOf(remote string) netip.Addr {
+func SourceOf(remote string) netip.Addr {
 	ap, err := netip.ParseAddrPort(remote)
 	if err != nil {
 		return netip.Addr{}
