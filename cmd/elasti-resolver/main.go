@@ -29,6 +29,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
 // summary is the first line of -h.
@@ -148,7 +149,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, err
 	}
-	probes, err := resolver.NewProbeIndex(ctx, elastiServices)
+	probes, err := proberules.NewIndex(ctx, elastiServices)
 	if err != nil {
 		return nil, err
 	}

@@ -222,7 +222,7 @@ func BenchmarkRandomHosts(b *testing.B) {
 
 	var grown float64
 	for b.Loop() {
-		before := liveHeap()
+		before := resolvertest.LiveHeap()
 		for range randomHostsRequests {
 			req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
 			if err != nil {
@@ -239,7 +239,7 @@ func BenchmarkRandomHosts(b *testing.B) {
 				b.Fatalf("a random Host got %d, want 404", resp.StatusCode)
 			}
 		}
-		grown = float64(int64(liveHeap())-int64(before)) / (1 << 20)
+		grown = float64(int64(resolvertest.LiveHeap())-int64(before)) / (1 << 20)
 	}
 	b.ReportMetric(grown, "heap-growth-MiB")
 	b.ReportMetric(float64(e.Watched()), "watched-keys")

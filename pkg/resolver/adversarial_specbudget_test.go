@@ -27,8 +27,8 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	body := strings.Repeat("x", 200)
 	mk := func(ns string, i int) *v1.ElastiService {
-		es := elastiService(ns, fmt.Sprintf("es-%d", i), fmt.Sprintf("svc-%d", i), 1,
-			v1.ProbeResponseRule{Response: answer(200, body)})
+		es := resolvertest.ElastiService(ns, fmt.Sprintf("es-%d", i), fmt.Sprintf("svc-%d", i), 1,
+			v1.ProbeResponseRule{Response: resolvertest.CannedAnswer(200, body)})
 		es.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(i) * time.Second))
 		es.Status.ResolverPorts = []v1.ResolverPort{{Service: es.Spec.Service, Name: "http", Port: 80, ResolverPort: int32(20000 + i)}}
 		return es

@@ -3,6 +3,7 @@ package resolver
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -72,4 +73,22 @@ const shutdownRetryAfter = time.Second
 // up, at least 1.
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
+}
+
+// answerProbe answers req from a probe rule of svc, which has no Ready
+// endpoint, so that a health checker does not wake the target; once the
+// target serves, it answers itself. It reports whether it answered.
+func (r *Resolver) answerProbe(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef) bool {
+	if r.probes == nil {
+		return false
+	}
+	a, ok := r.probes.MatchProbe(svc, req)
+	if !ok {
+		return false
+	}
+	logger.V(4).Info("Answering probe", "method", req.Method, "path", req.URL.Path, "status", a.Status)
+	r.metrics.ProbeResponses.Inc()
+	w.WriteHeader(a.Status)
+	_, _ = io.WriteString(w, a.Body)
+	return true
 }

@@ -14,7 +14,7 @@
 // resolver knows of the cluster (Services, slices, fronting, the
 // ElastiServices' names, the pod view) is package clusterview, below
 // every layer here, and so are the bounds on what is held and charged
-// (package admission); the other layers are files of this package, to
+// (package admission) and the probe rules (package proberules); the other layers are files of this package, to
 // become packages of their own the same way (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
@@ -36,8 +36,9 @@
 //     backends.go, trim.go): a Service's Ready pod addresses, and a
 //     channel closed when they change, each address vouched for by the
 //     pod that holds it (clusterview: podview.go, podreads.go, vouch.go).
-//   - probe (probes.go): while no pod is Ready, a health checker's request
-//     matching a probe rule is answered without waking the target.
+//   - probe (package proberules; answered in answer.go): while no pod is
+//     Ready, a health checker's request matching a probe rule is answered
+//     without waking the target.
 //   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
 //     (package admission: per-Service, per-namespace, per-client and
 //     global bounds, and per client a bound on the wakes it starts), joins
@@ -86,7 +87,7 @@
 //   - [clusterview.NewInformerEndpoints]: a [clusterview.EndpointSource]
 //     fed by shared Service and EndpointSlice informers, and
 //     [clusterview.NewInformerPodView], the pods of the Services held.
-//   - [NewProbeIndex]: a [ProbeMatcher] fed by the ElastiService informer.
+//   - [proberules.NewIndex]: a [proberules.Matcher] fed by the ElastiService informer.
 //   - [clusterview.NewNamedIndex]: which Services an ElastiService names,
 //     and what a wake group's wake waits on ([clusterview.NamedIndex.WaitingOn]).
 //   - [NewInformerRouteTable] and [NewPortListeners]: the resolver ports.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
+	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -147,7 +148,7 @@ type testEnv struct {
 	net   *fakeNet
 	op    *fakeOperator
 	reg   *prometheus.Registry
-	probe *ProbeIndex
+	probe *proberules.Index
 }
 
 // testConfig has short intervals; RequestTimeout stays long unless a test
@@ -170,7 +171,7 @@ func newEnv(t *testing.T, cfg Config, options ...func(*Options)) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	e := &testEnv{eps: clusterview.NewMemoryEndpoints(), net: newFakeNet(), op: newFakeOperator(t), reg: prometheus.NewRegistry()}
-	e.probe = NewStaticProbeIndex(ctx)
+	e.probe = proberules.NewStaticIndex(ctx)
 	cfg.OperatorURL = e.op.srv.URL
 	opts := Options{Endpoints: e.eps, Probes: e.probe, Registerer: e.reg, Dial: e.net.dial}
 	for _, o := range options {

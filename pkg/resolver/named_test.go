@@ -5,6 +5,7 @@ import (
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // During a move of spec.service the old Service is still named: the
@@ -15,7 +16,7 @@ func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 	f, idx := clusterview.NewMemoryNamedIndex()
 	oldSvc, newSvc := clusterview.ServiceRef{Namespace: "team", Name: "web"}, clusterview.ServiceRef{Namespace: "team", Name: "web-v2"}
 
-	es := elastiService("team", "es", "web-v2", 2)
+	es := resolvertest.ElastiService("team", "es", "web-v2", 2)
 	es.Status.ResolverPorts = []v1.ResolverPort{
 		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},
 		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
@@ -44,7 +45,7 @@ func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 // old Service, and the port is released with its status entry.
 func TestRouteTableKeepsTheOldServicesPortMidMove(t *testing.T) {
 	table := NewRouteTable(t.Context(), anyPort)
-	es := elastiService("team", "es", "web-v2", 2)
+	es := resolvertest.ElastiService("team", "es", "web-v2", 2)
 	es.Status.ResolverPorts = []v1.ResolverPort{
 		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},
 		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},

@@ -18,6 +18,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/connlimit"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
 // Options are the resolver's collaborators.
@@ -25,7 +26,7 @@ type Options struct {
 	// Endpoints is required.
 	Endpoints clusterview.EndpointSource
 	// Probes is optional; without it no request is answered by a rule.
-	Probes ProbeMatcher
+	Probes proberules.Matcher
 	// Named is optional; with it, a request for a Service the resolver is
 	// not in front of waits frontGrace for a resolver slice only when an
 	// ElastiService names the Service, and is answered 404 at once
@@ -82,7 +83,7 @@ type Resolver struct {
 	clusterIPs ClusterIPIndex
 	// view is Options.PodView, nil without one.
 	view    clusterview.PodView
-	probes  ProbeMatcher
+	probes  proberules.Matcher
 	named   clusterview.Namer
 	waiting interface {
 		WaitingOn(clusterview.ServiceRef) string

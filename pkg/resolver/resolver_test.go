@@ -427,7 +427,7 @@ func TestProbeResponseDoesNotWake(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
 	e.backend(t, "10.244.0.1:8080", named("pod-a"))
-	e.probe.Upsert(elastiService("team", "web-es", "web", 1, v1.ProbeResponseRule{
+	e.probe.Upsert(resolvertest.ElastiService("team", "web-es", "web", 1, v1.ProbeResponseRule{
 		Method:   "GET",
 		Path:     &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"},
 		Headers:  []v1.NameValueMatch{{Name: "user-agent", Type: v1.MatchRegularExpression, Value: "kube-probe/.*"}},

@@ -19,7 +19,7 @@ import (
 // spec.service the Service is, while its group waits on a dependency.
 func TestWaitingOnNamesTheBlockingDependency(t *testing.T) {
 	f, idx := clusterview.NewMemoryNamedIndex()
-	es := elastiService("team", "shop", "web", 1)
+	es := resolvertest.ElastiService("team", "shop", "web", 1)
 	if err := idx.Add(es); err != nil {
 		t.Fatal(err)
 	}

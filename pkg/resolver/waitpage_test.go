@@ -243,7 +243,7 @@ func TestWaitingPageSpec(t *testing.T) {
 		{&v1.WaitingPage{Enabled: true, After: "soon"}, false, true, flagAfter},
 	} {
 		named, idx := clusterview.NewMemoryNamedIndex()
-		es := elastiService("team", "shop", "web", 1)
+		es := resolvertest.ElastiService("team", "shop", "web", 1)
 		es.Spec.WaitingPage = c.wp
 		es.Annotations = map[string]string{"other": strings.Repeat("y", 1024)}
 		trimmed, _ := clusterview.TrimForCache(es)

@@ -23,6 +23,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -90,7 +91,7 @@ func (s *stack) startResolver(t testing.TB, operatorURL string, cfg *rest.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	probes, err := resolver.NewProbeIndex(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
+	probes, err := proberules.NewIndex(ctx, elastiFactory.Elasti().V1alpha1().ElastiServices())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package resolver
+package proberules
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,44 +19,26 @@ import (
 	"github.com/elasti-dev/elasti/pkg/tombstone"
 )
 
-// ProbeAnswer is a canned reply to a matched probe.
-type ProbeAnswer struct {
+// Answer is a canned reply to a matched probe.
+type Answer struct {
 	Status int
 	Body   string
 }
 
-// ProbeMatcher answers health-checker requests for a Service whose target is
+// Matcher answers health-checker requests for a Service whose target is
 // at zero, so they do not wake it.
-type ProbeMatcher interface {
+type Matcher interface {
 	// MatchProbe returns the answer of the first rule of svc's
 	// ElastiService that matches req.
-	MatchProbe(svc clusterview.ServiceRef, req *http.Request) (ProbeAnswer, bool)
+	MatchProbe(svc clusterview.ServiceRef, req *http.Request) (Answer, bool)
 }
 
-// answerProbe answers req from a probe rule of svc, which has no Ready
-// endpoint, so that a health checker does not wake the target; once the
-// target serves, it answers itself. It reports whether it answered.
-func (r *Resolver) answerProbe(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef) bool {
-	if r.probes == nil {
-		return false
-	}
-	a, ok := r.probes.MatchProbe(svc, req)
-	if !ok {
-		return false
-	}
-	logger.V(4).Info("Answering probe", "method", req.Method, "path", req.URL.Path, "status", a.Status)
-	r.metrics.ProbeResponses.Inc()
-	w.WriteHeader(a.Status)
-	_, _ = io.WriteString(w, a.Body)
-	return true
-}
-
-// ProbeIndex is a ProbeMatcher over ElastiServices, keyed by every Service
+// Index is a Matcher over ElastiServices, keyed by every Service
 // an ElastiService fronts: spec.service, and during a move of spec.service
 // the old Service too, which the resolver keeps fronting until the move
-// completes (see NamedIndex), so its health checks do not wake the
+// completes (see clusterview.NamedIndex), so its health checks do not wake the
 // target either. Rules are compiled once per ElastiService generation.
-type ProbeIndex struct {
+type Index struct {
 	mu     sync.RWMutex
 	byName map[types.NamespacedName]*probeEntry
 	bySvc  map[clusterview.ServiceRef][]*probeEntry // sorted by ElastiService name
@@ -73,11 +54,11 @@ type probeEntry struct {
 	rules   []compiledRule
 }
 
-// NewProbeIndex returns a ProbeIndex kept up to date by the ElastiService
+// NewIndex returns a Index kept up to date by the ElastiService
 // informer. Call it before the informer factory is started. ctx only
 // carries the logger.
-func NewProbeIndex(ctx context.Context, informer elastiinformers.ElastiServiceInformer) (*ProbeIndex, error) {
-	p := NewStaticProbeIndex(ctx)
+func NewIndex(ctx context.Context, informer elastiinformers.ElastiServiceInformer) (*Index, error) {
+	p := NewStaticIndex(ctx)
 	reg, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.onUpsert,
 		UpdateFunc: func(_, cur any) { p.onUpsert(cur) },
@@ -90,10 +71,10 @@ func NewProbeIndex(ctx context.Context, informer elastiinformers.ElastiServiceIn
 	return p, nil
 }
 
-// NewStaticProbeIndex returns an empty ProbeIndex fed only through Upsert
+// NewStaticIndex returns an empty Index fed only through Upsert
 // and Delete.
-func NewStaticProbeIndex(ctx context.Context) *ProbeIndex {
-	return &ProbeIndex{
+func NewStaticIndex(ctx context.Context) *Index {
+	return &Index{
 		byName: map[types.NamespacedName]*probeEntry{},
 		bySvc:  map[clusterview.ServiceRef][]*probeEntry{},
 		logger: klog.FromContext(ctx).WithName("probes"),
@@ -101,17 +82,17 @@ func NewStaticProbeIndex(ctx context.Context) *ProbeIndex {
 }
 
 // HasSynced reports whether the ElastiService informer has synced.
-func (p *ProbeIndex) HasSynced() bool {
+func (p *Index) HasSynced() bool {
 	return clusterview.AllSynced(p.synced)
 }
 
-func (p *ProbeIndex) onUpsert(obj any) {
+func (p *Index) onUpsert(obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
 		p.Upsert(es)
 	}
 }
 
-func (p *ProbeIndex) onDelete(obj any) {
+func (p *Index) onDelete(obj any) {
 	if es, ok := tombstone.Object[*elastiv1alpha1.ElastiService](obj); ok {
 		p.Delete(es.Namespace, es.Name)
 	}
@@ -120,7 +101,7 @@ func (p *ProbeIndex) onDelete(obj any) {
 // Upsert indexes es's probe rules, compiling them unless this generation is
 // already compiled: a move changes only the Services they are indexed
 // under, through the status. es is only read.
-func (p *ProbeIndex) Upsert(es *elastiv1alpha1.ElastiService) {
+func (p *Index) Upsert(es *elastiv1alpha1.ElastiService) {
 	key := es.Key()
 	own, svcs := clusterview.ServiceRef{Namespace: es.Namespace, Name: es.Spec.Service}, clusterview.NamedServices(es)
 	version := string(es.UID) + "/" + strconv.FormatInt(es.Generation, 10)
@@ -178,13 +159,13 @@ func compareForService(svc clusterview.ServiceRef, a, b *probeEntry) int {
 }
 
 // Delete forgets the ElastiService ns/name.
-func (p *ProbeIndex) Delete(ns, name string) {
+func (p *Index) Delete(ns, name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.removeLocked(types.NamespacedName{Namespace: ns, Name: name})
 }
 
-func (p *ProbeIndex) removeLocked(key types.NamespacedName) {
+func (p *Index) removeLocked(key types.NamespacedName) {
 	old, ok := p.byName[key]
 	if !ok {
 		return
@@ -200,8 +181,8 @@ func (p *ProbeIndex) removeLocked(key types.NamespacedName) {
 	}
 }
 
-// MatchProbe implements ProbeMatcher.
-func (p *ProbeIndex) MatchProbe(svc clusterview.ServiceRef, req *http.Request) (ProbeAnswer, bool) {
+// MatchProbe implements Matcher.
+func (p *Index) MatchProbe(svc clusterview.ServiceRef, req *http.Request) (Answer, bool) {
 	p.mu.RLock()
 	list := p.bySvc[svc]
 	p.mu.RUnlock()
@@ -221,5 +202,5 @@ func (p *ProbeIndex) MatchProbe(svc clusterview.ServiceRef, req *http.Request) (
 			}
 		}
 	}
-	return ProbeAnswer{}, false
+	return Answer{}, false
 }

@@ -1,4 +1,4 @@
-package resolver
+package proberules
 
 import (
 	"context"
@@ -22,45 +22,34 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
-func elastiService(ns, name, svc string, gen int64, rules ...v1.ProbeResponseRule) *v1.ElastiService {
-	return &v1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: gen, UID: types.UID("uid-" + name)},
-		Spec:       v1.ElastiServiceSpec{Service: svc, ProbeResponse: rules},
-	}
-}
-
-func answer(status int32, body string) v1.ProbeCannedAnswer {
-	return v1.ProbeCannedAnswer{Status: status, Body: body}
-}
-
 func TestProbeRuleMatching(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	rules := []v1.ProbeResponseRule{
 		// 0: exact path, GET only.
-		{Method: "GET", Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, "alive")},
+		{Method: "GET", Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: resolvertest.CannedAnswer(200, "alive")},
 		// 1: prefix with a header (case-insensitive name) and query regex.
 		{
 			Path:        &v1.PathMatch{Type: v1.MatchPathPrefix, Value: "/probe/"},
 			Headers:     []v1.NameValueMatch{{Name: "user-agent", Type: v1.MatchRegularExpression, Value: "kube-probe/.*"}},
 			QueryParams: []v1.NameValueMatch{{Name: "deep", Type: v1.MatchExact, Value: "0"}},
-			Response:    answer(204, ""),
+			Response:    resolvertest.CannedAnswer(204, ""),
 		},
 		// 2: invalid regex: never matches, never panics.
-		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "(["}, Response: answer(200, "broken")},
+		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "(["}, Response: resolvertest.CannedAnswer(200, "broken")},
 		// 3: regex path, full match only.
-		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/ready[0-9]"}, Response: answer(503, "not yet")},
+		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/ready[0-9]"}, Response: resolvertest.CannedAnswer(503, "not yet")},
 		// 4: header only, any method and path.
-		{Headers: []v1.NameValueMatch{{Name: "X-Probe", Value: "lb"}}, Response: answer(200, "lb ok")},
+		{Headers: []v1.NameValueMatch{{Name: "X-Probe", Value: "lb"}}, Response: resolvertest.CannedAnswer(200, "lb ok")},
 		// 5: unknown match type: invalid.
-		{Path: &v1.PathMatch{Type: "Glob", Value: "/*"}, Response: answer(200, "glob")},
+		{Path: &v1.PathMatch{Type: "Glob", Value: "/*"}, Response: resolvertest.CannedAnswer(200, "glob")},
 		// 6: Host header.
-		{Headers: []v1.NameValueMatch{{Name: "host", Type: v1.MatchRegularExpression, Value: "probe\\..*"}}, Response: answer(200, "by host")},
+		{Headers: []v1.NameValueMatch{{Name: "host", Type: v1.MatchRegularExpression, Value: "probe\\..*"}}, Response: resolvertest.CannedAnswer(200, "by host")},
 		// 7, 8: values that escape the anchoring group once wrapped: invalid.
-		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/healthz)|(?:.*"}, Response: answer(200, "escaped path")},
-		{Headers: []v1.NameValueMatch{{Name: "X-Any", Type: v1.MatchRegularExpression, Value: "a)|(?:.*"}}, Response: answer(200, "escaped header")},
+		{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/healthz)|(?:.*"}, Response: resolvertest.CannedAnswer(200, "escaped path")},
+		{Headers: []v1.NameValueMatch{{Name: "X-Any", Type: v1.MatchRegularExpression, Value: "a)|(?:.*"}}, Response: resolvertest.CannedAnswer(200, "escaped header")},
 	}
-	p := NewStaticProbeIndex(ctx)
-	p.Upsert(elastiService("team", "es", "web", 1, rules...))
+	p := NewStaticIndex(ctx)
+	p.Upsert(resolvertest.ElastiService("team", "es", "web", 1, rules...))
 	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 
 	tests := []struct {
@@ -160,9 +149,9 @@ func TestPathPrefixSemantics(t *testing.T) {
 
 func TestProbeCompiledOncePerGeneration(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	p := NewStaticProbeIndex(ctx)
-	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/h.*"}, Response: answer(200, "a")}
-	es := elastiService("team", "es", "web", 3, rule)
+	p := NewStaticIndex(ctx)
+	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/h.*"}, Response: resolvertest.CannedAnswer(200, "a")}
+	es := resolvertest.ElastiService("team", "es", "web", 3, rule)
 	p.Upsert(es)
 	first := p.bySvc[clusterview.ServiceRef{Namespace: "team", Name: "web"}][0]
 	es2 := es.DeepCopy()
@@ -193,7 +182,7 @@ func TestProbeCompiledOncePerGeneration(t *testing.T) {
 		t.Errorf("index not empty after delete: %v %v", p.byName, p.bySvc)
 	}
 	// Bad status: the rule is invalid.
-	p.Upsert(elastiService("team", "bad", "web", 1, v1.ProbeResponseRule{Response: answer(42, "x")}))
+	p.Upsert(resolvertest.ElastiService("team", "bad", "web", 1, v1.ProbeResponseRule{Response: resolvertest.CannedAnswer(42, "x")}))
 	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, httptest.NewRequest("GET", "/", nil)); ok {
 		t.Error("a rule with status 42 matched")
 	}
@@ -204,10 +193,10 @@ func TestProbeIndexFromInformer(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, "ok")}
-	client := elastifake.NewSimpleClientset(elastiService("team", "es", "web", 1, rule))
+	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: resolvertest.CannedAnswer(200, "ok")}
+	client := elastifake.NewSimpleClientset(resolvertest.ElastiService("team", "es", "web", 1, rule))
 	factory := elastiinformers.NewSharedInformerFactory(client, 0)
-	p, err := NewProbeIndex(ctx, factory.Elasti().V1alpha1().ElastiServices())
+	p, err := NewIndex(ctx, factory.Elasti().V1alpha1().ElastiServices())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,9 +240,9 @@ func TestProbeIndexFromInformer(t *testing.T) {
 // wake the target; once the move completes, only the new one is.
 func TestProbeAnsweredForEveryFrontedService(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	p := NewStaticProbeIndex(ctx)
-	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, "ok")}
-	es := elastiService("team", "es", "web-v2", 1, rule)
+	p := NewStaticIndex(ctx)
+	rule := v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: resolvertest.CannedAnswer(200, "ok")}
+	es := resolvertest.ElastiService("team", "es", "web-v2", 1, rule)
 	es.Status.ResolverPorts = []v1.ResolverPort{
 		{Service: "web", Port: 80, ResolverPort: 20000},
 		{Service: "web-v2", Port: 80, ResolverPort: 20001},
@@ -292,14 +281,14 @@ func TestProbeAnsweredForEveryFrontedService(t *testing.T) {
 // of web gets B's answer, whatever the names' order.
 func TestProbeOfAServiceAnsweredByItsOwnElastiService(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	p := NewStaticProbeIndex(ctx)
+	p := NewStaticIndex(ctx)
 	healthz := func(body string) v1.ProbeResponseRule {
-		return v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: answer(200, body)}
+		return v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchExact, Value: "/healthz"}, Response: resolvertest.CannedAnswer(200, body)}
 	}
-	moving := elastiService("team", "a-moving", "web-v2", 1, healthz("from a"))
+	moving := resolvertest.ElastiService("team", "a-moving", "web-v2", 1, healthz("from a"))
 	moving.Status.ResolverPorts = []v1.ResolverPort{{Service: "web", Port: 80, ResolverPort: 20000}}
 	p.Upsert(moving)
-	p.Upsert(elastiService("team", "b-owner", "web", 1, healthz("from b")))
+	p.Upsert(resolvertest.ElastiService("team", "b-owner", "web", 1, healthz("from b")))
 	if a, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team", Name: "web"}, httptest.NewRequest("GET", "/healthz", nil)); !ok || a.Body != "from b" {
 		t.Errorf("probe of web answered %q (%v), want its own ElastiService's %q", a.Body, ok, "from b")
 	}
@@ -325,17 +314,17 @@ var oversizedRegexps = []string{
 // its other rules, and another namespace's ElastiService, are answered.
 func TestOversizedRegexpIsNeverCompiled(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	p := NewStaticProbeIndex(ctx)
+	p := NewStaticIndex(ctx)
 	var rules []v1.ProbeResponseRule
 	for _, re := range oversizedRegexps {
 		rules = append(rules,
-			v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: re}, Response: answer(200, "path")},
-			v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "User-Agent", Type: v1.MatchRegularExpression, Value: re}}, Response: answer(200, "header")})
+			v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: re}, Response: resolvertest.CannedAnswer(200, "path")},
+			v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "User-Agent", Type: v1.MatchRegularExpression, Value: re}}, Response: resolvertest.CannedAnswer(200, "header")})
 	}
-	rules = append(rules, v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/own-health(z)?"}, Response: answer(200, "attacker's own")})
-	attacker := elastiService("attacker", "es", "web", 1, rules...)
-	victim := elastiService("victim", "es", "web", 1,
-		v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "^/health(z)?$"}, Response: answer(200, "victim ok")})
+	rules = append(rules, v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/own-health(z)?"}, Response: resolvertest.CannedAnswer(200, "attacker's own")})
+	attacker := resolvertest.ElastiService("attacker", "es", "web", 1, rules...)
+	victim := resolvertest.ElastiService("victim", "es", "web", 1,
+		v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "^/health(z)?$"}, Response: resolvertest.CannedAnswer(200, "victim ok")})
 
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -385,14 +374,14 @@ func TestOversizedRegexpIsNeverCompiled(t *testing.T) {
 // it, in order, and another ElastiService has its own whole.
 func TestRegexpBudgetIsPerElastiService(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	p := NewStaticProbeIndex(ctx)
+	p := NewStaticIndex(ctx)
 	// Each costs over half the budget: the first fits, the second not.
 	n := v1.MaxProbeRegexpCost/2 + 1
 	rule := func(c, body string) v1.ProbeResponseRule {
-		return v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/" + c + "{" + strconv.Itoa(n) + "}"}, Response: answer(200, body)}
+		return v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/" + c + "{" + strconv.Itoa(n) + "}"}, Response: resolvertest.CannedAnswer(200, body)}
 	}
 	for _, ns := range []string{"a", "b"} {
-		p.Upsert(elastiService(ns, "es", "web", 1, rule("x", "first"), rule("y", "second")))
+		p.Upsert(resolvertest.ElastiService(ns, "es", "web", 1, rule("x", "first"), rule("y", "second")))
 	}
 	for _, ns := range []string{"a", "b"} {
 		if a, _ := p.MatchProbe(clusterview.ServiceRef{Namespace: ns, Name: "web"}, httptest.NewRequest("GET", "/"+strings.Repeat("x", n), nil)); a.Body != "first" {

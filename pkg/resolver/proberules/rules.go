@@ -1,4 +1,4 @@
-package resolver
+package proberules
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ type compiledRule struct {
 	path    *stringMatcher
 	headers []nameMatcher
 	query   []nameMatcher
-	answer  ProbeAnswer
+	answer  Answer
 }
 
 type stringMatcher struct {
@@ -65,7 +65,7 @@ func compileRule(r elastiv1alpha1.ProbeResponseRule, budget *regexbudget.Budget)
 	if status < elastiv1alpha1.MinProbeStatus || status > elastiv1alpha1.MaxProbeStatus {
 		return c, fmt.Errorf("response status %d is not in %d-%d", r.Response.Status, elastiv1alpha1.MinProbeStatus, elastiv1alpha1.MaxProbeStatus)
 	}
-	c.answer = ProbeAnswer{Status: status, Body: r.Response.Body}
+	c.answer = Answer{Status: status, Body: r.Response.Body}
 	if r.Path != nil {
 		kind := r.Path.Type
 		if kind == "" {

@@ -1,4 +1,4 @@
-package resolver
+package proberules
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // probeBenchFleet is how many ElastiServices BenchmarkProbeIndexMemory
@@ -25,7 +26,7 @@ const probeBenchFleet = 1000
 // BenchmarkProbeIndexMemory measures what the resolver keeps for
 // probeBenchFleet ElastiServices at the largest specs the CRD accepts: the
 // informer's objects (an indexer, fed objects decoded from JSON as from the
-// wire, so no string is shared between them) and the ProbeIndex's compiled
+// wire, so no string is shared between them) and the Index's compiled
 // rules. Every list is at its maxItems and every string at its maxLength;
 // the shapes differ in how they spend the regular-expression budget, which
 // is what the compiled rules cost:
@@ -71,14 +72,14 @@ func BenchmarkProbeIndexMemory(b *testing.B) {
 }
 
 // indexFleet decodes probeBenchFleet ElastiServices from wire into an
-// indexer and a ProbeIndex, and returns the heap they keep, per
+// indexer and a Index, and returns the heap they keep, per
 // ElastiService.
 func indexFleet(b *testing.B, wire []byte) float64 {
 	// The rules past the budget are each logged; the log is not measured.
 	ctx := klog.NewContext(b.Context(), logr.Discard())
-	before := liveHeap()
+	before := resolvertest.LiveHeap()
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p := NewStaticProbeIndex(ctx)
+	p := NewStaticIndex(ctx)
 	for i := range probeBenchFleet {
 		es := &v1.ElastiService{}
 		if err := json.Unmarshal(wire, es); err != nil {
@@ -93,7 +94,7 @@ func indexFleet(b *testing.B, wire []byte) float64 {
 		}
 		p.Upsert(es)
 	}
-	kept := liveHeap() - before
+	kept := resolvertest.LiveHeap() - before
 	if _, ok := p.MatchProbe(clusterview.ServiceRef{Namespace: "team-0000", Name: "web"}, httptest.NewRequest("GET", "/", nil)); ok {
 		b.Fatal("a plain GET / matched")
 	}
@@ -139,12 +140,4 @@ func repeatString(s string, n int) []string {
 		out[i] = s
 	}
 	return out
-}
-
-func liveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -1,4 +1,4 @@
-package resolver
+package proberules
 
 import (
 	"net/http/httptest"
@@ -14,6 +14,7 @@ import (
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/regexbudget"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // worstRegexp is the costliest expression the budget allows that we know
@@ -28,12 +29,12 @@ const worstRegexp = `(?s:.*a){60}`
 // not match: the request is held and wakes, as one no rule names.
 func TestProbeRegexpReadsAtMostMaxInput(t *testing.T) {
 	ctx := klog.NewContext(t.Context(), logr.Discard())
-	p := NewStaticProbeIndex(ctx)
-	p.Upsert(elastiService("team", "es", "web", 1,
-		v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/a*"}, Response: answer(200, "path")},
-		v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "X-Probe", Type: v1.MatchRegularExpression, Value: "b*"}}, Response: answer(200, "header")},
-		v1.ProbeResponseRule{QueryParams: []v1.NameValueMatch{{Name: "q", Type: v1.MatchRegularExpression, Value: "c*"}}, Response: answer(200, "query")},
-		v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "Host", Type: v1.MatchRegularExpression, Value: "d*[.]team"}}, Response: answer(200, "host")},
+	p := NewStaticIndex(ctx)
+	p.Upsert(resolvertest.ElastiService("team", "es", "web", 1,
+		v1.ProbeResponseRule{Path: &v1.PathMatch{Type: v1.MatchRegularExpression, Value: "/a*"}, Response: resolvertest.CannedAnswer(200, "path")},
+		v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "X-Probe", Type: v1.MatchRegularExpression, Value: "b*"}}, Response: resolvertest.CannedAnswer(200, "header")},
+		v1.ProbeResponseRule{QueryParams: []v1.NameValueMatch{{Name: "q", Type: v1.MatchRegularExpression, Value: "c*"}}, Response: resolvertest.CannedAnswer(200, "query")},
+		v1.ProbeResponseRule{Headers: []v1.NameValueMatch{{Name: "Host", Type: v1.MatchRegularExpression, Value: "d*[.]team"}}, Response: resolvertest.CannedAnswer(200, "host")},
 	))
 	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
 	const n = regexbudget.MaxInput
@@ -94,10 +95,10 @@ func TestWorstRegexpCostIsBoundedPerRequest(t *testing.T) {
 		t.Fatalf("the worst expression does not fit the budget: %v", err)
 	}
 	ctx := klog.NewContext(t.Context(), logr.Discard())
-	p := NewStaticProbeIndex(ctx)
-	p.Upsert(elastiService("team", "es", "web", 1, v1.ProbeResponseRule{
+	p := NewStaticIndex(ctx)
+	p.Upsert(resolvertest.ElastiService("team", "es", "web", 1, v1.ProbeResponseRule{
 		Headers:  []v1.NameValueMatch{{Name: "X-Probe", Type: v1.MatchRegularExpression, Value: worstRegexp}},
-		Response: answer(200, "never"),
+		Response: resolvertest.CannedAnswer(200, "never"),
 	}))
 	// 128 values of MaxInput bytes ("a" everywhere, so every thread stays
 	// alive), the 64 KiB a request's headers may hold.
@@ -148,11 +149,11 @@ func BenchmarkWorstCaseRegexp(b *testing.B) {
 	}
 	// Through the matcher: one read of MaxInput bytes.
 	ctx := klog.NewContext(b.Context(), logr.Discard())
-	p := NewStaticProbeIndex(ctx)
-	p.Upsert(elastiService("team", "es", "web", 1, v1.ProbeResponseRule{
+	p := NewStaticIndex(ctx)
+	p.Upsert(resolvertest.ElastiService("team", "es", "web", 1, v1.ProbeResponseRule{
 		Headers:     []v1.NameValueMatch{{Name: "X-Probe", Type: v1.MatchRegularExpression, Value: worstRegexp}},
 		QueryParams: []v1.NameValueMatch{{Name: "q", Type: v1.MatchExact, Value: "x"}},
-		Response:    answer(200, "never"),
+		Response:    resolvertest.CannedAnswer(200, "never"),
 	}))
 	req := httptest.NewRequest("GET", "/?q="+url.QueryEscape("x"), nil)
 	for range (64 << 10) / regexbudget.MaxInput {
