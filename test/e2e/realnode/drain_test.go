@@ -150,7 +150,7 @@ func TestKubeletSIGTERMDrainsHeldRequests(t *testing.T) {
 	e.Eventually(fmt.Sprintf("all %d requests to be held", n), func() (bool, string) {
 		select {
 		case <-done:
-			t.Fatalf("the clients finished before all were held: %v, %s", respErr, resp)
+			t.Fatalf("the clients finished before all were held: %v, after %s: %s", respErr, resp.Duration.Round(time.Millisecond), burstAnswers(resp))
 		default:
 		}
 		var desc string
@@ -330,4 +330,26 @@ func TestTargetPodDeletedMidWake(t *testing.T) {
 	})
 	t.Logf("deleted %s mid-wake; answered by %s after %s", first.Name, reply.ServedBy, resp.Duration.Round(time.Millisecond))
 	b.checkElastiPods(t)
+}
+
+// burstAnswers is each distinct answer of a burst with how many got it,
+// for a failure to show what ended its requests.
+func burstAnswers(r realnet.Response) string {
+	counts := map[string]int{}
+	var order []string
+	for _, p := range r.Parallel {
+		a := p.String()
+		if counts[a] == 0 {
+			order = append(order, a)
+		}
+		counts[a]++
+	}
+	var out []string
+	for _, a := range order {
+		out = append(out, fmt.Sprintf("%d× %s", counts[a], a))
+	}
+	if len(out) == 0 {
+		return "no answers"
+	}
+	return strings.Join(out, "; ")
 }
