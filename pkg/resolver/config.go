@@ -335,3 +335,9 @@ func (c Config) complete() (Config, error) {
 	}
 	return c, nil
 }
+
+// admissionLimits are cfg's bounds, as admission enforces them.
+func (cfg Config) admissionLimits() admission.Limits {
+	return admission.Limits{PerService: cfg.PerServiceQueue, Global: cfg.GlobalQueue, PerSource: cfg.PerSourceQueue,
+		HeldBytes: cfg.MaxHeldBytes, RequestBytes: cfg.MaxRequestBytes, NamespaceShare: cfg.NamespaceShare}
+}

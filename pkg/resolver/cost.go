@@ -2,18 +2,10 @@ package resolver
 
 import (
 	"net/http"
-
-	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 )
 
 // What a request or connection costs, in bytes, as admission charges it:
 // the resolver counts, admission bounds.
-
-// admissionLimits are cfg's bounds, as admission enforces them.
-func (cfg Config) admissionLimits() admission.Limits {
-	return admission.Limits{PerService: cfg.PerServiceQueue, Global: cfg.GlobalQueue, PerSource: cfg.PerSourceQueue,
-		HeldBytes: cfg.MaxHeldBytes, RequestBytes: cfg.MaxRequestBytes, NamespaceShare: cfg.NamespaceShare}
-}
 
 // requestOverheadBytes is what every request in flight is charged besides
 // its headers (requestBytes): the handler's goroutine stack, the parsed
