@@ -143,7 +143,8 @@ func (s *scenario) appSeries() string {
 // run at once (scenariosSideBySide).
 func parallelPrometheusScenario(t *testing.T) { t.Parallel() }
 
-// promResult is the part of a Prometheus query answer the tests read.
+// promResult is the part of a Prometheus query answer the tests read:
+// Value for an instant vector, Values for a range vector.
 type promResult struct {
 	Status    string `json:"status"`
 	ErrorType string `json:"errorType"`
@@ -152,6 +153,7 @@ type promResult struct {
 		Result []struct {
 			Metric map[string]string `json:"metric"`
 			Value  [2]any            `json:"value"`
+			Values [][2]any          `json:"values"`
 		} `json:"result"`
 	} `json:"data"`
 }
@@ -430,17 +432,9 @@ func TestRateWindowLongerThanCooldown(t *testing.T) {
 func (s *scenario) samplesSince(series string, since time.Time) string {
 	s.t.Helper()
 	window := time.Since(since).Round(time.Second) + time.Second
-	resp := s.do(realnet.Request{URL: realnet.PrometheusURL + "/api/v1/query?" + url.Values{"query": {fmt.Sprintf("%s[%ds]", series, int(window.Seconds()))}}.Encode(), Timeout: quickTimeout})
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			Result []struct {
-				Values [][2]any `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(resp.Body), &r); err != nil || r.Status != "success" {
-		return fmt.Sprintf("unreadable (%v): %s", err, resp)
+	r, resp := s.query(fmt.Sprintf("%s[%ds]", series, int(window.Seconds())))
+	if r.Status != "success" {
+		return fmt.Sprintf("unreadable (%s): %s", r.Status, resp)
 	}
 	var out []string
 	for _, res := range r.Data.Result {
