@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +86,22 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 `
 
+// KubeletVEnv names the environment variable that sets the kubelet's -v
+// (2 without it): at 3 it logs each status patch it sends ("Patch status
+// for pod", with the patch) and each request its client-side rate limit
+// held back ("Waited before sending request"), which a slow cold start's
+// evidence then holds.
+const KubeletVEnv = "ELASTI_REALNODE_KUBELET_V"
+
+// kubeletVerbosity is the kubelet's -v: KubeletVEnv's when it is a level
+// from 0 to 10, else 2.
+func kubeletVerbosity() string {
+	if v, err := strconv.Atoi(os.Getenv(KubeletVEnv)); err == nil && v >= 0 && v <= 10 {
+		return strconv.Itoa(v)
+	}
+	return "2"
+}
+
 // startKubelet writes the kubelet's configuration, starts it and waits until
 // its node is Ready.
 func (n *Node) startKubelet(ctx context.Context, t tools) error {
@@ -111,7 +128,7 @@ func (n *Node) startKubelet(ctx context.Context, t tools) error {
 		"--cert-dir="+filepath.Join(kubeletRoot, "pki"),
 		"--hostname-override="+NodeName,
 		"--node-ip="+NodeIP,
-		"--v=2",
+		"--v="+kubeletVerbosity(),
 	)
 	if err != nil {
 		return err
