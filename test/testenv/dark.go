@@ -112,7 +112,7 @@ func (w *DarkWatch) record(slices []discoveryv1.EndpointSlice) {
 			// At once, so the test is failed before the cleanups that
 			// print logs only for a failed test run.
 			w.e.T.Errorf("dark Service: %s: Service %s had no ready endpoint; its slices: %s",
-				now.Format("15:04:05.000"), svc, describeSlices(slices, svc))
+				now.Format("15:04:05.000"), svc, DescribeSlices(slices, svc))
 		}
 	}
 }
@@ -132,9 +132,9 @@ func readyEndpoints(slices []discoveryv1.EndpointSlice) map[string]int {
 	return ready
 }
 
-// describeSlices says what svc's slices held: each endpoint's addresses and
+// DescribeSlices says what svc's slices held: each endpoint's addresses and
 // its ready, serving and terminating conditions.
-func describeSlices(slices []discoveryv1.EndpointSlice, svc string) string {
+func DescribeSlices(slices []discoveryv1.EndpointSlice, svc string) string {
 	var b strings.Builder
 	for _, s := range slices {
 		if s.Labels[discoveryv1.LabelServiceName] != svc {

@@ -150,7 +150,8 @@ func TestKubeletSIGTERMDrainsHeldRequests(t *testing.T) {
 	e.Eventually(fmt.Sprintf("all %d requests to be held", n), func() (bool, string) {
 		select {
 		case <-done:
-			t.Fatalf("the clients finished before all were held: %v, after %s: %s", respErr, resp.Duration.Round(time.Millisecond), burstAnswers(resp))
+			t.Fatalf("the clients finished before all were held: %v, after %s: %s; %s", respErr, resp.Duration.Round(time.Millisecond), burstAnswers(resp),
+				b.frontEvidence(t, e))
 		default:
 		}
 		var desc string
@@ -330,6 +331,30 @@ func TestTargetPodDeletedMidWake(t *testing.T) {
 	})
 	t.Logf("deleted %s mid-wake; answered by %s after %s", first.Name, reply.ServedBy, resp.Duration.Round(time.Millisecond))
 	b.checkElastiPods(t)
+}
+
+// frontEvidence says where a request to web could have gone: web's
+// slices (the resolver slice among them) and the resolver Service's, with
+// each endpoint's conditions, and every resolver pod with its address and
+// whether it is Ready or being deleted. A burst answered before it was
+// held went to an address of these, or to none.
+func (b *bed) frontEvidence(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	var out strings.Builder
+	fmt.Fprintf(&out, "%s's slices: %s", app, testenv.DescribeSlices(e.SlicesFor(app), app))
+	resolverSlices, err := b.kube.DiscoveryV1().EndpointSlices(elastiNamespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + resolverDeployment})
+	if err == nil {
+		fmt.Fprintf(&out, "; the resolver Service's: %s", testenv.DescribeSlices(resolverSlices.Items, resolverDeployment))
+	}
+	pods, err := b.kube.CoreV1().Pods(elastiNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + resolverDeployment})
+	if err != nil {
+		return out.String() + "; resolver pods: " + err.Error()
+	}
+	for _, p := range pods.Items {
+		fmt.Fprintf(&out, "; resolver pod %s, address %s, being deleted %t", realnet.DescribePod(&p), p.Status.PodIP, p.DeletionTimestamp != nil)
+	}
+	return out.String()
 }
 
 // burstAnswers is each distinct answer of a burst with how many got it,
