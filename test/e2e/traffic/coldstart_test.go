@@ -26,6 +26,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
@@ -614,6 +615,10 @@ func (g *gate) fire(round int, began time.Time, fault func()) {
 				if ready, ok = g.ready.awaitReadyAfter(svc, servedBy, began); !ok {
 					why = fmt.Sprintf("answered by %s, not a pod of %s that became Ready in this round (%s)", servedBy, svc, g.ready.describe(servedBy, began))
 				}
+			}
+			if why == "" && a.Answered.Sub(ready) > e2ebed.StallBeyondReady {
+				why = fmt.Sprintf("a stall: answered by %s %s after it was Ready (at most %s)", servedBy,
+					a.Answered.Sub(ready).Round(time.Millisecond), e2ebed.StallBeyondReady)
 			}
 			if why != "" {
 				f.failed = append(f.failed, fmt.Sprintf("round %d, %s: %s", round, svc, why))
