@@ -34,6 +34,8 @@ FLEET_TIMEOUT ?= 150m
 # go test cuts a benchmark's log, which holds the per-cell table, short.
 COLDSTART_COUNT    ?= 10
 COLDSTART_VARIANTS ?= on,off
+# make bench-compare: the commit whose resolver runs beside this tree's.
+BASELINE ?= HEAD~1
 # The cold-start soak (BenchmarkColdStartSoak): rounds of 120 cold starts
 # (6 paths × 20 Services) with a resolver pod deleted and the apiserver
 # SIGKILLed in two of them; 84 are 10,080 cold starts, about 40 minutes.
@@ -75,7 +77,7 @@ REGISTRY ?=
 # never. Empty: only to a registry on loopback.
 PLAIN_HTTP ?=
 
-.PHONY: all build test unit docs generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench version set-image-tag vulncheck fuzz images push release clean
+.PHONY: all build test unit docs generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench bench-compare version set-image-tag vulncheck fuzz images push release clean
 
 all: build
 
@@ -168,6 +170,12 @@ bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start 
 	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode|ColdStartOneAtATimeOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
 	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoakOnTheRealNode' -benchtime 1x -timeout 300m ./test/e2e/realnode/ -args -coldstart-count=$(SOAK_REALNODE_ROUNDS) -coldstart-variants=on
 	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
+
+bench-compare: cluster-bins ## The real node's cold-start gate with this tree's resolver (variant on) and BASELINE's (a commit, HEAD~1 by default; variant baseline) by turns in one run, COLDSTART_COUNT rounds each, with the resolver pods' CPU per round: a change to the resolver against its parent
+	dir=$$(mktemp -d); git worktree add --detach "$$dir/tree" "$(BASELINE)"; \
+	trap 'git worktree remove --force "'"$$dir"'/tree"; rm -rf "'"$$dir"'"' EXIT; \
+	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode$$' -benchtime 1x -timeout 120m ./test/e2e/realnode/ \
+		-args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=on,baseline -coldstart-interleave -coldstart-baseline="$$dir/tree"
 
 version: ## Print VERSION, e.g. for a release pipeline's image tags
 	@echo '$(VERSION)'

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +50,32 @@ type bed struct {
 	images map[string]realnode.Image
 	// sample is the sample app's image.
 	sample realnode.Image
+	// dir holds the images' tarballs.
+	dir string
+
+	// baseline is the resolver built from -coldstart-baseline's checkout,
+	// on the node once a benchmark asked for it (baselineResolver).
+	baselineOnce sync.Once
+	baseline     realnode.Image
+	baselineErr  error
+}
+
+// baselineResolver builds the resolver of -coldstart-baseline's checkout
+// and imports its image into the node, once; a failure fails tb.
+func (b *bed) baselineResolver(tb testing.TB) realnode.Image {
+	tb.Helper()
+	b.baselineOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		b.baseline, b.baselineErr = realnode.BuildBaselineImage(ctx, *coldStartBaseline, "elasti-resolver", b.dir)
+		if b.baselineErr == nil {
+			b.baselineErr = b.node.ImportImage(ctx, b.baseline.Tarball)
+		}
+	})
+	if b.baselineErr != nil {
+		tb.Fatalf("the baseline resolver from %s: %v", *coldStartBaseline, b.baselineErr)
+	}
+	return b.baseline
 }
 
 // testBed starts the bed once per package. A bed that cannot start fails
@@ -78,6 +105,7 @@ func startBed(t testing.TB) (b *bed, err error) {
 	if err != nil {
 		return nil, err
 	}
+	b.dir = dir
 	stopBed = e2ebed.Stopper(func() {
 		if started.node != nil {
 			started.node.Stop()

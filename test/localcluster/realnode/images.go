@@ -121,6 +121,18 @@ func BuildSampleApp(ctx context.Context, root, dir string) (Image, error) {
 // (static, the Makefile's VERSION linked in, hack/images/oci's assembly)
 // for this machine's platform only, tagged as manifests/ name it, in dir.
 func BuildElastiImage(ctx context.Context, root, cmd, dir string) (Image, error) {
+	return buildElastiImage(ctx, root, cmd, dir, "")
+}
+
+// BuildBaselineImage builds command cmd as BuildElastiImage does, but from
+// another checkout, root, and tagged apart (the version with the suffix
+// "-baseline"), so a benchmark can run this tree's command and that one's
+// side by side on one node.
+func BuildBaselineImage(ctx context.Context, root, cmd, dir string) (Image, error) {
+	return buildElastiImage(ctx, root, cmd, dir, "-baseline")
+}
+
+func buildElastiImage(ctx context.Context, root, cmd, dir, tagSuffix string) (Image, error) {
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
 		return Image{}, err
@@ -130,7 +142,14 @@ func BuildElastiImage(ctx context.Context, root, cmd, dir string) (Image, error)
 		return Image{}, errors.New("realnode: no VERSION := line in the Makefile")
 	}
 	version := string(m[1])
-	return buildImage(ctx, root, dir, "./cmd/"+cmd, cmd, oci.Reference(oci.Repository, cmd, version),
+	if tagSuffix != "" {
+		// Its own file too: dir may hold this tree's image of cmd.
+		dir = filepath.Join(dir, "baseline")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return Image{}, err
+		}
+	}
+	return buildImage(ctx, root, dir, "./cmd/"+cmd, cmd, oci.Reference(oci.Repository, cmd, version+tagSuffix),
 		oci.Meta{Version: version, Revision: "realnode-test", Created: time.Unix(0, 0)},
 		"-X github.com/elasti-dev/elasti/pkg/command.version="+version)
 }
