@@ -2,12 +2,14 @@ package traffic
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
@@ -93,17 +95,7 @@ func startBed(t testing.TB) (*bed, error) {
 		return nil, err
 	}
 	logf("kubectl apply -f manifests/")
-	if _, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(root, "manifests")); err != nil {
-		return nil, err
-	}
-	// The manifests' default Prometheus is the bed's
-	// (realnet.PrometheusURL); poll it every 2 s rather than every 30 s,
-	// so that the trigger tests (prometheus_test.go) see a verdict soon.
-	// A test's ElastiService without triggers is never idle either way.
-	if _, err := c.Kubectl(ctx, "-n", elastiNamespace, "set", "env", "deployment/"+operatorDeployment, "POLLING_INTERVAL="+pollingInterval); err != nil {
-		return nil, err
-	}
-	if err := e2ebed.WaitElastiReady(ctx, b.Net, readyTimeout); err != nil {
+	if err := b.installElasti(ctx); err != nil {
 		return nil, err
 	}
 	logf("elasti is Ready from manifests/")
@@ -116,3 +108,45 @@ type echoReply = e2ebed.EchoReply
 // echoHandler is the app pods' HTTP answer: which pod served, and the
 // request as it arrived.
 func echoHandler(w http.ResponseWriter, r *http.Request) { e2ebed.Echo(w, r) }
+
+// installElasti applies manifests/, gives the operator the bed's
+// POLLING_INTERVAL and waits until elasti is Ready: the bed as startBed
+// leaves it, and as a test that took elasti away (the switch from
+// KubeElasti) must leave it again. The manifests' default Prometheus is
+// the bed's (realnet.PrometheusURL); the bed polls it every 2 s rather
+// than the manifests' 30 s, so that the trigger tests
+// (prometheus_test.go) see a verdict soon and the slow-wake test its
+// scale-down. A test's ElastiService without triggers is never idle
+// either way.
+func (b *bed) installElasti(ctx context.Context) error {
+	if out, err := b.cluster.Kubectl(ctx, "apply", "-f", filepath.Join(b.root, "manifests")); err != nil {
+		return fmt.Errorf("kubectl apply -f manifests/: %w\n%s", err, out)
+	}
+	if out, err := b.cluster.Kubectl(ctx, "-n", elastiNamespace, "set", "env", "deployment/"+operatorDeployment, "POLLING_INTERVAL="+pollingInterval); err != nil {
+		return fmt.Errorf("kubectl set env POLLING_INTERVAL: %w\n%s", err, out)
+	}
+	return e2ebed.WaitElastiReady(ctx, b.Net, readyTimeout)
+}
+
+// checkInstalled fails t when the bed's operator does not poll every
+// pollingInterval: a test before it left elasti as another install would
+// (manifests/' 30 s), and a test that times the idle poller would fail
+// for the bed's sake, seemingly at random (CI, 1 Dec 2026: the slow-wake
+// test's scale-down came a 30 s poll late, after the switch from
+// KubeElasti had reapplied manifests/).
+func (b *bed) checkInstalled(t testing.TB) {
+	t.Helper()
+	d, err := b.Kube.AppsV1().Deployments(elastiNamespace).Get(t.Context(), operatorDeployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polls := "unset"
+	for _, env := range d.Spec.Template.Spec.Containers[0].Env {
+		if env.Name == "POLLING_INTERVAL" {
+			polls = env.Value
+		}
+	}
+	if polls != pollingInterval {
+		t.Fatalf("the bed's operator has POLLING_INTERVAL %s, not %s: a test before this one left elasti's install changed", polls, pollingInterval)
+	}
+}

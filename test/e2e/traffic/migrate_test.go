@@ -335,14 +335,8 @@ func reinstallElasti(t *testing.T, b *bed) {
 			_ = b.Kube.CoreV1().Services(elastiNamespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		}
 	}
-	if out, err := b.cluster.Kubectl(ctx, "apply", "-f", filepath.Join(b.root, "manifests")); err != nil {
-		t.Errorf("reinstalling elasti: %v\n%s", err, out)
-		return
-	}
-	for _, d := range []string{operatorDeployment, resolverDeployment} {
-		if err := b.WaitDeploymentReady(ctx, elastiNamespace, d, readyTimeout); err != nil {
-			t.Error(err)
-		}
+	if err := b.installElasti(ctx); err != nil {
+		t.Errorf("reinstalling elasti: %v", err)
 	}
 }
 

@@ -55,6 +55,7 @@ func newScenario(t testing.TB) *scenario { t.Helper(); return newScenarioWithPor
 func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 	t.Helper()
 	b := testBed(t)
+	b.checkInstalled(t)
 	e := testenv.New(t)
 	e.App(app, 1)
 	if len(extra) > 0 {
