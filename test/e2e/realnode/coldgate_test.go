@@ -165,10 +165,11 @@ type coldFigures struct {
 	failed     []string
 }
 
-// resolverCPU is the CPU time the resolver pods used in each round of a
-// variant, from their cgroups: what its direct checks and holds cost the
-// node that starts the apps.
-type resolverCPU []time.Duration
+// resolverCPU is what the resolver pods cost in each round of a variant,
+// from their cgroups (realnode.PodCPU): the CPU time they used, what its
+// direct checks and holds cost the node that starts the apps, and how
+// long their threads waited for a CPU, which a hold waits too.
+type resolverCPU struct{ used, waited []time.Duration }
 
 // coldKey names a cell under a variant.
 type coldKey struct {
@@ -185,7 +186,7 @@ type coldGate struct {
 	clients    map[string]*realnet.Client // one per path
 	clusterIPs map[string]string
 	figures    map[coldKey]*coldFigures
-	cpu        map[string]resolverCPU // by variant
+	cpu        map[string]*resolverCPU // by variant
 	published  *addressWatch
 	// diagnosedSlow is set once the first slow cold start's diagnosis
 	// (the elasti pods' last log lines, the kubelet's) is logged.
@@ -210,7 +211,7 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 	tb.Helper()
 	g := &coldGate{tb: tb, b: testBed(tb), e: testenv.New(tb), opts: opts,
 		clients: map[string]*realnet.Client{}, clusterIPs: map[string]string{}, figures: map[coldKey]*coldFigures{},
-		cpu: map[string]resolverCPU{}}
+		cpu: map[string]*resolverCPU{}}
 	started := time.Now()
 	g.published = watchAddresses(tb, g.e)
 	g.makeApps()
@@ -244,8 +245,13 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 		fault := opts.faultAt(t.round)
 		before := g.resolverCPU()
 		g.wakeAll(t.v, t.round, fault)
-		if used, ok := g.resolverCPUSince(before); ok {
-			g.cpu[t.v.name] = append(g.cpu[t.v.name], used)
+		if used, waited, ok := g.resolverCPUSince(before); ok {
+			c := g.cpu[t.v.name]
+			if c == nil {
+				c = &resolverCPU{}
+				g.cpu[t.v.name] = c
+			}
+			c.used, c.waited = append(c.used, used), append(c.waited, waited)
 		}
 		if fault == e2ebed.FaultResolverDeleted {
 			if err := g.b.net.WaitDeploymentReady(tb.Context(), elastiNamespace, resolverDeployment, readyTimeout); err != nil {
@@ -273,38 +279,42 @@ func (g *coldGate) variantContainer(orig resolverSpec, v coldVariant) resolverSp
 	return spec
 }
 
-// resolverCPU is the CPU time each Ready resolver pod has used, by UID;
+// podCost is what a pod has cost the node so far (realnode.PodCPU).
+type podCost struct{ used, waited time.Duration }
+
+// resolverCPU is what each Ready resolver pod has cost so far, by UID;
 // nil when a pod's cgroup cannot be read.
-func (g *coldGate) resolverCPU() map[string]time.Duration {
+func (g *coldGate) resolverCPU() map[string]podCost {
 	g.tb.Helper()
-	out := map[string]time.Duration{}
+	out := map[string]podCost{}
 	for _, p := range g.b.readyResolverPods(g.tb) {
-		used, err := realnode.PodCPU(p.UID)
+		used, waited, err := realnode.PodCPU(p.UID)
 		if err != nil {
 			g.tb.Logf("resolver CPU: %v", err)
 			return nil
 		}
-		out[string(p.UID)] = used
+		out[string(p.UID)] = podCost{used, waited}
 	}
 	return out
 }
 
-// resolverCPUSince is the CPU time the resolver pods used since before,
-// reported only when the same pods ran throughout (no fault replaced one).
-func (g *coldGate) resolverCPUSince(before map[string]time.Duration) (time.Duration, bool) {
+// resolverCPUSince is what the resolver pods cost since before: the CPU
+// time they used and how long their threads waited for a CPU, reported
+// only when the same pods ran throughout (no fault replaced one).
+func (g *coldGate) resolverCPUSince(before map[string]podCost) (used, waited time.Duration, ok bool) {
 	after := g.resolverCPU()
 	if before == nil || after == nil || len(after) != len(before) {
-		return 0, false
+		return 0, 0, false
 	}
-	var used time.Duration
 	for uid, t := range after {
 		b, ok := before[uid]
 		if !ok {
-			return 0, false
+			return 0, 0, false
 		}
-		used += t - b
+		used += t.used - b.used
+		waited += t.waited - b.waited
 	}
-	return used, true
+	return used, waited, true
 }
 
 // makeApps creates a Deployment of the sample app, its Service and its
@@ -711,9 +721,10 @@ func (g *coldGate) report(took time.Duration) {
 		}
 	}
 	for _, v := range g.opts.variants {
-		if cpu := g.cpu[v.name]; len(cpu) > 0 {
-			fmt.Fprintf(&b, "%s, the resolver pods' CPU per round: p50 %s, mean %s, max %s, over %d rounds\n", v.name,
-				testenv.Millis(testenv.Percentile(cpu, 50)), testenv.Millis(testenv.Mean(cpu)), testenv.Millis(slices.Max(cpu)), len(cpu))
+		if c := g.cpu[v.name]; c != nil {
+			fmt.Fprintf(&b, "%s, the resolver pods' CPU per round: p50 %s, mean %s, max %s; their threads waited for a CPU p50 %s, mean %s, max %s; over %d rounds\n", v.name,
+				testenv.Millis(testenv.Percentile(c.used, 50)), testenv.Millis(testenv.Mean(c.used)), testenv.Millis(slices.Max(c.used)),
+				testenv.Millis(testenv.Percentile(c.waited, 50)), testenv.Millis(testenv.Mean(c.waited)), testenv.Millis(slices.Max(c.waited)), len(c.used))
 		}
 	}
 	if g.opts.faults {
@@ -926,8 +937,9 @@ func (g *coldGate) reportMetrics(bm *testing.B) {
 		}
 		bm.ReportMetric(float64(worst.Microseconds())/1000, v.name+"-beyond-first-200-worst-p99-ms")
 		bm.ReportMetric(float64(worstReachable.Microseconds())/1000, v.name+"-beyond-reachable-worst-p99-ms")
-		if cpu := g.cpu[v.name]; len(cpu) > 0 {
-			bm.ReportMetric(float64(testenv.Percentile(cpu, 50).Microseconds())/1000, v.name+"-resolver-cpu-per-round-p50-ms")
+		if c := g.cpu[v.name]; c != nil {
+			bm.ReportMetric(float64(testenv.Percentile(c.used, 50).Microseconds())/1000, v.name+"-resolver-cpu-per-round-p50-ms")
+			bm.ReportMetric(float64(testenv.Percentile(c.waited, 50).Microseconds())/1000, v.name+"-resolver-cpu-wait-per-round-p50-ms")
 		}
 	}
 	for path, n := range g.perPath() {
