@@ -389,6 +389,15 @@ func (g *coldGate) makeApps() {
 // loaded machine), and says what its pods were doing if it does not.
 func (g *coldGate) waitServe(svc string) {
 	g.tb.Helper()
+	if !g.roundBegan.IsZero() {
+		// Past the first round, a Service that does not serve again was
+		// left so by the round before: say what happened to it since.
+		defer func() {
+			if g.tb.Failed() {
+				g.tb.Logf("evidence of %s since the last round began:%s", svc, g.b.coldEvidence(g.tb, g.e.NS, svc, "", g.roundBegan))
+			}
+		}()
+	}
 	g.e.EventuallyWithin(svc+" to be in serve mode", podTimeout, func() (bool, string) {
 		es := g.e.Get(svc)
 		cond := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady)
@@ -396,6 +405,9 @@ func (g *coldGate) waitServe(svc string) {
 			return true, ""
 		}
 		desc := testenv.Describe(es)
+		if d, err := g.e.Kube.AppsV1().Deployments(g.e.NS).Get(g.tb.Context(), svc, metav1.GetOptions{}); err == nil && d.Spec.Replicas != nil {
+			desc += fmt.Sprintf("; its Deployment has replicas %d, %d ready", *d.Spec.Replicas, d.Status.ReadyReplicas)
+		}
 		pods, err := g.e.Kube.CoreV1().Pods(g.e.NS).List(g.tb.Context(), metav1.ListOptions{LabelSelector: "app=" + svc})
 		if err != nil {
 			return false, desc + "; " + err.Error()
@@ -592,6 +604,13 @@ func (g *coldGate) wakeAll(v coldVariant, round int, fault e2ebed.Fault) {
 		}
 		if why != "" {
 			f.failed = append(f.failed, fmt.Sprintf("round %d %s: %s", round, cell.svc, why))
+			// Now, while the audit log and the pods' logs hold it: a
+			// later round may fail the run before report says so.
+			g.tb.Logf("%s round %d %s failed: %s", v.name, round, cell.svc, why)
+			if g.evidenced < maxEvidenced {
+				g.evidenced++
+				g.tb.Logf("evidence of %s round %d %s:%s", v.name, round, cell.svc, g.b.coldEvidence(g.tb, g.e.NS, cell.svc, reply.ServedBy, began))
+			}
 			continue
 		}
 		f.total = append(f.total, r.resp.Duration)
