@@ -161,7 +161,7 @@ demo: cluster-bins ## The most complete working flow on the local cluster
 bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gates and the 10-minute flapping run among them); COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake; SOAK_ROUNDS=N rounds of the cold-start soak (84), SOAK_REALNODE_ROUNDS=N of the real node's (30)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/
 	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
-	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers' -benchtime 1x ./pkg/resolver/
+	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers' -benchtime 1x ./pkg/resolver/...
 	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
 	mkdir -p $(BENCH_OUT)
 	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoak' -benchtime 1x -timeout 150m ./test/e2e/traffic/ -args -soak-rounds=$(SOAK_ROUNDS) -soak-results=$(CURDIR)/$(BENCH_OUT)/soak.json

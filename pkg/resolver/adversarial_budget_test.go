@@ -129,7 +129,7 @@ func TestAdversarialStalledRequestsAreChargedAtTheBoundary(t *testing.T) {
 	if got := reached.Load(); got != fits {
 		t.Fatalf("%d requests reached the pod, want %d: the one past the budget was forwarded", got, fits)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeRequests)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeRequests)); got != 1 {
 		t.Errorf("requests overflow counter %v, want 1", got)
 	}
 	cancel()
@@ -283,7 +283,7 @@ func TestAdversarialSecondSourceConnectsWhenOneIsAtItsCap(t *testing.T) {
 			t.Fatalf("connection %d from one address answered %q, want it closed", perSource+1, got)
 		}
 	}
-	if got := metricValue(t, e.r.metrics.ConnectionsRefused); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.ConnectionsRefused); got != 1 {
 		t.Errorf("refused connections %v, want 1", got)
 	}
 	c, err := dialFrom("127.0.0.2")

@@ -30,7 +30,7 @@ func expectRefused(t *testing.T, e *testEnv, client *http.Client, req *http.Requ
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("past the namespace's share: %d Retry-After=%q %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(scope)); got != before+1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(scope)); got != before+1 {
 		t.Errorf("%s overflow counter %v, want %v", scope, got, before+1)
 	}
 }
@@ -126,7 +126,7 @@ func TestAdversarialNamespaceFillingItsRequestShareLeavesAnotherAdmitted(t *test
 	if resp.StatusCode != http.StatusServiceUnavailable || team.Load() != fits {
 		t.Fatalf("one past the namespace's share: %d %q, %d at the pod; want 503 and %d", resp.StatusCode, body, team.Load(), fits)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeNamespace)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeNamespace)); got != 1 {
 		t.Errorf("namespace overflow counter %v, want 1", got)
 	}
 	stall(otherHost)

@@ -1,7 +1,6 @@
 package resolver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,11 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +23,7 @@ import (
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // filledBoundsShare divides every default bound BenchmarkFilledBounds
@@ -138,7 +135,7 @@ func benchmarkFilledHeld(b *testing.B) {
 		}
 	}
 
-	base := memNow()
+	base := resolvertest.MemNow()
 	began := time.Now()
 	fill := strings.Repeat("f", perHeader)
 	body := strings.Repeat("b", int(d.MaxBufferedBody))
@@ -151,37 +148,37 @@ func benchmarkFilledHeld(b *testing.B) {
 	}
 	waitFor("held requests", func() bool { return testutil.ToFloat64(r.metrics.Queued) == float64(held) })
 	waitFor("buffered bodies", func() bool { return r.buffered.Load() == cfg.MaxBufferedBodies })
-	afterHeld := memNow()
+	afterHeld := resolvertest.MemNow()
 	for range spliced {
 		dial(resolverPort, "x") // not HTTP: spliced at once
 	}
 	waitFor("spliced connections", func() bool {
 		return testutil.ToFloat64(r.metrics.Spliced.WithLabelValues(OutcomeSuccess)) == float64(spliced)
 	})
-	afterSpliced := memNow()
+	afterSpliced := resolvertest.MemNow()
 	for range idle {
 		dial(proxy, "")
 	}
-	waitFor("every connection open", func() bool { return testutil.ToFloat64(r.metrics.Connections) == float64(conns) })
-	filled := memNow()
+	waitFor("every connection open", func() bool { return testutil.ToFloat64(r.metrics.Admission.Connections) == float64(conns) })
+	filled := resolvertest.MemNow()
 	took := time.Since(began)
 
 	_, _, heldBytes := r.admit.Usage()
-	if refused := testutil.ToFloat64(r.metrics.ConnectionsRefused); refused != 0 || heldBytes < headerBudget*95/100 {
+	if refused := testutil.ToFloat64(r.metrics.Admission.ConnectionsRefused); refused != 0 || heldBytes < headerBudget*95/100 {
 		b.Fatalf("%v connections refused, %d of %d header bytes charged: the bounds were not filled as planned", refused, heldBytes, headerBudget)
 	}
 	for range b.N {
 		// The fill above is the measure; b.N only repeats the report.
 	}
-	used := float64(filled.goMem-base.goMem) / (1 << 20)
+	used := float64(filled.GoMem-base.GoMem) / (1 << 20)
 	b.ReportMetric(used, "MiB-heap+stacks")
 	b.ReportMetric(used*filledBoundsShare, "MiB-extrapolated")
-	b.ReportMetric(float64(filled.rss)/(1<<20), "MiB-rss-process")
+	b.ReportMetric(float64(filled.RSS)/(1<<20), "MiB-rss-process")
 	charged := heldBytes + cfg.MaxBufferedBodies
-	b.ReportMetric(float64(int64(afterHeld.goMem-base.goMem)-charged)/float64(held)/1024, "KiB/held-request")
+	b.ReportMetric(float64(int64(afterHeld.GoMem-base.GoMem)-charged)/float64(held)/1024, "KiB/held-request")
 	b.ReportMetric(float64(charged)/(1<<20), "MiB-charged")
-	b.ReportMetric(float64(afterSpliced.goMem-afterHeld.goMem)/float64(spliced)/1024, "KiB/spliced-conn")
-	b.ReportMetric(float64(filled.goMem-afterSpliced.goMem)/float64(idle)/1024, "KiB/idle-conn")
+	b.ReportMetric(float64(afterSpliced.GoMem-afterHeld.GoMem)/float64(spliced)/1024, "KiB/spliced-conn")
+	b.ReportMetric(float64(filled.GoMem-afterSpliced.GoMem)/float64(idle)/1024, "KiB/idle-conn")
 	b.ReportMetric(took.Seconds(), "s-to-fill")
 }
 
@@ -221,9 +218,9 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 	}
 	streams := maxConcurrentStreams(cfg)
 
-	peak := newPeakSampler()
-	defer peak.stop()
-	base := memNow()
+	peak := resolvertest.NewPeakSampler()
+	defer peak.Stop()
+	base := resolvertest.MemNow()
 	began := time.Now()
 	var answered, resets atomic.Int64
 	var conns []net.Conn
@@ -291,10 +288,10 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 			b.Fatal("timed out waiting for the streams to settle")
 		}
 	}
-	filled := memNow()
+	filled := resolvertest.MemNow()
 	took := time.Since(began)
 	charged, _ := r.admit.RequestUsage()
-	refused := testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(admission.ScopeRequests)) + testutil.ToFloat64(r.metrics.Overflow.WithLabelValues(admission.ScopeNamespace))
+	refused := testutil.ToFloat64(r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeRequests)) + testutil.ToFloat64(r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeNamespace))
 	stalled := attempts - answered.Load() - resets.Load()
 	if !unbudgeted && charged < cfg.MaxRequestBytes*9/10 || stalled <= 0 {
 		b.Fatalf("%d of %d bytes charged, %d streams stalled: the budget was not filled as planned", charged, cfg.MaxRequestBytes, stalled)
@@ -302,73 +299,15 @@ func benchmarkFilledStreams(b *testing.B, amplify int, unbudgeted bool) {
 	for range b.N {
 		// The fill above is the measure; b.N only repeats the report.
 	}
-	b.ReportMetric(float64(peak.stop()-base.goMem)/(1<<20), "MiB-peak-heap+stacks")
-	b.ReportMetric(float64(filled.goMem-base.goMem)/(1<<20), "MiB-heap+stacks")
-	b.ReportMetric(float64(filled.rss)/(1<<20), "MiB-rss-process")
+	b.ReportMetric(float64(peak.Stop()-base.GoMem)/(1<<20), "MiB-peak-heap+stacks")
+	b.ReportMetric(float64(filled.GoMem-base.GoMem)/(1<<20), "MiB-heap+stacks")
+	b.ReportMetric(float64(filled.RSS)/(1<<20), "MiB-rss-process")
 	if !unbudgeted {
 		b.ReportMetric(float64(charged)/(1<<20), "MiB-charged")
 		b.ReportMetric(float64(charged)/float64(stalled)/1024, "KiB-charged/stalled-stream")
 	}
 	b.ReportMetric(float64(stalled), "stalled-streams")
 	b.ReportMetric(refused, "refused-streams")
-	b.ReportMetric(float64(int64(filled.goMem-base.goMem))/float64(stalled)/1024, "KiB/stalled-stream")
+	b.ReportMetric(float64(int64(filled.GoMem-base.GoMem))/float64(stalled)/1024, "KiB/stalled-stream")
 	b.ReportMetric(took.Seconds(), "s-to-fill")
-}
-
-// peakSampler follows the largest heap and stacks in use, sampled every
-// 20 ms, until stop, which returns it.
-type peakSampler struct {
-	done chan struct{}
-	max  atomic.Uint64
-	once sync.Once
-	wg   sync.WaitGroup
-}
-
-func newPeakSampler() *peakSampler {
-	p := &peakSampler{done: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if v := ms.HeapInuse + ms.StackInuse; v > p.max.Load() {
-				p.max.Store(v)
-			}
-			select {
-			case <-p.done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return p
-}
-
-func (p *peakSampler) stop() uint64 {
-	p.once.Do(func() { close(p.done); p.wg.Wait() })
-	return p.max.Load()
-}
-
-type memSample struct{ goMem, rss uint64 }
-
-// memNow returns the heap and stacks in use after a collection, and the
-// process's resident set.
-func memNow() memSample {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	s := memSample{goMem: ms.HeapInuse + ms.StackInuse}
-	if status, err := os.ReadFile("/proc/self/status"); err == nil {
-		sc := bufio.NewScanner(strings.NewReader(string(status)))
-		for sc.Scan() {
-			if kb, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-				n, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
-				s.rss = n << 10
-			}
-		}
-	}
-	return s
 }

@@ -63,7 +63,7 @@ func TestOneClientCannotFillTheQueue(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "7" || !strings.Contains(body, "this client") {
 		t.Fatalf("past one client's share: %d Retry-After=%q %q, want 429 with Retry-After 7", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeClient)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeClient)); got != 1 {
 		t.Errorf("client overflow counter %v, want 1", got)
 	}
 	holdRequests(t, e, ctx, &wg, quiet, 1, 4, nil)
@@ -94,7 +94,7 @@ func TestHeaderHeavyBurstIsRefusedAtTheByteBudget(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "7" {
 		t.Fatalf("past the byte budget: %d Retry-After=%q %q, want 503 with Retry-After 7", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeBytes)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeBytes)); got != 1 {
 		t.Errorf("bytes overflow counter %v, want 1", got)
 	}
 	holdRequests(t, e, ctx, &wg, client, 1, 3, nil)
@@ -244,7 +244,7 @@ func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
 	first := dial(proxy)
 	dial(proxy)
 	dial(pe.addr())
-	resolvertest.Eventually(t, 5*time.Second, "three connections open", func() bool { return metricValue(t, pe.r.metrics.Connections) == 3 })
+	resolvertest.Eventually(t, 5*time.Second, "three connections open", func() bool { return metricValue(t, pe.r.metrics.Admission.Connections) == 3 })
 
 	for _, addr := range []string{proxy, pe.addr()} {
 		began := time.Now()
@@ -255,12 +255,12 @@ func TestConnectionsPastTheMaxAreClosedAtOnce(t *testing.T) {
 			t.Errorf("a connection past the bound on %s was closed after %v, want at once", addr, d)
 		}
 	}
-	if got := metricValue(t, pe.r.metrics.ConnectionsRefused); got != 2 {
+	if got := metricValue(t, pe.r.metrics.Admission.ConnectionsRefused); got != 2 {
 		t.Errorf("refused connections %v, want 2", got)
 	}
 
 	_ = first.Close()
-	resolvertest.Eventually(t, 5*time.Second, "a slot freed", func() bool { return metricValue(t, pe.r.metrics.Connections) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "a slot freed", func() bool { return metricValue(t, pe.r.metrics.Admission.Connections) == 2 })
 	if got := rawStatus(t, proxy, "GET / HTTP/1.1\r\nHost: not a service\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 400 ") {
 		t.Fatalf("the next client after a slot freed: %q, want it served (400 for its Host)", got)
 	}

@@ -14,7 +14,8 @@
 // resolver knows of the cluster (Services, slices, fronting, the
 // ElastiServices' names, the pod view) is package clusterview, below
 // every layer here, and so are the bounds on what is held and charged
-// (package admission) and the probe rules (package proberules); the other layers are files of this package, to
+// (package admission), the probe rules (package proberules) and direct
+// probing (package directprobe); the other layers are files of this package, to
 // become packages of their own the same way (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
@@ -44,9 +45,9 @@
 //     global bounds, and per client a bound on the wakes it starts), joins
 //     the Service's waiter, whose wake loop asks the operator to wake the
 //     Service (wake.go; coalesced, with capped exponential backoff), and
-//     waits for a Ready endpoint, or, with direct probing (podprobe.go and
-//     package podcheck), for a starting pod that passes its own readiness
-//     probes, run by the resolver. HTTP reads a small body in first
+//     waits for a Ready endpoint, or, with direct probing (package
+//     directprobe, which runs package podcheck's checks), for a starting
+//     pod that passes its own readiness probes, run by the resolver. HTTP reads a small body in first
 //     (body.go, where body buffering is explained); a browser navigation
 //     for a Service with the waiting page on leaves the hold after a
 //     delay with that page (waitpage.go).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 )
 
 // errClosed is what a hold returns when the resolver shuts down.
@@ -113,11 +114,11 @@ func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(admission.Re
 // countRefusal counts and logs a refused admission.
 func (r *Resolver) countRefusal(s holdSpec, refused admission.Refusal) {
 	if refused.Scope == admission.ScopeSource {
-		r.metrics.WakeRateLimited.WithLabelValues(s.protocol).Inc()
+		r.metrics.Admission.WakeRateLimited.WithLabelValues(s.protocol).Inc()
 		s.logger.V(2).Info("Client started too many wakes, refusing", "protocol", s.protocol, "client", s.client, "retryAfter", refused.RetryAfter)
 		return
 	}
-	r.metrics.Overflow.WithLabelValues(refused.Scope).Inc()
+	r.metrics.Admission.Overflow.WithLabelValues(refused.Scope).Inc()
 	s.logger.V(2).Info("Hold bound reached, refusing", "protocol", s.protocol, "scope", refused.Scope, "client", s.client)
 }
 
@@ -133,7 +134,7 @@ type holder struct {
 	view clusterview.PodView
 	// direct probes the pods the slices list not ready; nil when direct
 	// probing is off.
-	direct       *podProber
+	direct       *directprobe.Prober
 	wake         func(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string
 	retryInitial time.Duration
 	retryMax     time.Duration
@@ -174,12 +175,12 @@ type waiter struct {
 // a hold is released by a pod that passed its own readiness checks, run
 // by the resolver, before the slices list it Ready (podprobe.go).
 func newHolder(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, wake func(context.Context, klog.Logger, clusterview.ServiceRef) string,
-	retryInitial, retryMax time.Duration, pods clusterview.PodGetter, report probeReport, logger klog.Logger) *holder {
+	retryInitial, retryMax time.Duration, pods clusterview.PodGetter, report directprobe.Report, logger klog.Logger) *holder {
 	h := &holder{eps: eps, view: view, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
 		waiters: map[clusterview.ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	if pods != nil {
-		h.direct = newPodProber(h.ctx, eps, view, pods, report, logger)
+		h.direct = directprobe.NewProber(h.ctx, eps, view, pods, report, logger)
 	}
 	return h
 }
@@ -266,7 +267,7 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 		defer leave()
 	}
 	if h.direct != nil {
-		leave := h.direct.join(hd.svc)
+		leave := h.direct.Join(hd.svc)
 		defer leave()
 	}
 	unreadRetry := unreadRetryInitial
@@ -282,7 +283,7 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 			return b, err
 		}
 		if h.direct != nil {
-			if addrs := h.direct.passed(hd.svc, b.Unready); len(addrs) > 0 {
+			if addrs := h.direct.Passed(hd.svc, b.Unready); len(addrs) > 0 {
 				w.stop()
 				b.Addrs, b.Probed = addrs, true
 				return b, nil
@@ -352,7 +353,7 @@ func (hd *hold) watch() holdWatch {
 		w.stops = append(w.stops, stop)
 	}
 	if hd.h.direct != nil {
-		w.passed, stop = hd.h.direct.watch(hd.svc)
+		w.passed, stop = hd.h.direct.Watch(hd.svc)
 		w.stops = append(w.stops, stop)
 	}
 	return w
@@ -376,6 +377,6 @@ func (h *holder) close() {
 	h.cancel()
 	h.wg.Wait()
 	if h.direct != nil {
-		h.direct.close()
+		h.direct.Close()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	"k8s.io/klog/v2"
@@ -50,7 +51,7 @@ func newHoldBed(t *testing.T, retryMax time.Duration) (*clusterview.MemoryEndpoi
 
 func newTestHolder(t *testing.T, eps clusterview.EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
 	_, ctx := ktesting.NewTestContext(t)
-	h := newHolder(ctx, eps, nil, n.wake, 10*time.Millisecond, retryMax, nil, probeReport{}, klog.FromContext(ctx))
+	h := newHolder(ctx, eps, nil, n.wake, 10*time.Millisecond, retryMax, nil, directprobe.Report{}, klog.FromContext(ctx))
 	t.Cleanup(h.close)
 	return h
 }

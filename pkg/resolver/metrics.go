@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 )
 
 // Label values. Every label is bounded: there are no per-service labels.
@@ -17,17 +18,25 @@ const (
 	// OutcomeUnauthorized is the operator refusing the wake token (or its
 	// absence): the two are configured with different tokens.
 	OutcomeUnauthorized = "unauthorized"
+
+	// What released a held request (elasti_resolver_held_releases_total).
+	ReleasedByDirectProbe   = "direct_probe"
+	ReleasedByPodReady      = "pod_ready"
+	ReleasedByEndpointReady = "endpoint_ready"
 )
 
 // Metrics are the resolver's Prometheus metrics, all prefixed
-// elasti_resolver_, grouped by the layer that records them. The groups
-// are embedded, so a series is named m.Queued wherever it is recorded.
+// elasti_resolver_, grouped by the layer that records them. The groups of
+// the layers still in this package are embedded (m.Queued); a layer's own
+// package names its group (m.Admission.Overflow).
 type Metrics struct {
 	HoldMetrics
-	admission.Metrics
 	ForwardMetrics
-	ProbeMetrics
 	AnswerMetrics
+	// Admission and DirectProbe are the series of the layers that are
+	// packages of their own, named as their layer.
+	Admission   admission.Metrics
+	DirectProbe directprobe.Metrics
 	// WakeRequests counts wake requests to the operator by outcome; the
 	// metric keeps its old name, a contract with dashboards.
 	WakeRequests *prometheus.CounterVec
@@ -40,10 +49,10 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, error) {
 	m := &Metrics{
 		HoldMetrics:    newHoldMetrics(),
-		Metrics:        admission.NewMetrics(wakeSources),
 		ForwardMetrics: newForwardMetrics(),
-		ProbeMetrics:   newProbeMetrics(),
 		AnswerMetrics:  newAnswerMetrics(),
+		Admission:      admission.NewMetrics(wakeSources),
+		DirectProbe:    directprobe.NewMetrics(),
 		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_operator_notifications_total",
 			Help: "Wake requests sent to the operator, by outcome.",
@@ -56,8 +65,8 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.Metrics.Collectors(), m.ForwardMetrics.collectors(),
-		m.ProbeMetrics.collectors(), m.AnswerMetrics.collectors(), []prometheus.Collector{m.WakeRequests}) {
+	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.ForwardMetrics.collectors(), m.AnswerMetrics.collectors(),
+		m.Admission.Collectors(), m.DirectProbe.Collectors(), []prometheus.Collector{m.WakeRequests}) {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -169,39 +178,6 @@ func newForwardMetrics() ForwardMetrics {
 
 func (m ForwardMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Proxied, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures}
-}
-
-// ProbeMetrics are direct probing's.
-type ProbeMetrics struct {
-	// DirectProbeFallbacks counts pods direct probing left to the
-	// kubelet's Ready, by reason (see the Fallback constants).
-	DirectProbeFallbacks *prometheus.CounterVec
-	// DirectProbeLead is how long before the resolver saw it Ready (pod
-	// view or endpoint) a pod passed its direct check: what direct probing
-	// saved.
-	DirectProbeLead prometheus.Histogram
-}
-
-func newProbeMetrics() ProbeMetrics {
-	m := ProbeMetrics{
-		DirectProbeFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_direct_probe_fallbacks_total",
-			Help: "Pods that direct probing left to the kubelet's Ready, by reason: exec, host, named_port, no_probe, host_network, pod_unreadable, pod_mismatch, bound.",
-		}, []string{"reason"}),
-		DirectProbeLead: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "elasti_resolver_direct_probe_lead_seconds",
-			Help:    "Seconds from a starting pod passing the readiness checks the resolver ran to the resolver seeing it Ready (the kubelet's Ready on the pod, or its Ready endpoint, whichever it saw first): how much sooner direct probing released the held requests.",
-			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300},
-		}),
-	}
-	for _, reason := range fallbackReasons {
-		m.DirectProbeFallbacks.WithLabelValues(reason)
-	}
-	return m
-}
-
-func (m ProbeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.DirectProbeFallbacks, m.DirectProbeLead}
 }
 
 // AnswerMetrics count what the resolver answered itself: a probeResponse

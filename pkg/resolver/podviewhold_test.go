@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,10 +115,10 @@ func viewEnv(t *testing.T, probe bool, pods *resolvertest.FakePods) (*testEnv, *
 func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	e, view := viewEnv(t, false, resolvertest.NewFakePods())
-	app := newStartingApp(t, "127.0.0.2")
-	app.ready.Store(true)
-	e.net.route(app.addr(), app.addr())
-	pod := app.pod("web-1", "u1")
+	app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
+	app.Ready.Store(true)
+	e.net.route(app.Addr(), app.Addr())
+	pod := app.Pod("web-1", "u1")
 	pod.Status.Phase = corev1.PodRunning
 	view.set(testSvc, true, pod) // Running, not Ready yet
 
@@ -171,12 +172,12 @@ func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 	for _, forged := range []string{"ready", "not ready naming a genuine pod"} {
 		t.Run(forged, func(t *testing.T) {
 			resolvertest.CheckNoLeaks(t)
-			app := newStartingApp(t, "127.0.0.2")
-			pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
+			app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
+			pods := resolvertest.NewFakePods(app.Pod("web-1", "u1"))
 			e, view := viewEnv(t, true, pods)
-			e.net.route(app.addr(), app.addr())
+			e.net.route(app.Addr(), app.Addr())
 			victim := hitCounter(t, e, "10.0.0.9:8080")
-			pod := app.pod("web-1", "u1")
+			pod := app.Pod("web-1", "u1")
 			pod.Status.Phase = corev1.PodRunning
 			view.set(testSvc, true, pod)
 			switch forged {
@@ -187,8 +188,8 @@ func TestForgedEndpointsAreNeverForwardedToOrProbed(t *testing.T) {
 			}
 
 			done := fetchAsync(t, e)
-			resolvertest.Eventually(t, 5*time.Second, "the genuine pod checked", func() bool { return app.checks.Load() >= 2 })
-			app.ready.Store(true)
+			resolvertest.Eventually(t, 5*time.Second, "the genuine pod checked", func() bool { return app.Checks.Load() >= 2 })
+			app.Ready.Store(true)
 			wantAnswer(t, done, "200 pod", 5*time.Second, "not answered once the genuine pod passed its check")
 			if n := victim.count(); n != 0 {
 				t.Errorf("the forged address got %d requests", n)

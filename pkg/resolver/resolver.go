@@ -18,6 +18,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/connlimit"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
@@ -141,9 +142,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if cfg.ProbePods {
 		pods = opts.Pods
 	}
-	report := probeReport{
-		fellBack: func(reason string) { metrics.DirectProbeFallbacks.WithLabelValues(reason).Inc() },
-		lead:     func(d time.Duration) { metrics.DirectProbeLead.Observe(d.Seconds()) },
+	report := directprobe.Report{
+		FellBack: func(reason string) { metrics.DirectProbe.DirectProbeFallbacks.WithLabelValues(reason).Inc() },
+		Lead:     func(d time.Duration) { metrics.DirectProbe.DirectProbeLead.Observe(d.Seconds()) },
 	}
 	return &Resolver{
 		cfg:        cfg,
@@ -159,7 +160,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		held:       newHeldReports(ctx, waker, logger),
 		conn:       conn,
 		fwd:        newForwarder(cfg, conn, metrics, logger),
-		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Connections, metrics.ConnectionsRefused),
+		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),
 		metrics:    metrics,
 		logger:     logger,
 		// A wake's pages count on while reloads come at least this often.

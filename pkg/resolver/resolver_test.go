@@ -632,10 +632,10 @@ func TestQueueOverflow(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "7" || !strings.Contains(body, "too many requests") {
 		t.Fatalf("global overflow: %d %q", resp.StatusCode, body)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeService)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeService)); got != 1 {
 		t.Errorf("service overflow counter %v", got)
 	}
-	if got := metricValue(t, e.r.metrics.Overflow.WithLabelValues(admission.ScopeGlobal)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.Overflow.WithLabelValues(admission.ScopeGlobal)); got != 1 {
 		t.Errorf("global overflow counter %v", got)
 	}
 	cancel()

@@ -135,7 +135,7 @@ func (h *holder) probeAcrossPages(svc clusterview.ServiceRef) (done func(paged b
 	if h.direct == nil {
 		return func(bool) {}
 	}
-	leave := h.direct.join(svc)
+	leave := h.direct.Join(svc)
 	return func(paged bool) {
 		if paged {
 			time.AfterFunc(pageProbeLinger, leave)

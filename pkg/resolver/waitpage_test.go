@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	"k8s.io/klog/v2/ktesting"
@@ -379,13 +380,13 @@ func TestWaitingPageAfterNegativeIsRefused(t *testing.T) {
 // reload, so the reload after the pod passes gets the pod's answer
 // without waiting for the slice's Ready, and never before it passes.
 func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
-	app := newStartingApp(t, "127.0.0.2")
-	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
+	app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
+	pods := resolvertest.NewFakePods(app.Pod("web-1", "u1"))
 	cfg := pageConfig(0)
 	cfg.ProbePods = true
 	e := newEnv(t, cfg, func(o *Options) { o.Pods = pods })
-	e.net.route(app.addr(), app.addr())
-	e.eps.SetUnready(testSvc, app.endpoint("web-1", "u1"))
+	e.net.route(app.Addr(), app.Addr())
+	e.eps.SetUnready(testSvc, app.Endpoint("web-1", "u1"))
 	client := newClient(t)
 
 	reload := func() *http.Response {
@@ -402,9 +403,9 @@ func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 	}
 	// Between reloads nothing is held, yet the pod is still checked.
 	resolvertest.Eventually(t, 5*time.Second, "the pod checked between reloads", func() bool {
-		return e.r.holds.held(testSvc) == 0 && app.checks.Load() >= 4
+		return e.r.holds.held(testSvc) == 0 && app.Checks.Load() >= 4
 	})
-	app.ready.Store(true)
+	app.Ready.Store(true)
 	// The browser reloads, each time held for a moment and paged, until a
 	// reload finds the pod passed: the slice never says Ready.
 	var last string
@@ -417,9 +418,9 @@ func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 		}
 		return resp.StatusCode == http.StatusOK && body == "pod"
 	})
-	if n := app.earlyHits.Load(); n != 0 {
+	if n := app.EarlyHits.Load(); n != 0 {
 		t.Errorf("the app got %d requests while its readiness answered 503", n)
 	}
 	// The linger ends: nothing is probed once the pages stop.
-	resolvertest.Eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.direct.probing() == 0 })
+	resolvertest.Eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.direct.Probing() == 0 })
 }

@@ -85,14 +85,14 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "team/cold-100") {
 		t.Fatalf("the 101st wake: %d Retry-After=%q %q; want 429, Retry-After 1 and the Service named", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if got := metricValue(t, e.r.metrics.WakeRateLimited.WithLabelValues(admission.ProtocolHTTP)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Admission.WakeRateLimited.WithLabelValues(admission.ProtocolHTTP)); got != 1 {
 		t.Errorf("rate-limited counter = %v, want 1", got)
 	}
 
 	hold(noisy, cold(7)) // already waking: joins, costs nothing
 	hold(quiet, cold(100))
 	resolvertest.Eventually(t, 5*time.Second, "the join and the other client's wake held", func() bool { return queued() == 102 })
-	if got := metricValue(t, e.r.metrics.WakeRateSources); got != 2 {
+	if got := metricValue(t, e.r.metrics.Admission.WakeRateSources); got != 2 {
 		t.Errorf("elasti_resolver_wake_rate_limit_sources = %v, want the 2 clients", got)
 	}
 	if e.r.admit.Admitted(cold(7)) != 2 || e.r.admit.Admitted(cold(100)) != 1 {
@@ -142,7 +142,7 @@ func TestATCPClientOutOfWakesIsClosed(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("read from a client out of wakes: %v, want the connection closed at once", err)
 	}
-	if got := metricValue(t, pe.r.metrics.WakeRateLimited.WithLabelValues(admission.ProtocolTCP)); got != 1 {
+	if got := metricValue(t, pe.r.metrics.Admission.WakeRateLimited.WithLabelValues(admission.ProtocolTCP)); got != 1 {
 		t.Errorf("tcp rate-limited counter = %v, want 1", got)
 	}
 	if n := pe.r.admit.Admitted(testSvc); n != 0 {

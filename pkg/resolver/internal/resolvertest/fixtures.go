@@ -6,8 +6,6 @@
 package resolvertest
 
 import (
-	"runtime"
-
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,14 +149,4 @@ func ElastiService(ns, name, svc string, gen int64, rules ...elastiv1alpha1.Prob
 // CannedAnswer is a probe rule's answer.
 func CannedAnswer(status int32, body string) elastiv1alpha1.ProbeCannedAnswer {
 	return elastiv1alpha1.ProbeCannedAnswer{Status: status, Body: body}
-}
-
-// LiveHeap is the bytes the heap holds after two collections, for a
-// benchmark to measure what a structure keeps.
-func LiveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -1,4 +1,4 @@
-package resolver
+package directprobe
 
 import (
 	"bytes"
@@ -80,15 +80,15 @@ func BenchmarkProbeAnswersCannotFillTheHeap(b *testing.B) {
 		}
 		_, ctx := ktesting.NewTestContext(b)
 		ctx, cancel := context.WithCancel(ctx)
-		p := newPodProber(ctx, clusterview.NewMemoryEndpoints(), nil, resolvertest.NewFakePods(pods...), probeReport{fellBack: func(string) {}, lead: func(time.Duration) {}}, ktesting.NewLogger(b, ktesting.NewConfig()))
-		base := memNow()
-		peak := newPeakSampler()
+		p := NewProber(ctx, clusterview.NewMemoryEndpoints(), nil, resolvertest.NewFakePods(pods...), Report{FellBack: func(string) {}, Lead: func(time.Duration) {}}, ktesting.NewLogger(b, ktesting.NewConfig()))
+		base := resolvertest.MemNow()
+		peak := resolvertest.NewPeakSampler()
 		for s := 0; s < len(targets); s += maxProbedPodsPerService {
 			svc := clusterview.ServiceRef{Namespace: pods[s].Namespace, Name: "svc" + strconv.Itoa(s)}
-			defer p.join(svc)()
-			p.passed(svc, targets[s:s+maxProbedPodsPerService])
+			defer p.Join(svc)()
+			p.Passed(svc, targets[s:s+maxProbedPodsPerService])
 		}
-		if got := p.probing(); got != maxProbedPods {
+		if got := p.Probing(); got != maxProbedPods {
 			b.Fatalf("%d pods probed, want %d", got, maxProbedPods)
 		}
 		deadline := time.After(*probeAnswersFor)
@@ -101,12 +101,12 @@ func BenchmarkProbeAnswersCannotFillTheHeap(b *testing.B) {
 				break count
 			}
 		}
-		used := peak.stop()
-		after := memNow()
+		used := peak.Stop()
+		after := resolvertest.MemNow()
 		cancel()
-		p.close()
-		b.ReportMetric(float64(int64(used)-int64(base.goMem))/(1<<20), "MiB-peak-heap+stacks-growth")
-		b.ReportMetric(float64(int64(after.goMem)-int64(base.goMem))/(1<<20), "MiB-heap+stacks-growth-after")
+		p.Close()
+		b.ReportMetric(float64(int64(used)-int64(base.GoMem))/(1<<20), "MiB-peak-heap+stacks-growth")
+		b.ReportMetric(float64(int64(after.GoMem)-int64(base.GoMem))/(1<<20), "MiB-heap+stacks-growth-after")
 		b.ReportMetric(float64(checks), "checks")
 		b.ReportMetric(0, "ns/op")
 	}

@@ -1,4 +1,4 @@
-package resolver
+package directprobe
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
-// Direct probing: a held request is forwarded as soon as a pod the wake
+// A held request is forwarded as soon as a pod the wake
 // started passes its own readiness checks, run by the resolver itself the
 // way the kubelet runs them (podcheck.go), instead of after the kubelet's
 // next readiness check, which can come a whole periodSeconds after the app
@@ -64,7 +64,7 @@ const (
 	podRereadInitial = 100 * time.Millisecond
 	podRereadMax     = 2 * time.Second
 	// maxLeadFollow bounds how long a pod that passed is watched for its
-	// Ready endpoint, to measure the lead (probeReport.lead): beyond the
+	// Ready endpoint, to measure the lead (Report.lead): beyond the
 	// longest periodSeconds anyone sets. At most maxProbedPods are
 	// watched at once.
 	maxLeadFollow = 5 * time.Minute
@@ -77,29 +77,24 @@ const (
 	FallbackBound         = "bound"
 )
 
-var fallbackReasons = append(slices.Clone(podcheck.FallbackReasons), FallbackPodUnreadable, FallbackBound)
+// FallbackReasons are every reason a pod is left to the kubelet's Ready:
+// podcheck's and the two above.
+var FallbackReasons = append(slices.Clone(podcheck.FallbackReasons), FallbackPodUnreadable, FallbackBound)
 
-// Released-by label values of elasti_resolver_held_releases_total.
-const (
-	ReleasedByDirectProbe   = "direct_probe"
-	ReleasedByPodReady      = "pod_ready"
-	ReleasedByEndpointReady = "endpoint_ready"
-)
-
-// probeReport is where direct probing reports: fellBack when a pod is
+// Report is where direct probing reports: fellBack when a pod is
 // left to the kubelet's Ready (a Fallback reason), lead with how long
 // before its endpoint turned Ready a pod passed its direct check.
-type probeReport struct {
-	fellBack func(reason string)
-	lead     func(time.Duration)
+type Report struct {
+	FellBack func(reason string)
+	Lead     func(time.Duration)
 }
 
-// podProber runs the direct checks. A Service has an entry only while a
+// Prober runs the direct checks. A Service has an entry only while a
 // hold waits on it (join), and each entry probes at most
 // maxProbedPodsPerService of the pods its slices list unready, all
 // entries together at most maxProbedPods: nothing here grows with what
 // clients send.
-type podProber struct {
+type Prober struct {
 	eps clusterview.EndpointSource
 	// view, when not nil, gives the pods of the Services held, so a pod
 	// it has is not read (viewPod).
@@ -107,7 +102,7 @@ type podProber struct {
 	pods     clusterview.PodGetter
 	checker  *podcheck.Checker
 	interval time.Duration
-	report   probeReport
+	report   Report
 	logger   klog.Logger
 	ctx      context.Context
 	wg       sync.WaitGroup
@@ -154,8 +149,8 @@ type probeTarget struct {
 	slot   bool
 }
 
-func newPodProber(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, pods clusterview.PodGetter, report probeReport, logger klog.Logger) *podProber {
-	return &podProber{eps: eps, view: view, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
+func NewProber(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, pods clusterview.PodGetter, report Report, logger klog.Logger) *Prober {
+	return &Prober{eps: eps, view: view, pods: pods, checker: podcheck.NewChecker(), interval: directProbeInterval, report: report,
 		logger: logger.WithName("podprobe"), ctx: ctx, b: clusterview.NewBroadcaster[clusterview.ServiceRef](),
 		services: map[clusterview.ServiceRef]*probedService{}, inNamespace: map[string]int{},
 		plans: utilcache.NewLRUExpireCache(maxPodPlans), readLimits: clusterview.NewNamespaceLimits()}
@@ -163,7 +158,7 @@ func newPodProber(ctx context.Context, eps clusterview.EndpointSource, view clus
 
 // join says a hold waits on svc; the returned func says it no longer
 // does. Probing of svc's pods stops with the last.
-func (p *podProber) join(svc clusterview.ServiceRef) func() {
+func (p *Prober) Join(svc clusterview.ServiceRef) func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps := p.services[svc]
@@ -184,7 +179,7 @@ func (p *podProber) join(svc clusterview.ServiceRef) func() {
 	})
 }
 
-func (p *podProber) stopLocked(svc clusterview.ServiceRef, ps *probedService, at podAt) {
+func (p *Prober) stopLocked(svc clusterview.ServiceRef, ps *probedService, at podAt) {
 	t := ps.pods[at]
 	t.cancel()
 	p.freeLocked(svc, t)
@@ -192,7 +187,7 @@ func (p *podProber) stopLocked(svc clusterview.ServiceRef, ps *probedService, at
 }
 
 // freeLocked gives t's slot back, once.
-func (p *podProber) freeLocked(svc clusterview.ServiceRef, t *probeTarget) {
+func (p *Prober) freeLocked(svc clusterview.ServiceRef, t *probeTarget) {
 	if !t.slot {
 		return
 	}
@@ -204,7 +199,7 @@ func (p *podProber) freeLocked(svc clusterview.ServiceRef, t *probeTarget) {
 }
 
 // watch returns a channel closed when a pod of svc passes.
-func (p *podProber) watch(svc clusterview.ServiceRef) (<-chan struct{}, func()) {
+func (p *Prober) Watch(svc clusterview.ServiceRef) (<-chan struct{}, func()) {
 	return p.b.Watch(svc)
 }
 
@@ -212,7 +207,7 @@ func (p *podProber) watch(svc clusterview.ServiceRef) (<-chan struct{}, func()) 
 // direct check. It starts probing those of eps not probed yet, within the
 // bounds, and stops probing pods of svc no longer in eps: listed Ready now
 // (the slices take over), or gone. svc must be joined.
-func (p *podProber) passed(svc clusterview.ServiceRef, eps []clusterview.UnreadyEndpoint) []string {
+func (p *Prober) Passed(svc clusterview.ServiceRef, eps []clusterview.UnreadyEndpoint) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps := p.services[svc]
@@ -234,7 +229,7 @@ func (p *podProber) passed(svc clusterview.ServiceRef, eps []clusterview.Unready
 			if len(ps.pods) >= maxProbedPodsPerService || p.running >= maxProbedPods || p.inNamespace[svc.Namespace] >= maxProbedPodsPerNamespace {
 				if !ps.overBound[at] {
 					ps.overBound[at] = true
-					p.report.fellBack(FallbackBound)
+					p.report.FellBack(FallbackBound)
 				}
 				continue
 			}
@@ -259,7 +254,7 @@ func (p *podProber) passed(svc clusterview.ServiceRef, eps []clusterview.Unready
 	return slices.Compact(addrs)
 }
 
-func (p *podProber) startLocked(svc clusterview.ServiceRef, ps *probedService, ep clusterview.UnreadyEndpoint) *probeTarget {
+func (p *Prober) startLocked(svc clusterview.ServiceRef, ps *probedService, ep clusterview.UnreadyEndpoint) *probeTarget {
 	ctx, cancel := context.WithCancel(p.ctx)
 	t := &probeTarget{ep: ep, cancel: cancel, slot: true}
 	ps.pods[podAtOf(ep)] = t
@@ -279,7 +274,7 @@ func (p *podProber) startLocked(svc clusterview.ServiceRef, ps *probedService, e
 // probe reads t's pod, then checks it every interval until it passes or
 // ctx ends. A pod it cannot check the kubelet's way is left alone: its
 // requests wait for the slice's Ready.
-func (p *podProber) probe(ctx context.Context, svc clusterview.ServiceRef, t *probeTarget) {
+func (p *Prober) probe(ctx context.Context, svc clusterview.ServiceRef, t *probeTarget) {
 	logger := p.logger.WithValues("service", svc.KRef(), "pod", klog.KRef(svc.Namespace, t.ep.Pod))
 	plan, err := p.plan(ctx, svc, t.ep)
 	for pause := podRereadInitial; readAgain(err); pause = p.nextPause(svc, t.ep, pause) {
@@ -300,7 +295,7 @@ func (p *podProber) probe(ctx context.Context, svc clusterview.ServiceRef, t *pr
 	if err != nil {
 		var fe *podcheck.FallbackError
 		if errors.As(err, &fe) {
-			p.report.fellBack(fe.Reason)
+			p.report.FellBack(fe.Reason)
 		}
 		logger.V(2).Info("Not probing the pod directly; waiting for its Ready endpoint", "err", err)
 		return
@@ -330,11 +325,11 @@ func (p *podProber) probe(ctx context.Context, svc clusterview.ServiceRef, t *pr
 }
 
 // probing returns the pods probed now, in all.
-func (p *podProber) probing() int {
+func (p *Prober) Probing() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.running
 }
 
 // close waits for the probes, which end with the holder's context.
-func (p *podProber) close() { p.wg.Wait() }
+func (p *Prober) Close() { p.wg.Wait() }

@@ -1,4 +1,4 @@
-package resolver
+package directprobe
 
 import (
 	"net"
@@ -12,7 +12,7 @@ import (
 // after passed that was: the time direct probing saved the held requests.
 // It gives up when the pod leaves the slices, after maxLeadFollow, or
 // when maxProbedPods are followed already.
-func (p *podProber) followReady(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint, passed time.Time) {
+func (p *Prober) followReady(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint, passed time.Time) {
 	p.mu.Lock()
 	if p.following >= maxProbedPods {
 		p.mu.Unlock()
@@ -35,7 +35,7 @@ func (p *podProber) followReady(svc clusterview.ServiceRef, ep clusterview.Unrea
 			ready, listed := readyOrListed(p.eps, svc, ep)
 			if ready {
 				stop()
-				p.report.lead(time.Since(passed))
+				p.report.Lead(time.Since(passed))
 				return
 			}
 			if !listed {

@@ -1,4 +1,4 @@
-package resolver
+package directprobe
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // planOrErr is what a direct probe checks, the pod's own probes (read
 // from the pod view or else the apiserver, once per pod and address), or
-// why it cannot check them; podProber.plans remembers it.
+// why it cannot check them; Prober.plans remembers it.
 type planOrErr struct {
 	plan *podcheck.Plan
 	err  error
@@ -36,7 +36,7 @@ type podAt struct {
 
 // plan returns the checks of ep's pod at ep's address, made once per pod
 // and address, from the pod view's copy of the pod or else a read.
-func (p *podProber) plan(ctx context.Context, svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) (*podcheck.Plan, error) {
+func (p *Prober) plan(ctx context.Context, svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) (*podcheck.Plan, error) {
 	key := podAtOf(ep)
 	if v, ok := p.plans.Get(key); ok {
 		got := v.(planOrErr)
@@ -68,7 +68,7 @@ func (p *podProber) plan(ctx context.Context, svc clusterview.ServiceRef, ep clu
 }
 
 // planFor makes and remembers the checks of pod at ep's address.
-func (p *podProber) planFor(key podAt, pod *corev1.Pod, ep clusterview.UnreadyEndpoint) (*podcheck.Plan, error) {
+func (p *Prober) planFor(key podAt, pod *corev1.Pod, ep clusterview.UnreadyEndpoint) (*podcheck.Plan, error) {
 	plan, err := podcheck.PlanFor(pod, podcheck.Endpoint(ep))
 	if errors.Is(err, podcheck.ErrNotStarted) {
 		return nil, err // the next read may show the container running
@@ -81,7 +81,7 @@ func (p *podProber) planFor(key podAt, pod *corev1.Pod, ep clusterview.UnreadyEn
 }
 
 // viewPod returns ep's pod as the pod view has it, with its spec, or nil.
-func (p *podProber) viewPod(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) *corev1.Pod {
+func (p *Prober) viewPod(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint) *corev1.Pod {
 	if p.view == nil {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (p *podProber) viewPod(svc clusterview.ServiceRef, ep clusterview.UnreadyEn
 // podRereadMax, as reads cost the apiserver, but podRereadInitial while
 // the pod view has the pod, whose copy is read for free and kept up to
 // date by its watch.
-func (p *podProber) nextPause(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint, pause time.Duration) time.Duration {
+func (p *Prober) nextPause(svc clusterview.ServiceRef, ep clusterview.UnreadyEndpoint, pause time.Duration) time.Duration {
 	if p.viewPod(svc, ep) != nil {
 		return podRereadInitial
 	}

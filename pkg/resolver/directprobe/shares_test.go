@@ -1,4 +1,4 @@
-package resolver
+package directprobe
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,26 +31,26 @@ import (
 // namespace's probes are rate-limited.
 
 // newTestProber is a prober on pods, ended with the test.
-func newTestProber(t *testing.T, pods clusterview.PodGetter, fellBack func(string)) *podProber {
+func newTestProber(t *testing.T, pods clusterview.PodGetter, fellBack func(string)) *Prober {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	if fellBack == nil {
 		fellBack = func(string) {}
 	}
-	p := newPodProber(ctx, clusterview.NewMemoryEndpoints(), nil, pods, probeReport{fellBack: fellBack, lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
-	t.Cleanup(func() { cancel(); p.close() })
+	p := NewProber(ctx, clusterview.NewMemoryEndpoints(), nil, pods, Report{FellBack: fellBack, Lead: func(time.Duration) {}}, ktesting.NewLogger(t, ktesting.NewConfig()))
+	t.Cleanup(func() { cancel(); p.Close() })
 	return p
 }
 
 // holdFor joins svc and lists n unready pods of it, named after svc.
-func holdFor(p *podProber, svc clusterview.ServiceRef, n int) (leave func(), eps []clusterview.UnreadyEndpoint) {
-	leave = p.join(svc)
+func holdFor(p *Prober, svc clusterview.ServiceRef, n int) (leave func(), eps []clusterview.UnreadyEndpoint) {
+	leave = p.Join(svc)
 	for i := range n {
 		eps = append(eps, clusterview.UnreadyEndpoint{IP: fmt.Sprintf("10.244.%d.%d", len(svc.Name), i), Port: 80,
 			Pod: svc.Name + "-" + strconv.Itoa(i), UID: types.UID(svc.Namespace + "/" + svc.Name + "-" + strconv.Itoa(i))})
 	}
-	p.passed(svc, eps)
+	p.Passed(svc, eps)
 	return leave, eps
 }
 
@@ -61,14 +62,14 @@ func TestOneNamespaceTakesAtMostItsShareOfTheProbes(t *testing.T) {
 		leave, _ := holdFor(p, clusterview.ServiceRef{Namespace: "greedy", Name: "svc" + strconv.Itoa(i)}, maxProbedPodsPerService)
 		defer leave()
 	}
-	if got := p.probing(); got != maxProbedPodsPerNamespace {
+	if got := p.Probing(); got != maxProbedPodsPerNamespace {
 		t.Errorf("one namespace probes %d pods, want its share %d", got, maxProbedPodsPerNamespace)
 	}
 	// The next namespace still gets its pods probed: the share boundary,
 	// and one past it, are per namespace.
 	leave, _ := holdFor(p, clusterview.ServiceRef{Namespace: "other", Name: "web"}, maxProbedPodsPerService)
 	defer leave()
-	if got := p.probing(); got != maxProbedPodsPerNamespace+maxProbedPodsPerService {
+	if got := p.Probing(); got != maxProbedPodsPerNamespace+maxProbedPodsPerService {
 		t.Errorf("%d pods probed; another namespace's %d were refused", got, maxProbedPodsPerService)
 	}
 }
@@ -101,13 +102,13 @@ func TestAProbeThatEndsGivesItsSlotBack(t *testing.T) {
 			t.Fatal("the pods without probes did not fall back")
 		}
 	}
-	resolvertest.Eventually(t, 5*time.Second, "the slots to be free", func() bool { return p.probing() == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the slots to be free", func() bool { return p.Probing() == 0 })
 	for range 3 {
-		p.passed(svc, eps)
+		p.Passed(svc, eps)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if p.probing() != 0 || len(fellBack) != 0 {
-		t.Errorf("looking again restarted the probes: %d probing, %d more fallbacks", p.probing(), len(fellBack))
+	if p.Probing() != 0 || len(fellBack) != 0 {
+		t.Errorf("looking again restarted the probes: %d probing, %d more fallbacks", p.Probing(), len(fellBack))
 	}
 	for _, pod := range pods {
 		if n := fakes.ReadsOf("team", pod.Name); n != 1 {
@@ -141,8 +142,8 @@ func TestPodReadsOfOneNamespaceAreRateLimited(t *testing.T) {
 		leave, _ := holdFor(p, clusterview.ServiceRef{Namespace: "slow", Name: "svc" + strconv.Itoa(s)}, maxProbedPodsPerService)
 		defer leave()
 	}
-	if p.probing() != 4*maxProbedPodsPerService {
-		t.Fatalf("%d probing, want %d", p.probing(), 4*maxProbedPodsPerService)
+	if p.Probing() != 4*maxProbedPodsPerService {
+		t.Fatalf("%d probing, want %d", p.Probing(), 4*maxProbedPodsPerService)
 	}
 	time.Sleep(2 * time.Second)
 	reads := 0
@@ -194,16 +195,16 @@ func TestAFailedPodReadIsTriedAgain(t *testing.T) {
 		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", errors.New("no")), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			app := newStartingApp(t, "127.0.0.2")
-			app.ready.Store(true)
-			pods := &flakyPods{FakePods: resolvertest.NewFakePods(app.pod("web-1", "u1")), fail: 3, err: c.err}
+			app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
+			app.Ready.Store(true)
+			pods := &flakyPods{FakePods: resolvertest.NewFakePods(app.Pod("web-1", "u1")), fail: 3, err: c.err}
 			var fellBack []string
 			var mu sync.Mutex
 			p := newTestProber(t, pods, func(r string) { mu.Lock(); fellBack = append(fellBack, r); mu.Unlock() })
-			leave := p.join(testSvc)
+			leave := p.Join(testSvc)
 			defer leave()
-			ep := app.endpoint("web-1", "u1")
-			passed := func() bool { return len(p.passed(testSvc, []clusterview.UnreadyEndpoint{ep})) == 1 }
+			ep := app.Endpoint("web-1", "u1")
+			passed := func() bool { return len(p.Passed(testSvc, []clusterview.UnreadyEndpoint{ep})) == 1 }
 			passed() // starts the probe
 			if c.probed {
 				resolvertest.Eventually(t, 5*time.Second, "the pod to pass its check after the failed reads", passed)
@@ -228,9 +229,9 @@ func TestAFailedPodReadIsTriedAgain(t *testing.T) {
 // address before the genuine one was ever probed, and after.
 func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
-	app := newStartingApp(t, "127.0.0.2")
-	app.ready.Store(true)
-	pods := resolvertest.NewFakePods(app.pod("web-1", "u1"))
+	app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
+	app.Ready.Store(true)
+	pods := resolvertest.NewFakePods(app.Pod("web-1", "u1"))
 	fellBack := make(chan string, 100)
 	p := newTestProber(t, pods, func(r string) {
 		select {
@@ -238,17 +239,17 @@ func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
 		default:
 		}
 	})
-	genuine := app.endpoint("web-1", "u1")
+	genuine := app.Endpoint("web-1", "u1")
 	forged := genuine
 	forged.IP = "127.0.0.3" // another team's pod, a node, the apiserver
 
-	leave := p.join(testSvc)
+	leave := p.Join(testSvc)
 	defer leave()
 	resolvertest.Eventually(t, 5*time.Second, "the genuine endpoint to pass", func() bool {
-		return len(p.passed(testSvc, []clusterview.UnreadyEndpoint{genuine})) == 1
+		return len(p.Passed(testSvc, []clusterview.UnreadyEndpoint{genuine})) == 1
 	})
 	for range 20 {
-		if got := p.passed(testSvc, []clusterview.UnreadyEndpoint{forged}); len(got) != 0 {
+		if got := p.Passed(testSvc, []clusterview.UnreadyEndpoint{forged}); len(got) != 0 {
 			t.Fatalf("the forged endpoint passed: %v", got)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -267,7 +268,7 @@ func TestAForgedEndpointNeverReusesAGenuinePodsPlan(t *testing.T) {
 	}
 	// And both listed at once: only the genuine address passes.
 	resolvertest.Eventually(t, 5*time.Second, "the genuine address alone", func() bool {
-		got := p.passed(testSvc, []clusterview.UnreadyEndpoint{genuine, forged})
-		return len(got) == 1 && got[0] == app.addr()
+		got := p.Passed(testSvc, []clusterview.UnreadyEndpoint{genuine, forged})
+		return len(got) == 1 && got[0] == app.Addr()
 	})
 }
