@@ -216,7 +216,7 @@ type Config struct {
 	// Like ColdStartHeader it is not defaulted: a partial Config leaves it
 	// off, DefaultConfig turns it on.
 	ProbePods bool
-	// WaitingPage turns the waiting page (waitpage.go) on for every
+	// WaitingPage turns the waiting page (package answer) on for every
 	// Service whose ElastiService's spec.waitingPage does not turn it off;
 	// off, only those whose spec.waitingPage turns it on get it.
 	WaitingPage bool

@@ -14,8 +14,9 @@
 // resolver knows of the cluster (Services, slices, fronting, the
 // ElastiServices' names, the pod view) is package clusterview, below
 // every layer here, and so are the bounds on what is held and charged
-// (package admission), the probe rules (package proberules) and direct
-// probing (package directprobe); the other layers are files of this package, to
+// (package admission), the probe rules (package proberules), direct
+// probing (package directprobe) and what the resolver answers itself
+// (package answer); the other layers are files of this package, to
 // become packages of their own the same way (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
@@ -37,7 +38,7 @@
 //     backends.go, trim.go): a Service's Ready pod addresses, and a
 //     channel closed when they change, each address vouched for by the
 //     pod that holds it (clusterview: podview.go, podreads.go, vouch.go).
-//   - probe (package proberules; answered in answer.go): while no pod is
+//   - probe (package proberules; answered by package answer): while no pod is
 //     Ready, a health checker's request matching a probe rule is answered
 //     without waking the target.
 //   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
@@ -50,14 +51,14 @@
 //     pod that passes its own readiness probes, run by the resolver. HTTP reads a small body in first
 //     (body.go, where body buffering is explained); a browser navigation
 //     for a Service with the waiting page on leaves the hold after a
-//     delay with that page (waitpage.go).
+//     delay with that page (waitpage.go; package answer writes it).
 //   - forward: HTTP reverse-proxied to a pod IP:port (proxy.go), other TCP
 //     spliced byte for byte (splice.go), both through the one connect
 //     strategy (connect.go: connect rounds over the endpoints as they are
 //     now).
 //
-// What the resolver answers itself (400, 404, 429, 502, 503, 504) is in
-// answer.go; health.go answers /healthz and /readyz, metrics.go declares
+// What the resolver answers itself (400, 404, 429, 502, 503, 504, the
+// probe rules' answers and the waiting page) is package answer; health.go answers /healthz and /readyz, metrics.go declares
 // the metrics, config.go the settings and their defaults.
 //
 // # Names

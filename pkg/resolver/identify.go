@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -24,7 +25,7 @@ func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	svc, port, err := r.identifyHost(req)
 	if err != nil {
 		r.logger.V(4).Info("Rejecting request with a bad host", "host", req.Host, "err", err)
-		httpError(w, http.StatusBadRequest, err.Error())
+		answer.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	r.serveService(w, req, svc, port)
@@ -86,7 +87,7 @@ type portRouteContextKey struct{}
 func (r *Resolver) servePortHTTP(w http.ResponseWriter, req *http.Request) {
 	route, ok := req.Context().Value(portRouteContextKey{}).(Route)
 	if !ok {
-		httpError(w, http.StatusInternalServerError, fmt.Sprintf("no route for local address %v", req.Context().Value(http.LocalAddrContextKey)))
+		answer.Error(w, http.StatusInternalServerError, fmt.Sprintf("no route for local address %v", req.Context().Value(http.LocalAddrContextKey)))
 		return
 	}
 	r.serveService(w, req, route.Service, strconv.Itoa(int(route.Port)))

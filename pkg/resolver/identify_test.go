@@ -107,7 +107,7 @@ func TestServiceNotInFrontIsNotForwarded(t *testing.T) {
 	if n := e.net.dialCount("10.244.0.7:8080"); n != 0 {
 		t.Fatalf("the pod was dialled %d times", n)
 	}
-	if got := metricValue(t, e.r.metrics.NotInFront.WithLabelValues(admission.ProtocolHTTP)); got != 1 {
+	if got := metricValue(t, e.r.metrics.Answer.NotInFront.WithLabelValues(admission.ProtocolHTTP)); got != 1 {
 		t.Fatalf("not-in-front count = %v, want 1", got)
 	}
 

@@ -409,7 +409,7 @@ func TestResolverPortClosesConnectionsForServicesNotInFront(t *testing.T) {
 	if n := pe.net.dialCount("10.244.0.9:5000"); n != 0 {
 		t.Fatalf("the pod was dialled %d times", n)
 	}
-	if got := metricValue(t, pe.r.metrics.NotInFront.WithLabelValues(admission.ProtocolTCP)); got != 1 {
+	if got := metricValue(t, pe.r.metrics.Answer.NotInFront.WithLabelValues(admission.ProtocolTCP)); got != 1 {
 		t.Fatalf("not-in-front count = %v, want 1", got)
 	}
 }

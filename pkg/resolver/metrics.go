@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 )
 
@@ -32,9 +33,9 @@ const (
 type Metrics struct {
 	HoldMetrics
 	ForwardMetrics
-	AnswerMetrics
-	// Admission and DirectProbe are the series of the layers that are
-	// packages of their own, named as their layer.
+	// Answer, Admission and DirectProbe are the series of the layers
+	// that are packages of their own, named as their layer.
+	Answer      answer.Metrics
 	Admission   admission.Metrics
 	DirectProbe directprobe.Metrics
 	// WakeRequests counts wake requests to the operator by outcome; the
@@ -50,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 	m := &Metrics{
 		HoldMetrics:    newHoldMetrics(),
 		ForwardMetrics: newForwardMetrics(),
-		AnswerMetrics:  newAnswerMetrics(),
+		Answer:         answer.NewMetrics(),
 		Admission:      admission.NewMetrics(wakeSources),
 		DirectProbe:    directprobe.NewMetrics(),
 		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -65,8 +66,8 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.ForwardMetrics.collectors(), m.AnswerMetrics.collectors(),
-		m.Admission.Collectors(), m.DirectProbe.Collectors(), []prometheus.Collector{m.WakeRequests}) {
+	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.ForwardMetrics.collectors(),
+		m.Answer.Collectors(), m.Admission.Collectors(), m.DirectProbe.Collectors(), []prometheus.Collector{m.WakeRequests}) {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -178,44 +179,6 @@ func newForwardMetrics() ForwardMetrics {
 
 func (m ForwardMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Proxied, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures}
-}
-
-// AnswerMetrics count what the resolver answered itself: a probeResponse
-// rule, the waiting page, a Service it is not in front of.
-type AnswerMetrics struct {
-	// ProbeResponses counts requests answered by a probeResponse rule.
-	ProbeResponses prometheus.Counter
-	// WaitingPages counts browser navigations answered with the waiting
-	// page (waitpage.go).
-	WaitingPages prometheus.Counter
-	// NotInFront counts requests answered 404 (http) and connections
-	// closed (tcp) because the resolver was not in front of their Service.
-	NotInFront *prometheus.CounterVec
-}
-
-func newAnswerMetrics() AnswerMetrics {
-	m := AnswerMetrics{
-		ProbeResponses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_probe_responses_total",
-			Help: "Requests answered by a probeResponse rule without waking the target.",
-		}),
-		WaitingPages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_waiting_pages_total",
-			Help: "Browser navigations held for a waking Service that were answered with the waiting page (503, reloading itself) after --waiting-page-after without a Ready pod.",
-		}),
-		NotInFront: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_not_in_front_total",
-			Help: "Requests answered 404 (protocol http) or connections closed (tcp) because the resolver was not in front of their Service: no resolver EndpointSlice, and none removed within the drain.",
-		}, []string{"protocol"}),
-	}
-	for _, p := range []string{admission.ProtocolHTTP, admission.ProtocolTCP} {
-		m.NotInFront.WithLabelValues(p)
-	}
-	return m
-}
-
-func (m AnswerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.ProbeResponses, m.WaitingPages, m.NotInFront}
 }
 
 // codeClass maps a status code to its class label.

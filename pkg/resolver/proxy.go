@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -234,11 +235,11 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err e
 		// failed cold start, and its line says which addresses, from
 		// which source, did not answer.
 		logger.Info("No endpoint accepted the connection", "source", info.source, "err", err)
-		httpError(w, http.StatusBadGateway, fmt.Sprintf("could not connect to a ready pod of service %s", info.svc))
+		answer.Error(w, http.StatusBadGateway, fmt.Sprintf("could not connect to a ready pod of service %s", info.svc))
 		return
 	}
 	logger.V(2).Info("Forwarding failed", "err", err)
-	httpError(w, http.StatusBadGateway, fmt.Sprintf("error while forwarding to service %s", info.svc))
+	answer.Error(w, http.StatusBadGateway, fmt.Sprintf("error while forwarding to service %s", info.svc))
 }
 
 func (f *forwarder) closeIdle() {

@@ -14,9 +14,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/connlimit"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
@@ -39,9 +39,9 @@ type Options struct {
 		WaitingOn(clusterview.ServiceRef) string
 	}
 	// Pages is optional; with it, an ElastiService's spec.waitingPage
-	// turns the waiting page on or off for its Service (waitpage.go).
+	// turns the waiting page on or off for its Service (package answer).
 	// Without it Config.WaitingPage alone decides.
-	Pages PageSwitch
+	Pages answer.PageSwitch
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
@@ -89,7 +89,7 @@ type Resolver struct {
 	waiting interface {
 		WaitingOn(clusterview.ServiceRef) string
 	}
-	pages   PageSwitch
+	pages   answer.PageSwitch
 	admit   *admission.Admission
 	holds   *holder
 	held    *heldReports
@@ -103,8 +103,9 @@ type Resolver struct {
 	conns *connlimit.Limiter
 	// buffered counts the bytes of held request bodies in memory (body.go).
 	buffered atomic.Int64
-	// pageClock serves the waiting page (waitpage.go).
-	pageClock *pageClock
+	// canned writes the probe rules' answers, page the waiting page.
+	canned answer.Probes
+	page   *answer.Pages
 }
 
 // New returns a Resolver. ctx carries the logger and bounds the
@@ -163,8 +164,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),
 		metrics:    metrics,
 		logger:     logger,
-		// A wake's pages count on while reloads come at least this often.
-		pageClock: newPageClock(max(cfg.WaitingPageAfter, elastiv1alpha1.MaxWaitingPageAfter) + 10*pageRefresh),
+		canned:     answer.NewProbes(opts.Probes, metrics.Answer),
+		page:       answer.NewPages(eps, cfg.WaitingPageAfter, metrics.Answer),
 	}, nil
 }
 
@@ -192,26 +193,26 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc cl
 	uncharge, refused := r.admit.Charge(svc.Namespace, requestBytes(req))
 	if refused.Scope != "" {
 		r.countRefusal(holdSpec{protocol: admission.ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
-		r.writeRefusal(w, svc, refused)
+		answer.Refusal(w, svc, refused, r.cfg.RetryAfter)
 		return
 	}
 	defer uncharge()
 	if !clusterview.AwaitFront(req.Context(), r.eps, r.named, svc) {
 		logger.V(4).Info("Refusing request for a Service the resolver is not in front of")
-		r.metrics.NotInFront.WithLabelValues(admission.ProtocolHTTP).Inc()
-		httpError(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
+		r.metrics.Answer.NotInFront.WithLabelValues(admission.ProtocolHTTP).Inc()
+		answer.Error(w, http.StatusNotFound, fmt.Sprintf("service %s is not asleep behind elasti; call it directly", svc))
 		return
 	}
 	b, err := r.lookupToForward(req.Context(), svc, port)
 	if err != nil {
-		r.lookupFailed(w, logger, svc, err)
+		answer.LookupFailed(w, logger, svc, err)
 		return
 	}
 	if len(b.Addrs) > 0 {
 		r.forward(w, req, logger, svc, port, b, 0)
 		return
 	}
-	if r.answerProbe(w, req, logger, svc) {
+	if r.canned.Answer(w, req, logger, svc) {
 		return
 	}
 	r.holdRequest(w, req, logger, svc, port)
@@ -264,7 +265,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 	uncharge, refused := r.admit.Charge(svc.Namespace, forwardOverheadBytes)
 	if refused.Scope != "" {
 		r.countRefusal(holdSpec{protocol: admission.ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
-		r.writeRefusal(w, svc, refused)
+		answer.Refusal(w, svc, refused, r.cfg.RetryAfter)
 		return
 	}
 	defer uncharge()
@@ -273,8 +274,8 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 
 // holdRequest holds req with try (hold.go), its body read into memory
 // first when it may be (body.go), and answers what try leaves to it: a
-// refusal (answer.go), 504 at the request timeout, 503 when the resolver
-// shuts down, and to a browser the waiting page (waitpage.go).
+// refusal (package answer), 504 at the request timeout, 503 when the resolver
+// shuts down, and to a browser the waiting page (package answer).
 func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string) {
 	// The body budget is asked first: a body that does not fit streams,
 	// and what a streaming body keeps in memory is charged on admission.
@@ -306,10 +307,10 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 		defer func() { done(paged) }()
 	}
 	err := r.try(ctx, s,
-		func(refused admission.Refusal) { r.writeRefusal(w, svc, refused) },
+		func(refused admission.Refusal) { answer.Refusal(w, svc, refused, r.cfg.RetryAfter) },
 		func(b clusterview.Backends, waited time.Duration) {
 			if page {
-				r.pageClock.forget(svc)
+				r.page.Forget(svc)
 			}
 			r.forward(w, req, logger, svc, port, b, waited)
 		})
@@ -317,7 +318,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	case err == nil:
 	case errors.Is(err, errWaitingPage):
 		paged = true
-		r.writeWaitingPage(w, req, logger, svc, port, began)
+		r.page.Write(w, req, logger, svc, port, began)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc)
 		if r.waiting != nil {
@@ -325,14 +326,14 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 				msg += "; " + on
 			}
 		}
-		httpError(w, http.StatusGatewayTimeout, msg)
+		answer.Error(w, http.StatusGatewayTimeout, msg)
 	case errors.Is(err, errClosed):
 		// Another resolver pod, or by then the woken pod itself, takes the
 		// retry: this one left the endpoints during its shutdown grace.
-		w.Header().Set("Retry-After", retryAfterSeconds(shutdownRetryAfter))
-		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("resolver is shutting down while service %s starts; retry", svc))
+		w.Header().Set("Retry-After", answer.RetryAfterSeconds(answer.ShutdownRetryAfter))
+		answer.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("resolver is shutting down while service %s starts; retry", svc))
 	default:
-		r.lookupFailed(w, logger, svc, err)
+		answer.LookupFailed(w, logger, svc, err)
 	}
 }
 
@@ -351,7 +352,7 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 	defer context.AfterFunc(drop, cancel)()
 
 	if !clusterview.AwaitFront(ctx, r.eps, r.named, svc) {
-		r.metrics.NotInFront.WithLabelValues(admission.ProtocolTCP).Inc()
+		r.metrics.Answer.NotInFront.WithLabelValues(admission.ProtocolTCP).Inc()
 		logger.V(4).Info("Closing connection for a Service the resolver is not in front of")
 		return
 	}

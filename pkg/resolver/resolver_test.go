@@ -453,7 +453,7 @@ func TestProbeResponseDoesNotWake(t *testing.T) {
 	if n := e.op.posts.Load(); n != 0 {
 		t.Fatalf("probes caused %d operator POSTs", n)
 	}
-	if got := metricValue(t, e.r.metrics.ProbeResponses); got != 5 {
+	if got := metricValue(t, e.r.metrics.Answer.ProbeResponses); got != 5 {
 		t.Errorf("probe counter %v, want 5", got)
 	}
 	// Once the target serves, the app answers its own probes.

@@ -1,108 +1,27 @@
 package resolver
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"html/template"
-	"mime"
 	"net/http"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"k8s.io/klog/v2"
-
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
-// The waiting page, said once here.
-//
-// A browser navigation held for a Service that is waking is answered,
-// once it has waited Config.WaitingPageAfter without a Ready pod, with a
-// small HTML page (503, Retry-After) that reloads itself every
-// pageRefresh: the person sees that the Service is starting, and a later
-// reload reaches the pod. The request leaves its hold when the page is
-// written, so the page costs no place in the queues while the person
-// reads it; each reload is held, and wakes, as any request. Every other
-// request (APIs, gRPC, fetch, WebSockets, TCP) is held as before.
-//
-// It is on for a Service when its ElastiService's spec.waitingPage says
-// enabled, or when Config.WaitingPage is set and spec.waitingPage does not
-// say disabled; spec.waitingPage.after, when set, replaces
-// Config.WaitingPageAfter for that Service.
+// Which held request gets the waiting page (package answer writes it),
+// and when: the page's delay ends the request's hold with errWaitingPage.
 
 // errWaitingPage is the cause of a hold that ends to answer a waiting
 // page (see try).
 var errWaitingPage = errors.New("waiting page due")
 
-// pageRefresh is how often the page reloads itself, and its Retry-After.
-const pageRefresh = time.Second
-
-// maxPageClocks bounds the Services whose wake start the pages remember
-// (pageClock); past it a page counts from its own request.
-const maxPageClocks = 4096
-
-// pageContentSecurityPolicy lets the page load nothing and run nothing:
-// its only style is inline.
-const pageContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'"
-
-// PageSwitch reads the spec.waitingPage of a Service's ElastiService, nil
-// when it has none. NamedIndex is one.
-type PageSwitch interface {
-	WaitingPage(clusterview.ServiceRef) *elastiv1alpha1.WaitingPage
-}
-
-// isNavigation reports whether req is a browser's top-level navigation,
-// the only request a waiting page may answer: GET or HEAD over HTTP/1 or
-// HTTP/2, with no body, no Upgrade and no Range, and Sec-Fetch-Mode:
-// navigate or, from a client that sends no Sec-Fetch-Mode, an Accept
-// that names text/html. A fetch or XHR from a page says another
-// Sec-Fetch-Mode and is held as before.
-func isNavigation(req *http.Request) bool {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		return false
-	}
-	if req.ProtoMajor != 1 && req.ProtoMajor != 2 {
-		return false
-	}
-	if req.ContentLength != 0 || req.Header.Get("Upgrade") != "" || req.Header.Get("Range") != "" {
-		return false
-	}
-	if mode := req.Header.Get("Sec-Fetch-Mode"); mode != "" {
-		return strings.EqualFold(mode, "navigate")
-	}
-	return acceptsHTML(req.Header.Values("Accept"))
-}
-
-// acceptsHTML reports whether an Accept header's media ranges name
-// text/html with a quality above zero. A wildcard does not count: an API
-// client sends */*, a browser names text/html.
-func acceptsHTML(accept []string) bool {
-	for _, v := range accept {
-		for r := range strings.SplitSeq(v, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(r))
-			if err != nil || mt != "text/html" {
-				continue
-			}
-			if q, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(q, 64); err != nil || f <= 0 {
-					continue
-				}
-			}
-			return true
-		}
-	}
-	return false
-}
-
 // waitingPageFor reports whether req, about to be held for svc, gets the
 // waiting page if it waits long enough, and after how long.
 func (r *Resolver) waitingPageFor(req *http.Request, svc clusterview.ServiceRef) (bool, time.Duration) {
-	if !isNavigation(req) {
+	if !answer.IsNavigation(req) {
 		return false, 0
 	}
 	on, after := r.cfg.WaitingPage, r.cfg.WaitingPageAfter
@@ -121,11 +40,11 @@ func (r *Resolver) waitingPageFor(req *http.Request, svc clusterview.ServiceRef)
 }
 
 // pageProbeLinger is how long a page keeps its Service's starting pods
-// checked directly (podprobe.go) after it is written: longer than the
+// checked directly (package directprobe) after it is written: longer than the
 // page's reload, so that the reload finds a pod that passed meanwhile.
 // Without it a page answered at once would end each hold, and with it
 // the checks, before one could pass.
-const pageProbeLinger = 3 * pageRefresh
+const pageProbeLinger = 3 * answer.PageRefresh
 
 // probeAcrossPages keeps svc's direct checks going for a request that
 // may get the waiting page: it joins the prober before the hold, and
@@ -153,118 +72,4 @@ func (r *Resolver) holdContext(ctx context.Context, page bool, after time.Durati
 		return ctx, func() {}
 	}
 	return context.WithTimeoutCause(ctx, after, errWaitingPage)
-}
-
-// pageTemplate is the page: self-contained, no script, no external
-// resource; html/template escapes what it is given. Its refresh is a
-// constant of the text, never data.
-var pageTemplate = template.Must(template.New("page").Parse(fmt.Sprintf(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="refresh" content="%d">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Service}} is starting</title>
-<style>body{font-family:system-ui,sans-serif;max-width:36em;margin:4em auto;padding:0 1em;color:#222}.note{color:#666}</style>
-</head>
-<body>
-<h1>{{.Service}} is starting</h1>
-<p>It was asleep and is waking up: {{.Progress}}, for {{.Elapsed}} so far.</p>
-<p class="note">This page reloads itself and shows the service once it is ready.</p>
-</body>
-</html>
-`, int(pageRefresh/time.Second))))
-
-type pageData struct {
-	Service  string
-	Progress string
-	Elapsed  string
-}
-
-// writeWaitingPage answers req with the waiting page for svc: whose wake
-// began at began as far as this resolver knows (pageClock), and the
-// progress the endpoints on port show.
-func (r *Resolver) writeWaitingPage(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, began time.Time) {
-	now := time.Now()
-	since := r.pageClock.since(svc, began, now)
-	progress := "scaling up, no pod yet"
-	if b, err := r.eps.Lookup(svc, port); err == nil && len(b.Unready) > 0 {
-		n := strconv.Itoa(len(b.Unready))
-		if len(b.Unready) >= clusterview.MaxUnreadyEndpoints {
-			n = "at least " + n
-		}
-		progress = "starting, " + n + " pod(s) not ready yet"
-	}
-	var body bytes.Buffer
-	if err := pageTemplate.Execute(&body, pageData{Service: svc.Name, Progress: progress,
-		Elapsed: strconv.Itoa(int(max(0, now.Sub(since)).Round(time.Second)/time.Second)) + " s"}); err != nil {
-		// Only a write to the buffer could fail; answer as a timeout would.
-		logger.Error(err, "Rendering the waiting page")
-		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("service %s is starting; retry", svc))
-		return
-	}
-	r.metrics.WaitingPages.Inc()
-	logger.V(4).Info("Answered a browser with the waiting page", "waking", now.Sub(since))
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(body.Len()))
-	h.Set("Cache-Control", "no-store")
-	h.Set("Retry-After", retryAfterSeconds(pageRefresh))
-	h.Set("Content-Security-Policy", pageContentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	if req.Method != http.MethodHead {
-		_, _ = w.Write(body.Bytes())
-	}
-}
-
-// pageClock remembers, per Service, when the pages of its current wake
-// began counting, so a reload says how long the wake has taken, not how
-// long the reload waited. An entry lives while pages are answered for
-// the Service, at most idle after the last one, and goes when a held
-// navigation reaches a pod; there are at most maxPageClocks, and only of
-// Services the resolver is in front of.
-type pageClock struct {
-	idle time.Duration
-
-	mu     sync.Mutex
-	starts map[clusterview.ServiceRef]pageStart
-}
-
-type pageStart struct{ since, seen time.Time }
-
-func newPageClock(idle time.Duration) *pageClock {
-	return &pageClock{idle: idle, starts: map[clusterview.ServiceRef]pageStart{}}
-}
-
-// since returns when svc's wake began: the start of the first request of
-// the pages answered for it without a pause longer than idle, or began,
-// this request's, when none was.
-func (c *pageClock) since(svc clusterview.ServiceRef, began, now time.Time) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.starts[svc]; ok && now.Sub(s.seen) <= c.idle {
-		s.seen = now
-		c.starts[svc] = s
-		return s.since
-	}
-	if _, ok := c.starts[svc]; !ok && len(c.starts) >= maxPageClocks {
-		for k, s := range c.starts {
-			if now.Sub(s.seen) > c.idle {
-				delete(c.starts, k)
-			}
-		}
-		if len(c.starts) >= maxPageClocks {
-			return began
-		}
-	}
-	c.starts[svc] = pageStart{since: began, seen: now}
-	return began
-}
-
-// forget ends svc's count: its wake is over.
-func (c *pageClock) forget(svc clusterview.ServiceRef) {
-	c.mu.Lock()
-	delete(c.starts, svc)
-	c.mu.Unlock()
 }

@@ -12,9 +12,8 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
-	"k8s.io/klog/v2/ktesting"
-
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
@@ -93,7 +92,7 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 	if e.op.posts.Load() < 1 {
 		t.Error("the page's request did not wake the Service")
 	}
-	if got := metricValue(t, e.r.metrics.WaitingPages); got != 1 {
+	if got := metricValue(t, e.r.metrics.Answer.WaitingPages); got != 1 {
 		t.Errorf("waiting pages %v, want 1", got)
 	}
 
@@ -109,7 +108,7 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 	if got := e.answerOnceHeld(t, client, navigation(t, e, "GET"), "10.244.0.1:8080"); got != "200 pod /shop" {
 		t.Errorf("reload once a pod is Ready: %q, want the pod's answer", got)
 	}
-	if got := metricValue(t, e.r.metrics.WaitingPages); got != 2 {
+	if got := metricValue(t, e.r.metrics.Answer.WaitingPages); got != 2 {
 		t.Errorf("waiting pages %v, want 2", got)
 	}
 }
@@ -136,7 +135,7 @@ func TestWaitingPageNotShownOnAFastWake(t *testing.T) {
 	if got := e.answerOnceHeld(t, newClient(t), navigation(t, e, "GET"), "10.244.0.1:8080"); got != "200 pod /shop" {
 		t.Errorf("got %q, want the pod's answer", got)
 	}
-	if got := metricValue(t, e.r.metrics.WaitingPages); got != 0 {
+	if got := metricValue(t, e.r.metrics.Answer.WaitingPages); got != 0 {
 		t.Errorf("waiting pages %v, want 0", got)
 	}
 }
@@ -162,7 +161,7 @@ func TestWaitingPageOthersAreHeldAsBefore(t *testing.T) {
 	}
 	for name, c := range map[string]struct {
 		flag bool
-		sw   PageSwitch
+		sw   answer.PageSwitch
 		req  func(*testing.T, *testEnv) *http.Request
 	}{
 		"API client":       {true, nil, api},
@@ -207,7 +206,7 @@ func TestWaitingPageOthersAreHeldAsBefore(t *testing.T) {
 			if got := <-done; !strings.HasPrefix(got, "200 pod") {
 				t.Errorf("got %q, want the pod's answer", got)
 			}
-			if got := metricValue(t, e.r.metrics.WaitingPages); got != 0 {
+			if got := metricValue(t, e.r.metrics.Answer.WaitingPages); got != 0 {
 				t.Errorf("waiting pages %v, want 0", got)
 			}
 		})
@@ -263,107 +262,6 @@ func TestWaitingPageSpec(t *testing.T) {
 		if wp := r.pages.WaitingPage(clusterview.ServiceRef{Namespace: "team", Name: "api"}); wp != nil {
 			t.Errorf("another Service: %+v", wp)
 		}
-	}
-}
-
-func TestIsNavigation(t *testing.T) {
-	for _, c := range []struct {
-		method string
-		header map[string]string
-		want   bool
-	}{
-		{"GET", map[string]string{"Sec-Fetch-Mode": "navigate"}, true},
-		{"GET", map[string]string{"Sec-Fetch-Mode": "Navigate", "Accept": "application/json"}, true},
-		{"HEAD", map[string]string{"Accept": "text/html"}, true},
-		{"GET", map[string]string{"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, true},
-		{"GET", map[string]string{"Accept": "application/json, TEXT/HTML;q=0.5"}, true},
-		{"GET", map[string]string{"Accept": "text/html;q=0"}, false},
-		{"GET", map[string]string{"Accept": "text/html;q=bad"}, false},
-		{"GET", map[string]string{"Accept": "*/*"}, false},
-		{"GET", map[string]string{"Accept": "text/*"}, false},
-		{"GET", map[string]string{"Accept": "text/htmlx"}, false},
-		{"GET", map[string]string{}, false},
-		{"GET", map[string]string{"Sec-Fetch-Mode": "cors", "Accept": "text/html"}, false},
-		{"GET", map[string]string{"Sec-Fetch-Mode": "no-cors", "Accept": "text/html"}, false},
-		{"GET", map[string]string{"Sec-Fetch-Mode": "navigate", "Upgrade": "websocket"}, false},
-		{"GET", map[string]string{"Sec-Fetch-Mode": "navigate", "Range": "bytes=0-1"}, false},
-		{"POST", map[string]string{"Sec-Fetch-Mode": "navigate", "Accept": "text/html"}, false},
-		{"OPTIONS", map[string]string{"Accept": "text/html"}, false},
-	} {
-		req := httptest.NewRequest(c.method, "http://web.team/", nil)
-		for k, v := range c.header {
-			req.Header.Set(k, v)
-		}
-		if got := isNavigation(req); got != c.want {
-			t.Errorf("%s %v: %v, want %v", c.method, c.header, got, c.want)
-		}
-	}
-	// A body (which no navigation by GET has) and HTTP/3 or HTTP/0.9
-	// framing are not navigations either.
-	withLen := httptest.NewRequest("GET", "http://web.team/", strings.NewReader("x"))
-	withLen.Header.Set("Sec-Fetch-Mode", "navigate")
-	if isNavigation(withLen) {
-		t.Error("GET with a body counted as a navigation")
-	}
-	h3 := httptest.NewRequest("GET", "http://web.team/", nil)
-	h3.Header.Set("Sec-Fetch-Mode", "navigate")
-	h3.ProtoMajor = 3
-	if isNavigation(h3) {
-		t.Error("HTTP/3 counted as a navigation")
-	}
-}
-
-// The page escapes the Service's name and stays small whatever it is.
-func TestWaitingPageEscapesAndIsBounded(t *testing.T) {
-	e := newEnv(t, pageConfig(0))
-	logger, _ := ktesting.NewTestContext(t)
-	svc := clusterview.ServiceRef{Namespace: "team", Name: `<script>alert("x")</script>&` + strings.Repeat("a", 63)}
-	w := httptest.NewRecorder()
-	e.r.writeWaitingPage(w, httptest.NewRequest("GET", "/", nil), logger, svc, "", time.Now().Add(-90*time.Second))
-	body := w.Body.String()
-	if strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;") {
-		t.Errorf("name not escaped:\n%s", body)
-	}
-	if !strings.Contains(body, "for 90 s so far") {
-		t.Errorf("elapsed time missing:\n%s", body)
-	}
-	if w.Body.Len() > 2048 {
-		t.Errorf("page of %d bytes", w.Body.Len())
-	}
-}
-
-// The pages of one wake count from its first request while reloads keep
-// coming; after a pause, or once the wake is over, a page counts anew.
-// The clock is bounded.
-func TestPageClock(t *testing.T) {
-	c := newPageClock(10 * time.Second)
-	t0 := time.Now()
-	if got := c.since(testSvc, t0, t0.Add(time.Second)); !got.Equal(t0) {
-		t.Errorf("first page: %v", got)
-	}
-	if got := c.since(testSvc, t0.Add(3*time.Second), t0.Add(4*time.Second)); !got.Equal(t0) {
-		t.Errorf("reload: since %v, want the first request's %v", got, t0)
-	}
-	late := t0.Add(30 * time.Second)
-	if got := c.since(testSvc, late, late.Add(time.Second)); !got.Equal(late) {
-		t.Errorf("after a pause: since %v, want %v", got, late)
-	}
-	c.forget(testSvc)
-	now := late.Add(2 * time.Second)
-	if got := c.since(testSvc, now, now); !got.Equal(now) {
-		t.Errorf("after forget: since %v, want %v", got, now)
-	}
-	for i := range maxPageClocks + 10 {
-		c.since(clusterview.ServiceRef{Namespace: "ns", Name: fmt.Sprint("s", i)}, now, now)
-	}
-	if n := len(c.starts); n > maxPageClocks {
-		t.Errorf("%d clocks kept, want at most %d", n, maxPageClocks)
-	}
-	// Stale ones make room.
-	later := now.Add(time.Minute)
-	c.since(clusterview.ServiceRef{Namespace: "ns", Name: "new"}, later, later)
-	if _, ok := c.starts[clusterview.ServiceRef{Namespace: "ns", Name: "new"}]; !ok || len(c.starts) != 1 {
-		t.Errorf("stale clocks not pruned: %d kept", len(c.starts))
 	}
 }
 
