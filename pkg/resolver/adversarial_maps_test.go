@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 )
 
 // The attacker here is any pod that can reach the resolver: it sends
@@ -86,7 +85,7 @@ func TestRandomHostsLeaveNoState(t *testing.T) {
 			t.Fatalf("after request %d (Host %q) the broadcaster holds %d keys, want 0", i, host, n)
 		}
 	}
-	if n := r.conn.tracked(); n != 0 {
+	if n := r.fwd.Tracked(); n != 0 {
 		t.Errorf("%d round-robin counters after requests that reached no pod", n)
 	}
 	if slots, sources, _ := r.admit.Usage(); slots != 0 || sources != 0 {
@@ -165,27 +164,6 @@ func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
 	resolvertest.Eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
 	if n := e.Watched(); n != 0 {
 		t.Fatalf("the broadcaster holds %d keys after every held request left, want 0", n)
-	}
-}
-
-// The round-robin counters are kept per Service that had endpoints, and
-// only up to maxRoundRobin of them: Services come and go for as long as
-// the resolver runs.
-func TestRoundRobinCountersAreBounded(t *testing.T) {
-	c := newConnector(clusterview.NewMemoryEndpoints(), nil, time.Second, ktesting.NewLogger(t, ktesting.NewConfig()))
-	addrs := []string{"10.244.0.1:80", "10.244.0.2:80"}
-	for i := range maxRoundRobin + 1000 {
-		c.order(clusterview.ServiceRef{Namespace: "team", Name: fmt.Sprintf("svc-%d", i)}, addrs)
-	}
-	if n := c.tracked(); n > maxRoundRobin {
-		t.Fatalf("%d round-robin counters, want at most %d", n, maxRoundRobin)
-	}
-	// The counters still turn: one Service is sent to each endpoint in
-	// turn.
-	svc := clusterview.ServiceRef{Namespace: "team", Name: "web"}
-	first, second := c.order(svc, addrs)[0], c.order(svc, addrs)[0]
-	if first == second {
-		t.Errorf("two requests in a row went to %s: the counter does not turn", first)
 	}
 }
 

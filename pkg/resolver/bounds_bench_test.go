@@ -23,6 +23,7 @@ import (
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
@@ -153,7 +154,7 @@ func benchmarkFilledHeld(b *testing.B) {
 		dial(resolverPort, "x") // not HTTP: spliced at once
 	}
 	waitFor("spliced connections", func() bool {
-		return testutil.ToFloat64(r.metrics.Spliced.WithLabelValues(OutcomeSuccess)) == float64(spliced)
+		return testutil.ToFloat64(r.metrics.Forward.Spliced.WithLabelValues(forward.SplicedSuccess)) == float64(spliced)
 	})
 	afterSpliced := resolvertest.MemNow()
 	for range idle {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
@@ -129,8 +130,9 @@ func tickerTCP(t *testing.T) string {
 // hold's deadline; the resolver counts it as unreachable.
 func TestTCPGivesUpAfterTheConnectPatience(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
-	pe := newPortEnv(t, testConfig())
-	pe.r.fwd.connectPatience = 500 * time.Millisecond
+	cfg := testConfig()
+	cfg.connectPatience = 500 * time.Millisecond
+	pe := newPortEnv(t, cfg)
 	pe.eps.Set(testSvc, "10.244.0.9:5000") // Ready, and refuses for ever
 	c, err := net.DialTimeout("tcp", pe.addr(), time.Second)
 	if err != nil {
@@ -145,11 +147,11 @@ func TestTCPGivesUpAfterTheConnectPatience(t *testing.T) {
 	if n, err := c.Read(make([]byte, 1)); err == nil || n > 0 {
 		t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
 	}
-	if took := time.Since(began); took > pe.r.fwd.connectPatience+time.Second {
-		t.Errorf("closed after %v; the connect patience is %v", took, pe.r.fwd.connectPatience)
+	if took := time.Since(began); took > pe.r.cfg.connectPatience+time.Second {
+		t.Errorf("closed after %v; the connect patience is %v", took, pe.r.cfg.connectPatience)
 	}
 	resolvertest.Eventually(t, 2*time.Second, "the unreachable connection counted", func() bool {
-		return metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeUnreachable)) == 1
+		return metricValue(t, pe.r.metrics.Forward.Spliced.WithLabelValues(forward.SplicedUnreachable)) == 1
 	})
 }
 
@@ -313,7 +315,7 @@ func TestShutdownEndsASilentSplice(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolvertest.Eventually(t, 5*time.Second, "the splice", func() bool {
-		return metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeSuccess)) == 1
+		return metricValue(t, pe.r.metrics.Forward.Spliced.WithLabelValues(forward.SplicedSuccess)) == 1
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

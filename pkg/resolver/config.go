@@ -11,6 +11,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 )
 
 // Defaults for Config. They are elasti's own defaults, not KubeElasti's.
@@ -224,6 +225,10 @@ type Config struct {
 	// Ready pod before it gets the waiting page, unless its ElastiService's
 	// spec.waitingPage.after says otherwise; 0 answers at once.
 	WaitingPageAfter time.Duration
+
+	// connectPatience is forward.DefaultConnectPatience unless a test
+	// shortens it.
+	connectPatience time.Duration
 }
 
 // DefaultConfig returns a Config with every field set to its default.
@@ -340,4 +345,10 @@ func (c Config) complete() (Config, error) {
 func (cfg Config) admissionLimits() admission.Limits {
 	return admission.Limits{PerService: cfg.PerServiceQueue, Global: cfg.GlobalQueue, PerSource: cfg.PerSourceQueue,
 		HeldBytes: cfg.MaxHeldBytes, RequestBytes: cfg.MaxRequestBytes, NamespaceShare: cfg.NamespaceShare}
+}
+
+// forwardConfig are cfg's settings of forwarding.
+func (cfg Config) forwardConfig() forward.Config {
+	return forward.Config{ColdStartHeader: cfg.ColdStartHeader, DialTimeout: cfg.DialTimeout,
+		ConnectPatience: cfg.connectPatience, SpliceIdleTimeout: cfg.SpliceIdleTimeout}
 }

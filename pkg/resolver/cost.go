@@ -2,6 +2,8 @@ package resolver
 
 import (
 	"net/http"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 )
 
 // What a request or connection costs, in bytes, as admission charges it:
@@ -53,6 +55,6 @@ func heldRequestBytes(req *http.Request, buffered bool) int64 {
 }
 
 // heldConnBytes is what a held TCP connection is charged: its read-ahead
-// buffer, which holds its first bytes and which watchClientClose may fill
-// while it waits.
-func heldConnBytes(c *peekedConn) int64 { return int64(c.r.Size()) }
+// buffer, which holds its first bytes and which forward.WatchClientClose
+// may fill while it waits.
+func heldConnBytes(c *forward.PeekedConn) int64 { return int64(c.ReadAhead()) }

@@ -15,9 +15,10 @@
 // ElastiServices' names, the pod view) is package clusterview, below
 // every layer here, and so are the bounds on what is held and charged
 // (package admission), the probe rules (package proberules), direct
-// probing (package directprobe) and what the resolver answers itself
-// (package answer); the other layers are files of this package, to
-// become packages of their own the same way (docs/development/layout.md).
+// probing (package directprobe), what the resolver answers itself
+// (package answer) and forwarding (package forward); the other layers are
+// files of this package, to become packages of their own the same way
+// (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
 //     connections open on every listener together, and one per client
@@ -52,10 +53,10 @@
 //     (body.go, where body buffering is explained); a browser navigation
 //     for a Service with the waiting page on leaves the hold after a
 //     delay with that page (waitpage.go; package answer writes it).
-//   - forward: HTTP reverse-proxied to a pod IP:port (proxy.go), other TCP
-//     spliced byte for byte (splice.go), both through the one connect
-//     strategy (connect.go: connect rounds over the endpoints as they are
-//     now).
+//   - forward (package forward): HTTP reverse-proxied to a pod IP:port
+//     (proxy.go), other TCP spliced byte for byte (splice.go), both through
+//     the one connect strategy (connect.go: connect rounds over the
+//     endpoints as they are now).
 //
 // What the resolver answers itself (400, 404, 429, 502, 503, 504, the
 // probe rules' answers and the waiting page) is package answer; health.go answers /healthz and /readyz, metrics.go declares
@@ -78,7 +79,8 @@
 //   - in front: the operator's resolver EndpointSlice points the Service at
 //     the resolver. named: an ElastiService names the Service.
 //   - route: a resolver port and the Service port it stands for.
-//   - connect rounds: the retries over a Service's endpoints (connect.go).
+//   - connect rounds: the retries over a Service's endpoints (package
+//     forward, connect.go).
 //   - forward: HTTP to a pod; splice: TCP to a pod.
 //
 // # Wiring

@@ -31,7 +31,7 @@ type holdSpec struct {
 	logger klog.Logger
 	// whileHeld, when set, runs once the hold is admitted and joined,
 	// before it waits: HTTP reads a small body in (body.go), TCP watches
-	// for a client that resets (watchClientClose). ctx is the hold's, and
+	// for a client that resets (forward.WatchClientClose). ctx is the hold's, and
 	// cancel ends it. A non-nil stop is called as the wait ends; an error
 	// ends the hold at once, unanswered: the client left.
 	whileHeld func(ctx context.Context, cancel context.CancelFunc) (stop func(), err error)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 )
 
 // PortListeners is the identify layer of per-port routing: one listener
@@ -74,8 +76,8 @@ func NewPortListeners(r *Resolver, routes *RouteTable, opts PortListenersOptions
 	p.dropCtx, p.drop = context.WithCancel(context.Background())
 	p.server = newServer("", http.HandlerFunc(r.servePortHTTP), r.cfg)
 	p.server.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if pc, ok := c.(*peekedConn); ok {
-			return context.WithValue(ctx, portRouteContextKey{}, pc.route)
+		if rc, ok := c.(*routedConn); ok {
+			return context.WithValue(ctx, portRouteContextKey{}, rc.route)
 		}
 		return ctx
 	}
@@ -214,9 +216,9 @@ func (p *PortListeners) handle(c net.Conn, port int32) {
 	case isHTTPAppProtocol(b.AppProtocol):
 		isHTTP = true
 	}
-	pc := &peekedConn{Conn: c, r: br, route: route}
+	pc := forward.NewPeekedConn(c, br)
 	if isHTTP {
-		if !p.httpConns.push(pc) {
+		if !p.httpConns.push(&routedConn{PeekedConn: pc, route: route}) {
 			_ = c.Close()
 		}
 		return
@@ -335,15 +337,13 @@ func httpPrefix(b []byte) prefixVerdict {
 	return prefixOther
 }
 
-// peekedConn is a connection whose first bytes were read into r while
-// sniffing; reads drain r first.
-type peekedConn struct {
-	net.Conn
-	r     *bufio.Reader
+// routedConn is an HTTP connection the port listeners sniffed, and the
+// route of the port it arrived on, which the server's ConnContext gives
+// its requests.
+type routedConn struct {
+	*forward.PeekedConn
 	route Route
 }
-
-func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // connQueue is a net.Listener fed by push, so an http.Server serves
 // connections the port listeners accepted and sniffed.

@@ -18,6 +18,7 @@ import (
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -190,7 +191,7 @@ func TestResolverPortSplicesTCPAfterTheWake(t *testing.T) {
 		}
 		_ = c.Close()
 	}
-	if got := metricValue(t, pe.r.metrics.Spliced.WithLabelValues(OutcomeSuccess)); got != 2 {
+	if got := metricValue(t, pe.r.metrics.Forward.Spliced.WithLabelValues(forward.SplicedSuccess)); got != 2 {
 		t.Fatalf("spliced = %v, want 2", got)
 	}
 }

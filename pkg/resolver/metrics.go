@@ -9,6 +9,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 )
 
 // Label values. Every label is bounded: there are no per-service labels.
@@ -32,10 +33,11 @@ const (
 // package names its group (m.Admission.Overflow).
 type Metrics struct {
 	HoldMetrics
-	ForwardMetrics
-	// Answer, Admission and DirectProbe are the series of the layers
-	// that are packages of their own, named as their layer.
+	PortMetrics
+	// Answer, Forward, Admission and DirectProbe are the series of the
+	// layers that are packages of their own, named as their layer.
 	Answer      answer.Metrics
+	Forward     forward.Metrics
 	Admission   admission.Metrics
 	DirectProbe directprobe.Metrics
 	// WakeRequests counts wake requests to the operator by outcome; the
@@ -49,11 +51,12 @@ type Metrics struct {
 // limit tracks.
 func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, error) {
 	m := &Metrics{
-		HoldMetrics:    newHoldMetrics(),
-		ForwardMetrics: newForwardMetrics(),
-		Answer:         answer.NewMetrics(),
-		Admission:      admission.NewMetrics(wakeSources),
-		DirectProbe:    directprobe.NewMetrics(),
+		HoldMetrics: newHoldMetrics(),
+		PortMetrics: newPortMetrics(),
+		Answer:      answer.NewMetrics(),
+		Forward:     forward.NewMetrics(),
+		Admission:   admission.NewMetrics(wakeSources),
+		DirectProbe: directprobe.NewMetrics(),
 		WakeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_operator_notifications_total",
 			Help: "Wake requests sent to the operator, by outcome.",
@@ -66,8 +69,8 @@ func NewMetrics(reg prometheus.Registerer, wakeSources func() int) (*Metrics, er
 		return m, nil
 	}
 	var errs []error
-	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.ForwardMetrics.collectors(),
-		m.Answer.Collectors(), m.Admission.Collectors(), m.DirectProbe.Collectors(), []prometheus.Collector{m.WakeRequests}) {
+	for _, c := range slices.Concat(m.HoldMetrics.collectors(), m.PortMetrics.collectors(),
+		m.Answer.Collectors(), m.Forward.Collectors(), m.Admission.Collectors(), m.DirectProbe.Collectors(), []prometheus.Collector{m.WakeRequests}) {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -125,40 +128,16 @@ func (m HoldMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Queued, m.ColdStartWait, m.Timeouts, m.HeldReleases}
 }
 
-// ForwardMetrics are forwarding's: requests proxied, connections spliced,
-// connects that failed, the resolver ports.
-type ForwardMetrics struct {
-	// Proxied counts forwarded requests by the class of the status the
-	// backend (or the resolver, on a failed connection) answered.
-	Proxied *prometheus.CounterVec
-	// Spliced counts TCP connections on resolver ports by whether a pod
-	// accepted them (success) or none did before the deadline
-	// (unreachable).
-	Spliced *prometheus.CounterVec
-	// ConnectFailures counts connect attempts to pods that failed
-	// (refused, unreachable or timed out), including those a later attempt
-	// made good.
-	ConnectFailures prometheus.Counter
+// PortMetrics are the resolver ports' listeners'.
+type PortMetrics struct {
 	// Listeners is the number of resolver ports open.
 	Listeners prometheus.Gauge
 	// ListenFailures counts failed attempts to open a resolver port.
 	ListenFailures prometheus.Counter
 }
 
-func newForwardMetrics() ForwardMetrics {
-	m := ForwardMetrics{
-		Proxied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_proxied_requests_total",
-			Help: "Requests forwarded to a pod, by response status class.",
-		}, []string{"code_class"}),
-		Spliced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "elasti_resolver_spliced_connections_total",
-			Help: "TCP connections on resolver ports spliced to a pod (success) or closed because no pod accepted them (unreachable).",
-		}, []string{"outcome"}),
-		ConnectFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "elasti_resolver_pod_connect_failures_total",
-			Help: "Connect attempts to a pod that failed (refused, unreachable or timed out), whether or not a later attempt got through.",
-		}),
+func newPortMetrics() PortMetrics {
+	return PortMetrics{
 		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_port_listeners",
 			Help: "Resolver ports open for per-port routing.",
@@ -168,31 +147,8 @@ func newForwardMetrics() ForwardMetrics {
 			Help: "Failed attempts to open a resolver port; each is retried.",
 		}),
 	}
-	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
-		m.Proxied.WithLabelValues(c)
-	}
-	for _, o := range []string{OutcomeSuccess, OutcomeUnreachable} {
-		m.Spliced.WithLabelValues(o)
-	}
-	return m
 }
 
-func (m ForwardMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Proxied, m.Spliced, m.ConnectFailures, m.Listeners, m.ListenFailures}
-}
-
-// codeClass maps a status code to its class label.
-func codeClass(code int) string {
-	switch {
-	case code < 200:
-		return "1xx"
-	case code < 300:
-		return "2xx"
-	case code < 400:
-		return "3xx"
-	case code < 500:
-		return "4xx"
-	default:
-		return "5xx"
-	}
+func (m PortMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Listeners, m.ListenFailures}
 }

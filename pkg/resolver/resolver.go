@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
@@ -45,7 +45,7 @@ type Options struct {
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
-	Dial DialFunc
+	Dial forward.DialFunc
 	// OperatorClient posts wake requests to the operator; nil means a
 	// private client that ignores HTTP proxy environment variables.
 	OperatorClient *http.Client
@@ -93,8 +93,7 @@ type Resolver struct {
 	admit   *admission.Admission
 	holds   *holder
 	held    *heldReports
-	conn    *connector
-	fwd     *forwarder
+	fwd     *forward.Forwarder
 	metrics *Metrics
 	logger  klog.Logger
 
@@ -128,16 +127,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		return nil, fmt.Errorf("resolver metrics: %w", err)
 	}
 	logger := klog.FromContext(ctx).WithName("resolver")
-	dial := opts.Dial
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	}
 	eps := opts.Endpoints
 	if opts.PodView != nil {
 		eps = clusterview.VouchedEndpoints{EndpointSource: eps, View: opts.PodView}
 	}
 	clusterIPs, _ := opts.Endpoints.(ClusterIPIndex)
-	conn := newConnector(eps, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
 	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
 	var pods clusterview.PodGetter
 	if cfg.ProbePods {
@@ -159,8 +153,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		admit:      admission.New(cfg.admissionLimits(), wakes, clk, metrics.Queued),
 		holds:      newHolder(klog.NewContext(ctx, logger), eps, opts.PodView, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
 		held:       newHeldReports(ctx, waker, logger),
-		conn:       conn,
-		fwd:        newForwarder(cfg, conn, metrics, logger),
+		fwd:        forward.New(cfg.forwardConfig(), eps, opts.Dial, metrics.Forward, logger),
 		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),
 		metrics:    metrics,
 		logger:     logger,
@@ -178,7 +171,7 @@ func (r *Resolver) Metrics() *Metrics { return r.metrics }
 func (r *Resolver) Close() {
 	r.holds.close()
 	r.held.close()
-	r.fwd.closeIdle()
+	r.fwd.CloseIdle()
 }
 
 // serveService is the HTTP path, once identify (identify.go) has named
@@ -259,7 +252,7 @@ func (r *Resolver) lookupToForward(ctx context.Context, svc clusterview.ServiceR
 func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, waited time.Duration) {
 	if waited > 0 {
 		defer r.admit.ChargeAnyway(svc.Namespace, forwardOverheadBytes)()
-		r.fwd.serve(w, req, svc, port, b, waited)
+		r.fwd.Serve(w, req, svc, port, b, waited)
 		return
 	}
 	uncharge, refused := r.admit.Charge(svc.Namespace, forwardOverheadBytes)
@@ -269,7 +262,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 		return
 	}
 	defer uncharge()
-	r.fwd.serve(w, req, svc, port, b, waited)
+	r.fwd.Serve(w, req, svc, port, b, waited)
 }
 
 // holdRequest holds req with try (hold.go), its body read into memory
@@ -340,10 +333,10 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 // serveConn is the TCP path of a resolver port, once the port listeners
 // (listeners.go) have named the Service: front, hold while the Service
 // has no Ready endpoint, with the same admission, wake and timeout as an
-// HTTP request, then splice to a pod (splice.go). A client that waits
+// HTTP request, then splice to a pod (package forward). A client that waits
 // gets no answer on failure, only a closed connection. When drop ends, c
 // is given up at once, held or spliced.
-func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
+func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route Route) {
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
 	logger := r.logger.WithValues("service", svc.KRef(), "port", route.Port)
@@ -361,18 +354,20 @@ func (r *Resolver) serveConn(drop context.Context, c *peekedConn, route Route) {
 		logger.V(2).Info("Closing connection: cannot resolve service", "err", err)
 		return
 	}
-	forward := func(b clusterview.Backends, held time.Duration) { r.spliceTo(ctx, drop, c, logger, svc, port, b, held) }
+	splice := func(b clusterview.Backends, held time.Duration) {
+		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, held)
+	}
 	if len(b.Addrs) > 0 {
-		forward(b, 0)
+		splice(b, 0)
 		return
 	}
 	s := holdSpec{svc: svc, port: port, protocol: admission.ProtocolTCP, client: c.RemoteAddr().String(),
 		bytes: heldConnBytes(c), logger: logger,
 		whileHeld: func(_ context.Context, cancel context.CancelFunc) (func(), error) {
-			return watchClientClose(c, cancel), nil
+			return forward.WatchClientClose(c, cancel), nil
 		}}
 	// A refused connection is closed on return; that is its answer.
-	if err := r.try(ctx, s, func(admission.Refusal) {}, forward); err != nil {
+	if err := r.try(ctx, s, func(admission.Refusal) {}, splice); err != nil {
 		logger.V(4).Info("Held connection ended", "err", err)
 	}
 }

@@ -112,7 +112,7 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 	if got := metricValue(t, e.r.metrics.ColdStartWait); got != n {
 		t.Errorf("cold-start histogram has %v samples, want %d", got, n)
 	}
-	if got := metricValue(t, e.r.metrics.Proxied); got != n {
+	if got := metricValue(t, e.r.metrics.Forward.Proxied); got != n {
 		t.Errorf("proxied counter %v, want %d", got, n)
 	}
 	if got := e.r.holds.held(testSvc); got != 0 {
@@ -781,8 +781,9 @@ func TestRemovedEndpointNeverUsed(t *testing.T) {
 
 func TestDialFailureRetriesAnotherEndpoint(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
-	e := newEnv(t, testConfig())
-	e.r.fwd.connectPatience = 300 * time.Millisecond
+	cfg := testConfig()
+	cfg.connectPatience = 300 * time.Millisecond
+	e := newEnv(t, cfg)
 	e.backend(t, "10.244.0.2:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "b got %s", b)

@@ -26,6 +26,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -702,7 +703,7 @@ func (g *gate) resolverCounts() resolverTally {
 		if err != nil {
 			g.t.Fatal(err)
 		}
-		spliced, err := g.resolverGauge(p, `elasti_resolver_spliced_connections_total{outcome="`+resolver.OutcomeSuccess+`"}`)
+		spliced, err := g.resolverGauge(p, `elasti_resolver_spliced_connections_total{outcome="`+forward.SplicedSuccess+`"}`)
 		if err != nil {
 			g.t.Fatal(err)
 		}

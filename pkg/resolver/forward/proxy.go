@@ -1,6 +1,7 @@
-package resolver
+package forward
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,18 +20,35 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
-// forwarder reverse-proxies a request to a Ready pod: HTTP/1.1 with
-// keep-alive, or h2c for gRPC and HTTP/2 clients, streaming both ways.
-type forwarder struct {
+// Config are forwarding's settings, the resolver's of the same names.
+type Config struct {
+	// ColdStartHeader names the response header that tells a client how
+	// long its request was held; empty sends none.
+	ColdStartHeader string
+	// DialTimeout bounds a TCP connect to a pod.
+	DialTimeout time.Duration
+	// ConnectPatience bounds the connect rounds of a request or a
+	// connection; 0 means DefaultConnectPatience. Tests shorten it.
+	ConnectPatience time.Duration
+	// SpliceIdleTimeout closes a spliced TCP connection that moved no
+	// byte either way for this long (see splice).
+	SpliceIdleTimeout time.Duration
+}
+
+// Forwarder is the forward layer: it reverse-proxies a request to a
+// Ready pod, HTTP/1.1 with keep-alive or h2c for gRPC and HTTP/2
+// clients, streaming both ways (Serve), and splices a TCP connection to
+// one (Splice), both through the one connect strategy (connect.go).
+type Forwarder struct {
 	h1, h2 *http.Transport
 	// coldStartHeader is Config.ColdStartHeader.
 	coldStartHeader string
 	proxy           *httputil.ReverseProxy
 	// conn picks the endpoints and runs the connect rounds.
-	conn *connector
-	// connectPatience is connectPatience; tests shorten it.
+	conn            *connector
 	connectPatience time.Duration
-	metrics         *Metrics
+	spliceIdle      time.Duration
+	metrics         Metrics
 	logger          klog.Logger
 }
 
@@ -56,7 +74,13 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func newForwarder(cfg Config, conn *connector, metrics *Metrics, logger klog.Logger) *forwarder {
+// New returns the Forwarder to the pods of eps, counted in metrics. dial
+// connects to a pod; nil means a net.Dialer with cfg.DialTimeout.
+func New(cfg Config, eps clusterview.EndpointSource, dial DialFunc, metrics Metrics, logger klog.Logger) *Forwarder {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	conn := newConnector(eps, countFailures(dial, metrics.ConnectFailures), cfg.DialTimeout, logger)
 	wrapped := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialPatiently(ctx, conn.dial, addr, conn.dialTimeout)
 		if err != nil {
@@ -76,8 +100,9 @@ func newForwarder(cfg Config, conn *connector, metrics *Metrics, logger klog.Log
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	f := &forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, conn: conn,
-		connectPatience: connectPatience, metrics: metrics, logger: logger}
+	f := &Forwarder{h1: newTransport(), h2: newTransport(), coldStartHeader: cfg.ColdStartHeader, conn: conn,
+		connectPatience: cmp.Or(cfg.ConnectPatience, DefaultConnectPatience), spliceIdle: cfg.SpliceIdleTimeout,
+		metrics: metrics, logger: logger}
 	f.h1.Protocols = new(http.Protocols)
 	f.h1.Protocols.SetHTTP1(true)
 	// HTTP/2 with prior knowledge over cleartext, as gRPC servers expect.
@@ -95,10 +120,10 @@ func newForwarder(cfg Config, conn *connector, metrics *Metrics, logger klog.Log
 	return f
 }
 
-// serve forwards req to one of b's endpoints, which Lookup(svc, port)
+// Serve forwards req to one of b's endpoints, which Lookup(svc, port)
 // returned. held is how long req was held for the Service to wake, 0 if it
 // was not.
-func (f *forwarder) serve(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
+func (f *Forwarder) Serve(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
 	upgrade := req.Header.Get("Upgrade") != ""
 	info := &forwardInfo{
 		svc:   svc,
@@ -142,12 +167,13 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// RoundTrip sends the request through the connect rounds (see
+// RoundTrip is the transport of the reverse proxy, which alone calls
+// it: it sends the request through the connect rounds (see
 // connector.rounds), for up to the connect patience (see
-// connectPatience). A request is sent again only after a failure to
+// DefaultConnectPatience). A request is sent again only after a failure to
 // connect, and only when none of its body was read or the body can be
 // read again (GetBody, set for bodies buffered while held).
-func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
+func (f *Forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
 	rt := f.h1
 	if info.h2c {
@@ -206,7 +232,7 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 
 func (b *trackedBody) Close() error { return nil }
 
-func (f *forwarder) modifyResponse(resp *http.Response) error {
+func (f *Forwarder) modifyResponse(resp *http.Response) error {
 	f.metrics.Proxied.WithLabelValues(codeClass(resp.StatusCode)).Inc()
 	if info, ok := resp.Request.Context().Value(forwardInfoKey{}).(*forwardInfo); ok && info.held > 0 && f.coldStartHeader != "" {
 		resp.Header.Set(f.coldStartHeader, info.held.Round(time.Millisecond).String())
@@ -221,7 +247,7 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err error) {
+func (f *Forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err error) {
 	info := req.Context().Value(forwardInfoKey{}).(*forwardInfo)
 	logger := f.logger.WithValues("service", info.svc.KRef())
 	if req.Context().Err() != nil {
@@ -242,7 +268,8 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err e
 	answer.Error(w, http.StatusBadGateway, fmt.Sprintf("error while forwarding to service %s", info.svc))
 }
 
-func (f *forwarder) closeIdle() {
+// CloseIdle closes the idle connections to pods.
+func (f *Forwarder) CloseIdle() {
 	f.h1.CloseIdleConnections()
 	f.h2.CloseIdleConnections()
 }

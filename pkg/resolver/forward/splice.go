@@ -1,4 +1,4 @@
-package resolver
+package forward
 
 import (
 	"bufio"
@@ -14,23 +14,41 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
-// spliceTo connects to one of b's endpoints through the connect rounds
+// Splice connects to one of b's endpoints through the connect rounds
 // (connect.go), with the patience an HTTP request has, and splices c to
-// it; when no pod accepts within it, c is closed. held is how long c was
-// held for the Service to wake, 0 if it was not.
-func (r *Resolver) spliceTo(ctx, drop context.Context, c *peekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
-	backend, err := r.conn.connect(ctx, svc, port, b.Addrs, r.fwd.connectPatience)
+// it; when no pod accepts within it, it returns and the caller closes c.
+// held is how long c was held for the Service to wake, 0 if it was not.
+// When drop ends, both connections are closed.
+func (f *Forwarder) Splice(ctx, drop context.Context, c *PeekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
+	backend, err := f.conn.connect(ctx, svc, port, b.Addrs, f.connectPatience)
 	if err != nil {
-		r.metrics.Spliced.WithLabelValues(OutcomeUnreachable).Inc()
+		f.metrics.Spliced.WithLabelValues(SplicedUnreachable).Inc()
 		logger.Info("Closing connection: no pod accepted it", "source", b.Source(), "err", err)
 		return
 	}
-	r.metrics.Spliced.WithLabelValues(OutcomeSuccess).Inc()
+	f.metrics.Spliced.WithLabelValues(SplicedSuccess).Inc()
 	logger.V(4).Info("Splicing connection", "endpoint", backend.RemoteAddr(), "held", held)
-	splice(drop, c, backend, r.cfg.SpliceIdleTimeout)
+	splice(drop, c, backend, f.spliceIdle)
 }
 
-// watchClientClose cancels when the client resets c while it is held. It
+// PeekedConn is a client connection whose first bytes were read ahead
+// into a buffer (the port listeners sniff them, and watchClientClose
+// reads on while it is held); reads drain the buffer first.
+type PeekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// NewPeekedConn returns c, read through r, which has read ahead from c.
+func NewPeekedConn(c net.Conn, r *bufio.Reader) *PeekedConn { return &PeekedConn{Conn: c, r: r} }
+
+func (c *PeekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// ReadAhead is the size of c's read-ahead buffer, which holds its first
+// bytes and which WatchClientClose may fill while it is held.
+func (c *PeekedConn) ReadAhead() int { return c.r.Size() }
+
+// WatchClientClose cancels when the client resets c while it is held. It
 // reads ahead into c's buffer, so nothing is lost; once the buffer is full
 // it stops watching. An EOF is not a departure: a client may send its
 // request and half-close, then wait for the answer, and a full close looks
@@ -38,11 +56,11 @@ func (r *Resolver) spliceTo(ctx, drop context.Context, c *peekedConn, logger klo
 // is deliberate, and bounded: closing at EOF would cut off every client of
 // a send-then-half-close protocol while its Service wakes, and a shorter
 // wait after EOF would too when the wake is slow. The slot is kept at most
-// Config.RequestTimeout, counts against its client's
+// the resolver's Config.RequestTimeout, counts against its client's
 // Config.PerSourceQueue as well as the queues, and once spliced the
 // connection is closed by idleWatch when nothing moves. The returned stop
 // must be called before c is read.
-func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
+func WatchClientClose(c *PeekedConn, cancel context.CancelFunc) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -74,9 +92,9 @@ func watchClientClose(c *peekedConn, cancel context.CancelFunc) (stop func()) {
 // Each direction is one io.Copy between the two TCP connections, which
 // Linux runs as splice(2) through a kernel pipe: a spliced connection
 // keeps no copy buffer in the resolver's memory, only its read-ahead
-// buffer (see heldConnBytes), however many are open. When drop ends,
+// buffer (see PeekedConn), however many are open. When drop ends,
 // both connections are closed.
-func splice(drop context.Context, client *peekedConn, backend net.Conn, idle time.Duration) {
+func splice(drop context.Context, client *PeekedConn, backend net.Conn, idle time.Duration) {
 	defer func() { _ = backend.Close() }()
 	w := newIdleWatch(idle, client.Conn, backend)
 	// Closing the client's connection alone would not do: the direction

@@ -1,4 +1,4 @@
-package resolver
+package forward
 
 import (
 	"context"
@@ -34,15 +34,17 @@ var connectAttempts = []time.Duration{250 * time.Millisecond, 750 * time.Millise
 // readiness probe, or one that does not check the port it serves), and
 // until then its connects are refused; and the endpoint list lags pods
 // that are gone. The pauses start at connectBackoff and double up to
-// maxConnectBackoff. An HTTP request, and a TCP connection, tries for up
-// to connectPatience from its first connect, so a pod that never listens
-// costs it a 502 (a TCP connection: closed, with a log line and
+// MaxConnectBackoff. An HTTP request, and a TCP connection, tries for up
+// to the connect patience (DefaultConnectPatience unless
+// Config.ConnectPatience says otherwise) from its first connect, so a pod
+// that never listens costs it a 502 (a TCP connection: closed, with a
+// log line and
 // elasti_resolver_spliced_connections_total{outcome="unreachable"}) after
 // at most 15 rounds.
 const (
-	connectBackoff    = 50 * time.Millisecond
-	maxConnectBackoff = time.Second
-	connectPatience   = 10 * time.Second
+	connectBackoff         = 50 * time.Millisecond
+	MaxConnectBackoff      = time.Second
+	DefaultConnectPatience = 10 * time.Second
 )
 
 // errNoEndpoint is what connect rounds end with when there was no
@@ -101,6 +103,11 @@ func newConnector(eps clusterview.EndpointSource, dial DialFunc, dialTimeout tim
 // tracked returns the number of Services with a round-robin counter.
 func (c *connector) tracked() int { return len(c.next.Keys()) }
 
+// Tracked returns the number of Services whose round-robin counter is
+// kept: they come and go for as long as the resolver runs, and a request
+// that reached no pod leaves none.
+func (f *Forwarder) Tracked() int { return f.conn.tracked() }
+
 // order returns at most two endpoints: the next in round-robin order, then
 // its successor, the fallback when the endpoints cannot be read again.
 func (c *connector) order(svc clusterview.ServiceRef, addrs []string) []string {
@@ -155,7 +162,7 @@ func (c *connector) rounds(ctx context.Context, svc clusterview.ServiceRef, port
 		if (patience > 0 && time.Since(began)+backoff > patience) || !pause(ctx, backoff) {
 			return &connectError{endpoints: endpoints, rounds: round, after: time.Since(began), err: err}
 		}
-		backoff = min(2*backoff, maxConnectBackoff)
+		backoff = min(2*backoff, MaxConnectBackoff)
 		// The next round starts from the endpoints as they are now.
 		if b, lerr := c.eps.Lookup(svc, port); lerr == nil && len(b.Addrs) > 0 {
 			addrs = c.order(svc, b.Addrs)
