@@ -137,7 +137,7 @@ func TestDrainOrder(t *testing.T) {
 	req.Host = "web.team"
 	go func() { got := get(client, req); held <- reply{got, time.Now()} }()
 	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(r.Metrics().Queued) != 1 {
+	for testutil.ToFloat64(r.Metrics().Hold.Queued) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("request was not held")
 		}
@@ -213,7 +213,7 @@ func TestDrainKeepsHoldingUntilTheTargetServes(t *testing.T) {
 	req, _ := http.NewRequest("GET", proxyURL+"/", nil)
 	req.Host = "web.team"
 	go func() { held <- get(client, req) }()
-	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(r.Metrics().Queued) != 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(r.Metrics().Hold.Queued) != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("request was not held")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/nsinformer"
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
 
@@ -39,7 +40,7 @@ type options struct {
 	shutdownGrace       time.Duration
 	wakeTokenFile       string
 	// wakeToken is nil unless wakeTokenFile is set.
-	wakeToken resolver.TokenSource
+	wakeToken hold.TokenSource
 	// kubeAPIQPS and kubeAPIBurst rate the apiserver client of the
 	// informers and, in a client of its own, that of direct probing's pod
 	// reads.

@@ -155,13 +155,13 @@ func TestHeldRequestsThatLeaveLeaveNoWatch(t *testing.T) {
 		})
 	}
 	web := clusterview.ServiceRef{Namespace: "team", Name: "web"}
-	resolvertest.Eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.held(web) == held })
+	resolvertest.Eventually(t, 5*time.Second, "every request held", func() bool { return r.holds.Held(web) == held })
 	if n := e.Watched(); n != 1 {
 		t.Errorf("%d keys watched while %d requests wait for one Service, want 1", n, held)
 	}
 	cancel()
 	wg.Wait()
-	resolvertest.Eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.held(web) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "the wake loop to stop", func() bool { return r.holds.Held(web) == 0 })
 	if n := e.Watched(); n != 0 {
 		t.Fatalf("the broadcaster holds %d keys after every held request left, want 0", n)
 	}

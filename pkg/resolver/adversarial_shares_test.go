@@ -149,7 +149,7 @@ func TestAdversarialHeldRequestsGoOnWhenTheBudgetIsFull(t *testing.T) {
 		req.Header.Set("X-Fill", fillHeader)
 		go func() { answers <- fetch(client, req) }()
 	}
-	resolvertest.Eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == held })
+	resolvertest.Eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == held })
 	req := e.request(t, context.Background(), "GET", "/", nil)
 	req.Header.Set("X-Fill", fillHeader)
 	if got := fetch(client, req); !strings.HasPrefix(got, "503 ") {

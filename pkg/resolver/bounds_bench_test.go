@@ -147,7 +147,7 @@ func benchmarkFilledHeld(b *testing.B) {
 		}
 		dial(proxy, head)
 	}
-	waitFor("held requests", func() bool { return testutil.ToFloat64(r.metrics.Queued) == float64(held) })
+	waitFor("held requests", func() bool { return testutil.ToFloat64(r.metrics.Hold.Queued) == float64(held) })
 	waitFor("buffered bodies", func() bool { return r.buffered.Load() == cfg.MaxBufferedBodies })
 	afterHeld := resolvertest.MemNow()
 	for range spliced {

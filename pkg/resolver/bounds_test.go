@@ -37,7 +37,7 @@ func holdRequests(t *testing.T, e *testEnv, ctx context.Context, wg *sync.WaitGr
 			}
 		}()
 	}
-	resolvertest.Eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Queued) == want })
+	resolvertest.Eventually(t, 5*time.Second, "requests held", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == want })
 }
 
 // One client joining a wake under way cannot fill the Service's queue: at

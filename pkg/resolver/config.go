@@ -12,6 +12,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
+	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 )
 
 // Defaults for Config. They are elasti's own defaults, not KubeElasti's.
@@ -210,7 +211,7 @@ type Config struct {
 	// SourceWakeTracked bounds the client addresses tracked at once; past
 	// it the least recently seen is forgotten.
 	SourceWakeTracked int
-	// ProbePods turns direct probing on (podprobe.go): a held request is
+	// ProbePods turns direct probing on (package directprobe): a held request is
 	// forwarded to a starting pod as soon as the pod passes its own
 	// readiness checks, run by the resolver, rather than when the slices
 	// list it Ready after the kubelet's next check. It needs Options.Pods.
@@ -351,4 +352,10 @@ func (cfg Config) admissionLimits() admission.Limits {
 func (cfg Config) forwardConfig() forward.Config {
 	return forward.Config{ColdStartHeader: cfg.ColdStartHeader, DialTimeout: cfg.DialTimeout,
 		ConnectPatience: cfg.connectPatience, SpliceIdleTimeout: cfg.SpliceIdleTimeout}
+}
+
+// holdConfig are cfg's settings of the hold and its wake client.
+func (cfg Config) holdConfig() hold.Config {
+	return hold.Config{RequestTimeout: cfg.RequestTimeout, RetryInitial: cfg.OperatorRetryInitial, RetryMax: cfg.OperatorRetryMax,
+		OperatorURL: cfg.OperatorURL, OperatorTimeout: cfg.OperatorTimeout, DialTimeout: cfg.DialTimeout}
 }

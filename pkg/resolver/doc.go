@@ -16,9 +16,9 @@
 // every layer here, and so are the bounds on what is held and charged
 // (package admission), the probe rules (package proberules), direct
 // probing (package directprobe), what the resolver answers itself
-// (package answer) and forwarding (package forward); the other layers are
-// files of this package, to become packages of their own the same way
-// (docs/development/layout.md).
+// (package answer), forwarding (package forward) and the hold (package
+// hold); the other layers are files of this package, to become packages
+// of their own the same way (docs/development/layout.md).
 //
 //   - limit (connlimit.go, pkg/connlimit): one bound on the client
 //     connections open on every listener together, and one per client
@@ -42,7 +42,7 @@
 //   - probe (package proberules; answered by package answer): while no pod is
 //     Ready, a health checker's request matching a probe rule is answered
 //     without waking the target.
-//   - hold (hold.go): try is the one hold step of HTTP and TCP. It admits
+//   - hold (package hold): Try is the one hold step of HTTP and TCP. It admits
 //     (package admission: per-Service, per-namespace, per-client and
 //     global bounds, and per client a bound on the wakes it starts), joins
 //     the Service's waiter, whose wake loop asks the operator to wake the
@@ -67,8 +67,8 @@
 // One name per concept, in code, logs and comments:
 //
 //   - wake: asking the operator to scale a Service's target up, as
-//     pkg/wakeapi names it: wakeClient (wake.go), the holder's wake loop,
-//     Metrics.WakeRequests. The wire path (/informer/incoming-request), the
+//     pkg/wakeapi names it: hold.WakeClient, the holder's wake loop,
+//     Metrics.Hold.WakeRequests. The wire path (/informer/incoming-request), the
 //     metric elasti_resolver_operator_notifications_total, flags and env
 //     vars keep their names: they are contracts.
 //   - hold: a request or connection waiting for a Ready endpoint. holder

@@ -19,10 +19,10 @@ func TestHeldRequestsAreReportedOncePerWake(t *testing.T) {
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 	const heldFor = 300 * time.Millisecond
 	first := fetchAsync(t, e)
-	resolvertest.Eventually(t, 5*time.Second, "the first request held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the first request held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	time.Sleep(heldFor)
 	second := fetchAsync(t, e)
-	resolvertest.Eventually(t, 5*time.Second, "both held", func() bool { return e.r.holds.held(testSvc) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "both held", func() bool { return e.r.holds.Held(testSvc) == 2 })
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	wantAnswer(t, first, "200 pod", 5*time.Second, "the first held request was not released")
 	wantAnswer(t, second, "200 pod", 5*time.Second, "the second held request was not released")
@@ -30,10 +30,10 @@ func TestHeldRequestsAreReportedOncePerWake(t *testing.T) {
 
 	e.eps.Set(testSvc) // asleep again, and woken again within the spacing
 	third := fetchAsync(t, e)
-	resolvertest.Eventually(t, 5*time.Second, "the third request held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the third request held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	wantAnswer(t, third, "200 pod", 5*time.Second, "the third held request was not released")
-	e.r.held.close() // waits for any report under way
+	e.r.held.Close() // waits for any report under way
 
 	reports := e.op.heldReports()
 	if len(reports) != 1 {

@@ -307,7 +307,7 @@ func (e *testEnv) answerOnceHeld(t *testing.T, client *http.Client, req *http.Re
 	t.Helper()
 	done := make(chan string, 1)
 	go func() { done <- fetch(client, req) }()
-	resolvertest.Eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held again", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	e.eps.Set(testSvc, pod)
 	return <-done
 }

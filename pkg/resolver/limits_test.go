@@ -121,7 +121,7 @@ func TestHeldBodiesAreBufferedOnlyWithinTheirBounds(t *testing.T) {
 	second := heldPost(t, e, client, bytes.NewReader(small), int64(len(small)))
 	large := bytes.Repeat([]byte("L"), 64<<10)
 	third := heldPost(t, e, client, bytes.NewReader(large), int64(len(large)))
-	resolvertest.Eventually(t, 5*time.Second, "three held", func() bool { return e.r.holds.held(testSvc) == 3 })
+	resolvertest.Eventually(t, 5*time.Second, "three held", func() bool { return e.r.holds.Held(testSvc) == 3 })
 	time.Sleep(50 * time.Millisecond) // room for a wrong reservation
 	if got := e.r.buffered.Load(); got != int64(len(small)) {
 		t.Fatalf("%d bytes buffered with one small body within budget, want %d", got, len(small))
@@ -181,7 +181,7 @@ func TestHeldH2CBodyIsBoundedByTheStreamWindow(t *testing.T) {
 	done := make(chan string, 1)
 	go func() { done <- fetch(&http.Client{Transport: h2, Timeout: 15 * time.Second}, req) }()
 
-	resolvertest.Eventually(t, 5*time.Second, "the request held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "the request held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	// Wait for the upload to stall on flow control.
 	for last := int64(-1); last != sent.Load(); {
 		last = sent.Load()

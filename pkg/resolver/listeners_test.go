@@ -283,7 +283,7 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("a held connection was answered without a pod")
 	}
-	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
+	if got := metricValue(t, pe.r.metrics.Hold.Timeouts); got != 1 {
 		t.Fatalf("timeouts = %v, want 1", got)
 	}
 
@@ -295,7 +295,7 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	_ = c2.(*net.TCPConn).SetLinger(0) // close with a reset
 	_ = c2.Close()
 	resolvertest.Eventually(t, 5*time.Second, "the slot to be freed", func() bool { return pe.r.admit.Admitted(testSvc) == 0 })
-	if got := metricValue(t, pe.r.metrics.Timeouts); got != 1 {
+	if got := metricValue(t, pe.r.metrics.Hold.Timeouts); got != 1 {
 		t.Fatalf("timeouts = %v after a client left, want still 1", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
+	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ func probeEnv(t *testing.T, probe bool, pods *resolvertest.FakePods) *testEnv {
 }
 
 func releasedBy(t *testing.T, e *testEnv, by string) float64 {
-	return metricValue(t, e.r.metrics.HeldReleases.WithLabelValues(by))
+	return metricValue(t, e.r.metrics.Hold.HeldReleases.WithLabelValues(by))
 }
 
 // The check: a held request on a Service whose slice lists the
@@ -52,7 +53,7 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	if n := app.EarlyHits.Load(); n != 0 {
 		t.Errorf("the app got %d requests while its readiness answered 503", n)
 	}
-	if got := releasedBy(t, e, ReleasedByDirectProbe); got != 1 {
+	if got := releasedBy(t, e, hold.ReleasedByDirectProbe); got != 1 {
 		t.Errorf("releases by direct probe = %v, want 1", got)
 	}
 	if n := pods.ReadsOf("team", "web-1"); n != 1 {
@@ -66,7 +67,7 @@ func TestHeldRequestForwardedOnDirectCheck(t *testing.T) {
 	e.eps.SetUnready(testSvc, app.Endpoint("web-1", "u1"))
 
 	// Once nothing is held, nothing is probed.
-	resolvertest.Eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.Probing() == 0 })
+	resolvertest.Eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.Direct().Probing() == 0 })
 	before := app.Checks.Load()
 	time.Sleep(100 * time.Millisecond)
 	if after := app.Checks.Load(); after != before {
@@ -124,14 +125,14 @@ func wantAnswer(t *testing.T, done <-chan string, want string, within time.Durat
 func heldWhile(t *testing.T, e *testEnv, app *clusterviewtest.StartingApp, d time.Duration) {
 	t.Helper()
 	done := fetchAsync(t, e)
-	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	time.Sleep(d)
 	notAnsweredYet(t, done, "before the slice said Ready")
 	e.eps.Set(testSvc, app.Addr())
 	if got := <-done; got != "200 pod" {
 		t.Fatalf("answer = %q, want 200 pod", got)
 	}
-	if got := releasedBy(t, e, ReleasedByEndpointReady); got != 1 {
+	if got := releasedBy(t, e, hold.ReleasedByEndpointReady); got != 1 {
 		t.Errorf("releases by the slice's Ready = %v, want 1", got)
 	}
 }
@@ -215,7 +216,7 @@ func TestDirectProbeReadsAgainUntilTheContainerRuns(t *testing.T) {
 		Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))}}}}
 	pods.Set(running)
 	wantAnswer(t, done, "200 pod", 10*time.Second, "the held request was not forwarded once the container ran past its initialDelaySeconds")
-	if got := releasedBy(t, e, ReleasedByDirectProbe); got != 1 {
+	if got := releasedBy(t, e, hold.ReleasedByDirectProbe); got != 1 {
 		t.Errorf("releases by direct probe = %v, want 1", got)
 	}
 	for _, reason := range directprobe.FallbackReasons {
@@ -239,13 +240,13 @@ func TestDirectProbeStopsWhenTheSliceMovesOn(t *testing.T) {
 	go func() { done <- fetch(client, req) }()
 	resolvertest.Eventually(t, 5*time.Second, "the pod checked", func() bool { return app.Checks.Load() >= 2 })
 	e.eps.SetUnready(testSvc) // the pod went away
-	resolvertest.Eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.direct.Probing() == 0 })
+	resolvertest.Eventually(t, 2*time.Second, "probing to stop", func() bool { return e.r.holds.Direct().Probing() == 0 })
 	before := app.Checks.Load()
 	time.Sleep(100 * time.Millisecond)
 	if after := app.Checks.Load(); after > before+1 {
 		t.Errorf("the pod was checked %d more times after the slice dropped it", after-before)
 	}
-	if e.r.holds.held(testSvc) != 1 {
+	if e.r.holds.Held(testSvc) != 1 {
 		t.Error("the request is no longer held")
 	}
 	e.srv.CloseClientConnections()

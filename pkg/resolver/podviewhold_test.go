@@ -10,6 +10,7 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview/clusterviewtest"
+	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	corev1 "k8s.io/api/core/v1"
@@ -124,7 +125,7 @@ func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 
 	done := fetchAsync(t, e)
 	resolvertest.Eventually(t, 5*time.Second, "held, with the view joined", func() bool {
-		return e.r.holds.held(testSvc) == 1 && view.joins(testSvc) == 1
+		return e.r.holds.Held(testSvc) == 1 && view.joins(testSvc) == 1
 	})
 	time.Sleep(200 * time.Millisecond)
 	notAnsweredYet(t, done, "before the pod was Ready")
@@ -132,7 +133,7 @@ func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	view.set(testSvc, true, ready)
 	wantAnswer(t, done, "200 pod", 5*time.Second, "the hold was not released by the pod's Ready")
-	if got := releasedBy(t, e, ReleasedByPodReady); got != 1 {
+	if got := releasedBy(t, e, hold.ReleasedByPodReady); got != 1 {
 		t.Errorf("releases by pod_ready = %v, want 1", got)
 	}
 	resolvertest.Eventually(t, 5*time.Second, "the view left with the hold", func() bool { return view.joins(testSvc) == 0 })
@@ -235,7 +236,7 @@ func TestAViewNotWholeVouchesByReadingThePods(t *testing.T) {
 				e.eps.SetPod(testSvc, "10.0.0.9", forged.pod, forged.uid)
 			}
 			done := fetchAsync(t, e)
-			resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+			resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 			time.Sleep(100 * time.Millisecond)
 			notAnsweredYet(t, done, "with only the forged address listed")
 
@@ -267,7 +268,7 @@ func TestARefusedReadDoesNotStrandTheHold(t *testing.T) {
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 	view.set(testSvc, false)
 	done := fetchAsync(t, e)
-	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	e.eps.SetPod(testSvc, "10.244.0.5", "web-1", "u1")
 	e.eps.Set(testSvc, "10.244.0.5:8080") // Ready, its pod not read yet
 	resolvertest.Eventually(t, 5*time.Second, "the listed pod read", func() bool {
@@ -278,7 +279,7 @@ func TestARefusedReadDoesNotStrandTheHold(t *testing.T) {
 	notAnsweredYet(t, done, "before a read vouched for the pod")
 	// The next read finds it; no watch says so.
 	view.readableAs(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"))
-	wantAnswer(t, done, "200 pod", 3*unreadRetryMax, "not answered once a read could vouch, with no change to wake the hold")
+	wantAnswer(t, done, "200 pod", 3*hold.UnreadRetryMax, "not answered once a read could vouch, with no change to wake the hold")
 }
 
 // The pods the view has, whole or not, vouch without a read.
@@ -360,7 +361,7 @@ func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pod") }))
 
 	done := fetchAsync(t, e)
-	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	if view.Viewing() != clusterview.MaxPodViewsPerNamespace {
 		t.Fatalf("%d views, want the namespace's %d: the hold got one", view.Viewing(), clusterview.MaxPodViewsPerNamespace)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
+	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
@@ -49,7 +50,7 @@ type Options struct {
 	// OperatorClient posts wake requests to the operator; nil means a
 	// private client that ignores HTTP proxy environment variables.
 	OperatorClient *http.Client
-	// Pods reads the pods that direct probing checks (podprobe.go); direct
+	// Pods reads the pods that direct probing checks (package directprobe); direct
 	// probing is on when it is set and Config.ProbePods is true.
 	Pods clusterview.PodGetter
 	// PodView, when set, watches the pods of each Service a request is
@@ -60,16 +61,10 @@ type Options struct {
 	PodView clusterview.PodView
 	// WakeToken, when set, gives the token every wake request carries
 	// (see pkg/waketoken). Nil sends none, as KubeElasti's resolver.
-	WakeToken TokenSource
+	WakeToken hold.TokenSource
 	// Clock is the time the wake limit per client address reads; nil
 	// means the real clock.
 	Clock clock.PassiveClock
-}
-
-// TokenSource returns the current wake token; it is asked before every
-// wake request, so a rotated token is sent as soon as it is read.
-type TokenSource interface {
-	Current(ctx context.Context) string
 }
 
 // Resolver is the http.Handler for proxied traffic. Create it with New and
@@ -91,8 +86,8 @@ type Resolver struct {
 	}
 	pages   answer.PageSwitch
 	admit   *admission.Admission
-	holds   *holder
-	held    *heldReports
+	holds   *hold.Holder
+	held    *hold.HeldReports
 	fwd     *forward.Forwarder
 	metrics *Metrics
 	logger  klog.Logger
@@ -132,12 +127,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		eps = clusterview.VouchedEndpoints{EndpointSource: eps, View: opts.PodView}
 	}
 	clusterIPs, _ := opts.Endpoints.(ClusterIPIndex)
-	waker := newWakeClient(cfg, opts.OperatorClient, opts.WakeToken, metrics)
-	var pods clusterview.PodGetter
+	waker := hold.NewWakeClient(cfg.holdConfig(), opts.OperatorClient, opts.WakeToken, metrics.Hold)
+	held := hold.NewHeldReports(ctx, waker, logger)
+	holds := hold.Options{Endpoints: eps, PodView: opts.PodView, Wake: waker.Wake, Reports: held, Metrics: metrics.Hold, Logger: logger,
+		Admission: admission.New(cfg.admissionLimits(), wakes, clk, metrics.Hold.Queued)}
 	if cfg.ProbePods {
-		pods = opts.Pods
+		holds.Pods = opts.Pods
 	}
-	report := directprobe.Report{
+	holds.DirectReport = directprobe.Report{
 		FellBack: func(reason string) { metrics.DirectProbe.DirectProbeFallbacks.WithLabelValues(reason).Inc() },
 		Lead:     func(d time.Duration) { metrics.DirectProbe.DirectProbeLead.Observe(d.Seconds()) },
 	}
@@ -150,9 +147,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		named:      opts.Named,
 		waiting:    opts.Waiting,
 		pages:      opts.Pages,
-		admit:      admission.New(cfg.admissionLimits(), wakes, clk, metrics.Queued),
-		holds:      newHolder(klog.NewContext(ctx, logger), eps, opts.PodView, waker.wake, cfg.OperatorRetryInitial, cfg.OperatorRetryMax, pods, report, logger),
-		held:       newHeldReports(ctx, waker, logger),
+		admit:      holds.Admission,
+		holds:      hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), holds),
+		held:       held,
 		fwd:        forward.New(cfg.forwardConfig(), eps, opts.Dial, metrics.Forward, logger),
 		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),
 		metrics:    metrics,
@@ -169,8 +166,8 @@ func (r *Resolver) Metrics() *Metrics { return r.metrics }
 // waits for the loops to return. Forwarded requests are left to the
 // server's Shutdown.
 func (r *Resolver) Close() {
-	r.holds.close()
-	r.held.close()
+	r.holds.Close()
+	r.held.Close()
 	r.fwd.CloseIdle()
 }
 
@@ -185,7 +182,7 @@ func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc cl
 	// the request in memory.
 	uncharge, refused := r.admit.Charge(svc.Namespace, requestBytes(req))
 	if refused.Scope != "" {
-		r.countRefusal(holdSpec{protocol: admission.ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+		r.countRefusal(hold.Spec{Protocol: admission.ProtocolHTTP, Client: req.RemoteAddr, Logger: logger}, refused)
 		answer.Refusal(w, svc, refused, r.cfg.RetryAfter)
 		return
 	}
@@ -257,7 +254,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 	}
 	uncharge, refused := r.admit.Charge(svc.Namespace, forwardOverheadBytes)
 	if refused.Scope != "" {
-		r.countRefusal(holdSpec{protocol: admission.ProtocolHTTP, client: req.RemoteAddr, logger: logger}, refused)
+		r.countRefusal(hold.Spec{Protocol: admission.ProtocolHTTP, Client: req.RemoteAddr, Logger: logger}, refused)
 		answer.Refusal(w, svc, refused, r.cfg.RetryAfter)
 		return
 	}
@@ -265,8 +262,8 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 	r.fwd.Serve(w, req, svc, port, b, waited)
 }
 
-// holdRequest holds req with try (hold.go), its body read into memory
-// first when it may be (body.go), and answers what try leaves to it: a
+// holdRequest holds req with Try (package hold), its body read into memory
+// first when it may be (body.go), and answers what Try leaves to it: a
 // refusal (package answer), 504 at the request timeout, 503 when the resolver
 // shuts down, and to a browser the waiting page (package answer).
 func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string) {
@@ -282,25 +279,28 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 			defer uncharge()
 		}
 	}
-	s := holdSpec{svc: svc, port: port, protocol: admission.ProtocolHTTP, client: req.RemoteAddr,
-		bytes: heldRequestBytes(req, buffer), logger: logger}
+	s := hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolHTTP, Client: req.RemoteAddr,
+		Bytes: heldRequestBytes(req, buffer), Logger: logger}
 	page, after := r.waitingPageFor(req, svc)
 	ctx, cancel := r.holdContext(req.Context(), page, after)
 	defer cancel()
 	began := time.Now()
 	if buffer {
-		s.whileHeld = func(ctx context.Context, _ context.CancelFunc) (func(), error) {
+		s.WhileHeld = func(ctx context.Context, _ context.CancelFunc) (func(), error) {
 			deadline, _ := ctx.Deadline()
 			return nil, bufferBody(w, req, deadline)
 		}
 	}
 	paged := false
 	if page {
-		done := r.holds.probeAcrossPages(svc)
+		done := r.holds.ProbeAcrossPages(svc, pageProbeLinger)
 		defer func() { done(paged) }()
 	}
-	err := r.try(ctx, s,
-		func(refused admission.Refusal) { answer.Refusal(w, svc, refused, r.cfg.RetryAfter) },
+	err := r.holds.Try(ctx, s,
+		func(refused admission.Refusal) {
+			r.countRefusal(s, refused)
+			answer.Refusal(w, svc, refused, r.cfg.RetryAfter)
+		},
 		func(b clusterview.Backends, waited time.Duration) {
 			if page {
 				r.page.Forget(svc)
@@ -320,7 +320,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 			}
 		}
 		answer.Error(w, http.StatusGatewayTimeout, msg)
-	case errors.Is(err, errClosed):
+	case errors.Is(err, hold.ErrClosed):
 		// Another resolver pod, or by then the woken pod itself, takes the
 		// retry: this one left the endpoints during its shutdown grace.
 		w.Header().Set("Retry-After", answer.RetryAfterSeconds(answer.ShutdownRetryAfter))
@@ -340,7 +340,7 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
 	logger := r.logger.WithValues("service", svc.KRef(), "port", route.Port)
-	ctx, cancel := context.WithTimeout(r.holds.ctx, r.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(r.holds.Context(), r.cfg.RequestTimeout)
 	defer cancel()
 	defer context.AfterFunc(drop, cancel)()
 
@@ -361,13 +361,25 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 		splice(b, 0)
 		return
 	}
-	s := holdSpec{svc: svc, port: port, protocol: admission.ProtocolTCP, client: c.RemoteAddr().String(),
-		bytes: heldConnBytes(c), logger: logger,
-		whileHeld: func(_ context.Context, cancel context.CancelFunc) (func(), error) {
+	s := hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolTCP, Client: c.RemoteAddr().String(),
+		Bytes: heldConnBytes(c), Logger: logger,
+		WhileHeld: func(_ context.Context, cancel context.CancelFunc) (func(), error) {
 			return forward.WatchClientClose(c, cancel), nil
 		}}
 	// A refused connection is closed on return; that is its answer.
-	if err := r.try(ctx, s, func(admission.Refusal) {}, splice); err != nil {
+	if err := r.holds.Try(ctx, s, func(refused admission.Refusal) { r.countRefusal(s, refused) }, splice); err != nil {
 		logger.V(4).Info("Held connection ended", "err", err)
 	}
+}
+
+// countRefusal counts and logs a refused admission, of an HTTP request
+// or a TCP connection alike.
+func (r *Resolver) countRefusal(s hold.Spec, refused admission.Refusal) {
+	if refused.Scope == admission.ScopeSource {
+		r.metrics.Admission.WakeRateLimited.WithLabelValues(s.Protocol).Inc()
+		s.Logger.V(2).Info("Client started too many wakes, refusing", "protocol", s.Protocol, "client", s.Client, "retryAfter", refused.RetryAfter)
+		return
+	}
+	r.metrics.Admission.Overflow.WithLabelValues(refused.Scope).Inc()
+	s.Logger.V(2).Info("Hold bound reached, refusing", "protocol", s.Protocol, "scope", refused.Scope, "client", s.Client)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	"k8s.io/klog/v2/ktesting"
@@ -66,7 +67,7 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 			results <- result{resp.StatusCode, string(b), err}
 		}()
 	}
-	resolvertest.Eventually(t, 10*time.Second, "200 held requests", func() bool { return metricValue(t, e.r.metrics.Queued) == n })
+	resolvertest.Eventually(t, 10*time.Second, "200 held requests", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == n })
 	resolvertest.Eventually(t, 5*time.Second, "the operator POST", func() bool { return e.op.posts.Load() >= 1 })
 	time.Sleep(100 * time.Millisecond) // room for a wrong second POST
 	if got := e.op.posts.Load(); got != 1 {
@@ -106,16 +107,16 @@ func TestColdStartReleasesAllWithOneOperatorPost(t *testing.T) {
 	if path != "POST /informer/incoming-request" {
 		t.Errorf("operator request %q", path)
 	}
-	if got := metricValue(t, e.r.metrics.Queued); got != 0 {
+	if got := metricValue(t, e.r.metrics.Hold.Queued); got != 0 {
 		t.Errorf("queued gauge %v after release", got)
 	}
-	if got := metricValue(t, e.r.metrics.ColdStartWait); got != n {
+	if got := metricValue(t, e.r.metrics.Hold.ColdStartWait); got != n {
 		t.Errorf("cold-start histogram has %v samples, want %d", got, n)
 	}
 	if got := metricValue(t, e.r.metrics.Forward.Proxied); got != n {
 		t.Errorf("proxied counter %v, want %d", got, n)
 	}
-	if got := e.r.holds.held(testSvc); got != 0 {
+	if got := e.r.holds.Held(testSvc); got != 0 {
 		t.Errorf("hold queue still counts %d", got)
 	}
 }
@@ -390,7 +391,7 @@ func TestWebSocketUpgradeWhileCold(t *testing.T) {
 	fmt.Fprintf(conn, "GET /chat HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", testHost)
 
 	// The target is cold: the upgrade is held, then released.
-	resolvertest.Eventually(t, 5*time.Second, "held upgrade", func() bool { return metricValue(t, e.r.metrics.Queued) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held upgrade", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == 1 })
 	e.eps.Set(testSvc, "10.244.0.1:8080")
 
 	br := bufio.NewReader(conn)
@@ -501,10 +502,10 @@ func TestOperatorDownThenBack(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := metricValue(t, e.r.metrics.Timeouts); got != 3 {
+	if got := metricValue(t, e.r.metrics.Hold.Timeouts); got != 3 {
 		t.Errorf("timeout counter %v, want 3", got)
 	}
-	if got := metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeUnreachable)); got < 1 {
+	if got := metricValue(t, e.r.metrics.Hold.WakeRequests.WithLabelValues(hold.OutcomeUnreachable)); got < 1 {
 		t.Errorf("unreachable wake requests %v, want at least 1", got)
 	}
 
@@ -526,7 +527,7 @@ func TestOperatorDownThenBack(t *testing.T) {
 	// The hook scales up before the operator answers, so the request may be
 	// served before the wake loop has counted the success.
 	resolvertest.Eventually(t, 5*time.Second, "one successful wake request", func() bool {
-		return metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeSuccess)) == 1
+		return metricValue(t, e.r.metrics.Hold.WakeRequests.WithLabelValues(hold.OutcomeSuccess)) == 1
 	})
 }
 
@@ -550,7 +551,7 @@ func TestWakeLoopBacksOffAndStops(t *testing.T) {
 		done <- resp
 	}()
 	start := time.Now()
-	resolvertest.Eventually(t, 5*time.Second, "held request", func() bool { return metricValue(t, e.r.metrics.Queued) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held request", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == 1 })
 	time.Sleep(600 * time.Millisecond)
 	posts := e.op.posts.Load()
 	elapsed := time.Since(start)
@@ -559,7 +560,7 @@ func TestWakeLoopBacksOffAndStops(t *testing.T) {
 	if maxPosts := int64(3 + elapsed/(80*time.Millisecond)); posts < 4 || posts > maxPosts {
 		t.Errorf("%d POSTs in %v, want between 4 and %d", posts, elapsed, maxPosts)
 	}
-	if got := metricValue(t, e.r.metrics.WakeRequests.WithLabelValues(OutcomeRejected)); got != float64(posts) {
+	if got := metricValue(t, e.r.metrics.Hold.WakeRequests.WithLabelValues(hold.OutcomeRejected)); got != float64(posts) {
 		t.Errorf("rejected wake requests %v, want %d", got, posts)
 	}
 
@@ -609,7 +610,7 @@ func TestQueueOverflow(t *testing.T) {
 	}
 	hold(testHost)
 	hold(testHost)
-	resolvertest.Eventually(t, 5*time.Second, "two held", func() bool { return metricValue(t, e.r.metrics.Queued) == 2 })
+	resolvertest.Eventually(t, 5*time.Second, "two held", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == 2 })
 
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
@@ -621,7 +622,7 @@ func TestQueueOverflow(t *testing.T) {
 	}
 
 	hold("api.team")
-	resolvertest.Eventually(t, 5*time.Second, "three held", func() bool { return metricValue(t, e.r.metrics.Queued) == 3 })
+	resolvertest.Eventually(t, 5*time.Second, "three held", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == 3 })
 	req := e.request(t, context.Background(), "GET", "/", nil)
 	req.Host = "other.team:80"
 	resp, err = client.Do(req)
@@ -640,7 +641,7 @@ func TestQueueOverflow(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	resolvertest.Eventually(t, 5*time.Second, "slots freed", func() bool { return metricValue(t, e.r.metrics.Queued) == 0 })
+	resolvertest.Eventually(t, 5*time.Second, "slots freed", func() bool { return metricValue(t, e.r.metrics.Hold.Queued) == 0 })
 }
 
 func TestClientDisconnectFreesSlot(t *testing.T) {
@@ -653,7 +654,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := doInBackground(client, e.request(t, ctx, "GET", "/", nil))
-	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	resp, err := client.Do(e.request(t, context.Background(), "GET", "/", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -666,7 +667,7 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 		t.Fatalf("cancelled request: %v", err)
 	}
 	resolvertest.Eventually(t, 5*time.Second, "slot freed", func() bool {
-		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
+		return e.r.holds.Held(testSvc) == 0 && metricValue(t, e.r.metrics.Hold.Queued) == 0
 	})
 
 	next := e.request(t, context.Background(), "GET", "/next", nil)
@@ -691,7 +692,7 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := doInBackground(client, e.request(t, ctx, "POST", "/upload", strings.NewReader(`{"hello":"world"}`)))
-	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	// Let the handler reach its wait: the body has been sent and read.
 	time.Sleep(50 * time.Millisecond)
 	cancel()
@@ -699,9 +700,9 @@ func TestHeldBodyClientDisconnectFreesSlot(t *testing.T) {
 		t.Fatalf("cancelled request: %v", err)
 	}
 	resolvertest.Eventually(t, 2*time.Second, "slot freed after the client left", func() bool {
-		return e.r.holds.held(testSvc) == 0 && metricValue(t, e.r.metrics.Queued) == 0
+		return e.r.holds.Held(testSvc) == 0 && metricValue(t, e.r.metrics.Hold.Queued) == 0
 	})
-	if got := metricValue(t, e.r.metrics.Timeouts); got != 0 {
+	if got := metricValue(t, e.r.metrics.Hold.Timeouts); got != 0 {
 		t.Errorf("slot freed by the request timeout (%v), not by the disconnect", got)
 	}
 
@@ -919,7 +920,7 @@ func TestCloseAnswersHeldRequests(t *testing.T) {
 		}
 		done <- answer{fmt.Sprint(resp.StatusCode, " ", body), resp.Header.Get("Retry-After")}
 	}()
-	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 	e.r.Close()
 	select {
 	case a := <-done:

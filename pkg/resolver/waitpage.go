@@ -15,7 +15,7 @@ import (
 // and when: the page's delay ends the request's hold with errWaitingPage.
 
 // errWaitingPage is the cause of a hold that ends to answer a waiting
-// page (see try).
+// page (see hold.Holder.Try).
 var errWaitingPage = errors.New("waiting page due")
 
 // waitingPageFor reports whether req, about to be held for svc, gets the
@@ -46,26 +46,8 @@ func (r *Resolver) waitingPageFor(req *http.Request, svc clusterview.ServiceRef)
 // the checks, before one could pass.
 const pageProbeLinger = 3 * answer.PageRefresh
 
-// probeAcrossPages keeps svc's direct checks going for a request that
-// may get the waiting page: it joins the prober before the hold, and
-// done lets go, pageProbeLinger later when the request was paged, at once
-// otherwise. Without direct probing it does nothing.
-func (h *holder) probeAcrossPages(svc clusterview.ServiceRef) (done func(paged bool)) {
-	if h.direct == nil {
-		return func(bool) {}
-	}
-	leave := h.direct.Join(svc)
-	return func(paged bool) {
-		if paged {
-			time.AfterFunc(pageProbeLinger, leave)
-			return
-		}
-		leave()
-	}
-}
-
 // holdContext gives a request that may get the waiting page a context
-// whose deadline, after away, ends its hold with errWaitingPage (see try);
+// whose deadline, after away, ends its hold with errWaitingPage (see hold.Holder.Try);
 // others keep ctx.
 func (r *Resolver) holdContext(ctx context.Context, page bool, after time.Duration) (context.Context, context.CancelFunc) {
 	if !page {

@@ -86,7 +86,7 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 			t.Errorf("page has %q:\n%s", never, body)
 		}
 	}
-	if got := e.r.holds.held(testSvc); got != 0 {
+	if got := e.r.holds.Held(testSvc); got != 0 {
 		t.Errorf("%d held after the page, want 0", got)
 	}
 	if e.op.posts.Load() < 1 {
@@ -197,9 +197,9 @@ func TestWaitingPageOthersAreHeldAsBefore(t *testing.T) {
 			e.backend(t, "10.244.0.1:8080", named("pod"))
 			done := make(chan string, 1)
 			go func() { done <- fetch(newClient(t), c.req(t, e)) }()
-			resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.held(testSvc) == 1 })
+			resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
 			time.Sleep(6 * after)
-			if got := e.r.holds.held(testSvc); got != 1 {
+			if got := e.r.holds.Held(testSvc); got != 1 {
 				t.Fatalf("%d held %v after the delay, want 1", got, 6*after)
 			}
 			e.eps.Set(testSvc, "10.244.0.1:8080")
@@ -301,7 +301,7 @@ func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 	}
 	// Between reloads nothing is held, yet the pod is still checked.
 	resolvertest.Eventually(t, 5*time.Second, "the pod checked between reloads", func() bool {
-		return e.r.holds.held(testSvc) == 0 && app.Checks.Load() >= 4
+		return e.r.holds.Held(testSvc) == 0 && app.Checks.Load() >= 4
 	})
 	app.Ready.Store(true)
 	// The browser reloads, each time held for a moment and paged, until a
@@ -320,5 +320,5 @@ func TestWaitingPageAtOnceKeepsProbingAcrossReloads(t *testing.T) {
 		t.Errorf("the app got %d requests while its readiness answered 503", n)
 	}
 	// The linger ends: nothing is probed once the pages stop.
-	resolvertest.Eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.direct.Probing() == 0 })
+	resolvertest.Eventually(t, 2*pageProbeLinger, "probing to stop", func() bool { return e.r.holds.Direct().Probing() == 0 })
 }

@@ -73,7 +73,7 @@ func TestTheHundredAndFirstWakeFromOneClientIs429(t *testing.T) {
 		}
 		return resp
 	}
-	queued := func() float64 { return metricValue(t, e.r.metrics.Queued) }
+	queued := func() float64 { return metricValue(t, e.r.metrics.Hold.Queued) }
 
 	for i := range 100 {
 		hold(noisy, cold(i))

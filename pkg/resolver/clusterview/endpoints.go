@@ -51,7 +51,7 @@ type Backends struct {
 	// Unready are endpoints the Service's own slices list not ready (and
 	// not terminating), each naming its pod, at most maxUnreadyEndpoints:
 	// the pods a wake is starting. The resolver never forwards to one
-	// unless its direct check passed (podprobe.go).
+	// unless its direct check passed (package directprobe).
 	Unready []UnreadyEndpoint
 	// Probed says Addrs are pods whose direct check passed, which the
 	// slices do not list Ready yet.

@@ -45,7 +45,7 @@ func TrimForCache(obj any) (any, error) {
 			for i, ep := range o.Endpoints {
 				trimmed.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions}
 				// Every endpoint keeps the pod it names: direct probing
-				// reads a not-ready one's pod (podprobe.go), and past the
+				// reads a not-ready one's pod (package directprobe), and past the
 				// pod view's bounds a Ready one's pod is read to vouch for
 				// its address (vouchByName). Trimmed away, no Ready address
 				// past the bounds was ever vouched for, and its holds waited

@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
-	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	"k8s.io/klog/v2"
@@ -43,16 +42,16 @@ func (n *countingWaker) waitPost(t *testing.T, what string) {
 
 // newHoldBed returns a holder over empty endpoints, its counting waker
 // and the Service the tests hold for.
-func newHoldBed(t *testing.T, retryMax time.Duration) (*clusterview.MemoryEndpoints, *countingWaker, *holder, clusterview.ServiceRef) {
+func newHoldBed(t *testing.T, retryMax time.Duration) (*clusterview.MemoryEndpoints, *countingWaker, *Holder, clusterview.ServiceRef) {
 	eps := clusterview.NewMemoryEndpoints()
 	n := newCountingWaker()
 	return eps, n, newTestHolder(t, eps, n, retryMax), clusterview.ServiceRef{Namespace: "shop", Name: "web"}
 }
 
-func newTestHolder(t *testing.T, eps clusterview.EndpointSource, n *countingWaker, retryMax time.Duration) *holder {
+func newTestHolder(t *testing.T, eps clusterview.EndpointSource, n *countingWaker, retryMax time.Duration) *Holder {
 	_, ctx := ktesting.NewTestContext(t)
-	h := newHolder(ctx, eps, nil, n.wake, 10*time.Millisecond, retryMax, nil, directprobe.Report{}, klog.FromContext(ctx))
-	t.Cleanup(h.close)
+	h := New(ctx, Config{RetryInitial: 10 * time.Millisecond, RetryMax: retryMax}, Options{Endpoints: eps, Wake: n.wake, Logger: klog.FromContext(ctx)})
+	t.Cleanup(h.Close)
 	return h
 }
 
@@ -85,7 +84,7 @@ func TestManyHoldsShareOneWakeLoop(t *testing.T) {
 	if got := n.posts.Load(); got != 1 {
 		t.Fatalf("%d POSTs for one Service, want 1", got)
 	}
-	if got := h.held(svc); got != 50 {
+	if got := h.Held(svc); got != 50 {
 		t.Fatalf("held = %d, want 50", got)
 	}
 }
@@ -186,7 +185,7 @@ func TestWakeLoopRestartsWhenEndpointsGoAgain(t *testing.T) {
 	n.waitPost(t, "a hold that saw the endpoint go")
 }
 
-// close ends waits with errClosed.
+// Close ends waits with ErrClosed.
 func TestCloseEndsWaits(t *testing.T) {
 	_, n, h, svc := newHoldBed(t, time.Hour)
 	hd := h.join(svc)
@@ -194,9 +193,9 @@ func TestCloseEndsWaits(t *testing.T) {
 	errs := make(chan error, 1)
 	go func() { _, err := hd.wait(t.Context(), ""); errs <- err }()
 	n.waitPost(t, "the hold")
-	h.close()
-	if err := <-errs; !errors.Is(err, errClosed) {
-		t.Fatalf("wait after close = %v, want errClosed", err)
+	h.Close()
+	if err := <-errs; !errors.Is(err, ErrClosed) {
+		t.Fatalf("wait after close = %v, want ErrClosed", err)
 	}
 }
 
@@ -215,7 +214,7 @@ func TestHoldEndedBeforeTheLoopRanStillWakes(t *testing.T) {
 		if got := n.posts.Load(); got != 1 {
 			t.Fatalf("round %d: %d POSTs for one hold ended at once, want 1", i+1, got)
 		}
-		if got := h.held(svc); got != 0 {
+		if got := h.Held(svc); got != 0 {
 			t.Fatalf("round %d: held = %d after the hold ended, want 0", i+1, got)
 		}
 	}
@@ -223,7 +222,7 @@ func TestHoldEndedBeforeTheLoopRanStillWakes(t *testing.T) {
 
 // waiting reports whether svc still has a waiter: something held or its
 // wake loop running.
-func (h *holder) waiting(svc clusterview.ServiceRef) bool {
+func (h *Holder) waiting(svc clusterview.ServiceRef) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.waiters[svc]

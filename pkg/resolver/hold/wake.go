@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"k8s.io/klog/v2"
 
@@ -17,17 +18,23 @@ import (
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
 
-// wakeClient asks the operator to wake a Service: it POSTs KubeElasti's
+// TokenSource returns the current wake token; it is asked before every
+// wake request, so a rotated token is sent as soon as it is read.
+type TokenSource interface {
+	Current(ctx context.Context) string
+}
+
+// WakeClient asks the operator to wake a Service: it POSTs KubeElasti's
 // request to wakeapi.Path. It also reports held requests' waits to
-// wakeapi.HeldPath (heldReports).
-type wakeClient struct {
+// wakeapi.HeldPath (HeldReports).
+type WakeClient struct {
 	client *http.Client
 	// url is the scale endpoint's, heldURL the held-request reports'.
 	url, heldURL string
 	timeout      time.Duration
 	// token, when set, is sent with every wake request.
-	token   TokenSource
-	metrics *Metrics
+	token    TokenSource
+	requests *prometheus.CounterVec
 	// failureLog lets a failed wake request be logged at the default
 	// verbosity at most once per failureLogEvery.
 	failureLog rate.Sometimes
@@ -39,7 +46,10 @@ type wakeClient struct {
 // says that requests are held and why, the rest go to -v=2.
 const failureLogEvery = 10 * time.Second
 
-func newWakeClient(cfg Config, client *http.Client, token TokenSource, metrics *Metrics) *wakeClient {
+// NewWakeClient returns the client of the operator at cfg.OperatorURL,
+// counting its wake requests in m. client nil means a private client that
+// ignores HTTP proxy environment variables; token nil sends no token.
+func NewWakeClient(cfg Config, client *http.Client, token TokenSource, m Metrics) *WakeClient {
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // never an HTTP proxy from the environment
@@ -53,18 +63,18 @@ func newWakeClient(cfg Config, client *http.Client, token TokenSource, metrics *
 		}}
 	}
 	base := strings.TrimRight(cfg.OperatorURL, "/")
-	return &wakeClient{client: client, url: base + wakeapi.Path, heldURL: base + wakeapi.HeldPath,
-		timeout: cfg.OperatorTimeout, token: token, metrics: metrics, failureLog: rate.Sometimes{Interval: failureLogEvery}}
+	return &WakeClient{client: client, url: base + wakeapi.Path, heldURL: base + wakeapi.HeldPath,
+		timeout: cfg.OperatorTimeout, token: token, requests: m.WakeRequests, failureLog: rate.Sometimes{Interval: failureLogEvery}}
 }
 
-// wake POSTs one wake request for svc and returns the outcome label. ctx
+// Wake POSTs one wake request for svc and returns the outcome label. ctx
 // ends on shutdown.
-func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string {
+func (c *WakeClient) Wake(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string {
 	outcome, err := c.post(ctx, svc)
 	if ctx.Err() != nil {
 		return outcome // shutting down: neither counted nor logged
 	}
-	c.metrics.WakeRequests.WithLabelValues(outcome).Inc()
+	c.requests.WithLabelValues(outcome).Inc()
 	switch {
 	case outcome == OutcomeUnauthorized:
 		// Nothing wakes until the tokens agree, so this is an error at any
@@ -87,20 +97,20 @@ func (c *wakeClient) wake(ctx context.Context, logger klog.Logger, svc clustervi
 	return outcome
 }
 
-func (c *wakeClient) post(ctx context.Context, svc clusterview.ServiceRef) (string, error) {
+func (c *WakeClient) post(ctx context.Context, svc clusterview.ServiceRef) (string, error) {
 	return c.send(ctx, c.url, wakeapi.Encode(svc.Namespace, svc.Name))
 }
 
 // reportHeld tells the operator that a request held for svc waited held
 // (wakeapi.HeldPath).
-func (c *wakeClient) reportHeld(ctx context.Context, svc clusterview.ServiceRef, held time.Duration) error {
+func (c *WakeClient) reportHeld(ctx context.Context, svc clusterview.ServiceRef, held time.Duration) error {
 	_, err := c.send(ctx, c.heldURL, wakeapi.EncodeHeld(svc.Namespace, svc.Name, held))
 	return err
 }
 
 // send POSTs body to url, on the operator, with the wake token, within
 // the operator timeout, and returns the outcome label.
-func (c *wakeClient) send(ctx context.Context, url string, body []byte) (string, error) {
+func (c *WakeClient) send(ctx context.Context, url string, body []byte) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))

@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"time"
@@ -20,7 +20,7 @@ import (
 // this goroutine runs or while it pauses, and the operator must still hear
 // that the Service was asked for, or every reload of the page would race
 // the same way and the Service would never wake.
-func (h *holder) wakeLoop(svc clusterview.ServiceRef, w *waiter) {
+func (h *Holder) wakeLoop(svc clusterview.ServiceRef, w *waiter) {
 	defer h.wg.Done()
 	logger := h.logger.WithValues("service", svc.KRef())
 	backoff := h.retryInitial
@@ -75,7 +75,7 @@ func (h *holder) wakeLoop(svc clusterview.ServiceRef, w *waiter) {
 // ready reports whether svc has a Ready endpoint on the port a Host
 // without a port selects; the pods of one Service become Ready for all
 // their ports at once.
-func (h *holder) ready(svc clusterview.ServiceRef) bool {
+func (h *Holder) ready(svc clusterview.ServiceRef) bool {
 	b, err := h.eps.Lookup(svc, "")
 	return err == nil && len(b.Addrs) > 0
 }

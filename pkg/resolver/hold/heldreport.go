@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"context"
@@ -24,14 +24,14 @@ const (
 	heldReportGather = 100 * time.Millisecond
 )
 
-// heldReports tells the operator how long held requests waited
-// (wakeClient.reportHeld), for the ElastiService's status.lastHeld, which
+// HeldReports tells the operator how long held requests waited
+// (WakeClient.reportHeld), for the ElastiService's status.lastHeld, which
 // `kubectl elasti status` shows as what clients waited: the scale-up to
 // the kubelet's Ready (lastColdStart) is not what a client waits when the
 // resolver's own readiness check passes first. A report never delays a
 // request, and a failed one is only logged.
-type heldReports struct {
-	operator *wakeClient
+type HeldReports struct {
+	operator *WakeClient
 	// ctx ends with close: a report still under way then is dropped.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -46,16 +46,18 @@ type heldReports struct {
 	wg      sync.WaitGroup
 }
 
-func newHeldReports(ctx context.Context, w *wakeClient, logger klog.Logger) *heldReports {
+// NewHeldReports returns the reports sent through w. ctx bounds them
+// together with Close.
+func NewHeldReports(ctx context.Context, w *WakeClient, logger klog.Logger) *HeldReports {
 	ctx, cancel := context.WithCancel(ctx)
-	return &heldReports{operator: w, ctx: ctx, cancel: cancel, logger: logger, reported: utilcache.NewLRUExpireCache(maxHeldReported),
+	return &HeldReports{operator: w, ctx: ctx, cancel: cancel, logger: logger, reported: utilcache.NewLRUExpireCache(maxHeldReported),
 		pending: map[clusterview.ServiceRef]time.Duration{}}
 }
 
-// report tells the operator that a request held for svc waited held,
+// Report tells the operator that a request held for svc waited held,
 // or longer if another of the same wake did (heldReportGather), unless
 // svc was reported within heldReportSpacing.
-func (h *heldReports) report(svc clusterview.ServiceRef, held time.Duration) {
+func (h *HeldReports) Report(svc clusterview.ServiceRef, held time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if longest, gathering := h.pending[svc]; gathering {
@@ -85,9 +87,9 @@ func (h *heldReports) report(svc clusterview.ServiceRef, held time.Duration) {
 	})
 }
 
-// close refuses further reports, drops those under way and waits for
+// Close refuses further reports, drops those under way and waits for
 // them to return.
-func (h *heldReports) close() {
+func (h *HeldReports) Close() {
 	h.mu.Lock()
 	h.stopped = true
 	h.mu.Unlock()

@@ -1,8 +1,7 @@
-package resolver
+package hold
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -13,121 +12,57 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 )
 
-// errClosed is what a hold returns when the resolver shuts down.
-var errClosed = errors.New("resolver is shutting down")
-
-// holdSpec is what a caller of try says of the request or connection it
-// holds.
-type holdSpec struct {
-	svc  clusterview.ServiceRef
-	port string
-	// protocol is admission.ProtocolHTTP or admission.ProtocolTCP, for the metrics.
-	protocol string
-	// client is the remote address, host:port; admission counts its host.
-	client string
-	// bytes is charged against Config.MaxHeldBytes while held (see
-	// heldRequestBytes and heldConnBytes).
-	bytes  int64
-	logger klog.Logger
-	// whileHeld, when set, runs once the hold is admitted and joined,
-	// before it waits: HTTP reads a small body in (body.go), TCP watches
-	// for a client that resets (forward.WatchClientClose). ctx is the hold's, and
-	// cancel ends it. A non-nil stop is called as the wait ends; an error
-	// ends the hold at once, unanswered: the client left.
-	whileHeld func(ctx context.Context, cancel context.CancelFunc) (stop func(), err error)
+// Config are the hold's settings, the resolver's Config of the names in
+// parentheses.
+type Config struct {
+	// RequestTimeout bounds a hold (RequestTimeout).
+	RequestTimeout time.Duration
+	// RetryInitial and RetryMax bound the exponential backoff between wake
+	// requests while the operator rejects them or cannot be reached; after
+	// an accepted one the next waits RetryMax (OperatorRetryInitial,
+	// OperatorRetryMax).
+	RetryInitial, RetryMax time.Duration
+	// OperatorURL is the operator's base URL, OperatorTimeout bounds one
+	// request to it, DialTimeout one connect (OperatorURL,
+	// OperatorTimeout, DialTimeout). Only the wake client reads them.
+	OperatorURL     string
+	OperatorTimeout time.Duration
+	DialTimeout     time.Duration
 }
 
-// try is the hold step of a request or connection whose Service has no
-// Ready endpoint, shared by HTTP and TCP. As in Knative's activator (its
-// throttler's Try), one call covers admit and hold: it takes a slot
-// (admit.go), joins the Service's waiter, which asks the operator to wake
-// the Service, waits up to Config.RequestTimeout for a Ready endpoint on
-// port, gives the slot back and calls ready with the endpoints and the
-// time waited. When admission refuses, it counts the refusal and calls
-// refuse, which answers the client.
-//
-// It returns nil when ready or refuse ran or the client left; otherwise
-// why the wait ended, for the caller to answer: context.DeadlineExceeded
-// (counted as a timeout), errWaitingPage when ctx ended with that cause
-// (the caller's own deadline, waitpage.go), errClosed, or the
-// EndpointSource's error.
-func (r *Resolver) try(ctx context.Context, s holdSpec, refuse func(admission.Refusal), ready func(b clusterview.Backends, waited time.Duration)) error {
-	release, refused := r.admit.Admit(s.svc, admission.SourceOf(s.client), s.bytes)
-	if refused.Scope != "" {
-		r.countRefusal(s, refused)
-		refuse(refused)
-		return nil
+// Options are the hold's collaborators.
+type Options struct {
+	// Endpoints is where a hold looks for a Ready endpoint, and watches
+	// for a change. Required.
+	Endpoints clusterview.EndpointSource
+	// PodView, when set, watches the pods of each Service a hold waits on:
+	// a pod the kubelet wrote Ready releases the hold.
+	PodView clusterview.PodView
+	// Pods, when set, turns direct probing on: a hold is released by a pod
+	// that passed its own readiness checks, run by the resolver, before
+	// the slices list it Ready (package directprobe), which tells
+	// DirectReport what it saw.
+	Pods         clusterview.PodGetter
+	DirectReport directprobe.Report
+	// Wake asks the operator to wake a Service and returns the outcome
+	// label (WakeClient.Wake); the wake loops call it. Required.
+	Wake func(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string
+	// Admission admits each hold Try makes, and Reports is told how long
+	// each released one waited (HeldReports). Try needs both.
+	Admission *admission.Admission
+	Reports   interface {
+		Report(svc clusterview.ServiceRef, held time.Duration)
 	}
-	defer release()
-	hd := r.holds.join(s.svc)
-	defer hd.leave()
-
-	began := time.Now()
-	s.logger.V(4).Info("Holding until the service has a Ready endpoint", "protocol", s.protocol)
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
-	defer cancel()
-	var stop func()
-	if s.whileHeld != nil {
-		var err error
-		if stop, err = s.whileHeld(ctx, cancel); err != nil {
-			// The slot is freed on return; nobody is left to answer.
-			s.logger.V(4).Info("Client went away before the wait", "err", err)
-			return nil
-		}
-	}
-	b, err := hd.wait(ctx, s.port)
-	if stop != nil {
-		stop()
-	}
-	switch {
-	case err == nil:
-	case errors.Is(context.Cause(ctx), errWaitingPage):
-		return errWaitingPage
-	case errors.Is(err, context.DeadlineExceeded):
-		r.metrics.Timeouts.Inc()
-		s.logger.V(2).Info("Hold timed out", "protocol", s.protocol, "timeout", r.cfg.RequestTimeout)
-		return err
-	case errors.Is(err, context.Canceled):
-		s.logger.V(4).Info("Hold ended: the client went away or the connection was dropped")
-		return nil
-	default:
-		return err
-	}
-	hd.leave()
-	release()
-	switch {
-	case b.Probed:
-		r.metrics.HeldReleases.WithLabelValues(ReleasedByDirectProbe).Inc()
-	case b.FromPods:
-		r.metrics.HeldReleases.WithLabelValues(ReleasedByPodReady).Inc()
-	default:
-		r.metrics.HeldReleases.WithLabelValues(ReleasedByEndpointReady).Inc()
-	}
-	waited := time.Since(began)
-	r.metrics.ColdStartWait.Observe(waited.Seconds())
-	r.held.report(s.svc, waited)
-	s.logger.V(4).Info("Releasing hold", "waited", waited)
-	ready(b, waited)
-	return nil
+	Metrics Metrics
+	Logger  klog.Logger
 }
 
-// countRefusal counts and logs a refused admission.
-func (r *Resolver) countRefusal(s holdSpec, refused admission.Refusal) {
-	if refused.Scope == admission.ScopeSource {
-		r.metrics.Admission.WakeRateLimited.WithLabelValues(s.protocol).Inc()
-		s.logger.V(2).Info("Client started too many wakes, refusing", "protocol", s.protocol, "client", s.client, "retryAfter", refused.RetryAfter)
-		return
-	}
-	r.metrics.Admission.Overflow.WithLabelValues(refused.Scope).Inc()
-	s.logger.V(2).Info("Hold bound reached, refusing", "protocol", s.protocol, "scope", refused.Scope, "client", s.client)
-}
-
-// holder is the hold layer. It keeps one waiter per Service that has
+// Holder is the hold layer. It keeps one waiter per Service that has
 // requests or connections waiting for a Ready endpoint; the waiter owns
 // the loop that asks the operator to wake the Service, and each wait
 // looks again when the EndpointSource's change channel closes. Its lock is never held
 // while the informer cache is read.
-type holder struct {
+type Holder struct {
 	eps clusterview.EndpointSource
 	// view watches the pods of each Service a hold waits on; nil without
 	// a pod view (the slices alone).
@@ -139,6 +74,13 @@ type holder struct {
 	retryInitial time.Duration
 	retryMax     time.Duration
 	logger       klog.Logger
+	// admit, timeout, reports and metrics are Try's.
+	admit   *admission.Admission
+	timeout time.Duration
+	reports interface {
+		Report(svc clusterview.ServiceRef, held time.Duration)
+	}
+	metrics Metrics
 
 	// ctx ends on close; wake loops and waits watch it.
 	ctx    context.Context
@@ -171,23 +113,22 @@ type waiter struct {
 	kick chan struct{}
 }
 
-// newHolder returns a holder. pods, when not nil, turns direct probing on:
-// a hold is released by a pod that passed its own readiness checks, run
-// by the resolver, before the slices list it Ready (podprobe.go).
-func newHolder(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, wake func(context.Context, klog.Logger, clusterview.ServiceRef) string,
-	retryInitial, retryMax time.Duration, pods clusterview.PodGetter, report directprobe.Report, logger klog.Logger) *holder {
-	h := &holder{eps: eps, view: view, wake: wake, retryInitial: retryInitial, retryMax: retryMax, logger: logger,
+// New returns the hold layer. ctx bounds its wake loops, waits and
+// direct probes together with Close.
+func New(ctx context.Context, cfg Config, opts Options) *Holder {
+	h := &Holder{eps: opts.Endpoints, view: opts.PodView, wake: opts.Wake, retryInitial: cfg.RetryInitial, retryMax: cfg.RetryMax,
+		logger: opts.Logger, admit: opts.Admission, timeout: cfg.RequestTimeout, reports: opts.Reports, metrics: opts.Metrics,
 		waiters: map[clusterview.ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
-	if pods != nil {
-		h.direct = directprobe.NewProber(h.ctx, eps, view, pods, report, logger)
+	if opts.Pods != nil {
+		h.direct = directprobe.NewProber(h.ctx, opts.Endpoints, opts.PodView, opts.Pods, opts.DirectReport, opts.Logger)
 	}
 	return h
 }
 
 // hold is one request's or connection's place in a waiter.
 type hold struct {
-	h   *holder
+	h   *Holder
 	svc clusterview.ServiceRef
 	// leave ends the hold; later calls do nothing.
 	leave func()
@@ -195,7 +136,7 @@ type hold struct {
 
 // join registers a hold for svc and makes sure the operator hears of it.
 // The caller must call leave.
-func (h *holder) join(svc clusterview.ServiceRef) *hold {
+func (h *Holder) join(svc clusterview.ServiceRef) *hold {
 	h.mu.Lock()
 	w := h.waiters[svc]
 	if w == nil {
@@ -222,7 +163,7 @@ func (h *holder) join(svc clusterview.ServiceRef) *hold {
 }
 
 // startLocked starts w's wake loop unless one runs or the holder closed.
-func (h *holder) startLocked(svc clusterview.ServiceRef, w *waiter) bool {
+func (h *Holder) startLocked(svc clusterview.ServiceRef, w *waiter) bool {
 	if w.waking || h.closed {
 		return false
 	}
@@ -259,7 +200,7 @@ func (hd *hold) missed() {
 // (Backends.FromPods); or, with direct probing, the not-ready endpoints
 // whose pod passed its own readiness checks first (Backends.Probed). It
 // ends early with ctx's error (the deadline passed or the client left),
-// errClosed, or a lookup error.
+// ErrClosed, or a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, error) {
 	h := hd.h
 	if h.view != nil {
@@ -300,7 +241,7 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 				h.logger.V(4).Info("Ready addresses wait on reads of their pods", "service", hd.svc.KRef())
 			}
 			t := time.NewTimer(unreadRetry)
-			retry, stopRetry, unreadRetry = t.C, t.Stop, min(2*unreadRetry, unreadRetryMax)
+			retry, stopRetry, unreadRetry = t.C, t.Stop, min(2*unreadRetry, UnreadRetryMax)
 		}
 		var end error
 		select {
@@ -311,7 +252,7 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 		case <-ctx.Done():
 			end = ctx.Err()
 		case <-h.ctx.Done():
-			end = errClosed
+			end = ErrClosed
 		}
 		stopRetry()
 		w.stop()
@@ -321,13 +262,13 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 	}
 }
 
-// unreadRetryInitial and unreadRetryMax bound how soon, and how seldom, a
+// unreadRetryInitial and UnreadRetryMax bound how soon, and how seldom, a
 // hold looks again at Ready addresses no read has vouched for yet: the
 // first retry comes once a read could be in, later ones back off to the
 // spacing of the namespace's read rate.
 const (
 	unreadRetryInitial = 100 * time.Millisecond
-	unreadRetryMax     = time.Second
+	UnreadRetryMax     = time.Second
 )
 
 // holdWatch is one turn's watches of a hold: a nil channel is one the
@@ -359,8 +300,8 @@ func (hd *hold) watch() holdWatch {
 	return w
 }
 
-// held returns the holds waiting for svc.
-func (h *holder) held(svc clusterview.ServiceRef) int {
+// Held returns the holds waiting for svc.
+func (h *Holder) Held(svc clusterview.ServiceRef) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w := h.waiters[svc]; w != nil {
@@ -369,8 +310,15 @@ func (h *holder) held(svc clusterview.ServiceRef) int {
 	return 0
 }
 
-// close ends every wait with errClosed and waits for the wake loops.
-func (h *holder) close() {
+// Context ends when the hold layer closes: what waits on it, a TCP
+// connection held or spliced say, is given up then.
+func (h *Holder) Context() context.Context { return h.ctx }
+
+// Direct is the prober of direct probing, nil when it is off.
+func (h *Holder) Direct() *directprobe.Prober { return h.direct }
+
+// Close ends every wait with ErrClosed and waits for the wake loops.
+func (h *Holder) Close() {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()

@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 	"github.com/elasti-dev/elasti/pkg/waketoken"
 )
@@ -63,15 +65,13 @@ func writeTokenFile(t *testing.T, path, content string) {
 	}
 }
 
-func newTestWakeClient(t *testing.T, url string, token TokenSource) (*wakeClient, *Metrics) {
+// newTestWakeClient returns a client of the operator at url with the
+// resolver tests' timeouts.
+func newTestWakeClient(t *testing.T, url string, token TokenSource) (*WakeClient, Metrics) {
 	t.Helper()
-	metrics, err := NewMetrics(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig()
-	cfg.OperatorURL = url
-	return newWakeClient(cfg, nil, token, metrics), metrics
+	metrics := NewMetrics()
+	cfg := Config{OperatorURL: url, OperatorTimeout: 2 * time.Second, DialTimeout: time.Second}
+	return NewWakeClient(cfg, nil, token, metrics), metrics
 }
 
 // Without a token the POST is KubeElasti's, with no Authorization header.
@@ -79,7 +79,7 @@ func TestWakeSendsNoTokenUnlessConfigured(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	op := newTokenOperator(t, "")
 	n, _ := newTestWakeClient(t, op.srv.URL, nil)
-	if outcome := n.wake(ctx, klog.FromContext(ctx), testSvc); outcome != OutcomeSuccess {
+	if outcome := n.Wake(ctx, klog.FromContext(ctx), testSvc); outcome != OutcomeSuccess {
 		t.Fatalf("outcome %q, want %q", outcome, OutcomeSuccess)
 	}
 	if got := op.last(); got != "" {
@@ -102,7 +102,7 @@ func TestWakeSendsTheTokenAndFollowsRotation(t *testing.T) {
 	op := newTokenOperator(t, "token-one")
 	n, metrics := newTestWakeClient(t, op.srv.URL, tokens)
 
-	if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-one" {
+	if outcome := n.Wake(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-one" {
 		t.Fatalf("outcome %q with Authorization %q; want success with Bearer token-one", outcome, op.last())
 	}
 
@@ -111,7 +111,7 @@ func TestWakeSendsTheTokenAndFollowsRotation(t *testing.T) {
 	op.mu.Lock()
 	op.want = "token-two"
 	op.mu.Unlock()
-	if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeUnauthorized {
+	if outcome := n.Wake(ctx, logger, testSvc); outcome != OutcomeUnauthorized {
 		t.Fatalf("wrong token: outcome %q, want %q", outcome, OutcomeUnauthorized)
 	}
 	if got := testutil.ToFloat64(metrics.WakeRequests.WithLabelValues(OutcomeUnauthorized)); got != 1 {
@@ -122,7 +122,7 @@ func TestWakeSendsTheTokenAndFollowsRotation(t *testing.T) {
 	}
 
 	writeTokenFile(t, path, "token-two\ntoken-one\n")
-	if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-two" {
+	if outcome := n.Wake(ctx, logger, testSvc); outcome != OutcomeSuccess || op.last() != "Bearer token-two" {
 		t.Errorf("after rotation: outcome %q with Authorization %q; want success with Bearer token-two", outcome, op.last())
 	}
 }
@@ -137,7 +137,7 @@ func TestWakeFailureLoggedOncePerInterval(t *testing.T) {
 	down.Close() // refused from now on
 	n, _ := newTestWakeClient(t, down.URL, nil)
 	for range 3 {
-		if outcome := n.wake(ctx, logger, testSvc); outcome != OutcomeUnreachable {
+		if outcome := n.Wake(ctx, logger, testSvc); outcome != OutcomeUnreachable {
 			t.Fatalf("outcome %q, want %q", outcome, OutcomeUnreachable)
 		}
 	}
@@ -146,3 +146,5 @@ func TestWakeFailureLoggedOncePerInterval(t *testing.T) {
 		t.Errorf("3 failures within %s logged %d times at -v=0, want once:\n%s", failureLogEvery, got, logs)
 	}
 }
+
+var testSvc = clusterview.ServiceRef{Namespace: "team", Name: "web"}
