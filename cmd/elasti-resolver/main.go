@@ -29,6 +29,7 @@ import (
 	elastiinformers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
@@ -68,7 +69,7 @@ func run(ctx context.Context, o *options) error {
 	// The route table names Services of every namespace: it is served
 	// with the metrics, on the port a NetworkPolicy can keep to the
 	// cluster's own components, not on a port every client reaches.
-	internal.HandleFunc("/routes", resolver.RoutesHandler(dp.routes, dp.ports))
+	internal.HandleFunc("/routes", identify.RoutesHandler(dp.routes, dp.ports))
 	proxy := dp.resolver.NewServer(o.proxyBindAddress)
 	servers := []*http.Server{
 		proxy,
@@ -105,8 +106,8 @@ func run(ctx context.Context, o *options) error {
 // its per-port listeners, running.
 type dataPlane struct {
 	resolver *resolver.Resolver
-	routes   *resolver.RouteTable
-	ports    *resolver.PortListeners
+	routes   *identify.RouteTable
+	ports    *identify.PortListeners
 	// stop ends the informers and the port listeners' sync loop.
 	stop func()
 }
@@ -153,7 +154,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 	if err != nil {
 		return nil, err
 	}
-	routes, err := resolver.NewInformerRouteTable(ctx, elastiServices, o.resolver.PortRange)
+	routes, err := identify.NewInformerRouteTable(ctx, elastiServices, o.resolver.PortRange)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		stopViews()
 		return nil, err
 	}
-	ports := resolver.NewPortListeners(r, routes, resolver.PortListenersOptions{Host: bindHost})
+	ports := r.NewPortListeners(routes, identify.PortListenersOptions{Host: bindHost})
 
 	informerCtx, stopInformers := context.WithCancel(ctx)
 	kubeFactory.Start(informerCtx.Done())

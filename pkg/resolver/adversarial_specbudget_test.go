@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,7 +61,7 @@ func TestNamespaceBudgetKeepsTheNewestOutOfTheCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			routes, err := NewInformerRouteTable(t.Context(), informer, anyPort)
+			routes, err := identify.NewInformerRouteTable(t.Context(), informer, resolvertest.AnyPort)
 			if err != nil {
 				t.Fatal(err)
 			}

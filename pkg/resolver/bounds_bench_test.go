@@ -24,6 +24,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
@@ -90,12 +91,12 @@ func benchmarkFilledHeld(b *testing.B) {
 	// The proxy port, and one resolver port whose Service is up.
 	proxy := serveProxy(b, r)
 	pod := parkingTCP(b)
-	up := clusterview.ServiceRef{Namespace: testSvc.Namespace, Name: "up"} // esWithPorts's namespace
+	up := clusterview.ServiceRef{Namespace: testSvc.Namespace, Name: "up"} // resolvertest.ESWithPorts's namespace
 	eps.Set(up, pod)
-	routes := NewRouteTable(ctx, anyPort)
-	pl := NewPortListeners(r, routes, PortListenersOptions{Host: "127.0.0.1"})
+	routes := identify.NewRouteTable(ctx, resolvertest.AnyPort)
+	pl := r.NewPortListeners(routes, identify.PortListenersOptions{Host: "127.0.0.1"})
 	port := freePorts(b, 1)[0]
-	routes.Upsert(esWithPorts("up", v1.ResolverPort{Service: up.Name, Port: 80, ResolverPort: port}))
+	routes.Upsert(resolvertest.ESWithPorts("up", v1.ResolverPort{Service: up.Name, Port: 80, ResolverPort: port}))
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go pl.Run(runCtx)

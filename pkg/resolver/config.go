@@ -13,6 +13,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/pkg/resolver/hold"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 )
 
 // Defaults for Config. They are elasti's own defaults, not KubeElasti's.
@@ -29,7 +30,6 @@ const (
 	DefaultOperatorTimeout      = 5 * time.Second
 	DefaultOperatorRetryInitial = 500 * time.Millisecond
 	DefaultOperatorRetryMax     = 10 * time.Second
-	DefaultClusterDomain        = "cluster.local"
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultColdStartHeader      = "X-Elasti-Cold-Start"
@@ -244,7 +244,7 @@ func DefaultConfig() Config {
 		OperatorTimeout:         DefaultOperatorTimeout,
 		OperatorRetryInitial:    DefaultOperatorRetryInitial,
 		OperatorRetryMax:        DefaultOperatorRetryMax,
-		ClusterDomain:           DefaultClusterDomain,
+		ClusterDomain:           identify.DefaultClusterDomain,
 		DialTimeout:             DefaultDialTimeout,
 		FrontDrain:              clusterview.DefaultFrontDrain,
 		RetryAfter:              DefaultRetryAfter,

@@ -24,11 +24,12 @@
 //     connections open on every listener together, and one per client
 //     address. server.go builds the HTTP server, its HTTP/2 streams capped
 //     to what the request budget holds.
-//   - identify: which Service and port. On the shared proxy port the Host
-//     names it, as a Service DNS name or ClusterIP (identify.go, host.go).
-//     On a resolver port of its own (the ports the operator records in
-//     status.resolverPorts) the local port alone does (listeners.go, which
-//     also tells HTTP from other TCP, and routes.go).
+//   - identify (package identify): which Service and port. On the shared
+//     proxy port the Host names it, as a Service DNS name or ClusterIP
+//     (identify.go, host.go). On a resolver port of its own (the ports the
+//     operator records in status.resolverPorts) the local port alone does
+//     (listeners.go, which also tells HTTP from other TCP in sniff.go, and
+//     routes.go).
 //   - charge (package admission; what a request costs, cost.go): every
 //     HTTP request, held or not, is charged to the request budget, within
 //     its namespace's share, until it is answered; past it 503.

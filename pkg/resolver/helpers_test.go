@@ -21,7 +21,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -203,10 +202,6 @@ func (e *testEnv) backend(t *testing.T, fake string, h http.Handler) *httptest.S
 }
 
 var testSvc = clusterview.ServiceRef{Namespace: "team", Name: "web"}
-
-// anyPort is a resolver port range that takes the ephemeral ports the
-// tests listen on.
-var anyPort = portalloc.Range{First: 1, Last: 65535}
 
 const testHost = "web.team.svc.cluster.local"
 

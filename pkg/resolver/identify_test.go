@@ -26,7 +26,7 @@ func (c clusterIPEndpoints) ServiceForClusterIP(ip string) (clusterview.ServiceR
 // its Service as well as the Service's DNS name does.
 func TestSharedPortAcceptsTheClusterIPAsHost(t *testing.T) {
 	e := newEnv(t, testConfig())
-	e.r.clusterIPs = clusterIPEndpoints{e.eps, map[string]clusterview.ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
+	e.r.hosts.ClusterIPs = clusterIPEndpoints{e.eps, map[string]clusterview.ServiceRef{"10.0.0.42": testSvc, "fd00::42": testSvc}}
 	e.eps.Set(testSvc, "10.244.0.5:8080")
 	e.backend(t, "10.244.0.5:8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "pod")

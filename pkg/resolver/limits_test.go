@@ -80,9 +80,8 @@ func TestOversizedHeadersGet431(t *testing.T) {
 	if got := rawStatus(t, addr, request("X-Big: "+strings.Repeat("a", serverMaxHeaderBytes-1024)+"\r\n")); got != "HTTP/1.1 200 OK" {
 		t.Errorf("a %d-byte header: %q, want 200", serverMaxHeaderBytes-1024, got)
 	}
-	p := NewPortListeners(&Resolver{}, nil, PortListenersOptions{})
-	if p.server.MaxHeaderBytes != serverMaxHeaderBytes {
-		t.Errorf("resolver ports' server MaxHeaderBytes = %d, want %d", p.server.MaxHeaderBytes, serverMaxHeaderBytes)
+	if srv := (&Resolver{}).newPortServer(nil); srv.MaxHeaderBytes != serverMaxHeaderBytes {
+		t.Errorf("resolver ports' server MaxHeaderBytes = %d, want %d", srv.MaxHeaderBytes, serverMaxHeaderBytes)
 	}
 }
 

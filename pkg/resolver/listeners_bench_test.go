@@ -13,6 +13,8 @@ import (
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
+	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 )
 
 // benchPorts is the number of resolver ports BenchmarkPortListeners opens.
@@ -30,8 +32,8 @@ func BenchmarkPortListeners(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		routes := NewRouteTable(ctx, anyPort)
-		pl := NewPortListeners(r, routes, PortListenersOptions{Host: "127.0.0.1"})
+		routes := identify.NewRouteTable(ctx, resolvertest.AnyPort)
+		pl := r.NewPortListeners(routes, identify.PortListenersOptions{Host: "127.0.0.1"})
 		runCtx, cancel := context.WithCancel(context.Background())
 		go pl.Run(runCtx)
 
@@ -41,7 +43,7 @@ func BenchmarkPortListeners(b *testing.B) {
 		goroutines := runtime.NumGoroutine()
 		began := time.Now()
 		for i, p := range ports {
-			es := esWithPorts(fmt.Sprintf("svc-%d", i), v1.ResolverPort{Service: fmt.Sprintf("svc-%d", i), Port: 80, ResolverPort: p})
+			es := resolvertest.ESWithPorts(fmt.Sprintf("svc-%d", i), v1.ResolverPort{Service: fmt.Sprintf("svc-%d", i), Port: 80, ResolverPort: p})
 			routes.Upsert(es)
 		}
 		for len(pl.Listening()) < benchPorts {

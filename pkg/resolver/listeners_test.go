@@ -7,18 +7,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/portalloc"
 	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/pkg/resolver/internal/resolvertest"
 	"github.com/elasti-dev/elasti/pkg/wakeapi"
 )
@@ -27,8 +25,8 @@ import (
 // resolver port routed to testSvc's port 80.
 type portEnv struct {
 	*testEnv
-	routes *RouteTable
-	ports  *PortListeners
+	routes *identify.RouteTable
+	ports  *identify.PortListeners
 	port   int32
 }
 
@@ -36,10 +34,10 @@ func newPortEnv(t *testing.T, cfg Config) *portEnv {
 	t.Helper()
 	e := newEnv(t, cfg)
 	_, ctx := ktesting.NewTestContext(t)
-	routes := NewRouteTable(ctx, anyPort)
+	routes := identify.NewRouteTable(ctx, resolvertest.AnyPort)
 	pe := &portEnv{testEnv: e, routes: routes, port: freePort(t)}
-	pe.ports = NewPortListeners(e.r, routes, PortListenersOptions{Host: "127.0.0.1"})
-	routes.Upsert(esWithPorts("web", v1.ResolverPort{Service: testSvc.Name, Name: "http", Port: 80, ResolverPort: pe.port}))
+	pe.ports = e.r.NewPortListeners(routes, identify.PortListenersOptions{Host: "127.0.0.1"})
+	routes.Upsert(resolvertest.ESWithPorts("web", v1.ResolverPort{Service: testSvc.Name, Name: "http", Port: 80, ResolverPort: pe.port}))
 	runCtx, cancel := context.WithCancel(context.Background())
 	go pe.ports.Run(runCtx)
 	t.Cleanup(func() {
@@ -50,14 +48,6 @@ func newPortEnv(t *testing.T, cfg Config) *portEnv {
 	})
 	resolvertest.Eventually(t, 5*time.Second, "the resolver port to open", func() bool { return len(pe.ports.Listening()) == 1 })
 	return pe
-}
-
-func esWithPorts(name string, ports ...v1.ResolverPort) *v1.ElastiService {
-	return &v1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testSvc.Namespace, Name: name, CreationTimestamp: metav1.Now()},
-		Spec:       v1.ElastiServiceSpec{Service: testSvc.Name},
-		Status:     v1.ElastiServiceStatus{ResolverPorts: ports},
-	}
 }
 
 // freePort returns a loopback port that was free a moment ago.
@@ -254,7 +244,7 @@ func TestDeclaredHTTPPortServesASlowClientAsHTTP(t *testing.T) {
 	pe.wakeOnPost("10.244.0.9:8080")
 
 	c := pe.dial(t)
-	time.Sleep(2 * sniffTimeout)
+	time.Sleep(2 * identify.SniffTimeout)
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -325,68 +315,12 @@ func TestPortsFollowTheRouteTable(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
 	second := freePort(t)
-	pe.routes.Upsert(esWithPorts("api", v1.ResolverPort{Service: "api", Port: 80, ResolverPort: second}))
+	pe.routes.Upsert(resolvertest.ESWithPorts("api", v1.ResolverPort{Service: "api", Port: 80, ResolverPort: second}))
 	resolvertest.Eventually(t, 5*time.Second, "the second port to open", func() bool { return len(pe.ports.Listening()) == 2 })
 	pe.routes.Delete(testSvc.Namespace, "web")
 	resolvertest.Eventually(t, 5*time.Second, "the first port to close", func() bool { return len(pe.ports.Listening()) == 1 })
 	if _, err := net.DialTimeout("tcp", pe.addr(), time.Second); err == nil {
 		t.Fatal("a released port still accepts connections")
-	}
-}
-
-// Two ElastiServices claiming one port (a restore, say): the older keeps
-// it, and when it lets go the other gets it.
-func TestRouteTableOlderClaimWins(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	rt := NewRouteTable(ctx, anyPort)
-	older := esWithPorts("old", v1.ResolverPort{Service: "old", Port: 80, ResolverPort: 20001})
-	older.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
-	newer := esWithPorts("new", v1.ResolverPort{Service: "new", Port: 80, ResolverPort: 20001})
-	rt.Upsert(newer)
-	rt.Upsert(older)
-	if r, _ := rt.Lookup(20001); r.Service.Name != "old" {
-		t.Fatalf("port 20001 routes to %q, want the older ElastiService's Service", r.Service.Name)
-	}
-	rt.Delete(older.Namespace, older.Name)
-	if r, _ := rt.Lookup(20001); r.Service.Name != "new" {
-		t.Fatalf("after the older let go, port 20001 routes to %q, want \"new\"", r.Service.Name)
-	}
-	rt.Delete(newer.Namespace, newer.Name)
-	if _, ok := rt.Lookup(20001); ok || len(rt.Ports()) != 0 {
-		t.Fatal("a port with no claim is still routed")
-	}
-}
-
-// The resolver listens only inside its range: a port an ElastiService's
-// status names outside it (the resolver's own 8013, say, or any port a
-// user with update rights on the status writes) is never routed, and the
-// others of the same ElastiService still are.
-func TestRouteTableTakesOnlyPortsInItsRange(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	rt := NewRouteTable(ctx, portalloc.DefaultRange)
-	rt.Upsert(esWithPorts("web",
-		v1.ResolverPort{Service: "web", Port: 80, ResolverPort: 8013},
-		v1.ResolverPort{Service: "web", Port: 81, ResolverPort: 19999},
-		v1.ResolverPort{Service: "web", Port: 82, ResolverPort: 30000},
-		v1.ResolverPort{Service: "web", Port: 83, ResolverPort: 20000},
-	))
-	if got := rt.Ports(); !slices.Equal(got, []int32{20000}) {
-		t.Fatalf("routed ports %v, want only [20000], the one inside %s", got, portalloc.DefaultRange)
-	}
-}
-
-func TestHTTPPrefix(t *testing.T) {
-	for in, want := range map[string]prefixVerdict{
-		"GET / HTTP/1.1": prefixHTTP, "POST ": prefixHTTP, "PRI * HTTP/2.0\r\n": prefixHTTP,
-		"G": prefixUndecided, "PO": prefixUndecided, "PRI * HT": prefixUndecided,
-		"hello": prefixOther, "\x16\x03\x01": prefixOther, "get /": prefixOther, "GETX": prefixOther,
-	} {
-		if got := httpPrefix([]byte(in)); got != want {
-			t.Errorf("httpPrefix(%q) = %v, want %v", in, got, want)
-		}
-	}
-	if !isHTTPAppProtocol("kubernetes.io/h2c") || isHTTPAppProtocol("https") || isHTTPAppProtocol("mysql") {
-		t.Error("isHTTPAppProtocol misjudges a known value")
 	}
 }
 

@@ -40,27 +40,3 @@ func TestNamedFollowsSpecServiceAndStatusResolverPorts(t *testing.T) {
 		t.Errorf("after the move: Named(old) = %v, Named(new) = %v; want false, true", f.Named(oldSvc), f.Named(newSvc))
 	}
 }
-
-// Mid-move, a connection on the old Service's resolver port is for the
-// old Service, and the port is released with its status entry.
-func TestRouteTableKeepsTheOldServicesPortMidMove(t *testing.T) {
-	table := NewRouteTable(t.Context(), anyPort)
-	es := resolvertest.ElastiService("team", "es", "web-v2", 2)
-	es.Status.ResolverPorts = []v1.ResolverPort{
-		{Service: "web-v2", Name: "http", Port: 80, ResolverPort: 20001},
-		{Service: "web", Name: "http", Port: 80, ResolverPort: 20000},
-	}
-	table.Upsert(es)
-	if r, ok := table.Lookup(20000); !ok || r.Service != (clusterview.ServiceRef{Namespace: "team", Name: "web"}) || r.Port != 80 {
-		t.Errorf("port 20000 mid-move routes to %+v, %v; want team/web port 80", r, ok)
-	}
-	if r, ok := table.Lookup(20001); !ok || r.Service != (clusterview.ServiceRef{Namespace: "team", Name: "web-v2"}) {
-		t.Errorf("port 20001 mid-move routes to %+v, %v; want team/web-v2", r, ok)
-	}
-	done := es.DeepCopy()
-	done.Status.ResolverPorts = done.Status.ResolverPorts[:1]
-	table.Upsert(done)
-	if r, ok := table.Lookup(20000); ok {
-		t.Errorf("port 20000 still routes to %+v after the move", r)
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/directprobe"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 	"github.com/elasti-dev/elasti/pkg/resolver/hold"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/pkg/resolver/proberules"
 )
 
@@ -74,9 +75,10 @@ type Options struct {
 type Resolver struct {
 	cfg Config
 	// eps is the Options' EndpointSource, vouched for by the pod view
-	// when there is one; clusterIPs is its ClusterIP index, if it has one.
-	eps        clusterview.EndpointSource
-	clusterIPs ClusterIPIndex
+	// when there is one; hosts identifies a Service from the Host, by
+	// the EndpointSource's ClusterIP index too if it has one.
+	eps   clusterview.EndpointSource
+	hosts identify.Hosts
 	// view is Options.PodView, nil without one.
 	view    clusterview.PodView
 	probes  proberules.Matcher
@@ -126,7 +128,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	if opts.PodView != nil {
 		eps = clusterview.VouchedEndpoints{EndpointSource: eps, View: opts.PodView}
 	}
-	clusterIPs, _ := opts.Endpoints.(ClusterIPIndex)
+	clusterIPs, _ := opts.Endpoints.(identify.ClusterIPIndex)
 	waker := hold.NewWakeClient(cfg.holdConfig(), opts.OperatorClient, opts.WakeToken, metrics.Hold)
 	held := hold.NewHeldReports(ctx, waker, logger)
 	holds := hold.Options{Endpoints: eps, PodView: opts.PodView, Wake: waker.Wake, Reports: held, Metrics: metrics.Hold, Logger: logger,
@@ -139,23 +141,23 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		Lead:     func(d time.Duration) { metrics.DirectProbe.DirectProbeLead.Observe(d.Seconds()) },
 	}
 	return &Resolver{
-		cfg:        cfg,
-		eps:        eps,
-		clusterIPs: clusterIPs,
-		view:       opts.PodView,
-		probes:     opts.Probes,
-		named:      opts.Named,
-		waiting:    opts.Waiting,
-		pages:      opts.Pages,
-		admit:      holds.Admission,
-		holds:      hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), holds),
-		held:       held,
-		fwd:        forward.New(cfg.forwardConfig(), eps, opts.Dial, metrics.Forward, logger),
-		conns:      connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),
-		metrics:    metrics,
-		logger:     logger,
-		canned:     answer.NewProbes(opts.Probes, metrics.Answer),
-		page:       answer.NewPages(eps, cfg.WaitingPageAfter, metrics.Answer),
+		cfg:     cfg,
+		eps:     eps,
+		hosts:   identify.Hosts{Header: cfg.HostHeader, ClusterDomain: cfg.ClusterDomain, ClusterIPs: clusterIPs},
+		view:    opts.PodView,
+		probes:  opts.Probes,
+		named:   opts.Named,
+		waiting: opts.Waiting,
+		pages:   opts.Pages,
+		admit:   holds.Admission,
+		holds:   hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), holds),
+		held:    held,
+		fwd:     forward.New(cfg.forwardConfig(), eps, opts.Dial, metrics.Forward, logger),
+		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),
+		metrics: metrics,
+		logger:  logger,
+		canned:  answer.NewProbes(opts.Probes, metrics.Answer),
+		page:    answer.NewPages(eps, cfg.WaitingPageAfter, metrics.Answer),
 	}, nil
 }
 
@@ -171,8 +173,8 @@ func (r *Resolver) Close() {
 	r.fwd.CloseIdle()
 }
 
-// serveService is the HTTP path, once identify (identify.go) has named
-// the Service: front, then forward at once when svc has a Ready endpoint
+// serveService is the HTTP path, once identify (package identify) has
+// named the Service: front, then forward at once when svc has a Ready endpoint
 // on port (a Service port number, or "" for the default port); else a
 // probe answer, or hold, then forward.
 func (r *Resolver) serveService(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string) {
@@ -331,12 +333,12 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 }
 
 // serveConn is the TCP path of a resolver port, once the port listeners
-// (listeners.go) have named the Service: front, hold while the Service
+// (package identify) have named the Service: front, hold while the Service
 // has no Ready endpoint, with the same admission, wake and timeout as an
 // HTTP request, then splice to a pod (package forward). A client that waits
 // gets no answer on failure, only a closed connection. When drop ends, c
 // is given up at once, held or spliced.
-func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route Route) {
+func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route identify.Route) {
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
 	logger := r.logger.WithValues("service", svc.KRef(), "port", route.Port)

@@ -1,8 +1,14 @@
 package resolver
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
+	"github.com/elasti-dev/elasti/pkg/resolver/forward"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 )
 
 const (
@@ -27,6 +33,44 @@ const (
 	serverMaxReadFrameSize = 16 << 10
 )
 
+// ServeHTTP implements http.Handler for the shared proxy port, where the
+// Host names the Service.
+func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	svc, port, err := r.hosts.Identify(req)
+	if err != nil {
+		r.logger.V(4).Info("Rejecting request with a bad host", "host", req.Host, "err", err)
+		answer.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	r.serveService(w, req, svc, port)
+}
+
+// NewPortListeners returns the listeners of the resolver ports routes
+// names, serving through r. Start them with Run.
+func (r *Resolver) NewPortListeners(routes *identify.RouteTable, opts identify.PortListenersOptions) *identify.PortListeners {
+	return identify.NewPortListeners(identify.Serving{Server: portServer{r}, Endpoints: r.eps, Limit: r.LimitListener,
+		HTTPServer: r.newPortServer, Metrics: r.metrics.Identify, Logger: r.logger.WithName("ports")}, routes, opts)
+}
+
+// newPortServer returns the server of the HTTP the resolver ports take,
+// serving h; it is bounded as the proxy port's is.
+func (r *Resolver) newPortServer(h http.Handler) *http.Server {
+	return newServer("", h, r.cfg)
+}
+
+// portServer serves what the port listeners identified: TCP through
+// serveConn, HTTP through serveService, for the Service port the
+// resolver port stands for.
+type portServer struct{ r *Resolver }
+
+func (p portServer) ServeConn(drop context.Context, c *forward.PeekedConn, route identify.Route) {
+	p.r.serveConn(drop, c, route)
+}
+
+func (p portServer) ServeRoute(w http.ResponseWriter, req *http.Request, route identify.Route) {
+	p.r.serveService(w, req, route.Service, strconv.Itoa(int(route.Port)))
+}
+
 // ConfigureServer makes srv speak HTTP/1.1 and HTTP/2 cleartext with prior
 // knowledge (h2c, as gRPC clients use) on the same port.
 func ConfigureServer(srv *http.Server) {
@@ -44,7 +88,7 @@ func (r *Resolver) NewServer(addr string) *http.Server {
 }
 
 // newServer returns a server for proxied traffic serving h, bounded for
-// cfg; the resolver ports' server is one too.
+// cfg; the resolver ports' server is one too (newPortServer).
 func newServer(addr string, h http.Handler, cfg Config) *http.Server {
 	srv := &http.Server{
 		Addr:              addr,

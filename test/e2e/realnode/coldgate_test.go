@@ -20,6 +20,7 @@ import (
 	"github.com/elasti-dev/elasti/hack/sampleapp/answer"
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/localcluster/realnode"
@@ -532,12 +533,12 @@ func (g *coldGate) waitResolverListens() {
 			if err != nil {
 				g.tb.Fatal(err)
 			}
-			var table []resolver.RouteStatus
+			var table []identify.RouteStatus
 			if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
 				return false, fmt.Sprintf("%s: %s", pod.Name, resp)
 			}
 			for _, cell := range g.cells {
-				if !slices.ContainsFunc(table, func(r resolver.RouteStatus) bool {
+				if !slices.ContainsFunc(table, func(r identify.RouteStatus) bool {
 					return r.Namespace == g.e.NS && r.Service == cell.svc && r.Listening
 				}) {
 					return false, fmt.Sprintf("%s does not listen for %s", pod.Name, cell.svc)

@@ -27,6 +27,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/test/e2e/e2ebed"
 	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -339,7 +340,7 @@ func (g *gate) waitResolverListens() {
 		}
 		for _, pod := range pods {
 			resp := g.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", pod.Status.PodIP, resolverInternalPort), Timeout: quickTimeout})
-			var table []resolver.RouteStatus
+			var table []identify.RouteStatus
 			if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
 				return false, fmt.Sprintf("%s: %s", pod.Name, resp)
 			}

@@ -20,6 +20,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -211,7 +212,7 @@ func (s *scenario) waitEveryResolverListensFor(svc string, n int) {
 		ok := true
 		for _, p := range s.readyResolverPods() {
 			resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", p.Status.PodIP, resolverInternalPort), Timeout: 2 * time.Second})
-			var table []resolver.RouteStatus
+			var table []identify.RouteStatus
 			if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
 				return false, fmt.Sprintf("%s: %s", p.Name, resp)
 			}

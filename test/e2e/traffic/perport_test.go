@@ -22,6 +22,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -139,7 +140,7 @@ func (s *scenario) waitResolverPorts(n int) {
 			return false, fmt.Sprintf("status.resolverPorts has %d entries", got)
 		}
 		resp := s.do(realnet.Request{URL: routes, Timeout: 2 * time.Second})
-		var table []resolver.RouteStatus
+		var table []identify.RouteStatus
 		if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
 			return false, resp.String()
 		}

@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
-	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
+	"github.com/elasti-dev/elasti/pkg/resolver/identify"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -188,7 +188,7 @@ func TestResolverOpensNoPortOutsideItsRange(t *testing.T) {
 	s.waitEveryResolverListens(2)
 	for _, p := range s.readyResolverPods() {
 		resp := s.do(realnet.Request{URL: fmt.Sprintf("http://%s:%d/routes", p.Status.PodIP, resolverInternalPort), Timeout: quickTimeout})
-		var table []resolver.RouteStatus
+		var table []identify.RouteStatus
 		if err := json.Unmarshal([]byte(resp.Body), &table); err != nil {
 			t.Fatalf("%s's route table: %s", p.Name, resp)
 		}

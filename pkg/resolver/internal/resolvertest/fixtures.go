@@ -16,6 +16,7 @@ import (
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
 
 // serviceUID is the UID service gives a Service, and slice names as the
@@ -150,3 +151,17 @@ func ElastiService(ns, name, svc string, gen int64, rules ...elastiv1alpha1.Prob
 func CannedAnswer(status int32, body string) elastiv1alpha1.ProbeCannedAnswer {
 	return elastiv1alpha1.ProbeCannedAnswer{Status: status, Body: body}
 }
+
+// ESWithPorts is an ElastiService of namespace team that names the
+// Service web and whose status records ports, the resolver ports.
+func ESWithPorts(name string, ports ...elastiv1alpha1.ResolverPort) *elastiv1alpha1.ElastiService {
+	return &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, CreationTimestamp: metav1.Now()},
+		Spec:       elastiv1alpha1.ElastiServiceSpec{Service: "web"},
+		Status:     elastiv1alpha1.ElastiServiceStatus{ResolverPorts: ports},
+	}
+}
+
+// AnyPort is a resolver port range that takes the ephemeral ports the
+// tests listen on.
+var AnyPort = portalloc.Range{First: 1, Last: 65535}

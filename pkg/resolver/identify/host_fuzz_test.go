@@ -1,4 +1,4 @@
-package resolver
+package identify
 
 import (
 	"net/http"
@@ -80,26 +80,25 @@ func FuzzIdentifyHost(f *testing.F) {
 		f.Add(h, h, true)
 	}
 	f.Fuzz(func(t *testing.T, host, header string, useHeader bool) {
-		cfg := Config{ClusterDomain: DefaultClusterDomain}
-		if useHeader {
-			cfg.HostHeader = "X-Envoy-Decorator-Operation"
-		}
-		r := &Resolver{cfg: cfg, eps: fuzzClusterIPs{
+		hosts := Hosts{ClusterDomain: DefaultClusterDomain, ClusterIPs: fuzzClusterIPs{
 			"10.0.0.42": {Namespace: "team", Name: "web"},
 			"fd00::42":  {Namespace: "team", Name: "api"},
 		}}
+		if useHeader {
+			hosts.Header = "X-Envoy-Decorator-Operation"
+		}
 		req := &http.Request{Host: host, Header: http.Header{}}
 		if header != "" {
-			req.Header.Set(cfg.HostHeader, header)
+			req.Header.Set(hosts.Header, header)
 		}
-		svc, port, err := r.identifyHost(req)
-		svc2, port2, err2 := r.identifyHost(req)
+		svc, port, err := hosts.Identify(req)
+		svc2, port2, err2 := hosts.Identify(req)
 		if svc != svc2 || port != port2 || errString(err) != errString(err2) {
-			t.Fatalf("identifyHost(%q, %q) is not deterministic", host, header)
+			t.Fatalf("Identify(%q, %q) is not deterministic", host, header)
 		}
 		if err != nil {
 			if n := len(err.Error()); n > maxHostErrorBytes {
-				t.Fatalf("identifyHost: %d-byte error", n)
+				t.Fatalf("Identify: %d-byte error", n)
 			}
 		} else {
 			checkIdentified(t, host+" / "+header, svc, port)
@@ -107,8 +106,8 @@ func FuzzIdentifyHost(f *testing.F) {
 		if useHeader && header != "" {
 			// The header alone decides; Host is not even a fallback.
 			alone := &http.Request{Host: header, Header: http.Header{}}
-			r.cfg.HostHeader = ""
-			hsvc, hport, herr := r.identifyHost(alone)
+			hosts.Header = ""
+			hsvc, hport, herr := hosts.Identify(alone)
 			if hsvc != svc || hport != port || errString(herr) != errString(err) {
 				t.Fatalf("with header %q: %v %q %v; as Host: %v %q %v", header, svc, port, err, hsvc, hport, herr)
 			}
@@ -133,19 +132,8 @@ func checkIdentified(t *testing.T, input string, svc clusterview.ServiceRef, por
 	}
 }
 
-// fuzzClusterIPs is an EndpointSource with a ClusterIP index and nothing
-// else; identify never looks endpoints up.
+// fuzzClusterIPs is a ClusterIP index of two Services.
 type fuzzClusterIPs map[string]clusterview.ServiceRef
-
-func (f fuzzClusterIPs) Lookup(clusterview.ServiceRef, string) (clusterview.Backends, error) {
-	return clusterview.Backends{}, clusterview.ErrServiceNotFound
-}
-
-func (f fuzzClusterIPs) Front(clusterview.ServiceRef) bool { return true }
-
-func (f fuzzClusterIPs) Watch(clusterview.ServiceRef) (<-chan struct{}, func()) {
-	return nil, func() {}
-}
 
 func (f fuzzClusterIPs) ServiceForClusterIP(ip string) (clusterview.ServiceRef, bool) {
 	s, ok := f[ip]

@@ -1,21 +1,23 @@
-package resolver
+package identify
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/answer"
+	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 	"github.com/elasti-dev/elasti/pkg/resolver/forward"
 )
 
@@ -25,11 +27,14 @@ import (
 // port (held, probes, 503/504); anything else is held at the TCP level and
 // spliced to a pod byte for byte.
 type PortListeners struct {
-	r      *Resolver
-	routes *RouteTable
-	host   string
-	listen func(network, addr string) (net.Listener, error)
-	logger klog.Logger
+	serve   Server
+	eps     clusterview.EndpointSource
+	limit   func(net.Listener) net.Listener
+	metrics Metrics
+	routes  *RouteTable
+	host    string
+	listen  func(network, addr string) (net.Listener, error)
+	logger  klog.Logger
 
 	// httpConns feeds the HTTP connections of every port to one server.
 	httpConns *connQueue
@@ -48,6 +53,35 @@ type PortListeners struct {
 	drop    context.CancelFunc
 }
 
+// Server serves what the port listeners accept, each with the route of
+// the port it arrived on: the resolver, which assembles the layers that
+// hold and forward.
+type Server interface {
+	// ServeConn serves a TCP connection and closes it. When drop ends, c
+	// is given up at once, held or spliced.
+	ServeConn(drop context.Context, c *forward.PeekedConn, route Route)
+	// ServeRoute serves an HTTP request.
+	ServeRoute(w http.ResponseWriter, req *http.Request, route Route)
+}
+
+// Serving is what the resolver that assembles the port listeners gives
+// them.
+type Serving struct {
+	// Server serves each connection and request.
+	Server Server
+	// Endpoints gives a Service port's appProtocol: a port that declares
+	// one is served as HTTP or spliced without sniffing.
+	Endpoints clusterview.EndpointSource
+	// Limit wraps each listener, so its connections count with the proxy
+	// port's (the resolver's LimitListener).
+	Limit func(net.Listener) net.Listener
+	// HTTPServer returns the server of the ports' HTTP, serving h, bounded
+	// as the proxy port's is.
+	HTTPServer func(h http.Handler) *http.Server
+	Metrics    Metrics
+	Logger     klog.Logger
+}
+
 // PortListenersOptions configure NewPortListeners.
 type PortListenersOptions struct {
 	// Host is the address to bind, "" for all.
@@ -56,15 +90,18 @@ type PortListenersOptions struct {
 	Listen func(network, addr string) (net.Listener, error)
 }
 
-// NewPortListeners returns listeners for routes, serving through r. Start
+// NewPortListeners returns listeners for routes, serving through s. Start
 // them with Run.
-func NewPortListeners(r *Resolver, routes *RouteTable, opts PortListenersOptions) *PortListeners {
+func NewPortListeners(s Serving, routes *RouteTable, opts PortListenersOptions) *PortListeners {
 	p := &PortListeners{
-		r:         r,
+		serve:     s.Server,
+		eps:       s.Endpoints,
+		limit:     s.Limit,
+		metrics:   s.Metrics,
 		routes:    routes,
 		host:      opts.Host,
 		listen:    opts.Listen,
-		logger:    r.logger.WithName("ports"),
+		logger:    s.Logger,
 		httpConns: newConnQueue(),
 		open:      map[int32]net.Listener{},
 		failed:    map[int32]error{},
@@ -74,7 +111,7 @@ func NewPortListeners(r *Resolver, routes *RouteTable, opts PortListenersOptions
 		p.listen = net.Listen
 	}
 	p.dropCtx, p.drop = context.WithCancel(context.Background())
-	p.server = newServer("", http.HandlerFunc(r.servePortHTTP), r.cfg)
+	p.server = s.HTTPServer(http.HandlerFunc(p.serveHTTP))
 	p.server.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if rc, ok := c.(*routedConn); ok {
 			return context.WithValue(ctx, portRouteContextKey{}, rc.route)
@@ -156,17 +193,17 @@ func (p *PortListeners) sync() {
 				p.logger.Error(err, "Cannot listen on a resolver port; retrying", "port", port, "every", listenRetry)
 			}
 			p.failed[port] = err
-			p.r.metrics.ListenFailures.Inc()
+			p.metrics.ListenFailures.Inc()
 			continue
 		}
 		delete(p.failed, port)
-		ln = p.r.LimitListener(ln)
+		ln = p.limit(ln)
 		p.open[port] = ln
 		p.logger.V(2).Info("Listening on resolver port", "port", port)
 		p.wg.Add(1)
 		go p.accept(ln, port)
 	}
-	p.r.metrics.Listeners.Set(float64(len(p.open)))
+	p.metrics.Listeners.Set(float64(len(p.open)))
 }
 
 func (p *PortListeners) accept(ln net.Listener, port int32) {
@@ -190,10 +227,6 @@ func (p *PortListeners) accept(ln net.Listener, port int32) {
 	}
 }
 
-// sniffTimeout bounds the wait for a client's first bytes. Protocols where
-// the server speaks first send nothing; they are spliced after it.
-const sniffTimeout = 250 * time.Millisecond
-
 // handle identifies c's Service by its local port and serves it as HTTP
 // or as a TCP stream.
 func (p *PortListeners) handle(c net.Conn, port int32) {
@@ -202,7 +235,7 @@ func (p *PortListeners) handle(c net.Conn, port int32) {
 		_ = c.Close() // the port was just released
 		return
 	}
-	b, err := p.r.eps.Lookup(route.Service, strconv.Itoa(int(route.Port)))
+	b, err := p.eps.Lookup(route.Service, strconv.Itoa(int(route.Port)))
 	if err != nil {
 		p.logger.V(2).Info("Closing connection for an unknown service", "service", route.Service.KRef(), "err", err)
 		_ = c.Close()
@@ -228,7 +261,7 @@ func (p *PortListeners) handle(c net.Conn, port int32) {
 		return
 	}
 	defer p.untrack(pc)
-	p.r.serveConn(p.dropCtx, pc, route)
+	p.serve.ServeConn(p.dropCtx, pc, route)
 }
 
 func (p *PortListeners) track(c net.Conn) bool {
@@ -277,116 +310,17 @@ func (p *PortListeners) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// isHTTPAppProtocol reports whether a declared appProtocol is HTTP in
-// cleartext: served as HTTP without sniffing. Every other declared value
-// (https, tls, mysql, kubernetes.io/wss, ...) is spliced.
-func isHTTPAppProtocol(p string) bool {
-	switch strings.ToLower(p) {
-	case "http", "http2", "h2c", "kubernetes.io/h2c", "grpc", "kubernetes.io/ws":
-		return true
+// portRouteContextKey carries the Route of the resolver port an HTTP
+// connection arrived on, set by the server's ConnContext.
+type portRouteContextKey struct{}
+
+// serveHTTP is the handler for HTTP that arrived on a resolver port: the
+// port alone names the Service, whatever the Host says.
+func (p *PortListeners) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	route, ok := req.Context().Value(portRouteContextKey{}).(Route)
+	if !ok {
+		answer.Error(w, http.StatusInternalServerError, fmt.Sprintf("no route for local address %v", req.Context().Value(http.LocalAddrContextKey)))
+		return
 	}
-	return false
+	p.serve.ServeRoute(w, req, route)
 }
-
-// httpPrefaces are the starts of an HTTP/1.x request line and of the
-// HTTP/2 connection preface.
-var httpPrefaces = []string{"GET ", "HEAD ", "POST ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ", "PRI * HTTP/2.0"}
-
-// sniffHTTP reports whether the client's first bytes start an HTTP
-// request. It reads only as far as needed to tell, and at most until
-// sniffTimeout; the bytes stay in br.
-func sniffHTTP(c net.Conn, br *bufio.Reader) bool {
-	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
-	for n := 1; ; n++ {
-		b, err := br.Peek(n)
-		switch httpPrefix(b) {
-		case prefixHTTP:
-			return true
-		case prefixOther:
-			return false
-		}
-		if err != nil {
-			return false // too little to tell: not HTTP as far as we know
-		}
-	}
-}
-
-type prefixVerdict int
-
-const (
-	prefixUndecided prefixVerdict = iota
-	prefixHTTP
-	prefixOther
-)
-
-// httpPrefix judges the first bytes of a connection.
-func httpPrefix(b []byte) prefixVerdict {
-	undecided := false
-	for _, p := range httpPrefaces {
-		switch {
-		case len(b) >= len(p) && string(b[:len(p)]) == p:
-			return prefixHTTP
-		case len(b) < len(p) && string(b) == p[:len(b)]:
-			undecided = true
-		}
-	}
-	if undecided {
-		return prefixUndecided
-	}
-	return prefixOther
-}
-
-// routedConn is an HTTP connection the port listeners sniffed, and the
-// route of the port it arrived on, which the server's ConnContext gives
-// its requests.
-type routedConn struct {
-	*forward.PeekedConn
-	route Route
-}
-
-// connQueue is a net.Listener fed by push, so an http.Server serves
-// connections the port listeners accepted and sniffed.
-type connQueue struct {
-	ch   chan net.Conn
-	done chan struct{}
-	// closeDone closes done; later calls do nothing.
-	closeDone func()
-}
-
-func newConnQueue() *connQueue {
-	q := &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
-	q.closeDone = sync.OnceFunc(func() { close(q.done) })
-	return q
-}
-
-// push hands c to the server; false once the queue is closed.
-func (q *connQueue) push(c net.Conn) bool {
-	select {
-	case q.ch <- c:
-		return true
-	case <-q.done:
-		return false
-	}
-}
-
-func (q *connQueue) Accept() (net.Conn, error) {
-	select {
-	case c := <-q.ch:
-		return c, nil
-	case <-q.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (q *connQueue) Close() error {
-	q.closeDone()
-	return nil
-}
-
-func (q *connQueue) Addr() net.Addr { return queueAddr{} }
-
-type queueAddr struct{}
-
-func (queueAddr) Network() string { return "resolver-ports" }
-func (queueAddr) String() string  { return "resolver ports" }

@@ -1,4 +1,4 @@
-package resolver
+package identify
 
 import (
 	"fmt"
@@ -10,6 +10,10 @@ import (
 
 	"github.com/elasti-dev/elasti/pkg/portalloc"
 )
+
+// DefaultClusterDomain is the cluster domain ParseHost takes when it is
+// given none (the resolver's Config.ClusterDomain).
+const DefaultClusterDomain = "cluster.local"
 
 // hostForms is the accepted syntax, quoted in every parse error.
 const hostForms = "<service>.<namespace>[.svc[.<cluster domain>]][:port]"
