@@ -131,12 +131,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	clusterIPs, _ := opts.Endpoints.(identify.ClusterIPIndex)
 	waker := hold.NewWakeClient(cfg.holdConfig(), opts.OperatorClient, opts.WakeToken, metrics.Hold)
 	held := hold.NewHeldReports(ctx, waker, logger)
-	holds := hold.Options{Endpoints: eps, PodView: opts.PodView, Wake: waker.Wake, Reports: held, Metrics: metrics.Hold, Logger: logger,
+	holdOpts := hold.Options{Endpoints: eps, PodView: opts.PodView, Wake: waker.Wake, Reports: held, Metrics: metrics.Hold, Logger: logger,
 		Admission: admission.New(cfg.admissionLimits(), wakes, clk, metrics.Hold.Queued)}
 	if cfg.ProbePods {
-		holds.Pods = opts.Pods
+		holdOpts.Pods = opts.Pods
 	}
-	holds.DirectReport = directprobe.Report{
+	holdOpts.DirectReport = directprobe.Report{
 		FellBack: func(reason string) { metrics.DirectProbe.DirectProbeFallbacks.WithLabelValues(reason).Inc() },
 		Lead:     func(d time.Duration) { metrics.DirectProbe.DirectProbeLead.Observe(d.Seconds()) },
 	}
@@ -149,8 +149,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		named:   opts.Named,
 		waiting: opts.Waiting,
 		pages:   opts.Pages,
-		admit:   holds.Admission,
-		holds:   hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), holds),
+		admit:   holdOpts.Admission,
+		holds:   hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), holdOpts),
 		held:    held,
 		fwd:     forward.New(cfg.forwardConfig(), eps, opts.Dial, metrics.Forward, logger),
 		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),

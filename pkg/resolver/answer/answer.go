@@ -27,7 +27,7 @@ func Error(w http.ResponseWriter, code int, msg string) {
 // Refusal answers a request admission refused: 429 for a client out of
 // wakes or over its share of the queue, 503 for a full queue or budget,
 // all with Retry-After: the refusal's own for a client out of wakes,
-// retryAfter (Config.RetryAfter) for the others.
+// retryAfter (the resolver's Config.RetryAfter) for the others.
 func Refusal(w http.ResponseWriter, svc clusterview.ServiceRef, refused admission.Refusal, retryAfter time.Duration) {
 	if refused.Scope == admission.ScopeSource {
 		w.Header().Set("Retry-After", RetryAfterSeconds(refused.RetryAfter))

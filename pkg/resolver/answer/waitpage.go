@@ -21,10 +21,10 @@ import (
 // The waiting page, said once here.
 //
 // A browser navigation held for a Service that is waking is answered,
-// once it has waited Config.WaitingPageAfter without a Ready pod, with a
-// small HTML page (503, Retry-After) that reloads itself every
-// PageRefresh: the person sees that the Service is starting, and a later
-// reload reaches the pod. The request leaves its hold when the page is
+// once it has waited the resolver's Config.WaitingPageAfter without a
+// Ready pod, with a small HTML page (503, Retry-After) that reloads
+// itself every PageRefresh: the person sees that the Service is
+// starting, and a later reload reaches the pod. The request leaves its hold when the page is
 // written, so the page costs no place in the queues while the person
 // reads it; each reload is held, and wakes, as any request. Every other
 // request (APIs, gRPC, fetch, WebSockets, TCP) is held as before.
@@ -130,9 +130,9 @@ type Pages struct {
 }
 
 // NewPages returns the pages of the Services of eps, counted in m. after
-// is Config.WaitingPageAfter: a wake's pages count on while reloads come
-// within the longest delay a page may have (after, or the longest
-// spec.waitingPage.after) and ten reloads more.
+// is the resolver's Config.WaitingPageAfter: a wake's pages count on
+// while reloads come within the longest delay a page may have (after, or
+// the longest spec.waitingPage.after) and ten reloads more.
 func NewPages(eps clusterview.EndpointSource, after time.Duration, m Metrics) *Pages {
 	return &Pages{eps: eps, clock: newPageClock(max(after, elastiv1alpha1.MaxWaitingPageAfter) + 10*PageRefresh), written: m.WaitingPages}
 }

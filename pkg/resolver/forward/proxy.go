@@ -52,7 +52,7 @@ type Forwarder struct {
 	logger          klog.Logger
 }
 
-// forwardInfo travels in the outbound request's context from ServeHTTP to
+// forwardInfo travels in the outbound request's context from Serve to
 // the transport.
 type forwardInfo struct {
 	svc   clusterview.ServiceRef

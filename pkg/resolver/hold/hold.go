@@ -44,24 +44,31 @@ type Options struct {
 	// DirectReport what it saw.
 	Pods         clusterview.PodGetter
 	DirectReport directprobe.Report
-	// Wake asks the operator to wake a Service and returns the outcome
-	// label (WakeClient.Wake); the wake loops call it. Required.
-	Wake func(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string
+	// Wake asks the operator to wake a Service; the wake loops call it.
+	// Required.
+	Wake WakeFunc
 	// Admission admits each hold Try makes, and Reports is told how long
-	// each released one waited (HeldReports). Try needs both.
+	// each released one waited. Try needs both.
 	Admission *admission.Admission
-	Reports   interface {
-		Report(svc clusterview.ServiceRef, held time.Duration)
-	}
-	Metrics Metrics
-	Logger  klog.Logger
+	Reports   Reporter
+	Metrics   Metrics
+	Logger    klog.Logger
+}
+
+// WakeFunc asks the operator to wake svc and returns the outcome label
+// (WakeClient.Wake is one). ctx ends on shutdown.
+type WakeFunc func(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string
+
+// Reporter is told how long a released hold waited (HeldReports is one).
+type Reporter interface {
+	Report(svc clusterview.ServiceRef, held time.Duration)
 }
 
 // Holder is the hold layer. It keeps one waiter per Service that has
 // requests or connections waiting for a Ready endpoint; the waiter owns
 // the loop that asks the operator to wake the Service, and each wait
-// looks again when the EndpointSource's change channel closes. Its lock is never held
-// while the informer cache is read.
+// looks again when the EndpointSource's change channel closes. Its lock
+// is never held while the informer cache is read.
 type Holder struct {
 	eps clusterview.EndpointSource
 	// view watches the pods of each Service a hold waits on; nil without
@@ -70,19 +77,17 @@ type Holder struct {
 	// direct probes the pods the slices list not ready; nil when direct
 	// probing is off.
 	direct       *directprobe.Prober
-	wake         func(ctx context.Context, logger klog.Logger, svc clusterview.ServiceRef) string
+	wake         WakeFunc
 	retryInitial time.Duration
 	retryMax     time.Duration
 	logger       klog.Logger
 	// admit, timeout, reports and metrics are Try's.
 	admit   *admission.Admission
 	timeout time.Duration
-	reports interface {
-		Report(svc clusterview.ServiceRef, held time.Duration)
-	}
+	reports Reporter
 	metrics Metrics
 
-	// ctx ends on close; wake loops and waits watch it.
+	// ctx ends on Close; wake loops and waits watch it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
