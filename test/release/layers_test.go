@@ -22,6 +22,13 @@ const resolverModule = "github.com/elasti-dev/elasti/pkg/resolver"
 // the decision of where it stands.
 var resolverLayers = []string{
 	"",
+	// identify and hold stand side by side (neither imports the other), as
+	// do directprobe, admission and proberules: a line puts one above.
+	"identify",
+	"hold",
+	"forward",
+	"answer",
+	"directprobe",
 	"admission",
 	"proberules",
 	"clusterview",
