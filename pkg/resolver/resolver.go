@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 	clusterIPs, _ := opts.Endpoints.(identify.ClusterIPIndex)
 	waker := hold.NewWakeClient(cfg.holdConfig(), opts.OperatorClient, opts.WakeToken, metrics.Hold)
 	held := hold.NewHeldReports(ctx, waker, logger)
-	holdOpts := hold.Options{Endpoints: eps, PodView: opts.PodView, Wake: waker.Wake, Reports: held, Metrics: metrics.Hold, Logger: logger,
+	holdOpts := hold.Options{PodView: opts.PodView, Reports: held, Metrics: metrics.Hold, Logger: logger,
 		Admission: admission.New(cfg.admissionLimits(), wakes, clk, metrics.Hold.Queued)}
 	if cfg.ProbePods {
 		holdOpts.Pods = opts.Pods
@@ -150,7 +150,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		waiting: opts.Waiting,
 		pages:   opts.Pages,
 		admit:   holdOpts.Admission,
-		holds:   hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), holdOpts),
+		holds:   hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), eps, waker.Wake, holdOpts),
 		held:    held,
 		fwd:     forward.New(cfg.forwardConfig(), eps, opts.Dial, metrics.Forward, logger),
 		conns:   connlimit.New(cfg.MaxConnections, cfg.MaxConnectionsPerSource, metrics.Admission.Connections, metrics.Admission.ConnectionsRefused),

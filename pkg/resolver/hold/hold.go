@@ -30,11 +30,9 @@ type Config struct {
 	DialTimeout     time.Duration
 }
 
-// Options are the hold's collaborators.
+// Options are the hold's optional collaborators, and those only Try
+// needs; the required ones are New's arguments.
 type Options struct {
-	// Endpoints is where a hold looks for a Ready endpoint, and watches
-	// for a change. Required.
-	Endpoints clusterview.EndpointSource
 	// PodView, when set, watches the pods of each Service a hold waits on:
 	// a pod the kubelet wrote Ready releases the hold.
 	PodView clusterview.PodView
@@ -44,9 +42,6 @@ type Options struct {
 	// DirectReport what it saw.
 	Pods         clusterview.PodGetter
 	DirectReport directprobe.Report
-	// Wake asks the operator to wake a Service; the wake loops call it.
-	// Required.
-	Wake WakeFunc
 	// Admission admits each hold Try makes, and Reports is told how long
 	// each released one waited. Try needs both.
 	Admission *admission.Admission
@@ -118,15 +113,16 @@ type waiter struct {
 	kick chan struct{}
 }
 
-// New returns the hold layer. ctx bounds its wake loops, waits and
-// direct probes together with Close.
-func New(ctx context.Context, cfg Config, opts Options) *Holder {
-	h := &Holder{eps: opts.Endpoints, view: opts.PodView, wake: opts.Wake, retryInitial: cfg.RetryInitial, retryMax: cfg.RetryMax,
+// New returns the hold layer: holds look for a Ready endpoint in eps, and
+// watch it for a change, while wake loops ask the operator with wake. ctx
+// bounds its wake loops, waits and direct probes together with Close.
+func New(ctx context.Context, cfg Config, eps clusterview.EndpointSource, wake WakeFunc, opts Options) *Holder {
+	h := &Holder{eps: eps, view: opts.PodView, wake: wake, retryInitial: cfg.RetryInitial, retryMax: cfg.RetryMax,
 		logger: opts.Logger, admit: opts.Admission, timeout: cfg.RequestTimeout, reports: opts.Reports, metrics: opts.Metrics,
 		waiters: map[clusterview.ServiceRef]*waiter{}}
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	if opts.Pods != nil {
-		h.direct = directprobe.NewProber(h.ctx, opts.Endpoints, opts.PodView, opts.Pods, opts.DirectReport, opts.Logger)
+		h.direct = directprobe.NewProber(h.ctx, eps, opts.PodView, opts.Pods, opts.DirectReport, opts.Logger)
 	}
 	return h
 }

@@ -50,7 +50,7 @@ func newHoldBed(t *testing.T, retryMax time.Duration) (*clusterview.MemoryEndpoi
 
 func newTestHolder(t *testing.T, eps clusterview.EndpointSource, n *countingWaker, retryMax time.Duration) *Holder {
 	_, ctx := ktesting.NewTestContext(t)
-	h := New(ctx, Config{RetryInitial: 10 * time.Millisecond, RetryMax: retryMax}, Options{Endpoints: eps, Wake: n.wake, Logger: klog.FromContext(ctx)})
+	h := New(ctx, Config{RetryInitial: 10 * time.Millisecond, RetryMax: retryMax}, eps, n.wake, Options{Logger: klog.FromContext(ctx)})
 	t.Cleanup(h.Close)
 	return h
 }
