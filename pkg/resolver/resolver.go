@@ -356,18 +356,27 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 		logger.V(2).Info("Closing connection: cannot resolve service", "err", err)
 		return
 	}
-	splice := func(b clusterview.Backends, held time.Duration) {
-		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, held)
-	}
 	if len(b.Addrs) > 0 {
-		splice(b, 0)
+		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, 0)
 		return
 	}
+	r.holdConn(ctx, drop, c, logger, svc, port)
+}
+
+// holdConn holds c, for svc's port, with try (package hold), and splices
+// it once a pod is ready. It is serveConn's hold, a function of its own
+// so that a connection spliced at once does not carry the hold's frame
+// on its stack for as long as it is spliced: a goroutine's stack is kept
+// at its largest, and the splice runs at the bottom of this one.
+func (r *Resolver) holdConn(ctx, drop context.Context, c *forward.PeekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string) {
 	s := hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolTCP, Client: c.RemoteAddr().String(),
 		Bytes: heldConnBytes(c), Logger: logger,
 		WhileHeld: func(_ context.Context, cancel context.CancelFunc) (func(), error) {
 			return forward.WatchClientClose(c, cancel), nil
 		}}
+	splice := func(b clusterview.Backends, held time.Duration) {
+		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, held)
+	}
 	// A refused connection is closed on return; that is its answer.
 	if err := r.holds.Try(ctx, s, func(refused admission.Refusal) { r.countRefusal(s, refused) }, splice); err != nil {
 		logger.V(4).Info("Held connection ended", "err", err)
