@@ -136,23 +136,6 @@ func (f *fixture) writes() []string {
 	return out
 }
 
-func TestMedian(t *testing.T) {
-	for _, c := range []struct {
-		in   []metav1.Duration
-		want time.Duration
-		ok   bool
-	}{
-		{nil, 0, false},
-		{durations(3 * time.Second), 3 * time.Second, true},
-		{durations(9*time.Second, time.Second, 2*time.Second), 2 * time.Second, true},
-		{durations(4*time.Second, time.Second, 2*time.Second, 30*time.Second), 3 * time.Second, true},
-	} {
-		if got, ok := Median(c.in); got != c.want || ok != c.ok {
-			t.Errorf("Median(%v) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
 func TestTimeAsleep(t *testing.T) {
 	for _, c := range []struct {
 		name string

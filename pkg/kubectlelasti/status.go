@@ -169,7 +169,7 @@ func Summarize(es *elastiv1alpha1.ElastiService, now time.Time) Summary {
 	if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); c != nil {
 		s.Ready = string(c.Status)
 	}
-	if p, ok := Median(st.RecentColdStarts); ok {
+	if p, ok := st.MedianColdStart(); ok {
 		s.ColdStartP50 = &metav1.Duration{Duration: p}
 	}
 	if d, ok := TimeAsleep(st, now); ok {
@@ -187,24 +187,6 @@ func lastWake(es *elastiv1alpha1.ElastiService) time.Time {
 		return time.Time{}
 	}
 	return es.Status.LastScaledUpTime.Time
-}
-
-// Median is the cold-start p50: the middle of ds, or the mean of the two
-// middle ones; false for none.
-func Median(ds []metav1.Duration) (time.Duration, bool) {
-	if len(ds) == 0 {
-		return 0, false
-	}
-	sorted := make([]time.Duration, len(ds))
-	for i, d := range ds {
-		sorted[i] = d.Duration
-	}
-	slices.Sort(sorted)
-	mid := len(sorted) / 2
-	if len(sorted)%2 == 1 {
-		return sorted[mid], true
-	}
-	return sorted[mid-1] + (sorted[mid]-sorted[mid-1])/2, true
 }
 
 // TimeAsleep is the time the target spent at zero as the status says it

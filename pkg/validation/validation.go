@@ -50,6 +50,25 @@ func ValidateSpec(spec *v1alpha1.ElastiServiceSpec, path *field.Path) field.Erro
 			errs = append(errs, field.Invalid(path.Child("waitingPage", "after"), shorten(wp.After), err.Error()))
 		}
 	}
+	errs = append(errs, validateHold(spec.Hold, path.Child("hold"))...)
+	return errs
+}
+
+// validateHold checks spec.hold: a timeout the resolver can parse, within
+// MaxHoldTimeout, and a maxRequests within MaxHoldRequests. The
+// resolver's ceilings, which the operator does not know, cap both again.
+func validateHold(h *v1alpha1.Hold, path *field.Path) field.ErrorList {
+	if h == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if _, _, err := v1alpha1.ParseHoldTimeout(h.Timeout); err != nil {
+		errs = append(errs, field.Invalid(path.Child("timeout"), shorten(h.Timeout), err.Error()))
+	}
+	if !v1alpha1.ValidHoldRequests(h.MaxRequests) {
+		errs = append(errs, field.Invalid(path.Child("maxRequests"), h.MaxRequests,
+			fmt.Sprintf("must be between 1 and %d", v1alpha1.MaxHoldRequests)))
+	}
 	return errs
 }
 

@@ -222,6 +222,39 @@ func TestValidateElastiService(t *testing.T) {
 		{"waiting page after of a megabyte", func(s *v1alpha1.ElastiServiceSpec) {
 			s.WaitingPage = &v1alpha1.WaitingPage{After: strings.Repeat("1", 1<<20) + "s"}
 		}, []string{"spec.waitingPage.after: Invalid value"}},
+		{"hold at its bounds", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "1h", MaxRequests: v1alpha1.MaxHoldRequests}
+		}, nil},
+		{"hold of one request for a nanosecond", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "1ns", MaxRequests: 1}
+		}, nil},
+		{"hold with nothing set", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{}
+		}, nil},
+		{"hold timeout one past the bound", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "1h0m0.001s"}
+		}, []string{"spec.hold.timeout: Invalid value"}},
+		{"hold timeout zero", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "0s"}
+		}, []string{"spec.hold.timeout: Invalid value"}},
+		{"hold timeout negative", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "-5m"}
+		}, []string{"spec.hold.timeout: Invalid value"}},
+		{"hold timeout not a duration", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "5 minutes"}
+		}, []string{"spec.hold.timeout: Invalid value"}},
+		{"hold timeout in upper case", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: "5M"}
+		}, []string{"spec.hold.timeout: Invalid value"}},
+		{"hold timeout of a megabyte", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{Timeout: strings.Repeat("1", 1<<20) + "s"}
+		}, []string{"spec.hold.timeout: Invalid value"}},
+		{"hold of one request past the bound", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{MaxRequests: v1alpha1.MaxHoldRequests + 1}
+		}, []string{"spec.hold.maxRequests: Invalid value"}},
+		{"hold of a negative count", func(s *v1alpha1.ElastiServiceSpec) {
+			s.Hold = &v1alpha1.Hold{MaxRequests: -1}
+		}, []string{"spec.hold.maxRequests: Invalid value"}},
 		{"everything wrong at once", func(s *v1alpha1.ElastiServiceSpec) {
 			s.Service, s.ScaleTargetRef.Name = "", "A/B"
 			s.Triggers = append(s.Triggers, v1alpha1.ScaleTrigger{Type: "cpu"}, prometheus(megaQuery))

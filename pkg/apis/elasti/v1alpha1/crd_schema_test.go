@@ -279,6 +279,7 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 		{"spec.minTargetReplicas", ptr.To[float64](1), nil},
 		{"spec.cooldownPeriod", ptr.To[float64](0), ptr.To[float64](MaxCooldownPeriodSeconds)},
 		{"spec.probeResponse[].response.status", ptr.To[float64](MinProbeStatus), ptr.To[float64](MaxProbeStatus)},
+		{"spec.hold.maxRequests", ptr.To[float64](1), ptr.To[float64](MaxHoldRequests)},
 		{"status.resolverPorts[].port", ptr.To[float64](1), ptr.To[float64](65535)},
 		{"status.resolverPorts[].resolverPort", ptr.To[float64](1), ptr.To[float64](65535)},
 	}
@@ -306,6 +307,7 @@ func TestCRDDefaultsAndBounds(t *testing.T) {
 	for path, want := range map[string]int64{
 		"spec.service": 63, "spec.scaleTargetRef.name": 253,
 		"spec.enabledPeriod.timeZone": MaxTimeZoneLength, "spec.enabledPeriod.preWarm": MaxPreWarmLength,
+		"spec.hold.timeout":                      MaxHoldTimeoutLength,
 		"spec.triggers[].metadata.query":         MaxTriggerQueryBytes,
 		"spec.triggers[].metadata.serverAddress": MaxTriggerServerAddressLength,
 		"spec.triggers[].metadata.uptimeFilter":  MaxTriggerUptimeFilterLength,

@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Asleep reports whether the status says the target sleeps: the operator
 // last observed it at zero replicas and recorded when that sleep began.
@@ -47,4 +50,25 @@ func (s *ElastiServiceStatus) WakeServedAt() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return s.LastScaledUpTime.Add(s.LastColdStart.Duration), true
+}
+
+// MedianColdStart is the cold-start p50 of status.recentColdStarts: the
+// middle one, or the mean of the two middle ones; false for none. kubectl
+// elasti status shows it, and the resolver sets Retry-After from it for a
+// client past a Service's hold bounds.
+func (s *ElastiServiceStatus) MedianColdStart() (time.Duration, bool) {
+	ds := s.RecentColdStarts
+	if len(ds) == 0 {
+		return 0, false
+	}
+	sorted := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		sorted[i] = d.Duration
+	}
+	slices.Sort(sorted)
+	mid := len(sorted) / 2
+	if len(sorted)%2 == 1 {
+		return sorted[mid], true
+	}
+	return sorted[mid-1] + (sorted[mid]-sorted[mid-1])/2, true
 }

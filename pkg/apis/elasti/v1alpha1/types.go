@@ -266,6 +266,10 @@ type ElastiServiceSpec struct {
 	// itself while the target wakes; see WaitingPage. KubeElasti has no such
 	// field; omitted, the resolver's --waiting-page decides (off by default).
 	WaitingPage *WaitingPage `json:"waitingPage,omitempty"`
+	// Hold bounds the requests the resolver holds for the Service while it
+	// wakes: how long each and how many at once; see Hold. KubeElasti has
+	// no such field; omitted, the resolver's flags decide.
+	Hold *Hold `json:"hold,omitempty"`
 }
 
 // Dependency is one workload of spec.wakeWith: a Deployment, StatefulSet or

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -33,18 +34,28 @@ const MaxWaitingPageAfterLength = 32
 // ParseWaitingPageAfter reads spec.waitingPage.after: ok is false when it
 // is omitted; an error when it is no duration of 0 to MaxWaitingPageAfter.
 func ParseWaitingPageAfter(s string) (d time.Duration, ok bool, err error) {
+	return parseSpecDuration(s, MaxWaitingPageAfterLength, "500ms or 2s",
+		func(d time.Duration) bool { return d >= 0 && d <= MaxWaitingPageAfter },
+		fmt.Sprintf("must be between 0s and %v", MaxWaitingPageAfter))
+}
+
+// parseSpecDuration reads a spec field's Go duration, such as examples
+// say, of at most maxLength characters: ok is false when s is empty; an
+// error when it is longer, no duration, or not inRange, which want says
+// in words.
+func parseSpecDuration(s string, maxLength int, examples string, inRange func(time.Duration) bool, want string) (d time.Duration, ok bool, err error) {
 	if s == "" {
 		return 0, false, nil
 	}
-	if len(s) > MaxWaitingPageAfterLength {
-		return 0, false, fmt.Errorf("longer than %d characters", MaxWaitingPageAfterLength)
+	if len(s) > maxLength {
+		return 0, false, fmt.Errorf("longer than %d characters", maxLength)
 	}
 	d, err = time.ParseDuration(s)
 	if err != nil {
-		return 0, false, fmt.Errorf("not a Go duration such as 500ms or 2s")
+		return 0, false, fmt.Errorf("not a Go duration such as %s", examples)
 	}
-	if d < 0 || d > MaxWaitingPageAfter {
-		return 0, false, fmt.Errorf("must be between 0s and %v", MaxWaitingPageAfter)
+	if !inRange(d) {
+		return 0, false, errors.New(want)
 	}
 	return d, true, nil
 }
