@@ -165,7 +165,7 @@ func newDataPlane(ctx context.Context, cfg *rest.Config, o *options, registry pr
 		return nil, err
 	}
 	r, err := resolver.New(ctx, o.resolver, resolver.Options{
-		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Pages: named, Registerer: registry, WakeToken: o.wakeToken,
+		Endpoints: endpoints, Probes: probes, Named: named, Waiting: named, Pages: named, Holds: named, Registerer: registry, WakeToken: o.wakeToken,
 		Pods: podGetter{podReads}, PodView: podView,
 	})
 	if err != nil {

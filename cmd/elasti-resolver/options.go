@@ -85,9 +85,11 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
 	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's wake endpoint (from env ELASTI_OPERATOR_*).")
 	fs.DurationVar(&r.RequestTimeout, "request-timeout", e.Seconds(envRequestTimeout, def.RequestTimeout), "How long a request is held before a 504 (env "+envRequestTimeout+", seconds).")
+	fs.DurationVar(&r.MaxHoldTimeout, "max-hold-timeout", def.MaxHoldTimeout,
+		"The longest an ElastiService's spec.hold.timeout may hold a request for its Service; a longer one is cut to this.")
 	fs.StringVar(&r.HostHeader, "host-header", e.String(envHeaderForHost, ""), "Header naming the target host instead of Host (env "+envHeaderForHost+").")
 	fs.StringVar(&r.ClusterDomain, "cluster-domain", domain, "Cluster DNS domain accepted in hosts (env "+envClusterDomain+").")
-	fs.IntVar(&r.PerServiceQueue, "per-service-queue", def.PerServiceQueue, "Requests held at once for one service; more get 503.")
+	fs.IntVar(&r.PerServiceQueue, "per-service-queue", def.PerServiceQueue, "Requests held at once for one service (an ElastiService's spec.hold.maxRequests replaces it for its Service); more get 503.")
 	fs.IntVar(&r.GlobalQueue, "global-queue", def.GlobalQueue, "Requests held at once in all; more get 503.")
 	fs.IntVar(&r.PerSourceQueue, "per-source-queue", def.PerSourceQueue,
 		"Requests and TCP connections one client address holds at once, for all Services; more get 429 with Retry-After (a connection is closed). "+
@@ -176,6 +178,9 @@ func (o *options) finish(e *command.Env, portRange string, defProxyPort int) err
 	if r.MaxConnectionsPerSource < 1 || r.MaxRequestBytes < 1 || r.NamespaceShare < 1 || r.NamespaceShare > 100 {
 		e.Errs = append(e.Errs, fmt.Errorf("--max-connections-per-source=%d and --max-request-bytes=%d must be positive, --namespace-share=%d in 1-100",
 			r.MaxConnectionsPerSource, r.MaxRequestBytes, r.NamespaceShare))
+	}
+	if r.MaxHoldTimeout <= 0 {
+		e.Errs = append(e.Errs, fmt.Errorf("--max-hold-timeout=%v must be positive", r.MaxHoldTimeout))
 	}
 	if r.WaitingPageAfter < 0 || r.WaitingPageAfter >= r.RequestTimeout {
 		e.Errs = append(e.Errs, fmt.Errorf("--waiting-page-after=%v must be at least 0 and below --request-timeout=%v", r.WaitingPageAfter, r.RequestTimeout))

@@ -24,6 +24,7 @@ import (
 const (
 	DefaultProxyPort            = portalloc.DefaultProxyPort
 	DefaultRequestTimeout       = 120 * time.Second
+	DefaultMaxHoldTimeout       = 30 * time.Minute
 	DefaultPerServiceQueue      = 1000
 	DefaultGlobalQueue          = 2000
 	DefaultOperatorURL          = "http://elasti-operator-controller-service.elasti.svc.cluster.local:8013"
@@ -107,7 +108,14 @@ type Config struct {
 	// RequestTimeout is how long a request may be held waiting for a Ready
 	// endpoint before it is answered 504 (KubeElasti: REQ_TIMEOUT).
 	RequestTimeout time.Duration
-	// PerServiceQueue bounds the requests held for one service.
+	// MaxHoldTimeout caps an ElastiService's spec.hold.timeout, which
+	// otherwise replaces RequestTimeout for its Service. Its default, 30
+	// minutes: model servers load in 2 to 8, and a GPU node may take as
+	// long again to join.
+	MaxHoldTimeout time.Duration
+	// PerServiceQueue bounds the requests held for one service; an
+	// ElastiService's spec.hold.maxRequests replaces it for its Service,
+	// within GlobalQueue and the namespace's share of it.
 	PerServiceQueue int
 	// GlobalQueue bounds the requests held for all services together.
 	GlobalQueue int
@@ -238,6 +246,7 @@ func DefaultConfig() Config {
 		ProxyPort:               DefaultProxyPort,
 		PortRange:               portalloc.DefaultRange,
 		RequestTimeout:          DefaultRequestTimeout,
+		MaxHoldTimeout:          DefaultMaxHoldTimeout,
 		PerServiceQueue:         DefaultPerServiceQueue,
 		GlobalQueue:             DefaultGlobalQueue,
 		OperatorURL:             DefaultOperatorURL,
@@ -273,6 +282,7 @@ func (c Config) complete() (Config, error) {
 	c.ProxyPort = cmp.Or(c.ProxyPort, d.ProxyPort)
 	c.PortRange = cmp.Or(c.PortRange, d.PortRange)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, d.RequestTimeout)
+	c.MaxHoldTimeout = cmp.Or(c.MaxHoldTimeout, d.MaxHoldTimeout)
 	c.PerServiceQueue = cmp.Or(c.PerServiceQueue, d.PerServiceQueue)
 	c.GlobalQueue = cmp.Or(c.GlobalQueue, d.GlobalQueue)
 	c.OperatorURL = cmp.Or(c.OperatorURL, d.OperatorURL)
@@ -299,6 +309,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("proxy port %d is not in 1-65535", c.ProxyPort)
 	case c.RequestTimeout < 0:
 		return c, fmt.Errorf("request timeout %v is negative", c.RequestTimeout)
+	case c.MaxHoldTimeout < 0:
+		return c, fmt.Errorf("max hold timeout %v is negative", c.MaxHoldTimeout)
 	case c.PerServiceQueue < 0:
 		return c, fmt.Errorf("per-service queue bound %d is negative", c.PerServiceQueue)
 	case c.GlobalQueue < 0:

@@ -44,6 +44,9 @@ type Options struct {
 	// turns the waiting page on or off for its Service (package answer).
 	// Without it Config.WaitingPage alone decides.
 	Pages answer.PageSwitch
+	// Holds is optional; with it, an ElastiService's spec.hold bounds the
+	// holds of its Service (holdbounds.go). Without it the flags alone do.
+	Holds HoldSpecs
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Dial connects to pods; nil means a net.Dialer with Config.DialTimeout.
@@ -87,6 +90,7 @@ type Resolver struct {
 		WaitingOn(clusterview.ServiceRef) string
 	}
 	pages   answer.PageSwitch
+	bounds  HoldSpecs
 	admit   *admission.Admission
 	holds   *hold.Holder
 	held    *hold.HeldReports
@@ -149,6 +153,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		named:   opts.Named,
 		waiting: opts.Waiting,
 		pages:   opts.Pages,
+		bounds:  opts.Holds,
 		admit:   holdOpts.Admission,
 		holds:   hold.New(klog.NewContext(ctx, logger), cfg.holdConfig(), eps, waker.Wake, holdOpts),
 		held:    held,
@@ -266,8 +271,9 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 
 // holdRequest holds req with Try (package hold), its body read into memory
 // first when it may be (body.go), and answers what Try leaves to it: a
-// refusal (package answer), 504 at the request timeout, 503 when the resolver
-// shuts down, and to a browser the waiting page (package answer).
+// refusal (package answer), 504 at the request timeout (503 at a Service's
+// own, holdbounds.go), 503 when the resolver shuts down, and to a browser
+// the waiting page (package answer).
 func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string) {
 	// The body budget is asked first: a body that does not fit streams,
 	// and what a streaming body keeps in memory is charged on admission.
@@ -281,8 +287,9 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 			defer uncharge()
 		}
 	}
-	s := hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolHTTP, Client: req.RemoteAddr,
-		Bytes: heldRequestBytes(req, buffer), Logger: logger}
+	bounds := r.boundsFor(svc)
+	s := bounds.spec(hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolHTTP, Client: req.RemoteAddr,
+		Bytes: heldRequestBytes(req, buffer), Logger: logger})
 	page, after := r.waitingPageFor(req, svc)
 	ctx, cancel := r.holdContext(req.Context(), page, after)
 	defer cancel()
@@ -301,7 +308,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	err := r.holds.Try(ctx, s,
 		func(refused admission.Refusal) {
 			r.countRefusal(s, refused)
-			answer.Refusal(w, svc, refused, r.cfg.RetryAfter)
+			r.refuseHeld(w, req, svc, bounds, refused)
 		},
 		func(b clusterview.Backends, waited time.Duration) {
 			if page {
@@ -315,13 +322,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 		paged = true
 		r.page.Write(w, req, logger, svc, port, began)
 	case errors.Is(err, context.DeadlineExceeded):
-		msg := fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", r.cfg.RequestTimeout, svc)
-		if r.waiting != nil {
-			if on := r.waiting.WaitingOn(svc); on != "" {
-				msg += "; " + on
-			}
-		}
-		answer.Error(w, http.StatusGatewayTimeout, msg)
+		r.timedOut(w, req, svc, bounds)
 	case errors.Is(err, hold.ErrClosed):
 		// Another resolver pod, or by then the woken pod itself, takes the
 		// retry: this one left the endpoints during its shutdown grace.
@@ -342,7 +343,8 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 	defer func() { _ = c.Close() }()
 	svc, port := route.Service, strconv.Itoa(int(route.Port))
 	logger := r.logger.WithValues("service", svc.KRef(), "port", route.Port)
-	ctx, cancel := context.WithTimeout(r.holds.Context(), r.cfg.RequestTimeout)
+	bounds := r.boundsFor(svc)
+	ctx, cancel := context.WithTimeout(r.holds.Context(), bounds.timeout)
 	defer cancel()
 	defer context.AfterFunc(drop, cancel)()
 
@@ -360,7 +362,7 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, 0)
 		return
 	}
-	r.holdConn(ctx, drop, c, logger, svc, port)
+	r.holdConn(ctx, drop, c, logger, svc, port, bounds)
 }
 
 // holdConn holds c, for svc's port, with try (package hold), and splices
@@ -368,12 +370,12 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 // so that a connection spliced at once does not carry the hold's frame
 // on its stack for as long as it is spliced: a goroutine's stack is kept
 // at its largest, and the splice runs at the bottom of this one.
-func (r *Resolver) holdConn(ctx, drop context.Context, c *forward.PeekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string) {
-	s := hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolTCP, Client: c.RemoteAddr().String(),
+func (r *Resolver) holdConn(ctx, drop context.Context, c *forward.PeekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string, bounds holdBounds) {
+	s := bounds.spec(hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolTCP, Client: c.RemoteAddr().String(),
 		Bytes: heldConnBytes(c), Logger: logger,
 		WhileHeld: func(_ context.Context, cancel context.CancelFunc) (func(), error) {
 			return forward.WatchClientClose(c, cancel), nil
-		}}
+		}})
 	splice := func(b clusterview.Backends, held time.Duration) {
 		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, held)
 	}

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"net/netip"
 	"sync"
 	"time"
@@ -182,9 +183,13 @@ func (a *Admission) chargeIf(ns string, size int64, anyway bool) (release func()
 	}), Refusal{}
 }
 
-// Admit takes a slot for svc on behalf of the client at source, and size
-// bytes of the held-bytes budget for what the hold keeps in memory (the
-// resolver counts it: heldRequestBytes, heldConnBytes). When it refuses it takes nothing;
+// Admit takes a slot for svc, within maxHeld held at once for svc (its
+// spec.hold.maxRequests; 0 takes Limits.PerService), on behalf of the
+// client at source, and size bytes of the held-bytes budget for what the
+// hold keeps in memory (the resolver counts it: heldRequestBytes,
+// heldConnBytes). The other bounds hold whatever maxHeld says: a Service
+// cannot hold past the global queue or its namespace's share of it. When
+// it refuses it takes nothing;
 // otherwise release gives both back and may be called more than once.
 //
 // The first slot of a Service with none taken starts a wake: the hold
@@ -192,13 +197,13 @@ func (a *Admission) chargeIf(ns string, size int64, anyway bool) (release func()
 // source a wake. Requests that join a wake under way cost no wake, but
 // they do take one of source's slots: the per-source bound is what keeps
 // one client from filling a Service's queue, or every queue, by itself.
-func (a *Admission) Admit(svc clusterview.ServiceRef, source netip.Addr, size int64) (release func(), refused Refusal) {
+func (a *Admission) Admit(svc clusterview.ServiceRef, maxHeld int, source netip.Addr, size int64) (release func(), refused Refusal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
 	case a.total >= a.maxGlobal:
 		return nil, Refusal{Scope: ScopeGlobal}
-	case a.per[svc] >= a.maxPer:
+	case a.per[svc] >= cmp.Or(maxHeld, a.maxPer):
 		return nil, Refusal{Scope: ScopeService}
 	case a.sources[source] >= a.maxSource:
 		return nil, Refusal{Scope: ScopeClient}

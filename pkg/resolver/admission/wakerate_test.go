@@ -22,11 +22,11 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 	noisy, quiet := netip.MustParseAddr("10.244.0.7"), netip.MustParseAddr("10.244.0.8")
 
 	for i := range 100 {
-		if _, refused := a.Admit(cold(i), noisy, 0); refused.Scope != "" {
+		if _, refused := a.Admit(cold(i), 0, noisy, 0); refused.Scope != "" {
 			t.Fatalf("wake %d of the burst refused (%q)", i+1, refused.Scope)
 		}
 	}
-	_, refused := a.Admit(cold(100), noisy, 0)
+	_, refused := a.Admit(cold(100), 0, noisy, 0)
 	if refused.Scope != ScopeSource || refused.RetryAfter <= 0 || refused.RetryAfter > 100*time.Millisecond {
 		t.Fatalf("the 101st wake: %+v, want ScopeSource with a wait of at most 100ms (one wake at 10/s)", refused)
 	}
@@ -35,11 +35,11 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 	}
 	// Joining wakes under way is free, however often.
 	for range 500 {
-		if _, refused := a.Admit(cold(3), noisy, 0); refused.Scope != "" {
+		if _, refused := a.Admit(cold(3), 0, noisy, 0); refused.Scope != "" {
 			t.Fatalf("a request for a Service already waking was refused (%q)", refused.Scope)
 		}
 	}
-	if _, refused := a.Admit(cold(100), quiet, 0); refused.Scope != "" {
+	if _, refused := a.Admit(cold(100), 0, quiet, 0); refused.Scope != "" {
 		t.Fatalf("another client was refused (%q) because of the noisy one", refused.Scope)
 	}
 	if got := a.wakes.Sources(); got != 2 {
@@ -48,10 +48,10 @@ func TestAdmissionLimitsTheWakesEachSourceStarts(t *testing.T) {
 
 	// One wake refills in 100ms; the next is refused again.
 	fake.SetTime(fake.Now().Add(100 * time.Millisecond))
-	if _, refused := a.Admit(cold(101), noisy, 0); refused.Scope != "" {
+	if _, refused := a.Admit(cold(101), 0, noisy, 0); refused.Scope != "" {
 		t.Fatalf("after 100ms the refilled wake was refused (%q)", refused.Scope)
 	}
-	if _, refused := a.Admit(cold(102), noisy, 0); refused.Scope != ScopeSource {
+	if _, refused := a.Admit(cold(102), 0, noisy, 0); refused.Scope != ScopeSource {
 		t.Fatalf("a second wake after one refilled: %q, want %q", refused.Scope, ScopeSource)
 	}
 }
@@ -64,13 +64,13 @@ func TestAWakeCostsAgainOnceNothingIsHeld(t *testing.T) {
 		fake, prometheus.NewGauge(prometheus.GaugeOpts{Name: "q"}))
 	client := netip.MustParseAddr("10.244.0.7")
 	for i := range 2 {
-		release, refused := a.Admit(cold(0), client, 0)
+		release, refused := a.Admit(cold(0), 0, client, 0)
 		if refused.Scope != "" {
 			t.Fatalf("wake %d refused (%q)", i+1, refused.Scope)
 		}
 		release()
 	}
-	if _, refused := a.Admit(cold(0), client, 0); refused.Scope != ScopeSource {
+	if _, refused := a.Admit(cold(0), 0, client, 0); refused.Scope != ScopeSource {
 		t.Fatalf("a third wake of an idle Service within the burst: %q, want %q", refused.Scope, ScopeSource)
 	}
 }

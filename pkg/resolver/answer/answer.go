@@ -1,11 +1,13 @@
 package answer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +49,89 @@ func Refusal(w http.ResponseWriter, svc clusterview.ServiceRef, refused admissio
 		code, msg = http.StatusTooManyRequests, fmt.Sprintf("this client has too many requests waiting for services to start; service %s is asleep, retry later", svc)
 	}
 	Error(w, code, msg)
+}
+
+// TimedOut answers a request held for svc until the resolver's
+// --request-timeout, timeout, with 504, naming what a wake group waits
+// on when waitingOn says.
+func TimedOut(w http.ResponseWriter, svc clusterview.ServiceRef, timeout time.Duration, waitingOn string) {
+	msg := fmt.Sprintf("timed out after %v waiting for service %s to have a ready pod", timeout, svc)
+	if waitingOn != "" {
+		msg += "; " + waitingOn
+	}
+	Error(w, http.StatusGatewayTimeout, msg)
+}
+
+// BoundAnswer is what a client past one of a Service's own hold bounds
+// (its spec.hold) is told.
+type BoundAnswer struct {
+	Service clusterview.ServiceRef
+	// Reason names the bound: BoundHoldTimeout or BoundHoldMaxRequests.
+	Reason string
+	// Timeout is the hold's timeout, for HoldTimeout; Limit the held
+	// requests' bound, for HoldMaxRequests.
+	Timeout time.Duration
+	Limit   int
+	// WaitingOn is what a wake group waits on, when it does.
+	WaitingOn string
+	// RetryAfter is when to come back: the rest of the Service's usual
+	// cold start.
+	RetryAfter time.Duration
+}
+
+// The reasons of a BoundAnswer, in its JSON body.
+const (
+	BoundHoldTimeout     = "HoldTimeout"
+	BoundHoldMaxRequests = "HoldMaxRequests"
+)
+
+// boundBody is a BoundAnswer as JSON, for a client that accepts it.
+type boundBody struct {
+	Service           string `json:"service"`
+	Reason            string `json:"reason"`
+	Message           string `json:"message"`
+	RetryAfterSeconds int    `json:"retryAfterSeconds"`
+}
+
+// Bound answers a request past one of its Service's own hold bounds: 503
+// with Retry-After, and a body that says which bound, as JSON when the
+// client accepts application/json and as plain text otherwise.
+func Bound(w http.ResponseWriter, req *http.Request, a BoundAnswer) {
+	msg := fmt.Sprintf("service %s is still starting after the %v it allows a request to wait (spec.hold.timeout); retry later", a.Service, a.Timeout)
+	if a.Reason == BoundHoldMaxRequests {
+		msg = fmt.Sprintf("service %s already holds the %d requests it allows to wait while it starts (spec.hold.maxRequests); retry later", a.Service, a.Limit)
+	}
+	if a.WaitingOn != "" {
+		msg += "; " + a.WaitingOn
+	}
+	retry := RetryAfterSeconds(a.RetryAfter)
+	w.Header().Set("Retry-After", retry)
+	if !AcceptsJSON(req) {
+		Error(w, http.StatusServiceUnavailable, msg)
+		return
+	}
+	seconds, _ := strconv.Atoi(retry)
+	body, _ := json.Marshal(boundBody{Service: a.Service.String(), Reason: a.Reason, Message: msg, RetryAfterSeconds: seconds})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// AcceptsJSON reports whether req's Accept names application/json (or
+// any +json type), in any case, with or without parameters.
+func AcceptsJSON(req *http.Request) bool {
+	for _, v := range req.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			mt = strings.ToLower(strings.TrimSpace(mt))
+			if mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // LookupFailed answers a failed EndpointSource lookup: 404 for a Service

@@ -3,6 +3,7 @@ package clusterview
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -125,6 +126,18 @@ func (f *NamedIndex) WaitingPage(svc ServiceRef) *elastiv1alpha1.WaitingPage {
 		return es[0].Spec.WaitingPage
 	}
 	return nil
+}
+
+// Hold returns the spec.hold of the ElastiService whose spec.service svc
+// is (nil when it has none) and that ElastiService's median cold start
+// (false when it has none or records none).
+func (f *NamedIndex) Hold(svc ServiceRef) (h *elastiv1alpha1.Hold, coldStart time.Duration, ok bool) {
+	es := f.naming(svc)
+	if len(es) == 0 {
+		return nil, 0, false
+	}
+	coldStart, ok = es[0].Status.MedianColdStart()
+	return es[0].Spec.Hold, coldStart, ok
 }
 
 // naming returns the cached ElastiServices whose spec.service is svc.

@@ -64,11 +64,34 @@ func TrimForCache(obj any) (any, error) {
 			TypeMeta:   o.TypeMeta,
 			ObjectMeta: meta,
 			Spec: elastiv1alpha1.ElastiServiceSpec{Service: o.Spec.Service, ProbeResponse: o.Spec.ProbeResponse,
-				WaitingPage: o.Spec.WaitingPage},
-			Status: elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts, Conditions: waitingConditions(o.Status.Conditions)},
+				WaitingPage: o.Spec.WaitingPage, Hold: trimHold(o.Spec.Hold)},
+			Status: elastiv1alpha1.ElastiServiceStatus{ResolverPorts: o.Status.ResolverPorts, Conditions: waitingConditions(o.Status.Conditions),
+				RecentColdStarts: latestColdStarts(o.Status.RecentColdStarts)},
 		}, nil
 	}
 	return obj, nil
+}
+
+// oversizedHoldTimeout stands for every spec.hold.timeout longer than the
+// CRD's schema allows (an older CRD may be installed): it parses as no
+// duration, so the resolver's flag decides, as the operator's condition
+// says.
+const oversizedHoldTimeout = "oversized"
+
+// trimHold keeps h with its timeout bounded to MaxHoldTimeoutLength.
+func trimHold(h *elastiv1alpha1.Hold) *elastiv1alpha1.Hold {
+	if h == nil || len(h.Timeout) <= elastiv1alpha1.MaxHoldTimeoutLength {
+		return h
+	}
+	return &elastiv1alpha1.Hold{Timeout: oversizedHoldTimeout, MaxRequests: h.MaxRequests}
+}
+
+// latestColdStarts keeps the last MaxRecentColdStarts of a status's
+// recentColdStarts, as many as the CRD's schema lets the operator write:
+// the resolver's Retry-After past a Service's hold bounds is their median.
+// An older CRD without the bound could hold any number.
+func latestColdStarts(ds []metav1.Duration) []metav1.Duration {
+	return ds[max(0, len(ds)-elastiv1alpha1.MaxRecentColdStarts):]
 }
 
 // maxCachedSelector bounds the selector the cache keeps of a Service, in

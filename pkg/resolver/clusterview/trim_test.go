@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -128,6 +129,34 @@ func TestTrimForCacheKeepsWhatTheResolverReads(t *testing.T) {
 		other.Status.Conditions[1].Reason = reason
 		if got, _ := TrimForCache(other); got.(*elastiv1alpha1.ElastiService).Status.Conditions != nil {
 			t.Errorf("%s kept: %+v", reason, got.(*elastiv1alpha1.ElastiService).Status.Conditions)
+		}
+	}
+	// spec.hold is kept, its timeout bounded as the CRD bounds it (an
+	// older CRD may not), and the last MaxRecentColdStarts cold starts,
+	// whose median is a Retry-After.
+	slow := waiting.DeepCopy()
+	slow.Spec.Hold = &elastiv1alpha1.Hold{Timeout: "10m", MaxRequests: 5}
+	for i := range elastiv1alpha1.MaxRecentColdStarts + 1 {
+		slow.Status.RecentColdStarts = append(slow.Status.RecentColdStarts, metav1.Duration{Duration: time.Duration(i) * time.Second})
+	}
+	got, _ = TrimForCache(slow.DeepCopy())
+	th := got.(*elastiv1alpha1.ElastiService)
+	if !reflect.DeepEqual(th.Spec.Hold, slow.Spec.Hold) {
+		t.Errorf("trimmed hold = %+v, want %+v", th.Spec.Hold, slow.Spec.Hold)
+	}
+	if n := len(th.Status.RecentColdStarts); n != elastiv1alpha1.MaxRecentColdStarts || th.Status.RecentColdStarts[0].Duration != time.Second {
+		t.Errorf("trimmed recentColdStarts = %v, want the last %d", th.Status.RecentColdStarts, elastiv1alpha1.MaxRecentColdStarts)
+	}
+	for _, timeout := range []string{strings.Repeat("1", elastiv1alpha1.MaxHoldTimeoutLength-1) + "s", strings.Repeat("1", elastiv1alpha1.MaxHoldTimeoutLength) + "s"} {
+		slow.Spec.Hold.Timeout = timeout
+		got, _ = TrimForCache(slow.DeepCopy())
+		h := got.(*elastiv1alpha1.ElastiService).Spec.Hold
+		kept := len(timeout) <= elastiv1alpha1.MaxHoldTimeoutLength
+		if (h.Timeout == timeout) != kept || h.MaxRequests != 5 || len(h.Timeout) > elastiv1alpha1.MaxHoldTimeoutLength {
+			t.Errorf("a timeout of %d characters trimmed to %q (kept %v)", len(timeout), h.Timeout, kept)
+		}
+		if _, ok, _ := elastiv1alpha1.ParseHoldTimeout(h.Timeout); !kept && ok {
+			t.Errorf("an oversized timeout parses as %q", h.Timeout)
 		}
 	}
 }

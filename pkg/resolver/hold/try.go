@@ -1,6 +1,7 @@
 package hold
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -33,13 +34,19 @@ type Spec struct {
 	// cancel ends it. A non-nil stop is called as the wait ends; an error
 	// ends the hold at once, unanswered: the client left.
 	WhileHeld func(ctx context.Context, cancel context.CancelFunc) (stop func(), err error)
+	// Timeout and MaxHeld are the Service's own bounds (its
+	// spec.hold): how long it is held, and how many of its Service's are
+	// held at once; zero takes Config.RequestTimeout and the admission's
+	// per-Service bound.
+	Timeout time.Duration
+	MaxHeld int
 }
 
 // Try is the hold step of a request or connection whose Service has no
 // Ready endpoint, shared by HTTP and TCP. As in Knative's activator (its
 // throttler's Try), one call covers admit and hold: it takes a slot
 // (package admission), joins the Service's waiter, which asks the
-// operator to wake the Service, waits up to Config.RequestTimeout for a
+// operator to wake the Service, waits up to its timeout for a
 // Ready endpoint on port, gives the slot back and calls ready with the
 // endpoints and the time waited. When admission refuses, it calls
 // refuse, which counts and answers the refusal.
@@ -50,7 +57,7 @@ type Spec struct {
 // own error (a deadline of the caller's given a cause, as the waiting
 // page's), ErrClosed, or the EndpointSource's error.
 func (h *Holder) Try(ctx context.Context, s Spec, refuse func(admission.Refusal), ready func(b clusterview.Backends, waited time.Duration)) error {
-	release, refused := h.admit.Admit(s.Service, admission.SourceOf(s.Client), s.Bytes)
+	release, refused := h.admit.Admit(s.Service, s.MaxHeld, admission.SourceOf(s.Client), s.Bytes)
 	if refused.Scope != "" {
 		refuse(refused)
 		return nil
@@ -61,7 +68,8 @@ func (h *Holder) Try(ctx context.Context, s Spec, refuse func(admission.Refusal)
 
 	began := time.Now()
 	s.Logger.V(4).Info("Holding until the service has a Ready endpoint", "protocol", s.Protocol)
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	timeout := cmp.Or(s.Timeout, h.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var stop func()
 	if s.WhileHeld != nil {
@@ -82,7 +90,7 @@ func (h *Holder) Try(ctx context.Context, s Spec, refuse func(admission.Refusal)
 		return context.Cause(ctx)
 	case errors.Is(err, context.DeadlineExceeded):
 		h.metrics.Timeouts.Inc()
-		s.Logger.V(2).Info("Hold timed out", "protocol", s.Protocol, "timeout", h.timeout)
+		s.Logger.V(2).Info("Hold timed out", "protocol", s.Protocol, "timeout", timeout)
 		return err
 	case errors.Is(err, context.Canceled):
 		s.Logger.V(4).Info("Hold ended: the client went away or the connection was dropped")
