@@ -11,10 +11,13 @@ MODULES   := . ./hack/images ./test
 PKGS      := $(addsuffix /...,$(MODULES))
 # make test names these first: go test starts packages in the order they are
 # named, and with two lanes the run ends when the last long package does, so
-# the longest start at once (docs/development/ci.md has their times). The
-# two real-node packages share one real node (its lock), so the short one
-# goes first instead of waiting half the run for the long one.
-SLOW_PKGS := ./test/localcluster/realnode ./test/e2e/realnode ./test/e2e/traffic ./test/operator
+# the longest start first (docs/development/ci.md has their times): the two
+# real-node packages and the traffic suite at once, then the kwok suites and
+# the image builds while the traffic suite still runs. The two real-node
+# packages share one real node (its lock), so the short one goes first
+# instead of waiting half the run for the long one.
+SLOW_PKGS := ./test/localcluster/realnode ./test/e2e/realnode ./test/e2e/traffic ./test/operator \
+	./hack/images ./test/e2e ./test/e2e/helm ./test/e2e/apiserver
 # Integration packages each start a control plane; two at once fit 2 cores.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT  ?= 45m

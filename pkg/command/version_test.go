@@ -79,7 +79,9 @@ elasti_build_info{binary="elasti-resolver",goversion="` + runtime.Version() + `"
 func TestLinkerFlagSetsTheVersion(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "elasti-resolver")
 	const v = "v9.8.7-linkercheck"
-	build := exec.Command("go", "build", "-ldflags", "-X "+command.VersionVariable+"="+v, "-o", bin, "./cmd/elasti-resolver")
+	// -trimpath, as make test's own builds: a checkout in a new directory
+	// (CI clones anew) reuses the compiled packages.
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X "+command.VersionVariable+"="+v, "-o", bin, "./cmd/elasti-resolver")
 	build.Dir = filepath.Join("..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

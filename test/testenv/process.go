@@ -58,7 +58,7 @@ func operatorBinary() (string, error) {
 		// any one test: the package removes it when its tests are done.
 		clustertest.AfterTests(func() { _ = os.RemoveAll(dir) })
 		builtBin = filepath.Join(dir, "elasti-operator")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/elasti-operator")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", builtBin, "./cmd/elasti-operator")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/elasti-operator: %v\n%s", err, out)

@@ -50,7 +50,7 @@ func plugin(t *testing.T) string {
 		}
 		clustertest.AfterTests(func() { _ = os.RemoveAll(dir) })
 		pluginBin = filepath.Join(dir, "kubectl-elasti")
-		cmd := exec.Command("go", "build", "-o", pluginBin, "./cmd/kubectl-elasti")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", pluginBin, "./cmd/kubectl-elasti")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/kubectl-elasti: %v\n%s", err, out)
