@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -14,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -50,7 +52,7 @@ var (
 	coldStartCount = flag.Int("coldstart-count", 10,
 		"BenchmarkColdStartGateOnTheRealNode: cold starts per cell (variant × listen delay × periodSeconds × path)")
 	coldStartVariants = flag.String("coldstart-variants", "on,off",
-		"BenchmarkColdStartGateOnTheRealNode: the resolver variants to run, of on (direct probing, the default) and off (--probe-pods=false)")
+		"BenchmarkColdStartGateOnTheRealNode: the resolver variants to run, of on (direct probing, the default), off (--probe-pods=false), baseline (-coldstart-baseline's tree) and cpu1 (direct probing with a CPU request of one core)")
 	oneAtATimeListen = flag.String("coldstart-one-listen", "300ms,2s",
 		"BenchmarkColdStartOneAtATimeOnTheRealNode: the apps' listen delays")
 	oneAtATimePeriods = flag.String("coldstart-one-periods", "10",
@@ -68,11 +70,13 @@ var (
 // coldVariant is one way the resolver runs: args are appended to the
 // resolver container's args once any probePodsFlag is taken out of them;
 // baseline runs the resolver built from -coldstart-baseline's checkout
-// instead of this tree's.
+// instead of this tree's; cpu, when set, is the resolver container's CPU
+// request in place of the manifests' (its cgroup's share of a busy node).
 type coldVariant struct {
 	name     string
 	args     []string
 	baseline bool
+	cpu      string
 }
 
 // probePodsFlag is the resolver's flag that turns direct probing of woken
@@ -83,6 +87,9 @@ var coldVariants = []coldVariant{
 	{name: "on"},
 	{name: "off", args: []string{probePodsFlag + "=false"}},
 	{name: "baseline", baseline: true},
+	// The manifests' 100m is a cgroup share of 102 against the node's
+	// other pods; a whole core's request is ten times that share.
+	{name: "cpu1", cpu: "1"},
 }
 
 // coldPath is one way a client pod reaches a sleeping Service.
@@ -268,12 +275,15 @@ func runColdGate(tb testing.TB, opts coldOptions) *coldGate {
 type resolverSpec struct {
 	image string
 	args  []string
+	// cpu is the container's CPU request ("100m").
+	cpu string
 }
 
 // variantContainer is orig as v runs it: v's args, the gate's -v, and
 // with baseline the image built from -coldstart-baseline's checkout.
 func (g *coldGate) variantContainer(orig resolverSpec, v coldVariant) resolverSpec {
-	spec := resolverSpec{image: orig.image, args: withArgs(orig.args, append(slices.Clone(v.args), fmt.Sprintf("-v=%d", *coldStartResolverV)))}
+	spec := resolverSpec{image: orig.image, args: withArgs(orig.args, append(slices.Clone(v.args), fmt.Sprintf("-v=%d", *coldStartResolverV))),
+		cpu: cmp.Or(v.cpu, orig.cpu)}
 	if v.baseline {
 		spec.image = g.b.baselineResolver(g.tb).Ref
 	}
@@ -444,7 +454,7 @@ func (g *coldGate) resolverContainer() resolverSpec {
 		g.tb.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	return resolverSpec{image: c.Image, args: slices.Clone(c.Args)}
+	return resolverSpec{image: c.Image, args: slices.Clone(c.Args), cpu: c.Resources.Requests.Cpu().String()}
 }
 
 // withArgs is orig without the flags the gate owns, then args.
@@ -467,12 +477,20 @@ func (g *coldGate) setResolver(ctx context.Context, spec resolverSpec) {
 			return err
 		}
 		c := d.Spec.Template.Spec.Containers[0]
-		if c.Image == spec.image && slices.Equal(c.Args, spec.args) {
+		cpu, err := resource.ParseQuantity(spec.cpu)
+		if err != nil {
+			return fmt.Errorf("the resolver's CPU request %q: %w", spec.cpu, err)
+		}
+		if c.Image == spec.image && slices.Equal(c.Args, spec.args) && c.Resources.Requests.Cpu().Cmp(cpu) == 0 {
 			return nil
 		}
 		d = d.DeepCopy()
 		d.Spec.Template.Spec.Containers[0].Image = spec.image
 		d.Spec.Template.Spec.Containers[0].Args = spec.args
+		if d.Spec.Template.Spec.Containers[0].Resources.Requests == nil {
+			d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{}
+		}
+		d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = cpu
 		changed = true
 		_, err = g.b.kube.AppsV1().Deployments(elastiNamespace).Update(ctx, d, metav1.UpdateOptions{})
 		return err
@@ -483,7 +501,7 @@ func (g *coldGate) setResolver(ctx context.Context, spec resolverSpec) {
 	if !changed {
 		return
 	}
-	g.tb.Logf("resolver %s, args %q: rolling out", spec.image, spec.args)
+	g.tb.Logf("resolver %s, args %q, CPU request %s: rolling out", spec.image, spec.args, spec.cpu)
 	if err := g.b.net.WaitDeploymentReady(ctx, elastiNamespace, resolverDeployment, readyTimeout); err != nil {
 		g.tb.Fatalf("the resolver %s with args %q: %v%s", spec.image, spec.args, err, g.b.diagnose())
 	}
@@ -919,7 +937,7 @@ func benchVariants(bm *testing.B) []coldVariant {
 	for _, name := range strings.Split(*coldStartVariants, ",") {
 		i := slices.IndexFunc(coldVariants, func(v coldVariant) bool { return v.name == strings.TrimSpace(name) })
 		if i < 0 {
-			bm.Fatalf("-coldstart-variants: unknown variant %q (on, off, baseline)", name)
+			bm.Fatalf("-coldstart-variants: unknown variant %q (on, off, baseline, cpu1)", name)
 		}
 		if coldVariants[i].baseline && *coldStartBaseline == "" {
 			bm.Fatal("-coldstart-variants: baseline needs -coldstart-baseline, the checkout to build it from")
