@@ -33,6 +33,9 @@ type fakeNet struct {
 	mu    sync.Mutex
 	m     map[string]string
 	dials map[string]int
+	// onDial, when set, is called with each address dialed, before the
+	// dial: a test's way to change the endpoints under a connect.
+	onDial func(addr string)
 }
 
 func newFakeNet() *fakeNet { return &fakeNet{m: map[string]string{}, dials: map[string]int{}} }
@@ -49,6 +52,9 @@ func (f *fakeNet) route(fake, real string) {
 }
 
 func (f *fakeNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if f.onDial != nil {
+		f.onDial(addr)
+	}
 	f.mu.Lock()
 	real, ok := f.m[addr]
 	f.dials[addr]++

@@ -256,7 +256,7 @@ func (r *Resolver) lookupToForward(ctx context.Context, svc clusterview.ServiceR
 func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, waited time.Duration) {
 	if waited > 0 {
 		defer r.admit.ChargeAnyway(svc.Namespace, forwardOverheadBytes)()
-		r.fwd.Serve(w, req, svc, port, b, waited)
+		r.serveOrHold(w, req, logger, svc, port, b, waited)
 		return
 	}
 	uncharge, refused := r.admit.Charge(svc.Namespace, forwardOverheadBytes)
@@ -266,7 +266,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 		return
 	}
 	defer uncharge()
-	r.fwd.Serve(w, req, svc, port, b, waited)
+	r.serveOrHold(w, req, logger, svc, port, b, waited)
 }
 
 // holdRequest holds req with Try (package hold), its body read into memory
@@ -359,7 +359,11 @@ func (r *Resolver) serveConn(drop context.Context, c *forward.PeekedConn, route 
 		return
 	}
 	if len(b.Addrs) > 0 {
-		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, 0)
+		// Pods that went away before one accepted: held like any
+		// connection for a Service with no Ready endpoint (rehold.go).
+		if err := r.fwd.Splice(ctx, drop, c, logger, svc, port, b, 0); errors.Is(err, forward.ErrEndpointsGone) {
+			r.holdConn(ctx, drop, c, logger, svc, port, bounds)
+		}
 		return
 	}
 	r.holdConn(ctx, drop, c, logger, svc, port, bounds)
@@ -377,7 +381,9 @@ func (r *Resolver) holdConn(ctx, drop context.Context, c *forward.PeekedConn, lo
 			return forward.WatchClientClose(c, cancel), nil
 		}})
 	splice := func(b clusterview.Backends, held time.Duration) {
-		r.fwd.Splice(ctx, drop, c, logger, svc, port, b, held)
+		if err := r.fwd.Splice(ctx, drop, c, logger, svc, port, b, held); err != nil {
+			logger.Info("Closing held connection: the service's Ready pods went away before one accepted it", "err", err)
+		}
 	}
 	// A refused connection is closed on return; that is its answer.
 	if err := r.holds.Try(ctx, s, func(refused admission.Refusal) { r.countRefusal(s, refused) }, splice); err != nil {

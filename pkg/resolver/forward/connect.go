@@ -51,6 +51,17 @@ const (
 // endpoint to try.
 var errNoEndpoint = errors.New("no ready endpoint")
 
+// ErrEndpointsGone is what connect rounds end with when, after a round in
+// which no endpoint accepted, the Service lists no Ready endpoint any
+// more: its pods went away (it was put to sleep, or they were deleted)
+// between the lookup that sent the request on and the connect. Nothing
+// was sent, so the caller holds the request as it holds any for a
+// Service with no Ready endpoint, and the hold wakes the Service. Before,
+// the rounds went on trying the gone pods' addresses for the whole
+// patience and ended in a 502, and nothing woke the Service: it stayed
+// asleep under the client that had asked for it.
+var ErrEndpointsGone = errors.New("the service has no ready endpoint any more")
+
 // maxReportedEndpoints bounds the endpoints a connectError names.
 const maxReportedEndpoints = 8
 
@@ -159,11 +170,16 @@ func (c *connector) rounds(ctx context.Context, svc clusterview.ServiceRef, port
 		if err == nil {
 			return errNoEndpoint
 		}
+		// The next round starts from the endpoints as they are now; none
+		// at all means the pods went away, and the request is for a hold.
+		b, lerr := c.eps.Lookup(svc, port)
+		if lerr == nil && len(b.Addrs) == 0 {
+			return &connectError{endpoints: endpoints, rounds: round, after: time.Since(began), err: errors.Join(ErrEndpointsGone, err)}
+		}
 		if (patience > 0 && time.Since(began)+backoff > patience) || !pause(ctx, backoff) {
 			return &connectError{endpoints: endpoints, rounds: round, after: time.Since(began), err: err}
 		}
 		backoff = min(2*backoff, MaxConnectBackoff)
-		// The next round starts from the endpoints as they are now.
 		if b, lerr := c.eps.Lookup(svc, port); lerr == nil && len(b.Addrs) > 0 {
 			addrs = c.order(svc, b.Addrs)
 		}

@@ -1,6 +1,10 @@
 package forward
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
+)
 
 // What became of a TCP connection on a resolver port
 // (elasti_resolver_spliced_connections_total).
@@ -23,6 +27,10 @@ type Metrics struct {
 	// (refused, unreachable or timed out), including those a later attempt
 	// made good.
 	ConnectFailures prometheus.Counter
+	// EndpointsGone counts requests (http) and connections (tcp) whose
+	// Service's Ready pods all went away before one accepted them: they
+	// are held again, and the hold wakes the Service (ErrEndpointsGone).
+	EndpointsGone *prometheus.CounterVec
 }
 
 // NewMetrics makes forwarding's series, each labelled series existing
@@ -41,6 +49,13 @@ func NewMetrics() Metrics {
 			Name: "elasti_resolver_pod_connect_failures_total",
 			Help: "Connect attempts to a pod that failed (refused, unreachable or timed out), whether or not a later attempt got through.",
 		}),
+		EndpointsGone: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_endpoints_gone_total",
+			Help: "Requests (protocol http) and connections (tcp) whose Service's Ready pods all went away before one accepted them, as when it is put to sleep under them; each is held again, which wakes the Service.",
+		}, []string{"protocol"}),
+	}
+	for _, p := range []string{admission.ProtocolHTTP, admission.ProtocolTCP} {
+		m.EndpointsGone.WithLabelValues(p)
 	}
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.Proxied.WithLabelValues(c)
@@ -53,7 +68,7 @@ func NewMetrics() Metrics {
 
 // Collectors are the series, for a registry.
 func (m Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Proxied, m.Spliced, m.ConnectFailures}
+	return []prometheus.Collector{m.Proxied, m.Spliced, m.ConnectFailures, m.EndpointsGone}
 }
 
 // codeClass maps a status code to its class label.

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/answer"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
@@ -63,6 +64,9 @@ type forwardInfo struct {
 	held time.Duration
 	// source is where addrs came from (Backends.source), for log lines.
 	source string
+	// gone is set when the connect rounds ended with ErrEndpointsGone:
+	// nothing was written, and Serve returns it.
+	gone bool
 }
 
 type forwardInfoKey struct{}
@@ -122,8 +126,10 @@ func New(cfg Config, eps clusterview.EndpointSource, dial DialFunc, metrics Metr
 
 // Serve forwards req to one of b's endpoints, which Lookup(svc, port)
 // returned. held is how long req was held for the Service to wake, 0 if it
-// was not.
-func (f *Forwarder) Serve(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
+// was not. It answers req itself, but when the Service's Ready endpoints
+// all went away before any accepted: then it writes nothing and returns
+// ErrEndpointsGone, and the caller holds req.
+func (f *Forwarder) Serve(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) error {
 	upgrade := req.Header.Get("Upgrade") != ""
 	info := &forwardInfo{
 		svc:   svc,
@@ -140,6 +146,10 @@ func (f *Forwarder) Serve(w http.ResponseWriter, req *http.Request, svc clusterv
 	}
 	f.logger.V(4).Info("Forwarding request", "service", svc.KRef(), "method", req.Method, "h2c", info.h2c, "endpoints", len(b.Addrs))
 	f.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), forwardInfoKey{}, info)))
+	if info.gone {
+		return ErrEndpointsGone
+	}
+	return nil
 }
 
 func isGRPC(req *http.Request) bool {
@@ -252,6 +262,12 @@ func (f *Forwarder) errorHandler(w http.ResponseWriter, req *http.Request, err e
 	logger := f.logger.WithValues("service", info.svc.KRef())
 	if req.Context().Err() != nil {
 		logger.V(4).Info("Client went away while forwarding", "err", err)
+		return
+	}
+	if errors.Is(err, ErrEndpointsGone) {
+		logger.V(2).Info("The service's Ready endpoints went away before one accepted; holding the request", "source", info.source, "err", err)
+		f.metrics.EndpointsGone.WithLabelValues(admission.ProtocolHTTP).Inc()
+		info.gone = true
 		return
 	}
 	f.metrics.Proxied.WithLabelValues("5xx").Inc()

@@ -11,24 +11,33 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/elasti-dev/elasti/pkg/resolver/admission"
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
 )
 
 // Splice connects to one of b's endpoints through the connect rounds
 // (connect.go), with the patience an HTTP request has, and splices c to
 // it; when no pod accepts within it, it returns and the caller closes c.
-// held is how long c was held for the Service to wake, 0 if it was not.
-// When drop ends, both connections are closed.
-func (f *Forwarder) Splice(ctx, drop context.Context, c *PeekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) {
+// When the Service's Ready endpoints all went away before one accepted,
+// it returns ErrEndpointsGone, having sent nothing, and the caller may
+// hold c. held is how long c was held for the Service to wake, 0 if it
+// was not. When drop ends, both connections are closed.
+func (f *Forwarder) Splice(ctx, drop context.Context, c *PeekedConn, logger klog.Logger, svc clusterview.ServiceRef, port string, b clusterview.Backends, held time.Duration) error {
 	backend, err := f.conn.connect(ctx, svc, port, b.Addrs, f.connectPatience)
+	if errors.Is(err, ErrEndpointsGone) {
+		logger.V(2).Info("The service's Ready endpoints went away before one accepted the connection", "source", b.Source(), "err", err)
+		f.metrics.EndpointsGone.WithLabelValues(admission.ProtocolTCP).Inc()
+		return ErrEndpointsGone
+	}
 	if err != nil {
 		f.metrics.Spliced.WithLabelValues(SplicedUnreachable).Inc()
 		logger.Info("Closing connection: no pod accepted it", "source", b.Source(), "err", err)
-		return
+		return nil
 	}
 	f.metrics.Spliced.WithLabelValues(SplicedSuccess).Inc()
 	logger.V(4).Info("Splicing connection", "endpoint", backend.RemoteAddr(), "held", held)
 	splice(drop, c, backend, f.spliceIdle)
+	return nil
 }
 
 // PeekedConn is a client connection whose first bytes were read ahead

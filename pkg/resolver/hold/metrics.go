@@ -54,7 +54,7 @@ func NewMetrics() Metrics {
 		}),
 		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_timeouts_total",
-			Help: "Held requests answered 504 because no endpoint became Ready in time.",
+			Help: "Held requests answered 504 (503 past their Service's own spec.hold.timeout) because no endpoint became Ready in time.",
 		}),
 		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_held_releases_total",
