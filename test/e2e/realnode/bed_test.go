@@ -204,6 +204,19 @@ func (b *bed) coldEvidence(tb testing.TB, ns, svc, podIP string, since time.Time
 			fmt.Fprintf(&out, "--- resolver %s on %s ---\n%s", p.Name, key, testenv.GrepTail(string(logs), `"`+key+`"`, 10))
 		}
 	}
+	// The ingress controller's access log names every request it sent
+	// on for the Service, with its time and client: which requests
+	// reached the resolver, and from whom.
+	if ingress, err := b.kube.CoreV1().Pods(realnet.IngressNamespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range ingress.Items {
+			logs, err := b.kube.CoreV1().Pods(realnet.IngressNamespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](5000)}).DoRaw(ctx)
+			if err != nil {
+				fmt.Fprintf(&out, "--- ingress controller %s: %v\n", p.Name, err)
+				continue
+			}
+			fmt.Fprintf(&out, "--- ingress controller %s on %s ---\n%s", p.Name, key, testenv.GrepTail(string(logs), ns+"-"+svc, 10))
+		}
+	}
 	return out.String()
 }
 
