@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -52,13 +49,7 @@ func TestAServicesOwnHoldBoundsThroughKubeProxy(t *testing.T) {
 		es.Spec.Hold = &elastiv1alpha1.Hold{Timeout: holdTimeout.String(), MaxRequests: 1}
 	})
 	s.sleep()
-	s.runLateApp(holdAppReady)
-	s.updateApp(func(d *appsv1.Deployment) {
-		d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(appPort)}},
-			PeriodSeconds: 1,
-		}
-	})
+	s.runLateReadyApp(holdAppReady, "/")
 
 	sent := time.Now()
 	burst := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/held", Parallel: 3, Timeout: time.Minute,

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/elasti-dev/elasti/pkg/resolver"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -125,6 +126,20 @@ func TestHeldRequestReachesAPodReadyBeforeItListens(t *testing.T) {
 func (s *scenario) runLateApp(delay time.Duration) {
 	s.t.Helper()
 	s.updateApp(func(d *appsv1.Deployment) { s.asLateApp(&d.Spec.Template.Spec, delay) })
+}
+
+// runLateReadyApp is runLateApp with a readiness probe of path every
+// second: the pod is not Ready, to the kubelet or to the resolver's direct
+// check, until it listens, delay after it starts.
+func (s *scenario) runLateReadyApp(delay time.Duration, path string) {
+	s.t.Helper()
+	s.updateApp(func(d *appsv1.Deployment) {
+		s.asLateApp(&d.Spec.Template.Spec, delay)
+		d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(appPort)}},
+			PeriodSeconds: 1,
+		}
+	})
 }
 
 // asLateApp makes spec's pods the late app on the process node, listening

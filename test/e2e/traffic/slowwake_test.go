@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/resolver"
@@ -55,13 +54,7 @@ func TestScaleDownWaitsForAWakeThatHasNotServed(t *testing.T) {
 		es.Spec.CooldownPeriod = int32(slowWakeCooldown / time.Second)
 		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{trigger("vector(0)", "1")}
 	})
-	s.runLateApp(slowWakeReady)
-	s.updateApp(func(d *appsv1.Deployment) {
-		d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(appPort)}},
-			PeriodSeconds: 1,
-		}
-	})
+	s.runLateReadyApp(slowWakeReady, "/")
 	replicas := s.watchReplicas()
 
 	sent := time.Now()

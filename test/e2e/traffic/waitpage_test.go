@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -35,15 +32,7 @@ func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
 	})
 	s.waitEveryResolverListens(1)
 	s.sleep()
-	s.runLateApp(lateAppDelay)
-	// Not Ready, to the kubelet or to the resolver's direct check, until
-	// it listens.
-	s.updateApp(func(d *appsv1.Deployment) {
-		d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(appPort)}},
-			PeriodSeconds: 1,
-		}
-	})
+	s.runLateReadyApp(lateAppDelay, "/ready")
 	writes := s.scaleWrites()
 
 	browser := realnet.Request{URL: "http://" + app + "/shop", Timeout: quickTimeout, Header: map[string]string{
