@@ -51,11 +51,14 @@
 //     first (body.go, where body buffering is explained); a browser
 //     navigation for a Service with the waiting page on leaves the hold
 //     after a delay (waitpage.go) with that page (package answer,
-//     waitpage.go).
+//     waitpage.go). A Service's own spec.hold sets how long and how many
+//     are held, and what a client past them is told (holdbounds.go).
 //   - forward (package forward): HTTP reverse-proxied to a pod IP:port
 //     (proxy.go), other TCP spliced byte for byte (splice.go), both through
 //     the one connect strategy (connect.go: connect rounds over the
-//     endpoints as they are now).
+//     endpoints as they are now). A request or connection whose Service's
+//     Ready pods all went away before one accepted it is held after all
+//     (rehold.go).
 //
 // What the resolver answers itself (400, 404, 429, 502, 503, 504, the
 // probe rules' answers and the waiting page) is package answer. health.go
@@ -67,8 +70,9 @@
 // Imports point one way, down: clusterview imports none of the others;
 // admission, proberules and directprobe import only clusterview; answer
 // imports those below it but directprobe; forward imports answer (a 502
-// is one of its answers); hold (admission, directprobe) and identify
-// (forward, answer) import neither the other; this package imports them
+// is one of its answers) and admission (its metrics' protocol labels);
+// hold (admission, directprobe) and identify (forward, answer) import
+// neither the other; this package imports them
 // all. A layer that calls up is given what it calls at construction, as
 // an interface or a func: identify serves through an identify.Server,
 // hold wakes through Options.Wake.
