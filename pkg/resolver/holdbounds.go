@@ -25,10 +25,10 @@ type holdBounds struct {
 	// --per-service-queue.
 	timeout time.Duration
 	maxHeld int
-	// own is true when the Service's spec.hold set either bound: a client
-	// past it gets 503 with Retry-After, as the spec asked, where a client
-	// past the resolver's --request-timeout gets 504.
-	own bool
+	// ownTimeout is true when the timeout is the Service's spec.hold's: a
+	// client past it gets 503 with Retry-After, as the spec asked, where a
+	// client past the resolver's --request-timeout gets 504.
+	ownTimeout bool
 	// coldStart is the Service's median cold start (status.recentColdStarts),
 	// 0 when it records none.
 	coldStart time.Duration
@@ -51,10 +51,10 @@ func (r *Resolver) boundsFor(svc clusterview.ServiceRef) holdBounds {
 		return b
 	}
 	if d, ok, err := elastiv1alpha1.ParseHoldTimeout(h.Timeout); ok && err == nil {
-		b.timeout, b.own = min(d, r.cfg.MaxHoldTimeout), true
+		b.timeout, b.ownTimeout = min(d, r.cfg.MaxHoldTimeout), true
 	}
 	if h.MaxRequests > 0 && elastiv1alpha1.ValidHoldRequests(h.MaxRequests) {
-		b.maxHeld, b.own = int(h.MaxRequests), true
+		b.maxHeld = int(h.MaxRequests)
 	}
 	return b
 }
@@ -89,14 +89,15 @@ func (r *Resolver) refuseHeld(w http.ResponseWriter, req *http.Request, svc clus
 }
 
 // timedOut answers a request held until svc's timeout: 503 with
-// Retry-After and a body that names the bound when the Service set it,
-// 504 otherwise, naming what a wake group waits on if it does.
+// Retry-After and a body that names the bound when the Service set its
+// spec.hold.timeout, 504 otherwise, naming what a wake group waits on if
+// it does.
 func (r *Resolver) timedOut(w http.ResponseWriter, req *http.Request, svc clusterview.ServiceRef, b holdBounds) {
 	var on string
 	if r.waiting != nil {
 		on = r.waiting.WaitingOn(svc)
 	}
-	if b.own {
+	if b.ownTimeout {
 		answer.Bound(w, req, answer.BoundAnswer{Service: svc, Reason: answer.BoundHoldTimeout, Timeout: b.timeout,
 			WaitingOn: on, RetryAfter: b.retryAfter(b.timeout, r.cfg.RetryAfter)})
 		return

@@ -97,9 +97,10 @@ func TestAServicesOwnHoldTimeoutAnswers503WithRetryAfter(t *testing.T) {
 	}
 }
 
-// Without cold starts on record, and without spec.hold, the answers are
-// the resolver's: Retry-After is --retry-after past a Service's own
-// bound, and past --request-timeout the answer is 504 as before.
+// Without cold starts on record, and for a timeout spec.hold does not
+// set, the answers are the resolver's: Retry-After is Config.RetryAfter
+// past a Service's own timeout, and past --request-timeout the answer is
+// 504 as before.
 func TestHoldTimeoutsWithoutHistoryOrSpec(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	cfg := testConfig()
@@ -112,6 +113,8 @@ func TestHoldTimeoutsWithoutHistoryOrSpec(t *testing.T) {
 	}{
 		{"own bound, no history", &v1.Hold{Timeout: "200ms"}, http.StatusServiceUnavailable},
 		{"no spec.hold", nil, http.StatusGatewayTimeout},
+		// Its own maxRequests, the flag's timeout: the flag's answer.
+		{"only maxRequests set", &v1.Hold{MaxRequests: 5}, http.StatusGatewayTimeout},
 		// The operator refuses it (InvalidSpec); meanwhile the flag decides.
 		{"an invalid timeout", &v1.Hold{Timeout: "2 hours"}, http.StatusGatewayTimeout},
 	} {
