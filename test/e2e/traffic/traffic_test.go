@@ -89,6 +89,12 @@ func newScenarioWithPorts(t testing.TB, extra ...corev1.ServicePort) *scenario {
 		resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Timeout: 2 * time.Second})
 		return resp.Status == 200, resp.String()
 	})
+	// And every other port of the Service: kube-proxy may program the
+	// extra ones a sync later (TestProtocolsPassIntact's gRPC port was
+	// refused at the ClusterIP while port 80 answered, 2 Dec 2026).
+	if err := b.WaitKubeProxyFollows(t.Context(), e.NS, app, testenv.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
 	s.dark = e.WatchDark(app)
 	return s
 }
