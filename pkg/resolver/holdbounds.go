@@ -11,11 +11,13 @@ import (
 	"github.com/elasti-dev/elasti/pkg/resolver/hold"
 )
 
-// HoldSpecs gives a Service's own hold bounds: the spec.hold of the
-// ElastiService that names it, and that ElastiService's median cold
-// start (clusterview.NamedIndex is one).
+// HoldSpecs gives a Service's own hold bounds, the spec.hold of the
+// ElastiService that names it, and that ElastiService's median cold start
+// (clusterview.NamedIndex is one). The median is read only for a client
+// past a bound, not for every hold.
 type HoldSpecs interface {
-	Hold(svc clusterview.ServiceRef) (h *elastiv1alpha1.Hold, coldStart time.Duration, ok bool)
+	Hold(svc clusterview.ServiceRef) *elastiv1alpha1.Hold
+	MedianColdStart(svc clusterview.ServiceRef) (time.Duration, bool)
 }
 
 // holdBounds are how long a request or connection for one Service may be
@@ -29,9 +31,6 @@ type holdBounds struct {
 	// client past it gets 503 with Retry-After, as the spec asked, where a
 	// client past the resolver's --request-timeout gets 504.
 	ownTimeout bool
-	// coldStart is the Service's median cold start (status.recentColdStarts),
-	// 0 when it records none.
-	coldStart time.Duration
 }
 
 // boundsFor returns svc's hold bounds: the resolver's flags, replaced by
@@ -43,10 +42,7 @@ func (r *Resolver) boundsFor(svc clusterview.ServiceRef) holdBounds {
 	if r.bounds == nil {
 		return b
 	}
-	h, coldStart, ok := r.bounds.Hold(svc)
-	if ok {
-		b.coldStart = coldStart
-	}
+	h := r.bounds.Hold(svc)
 	if h == nil {
 		return b
 	}
@@ -65,15 +61,15 @@ func (b holdBounds) spec(s hold.Spec) hold.Spec {
 	return s
 }
 
-// retryAfter is when a client past b, after waited, should come back:
-// the rest of the Service's median cold start, or fallback (the
-// resolver's Config.RetryAfter) when it records none or is past it
-// already.
-func (b holdBounds) retryAfter(waited, fallback time.Duration) time.Duration {
-	if rest := b.coldStart - waited; rest > 0 {
-		return rest
+// retryAfter is when a client past svc's own bounds, after waited,
+// should come back: the rest of the Service's median cold start
+// (status.recentColdStarts), or Config.RetryAfter when it records none or
+// is past it already.
+func (r *Resolver) retryAfter(svc clusterview.ServiceRef, waited time.Duration) time.Duration {
+	if median, ok := r.bounds.MedianColdStart(svc); ok && median > waited {
+		return median - waited
 	}
-	return fallback
+	return r.cfg.RetryAfter
 }
 
 // refuseHeld answers a request admission refused. A Service's own
@@ -85,7 +81,7 @@ func (r *Resolver) refuseHeld(w http.ResponseWriter, req *http.Request, svc clus
 		return
 	}
 	answer.Bound(w, req, answer.BoundAnswer{Service: svc, Reason: answer.BoundHoldMaxRequests, Limit: b.maxHeld,
-		RetryAfter: b.retryAfter(0, r.cfg.RetryAfter)})
+		RetryAfter: r.retryAfter(svc, 0)})
 }
 
 // timedOut answers a request held until svc's timeout: 503 with
@@ -99,7 +95,7 @@ func (r *Resolver) timedOut(w http.ResponseWriter, req *http.Request, svc cluste
 	}
 	if b.ownTimeout {
 		answer.Bound(w, req, answer.BoundAnswer{Service: svc, Reason: answer.BoundHoldTimeout, Timeout: b.timeout,
-			WaitingOn: on, RetryAfter: b.retryAfter(b.timeout, r.cfg.RetryAfter)})
+			WaitingOn: on, RetryAfter: r.retryAfter(svc, b.timeout)})
 		return
 	}
 	answer.TimedOut(w, svc, b.timeout, on)

@@ -129,15 +129,22 @@ func (f *NamedIndex) WaitingPage(svc ServiceRef) *elastiv1alpha1.WaitingPage {
 }
 
 // Hold returns the spec.hold of the ElastiService whose spec.service svc
-// is (nil when it has none) and that ElastiService's median cold start
-// (false when it has none or records none).
-func (f *NamedIndex) Hold(svc ServiceRef) (h *elastiv1alpha1.Hold, coldStart time.Duration, ok bool) {
-	es := f.naming(svc)
-	if len(es) == 0 {
-		return nil, 0, false
+// is, nil when it has none.
+func (f *NamedIndex) Hold(svc ServiceRef) *elastiv1alpha1.Hold {
+	if es := f.naming(svc); len(es) > 0 {
+		return es[0].Spec.Hold
 	}
-	coldStart, ok = es[0].Status.MedianColdStart()
-	return es[0].Spec.Hold, coldStart, ok
+	return nil
+}
+
+// MedianColdStart returns the median cold start that ElastiService
+// records (status.recentColdStarts); false when it has none or records
+// none.
+func (f *NamedIndex) MedianColdStart(svc ServiceRef) (time.Duration, bool) {
+	if es := f.naming(svc); len(es) > 0 {
+		return es[0].Status.MedianColdStart()
+	}
+	return 0, false
 }
 
 // naming returns the cached ElastiServices whose spec.service is svc.
