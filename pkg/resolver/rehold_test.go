@@ -16,6 +16,18 @@ import (
 // and the endpoints lose it as the first connect to it fails.
 const gonePod = "10.244.0.9:8080"
 
+// listGonePod lists gonePod as testSvc's one Ready endpoint, until the
+// first connect to it: then the endpoints lose it, as a slice catches up
+// with the pod's deletion.
+func listGonePod(e *testEnv) {
+	e.eps.Set(testSvc, gonePod)
+	e.net.onDial = func(addr string) {
+		if addr == gonePod {
+			e.eps.Set(testSvc)
+		}
+	}
+}
+
 // A request sent on to a Ready pod that goes away before it accepts (the
 // Service put to sleep between the lookup and the connect) is held as any
 // request for a Service with no Ready pod: it wakes the Service and is
@@ -27,12 +39,7 @@ const gonePod = "10.244.0.9:8080"
 func TestARequestWhosePodWentAwayIsHeldAndWakesTheService(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	e := newEnv(t, testConfig())
-	e.eps.Set(testSvc, gonePod)
-	e.net.onDial = func(addr string) {
-		if addr == gonePod {
-			e.eps.Set(testSvc) // the slice catches up with the deletion
-		}
-	}
+	listGonePod(e)
 	e.backend(t, "10.244.0.10:8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("woken")) }))
 	e.op.setOnPost(func(wakeapi.Request) { e.eps.Set(testSvc, "10.244.0.10:8080") })
 
@@ -52,12 +59,7 @@ func TestARequestWhosePodWentAwayIsHeldAndWakesTheService(t *testing.T) {
 func TestAConnectionWhosePodWentAwayIsHeldAndWakesTheService(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	pe := newPortEnv(t, testConfig())
-	pe.eps.Set(testSvc, gonePod)
-	pe.net.onDial = func(addr string) {
-		if addr == gonePod {
-			pe.eps.Set(testSvc)
-		}
-	}
+	listGonePod(pe.testEnv)
 	pe.net.route("10.244.0.6:5000", echoTCP(t, ""))
 	pe.wakeOnPost("10.244.0.6:5000")
 
