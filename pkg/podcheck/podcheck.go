@@ -106,7 +106,13 @@ type podCheck struct {
 type State struct {
 	started     []bool
 	consecutive []int
+	// answers tallies what the pod answered the readiness and startup
+	// checks, for the waiting page and the wake status (answers.go).
+	answers Answers
 }
+
+// Answers returns what the pod answered its checks so far.
+func (s *State) Answers() Answers { return s.answers }
 
 func (p *Plan) NewState() *State {
 	return &State{started: make([]bool, len(p.containers)), consecutive: make([]int, len(p.containers))}
@@ -346,7 +352,7 @@ func (k *Checker) CheckPod(ctx context.Context, plan *Plan, st *State) bool {
 	all := true
 	for i, c := range plan.containers {
 		if !st.started[i] {
-			if c.startup != nil && !k.check(ctx, c.startup) {
+			if c.startup != nil && !k.checkAndTally(ctx, c.startup, st) {
 				all = false
 				continue
 			}
@@ -355,7 +361,7 @@ func (k *Checker) CheckPod(ctx context.Context, plan *Plan, st *State) bool {
 		if c.readiness == nil {
 			continue // started is ready, as for the kubelet
 		}
-		if k.check(ctx, c.readiness) {
+		if k.checkAndTally(ctx, c.readiness, st) {
 			st.consecutive[i]++
 		} else {
 			st.consecutive[i] = 0
@@ -367,11 +373,22 @@ func (k *Checker) CheckPod(ctx context.Context, plan *Plan, st *State) bool {
 	return all
 }
 
-// check runs c once within its timeout; before c's notBefore it fails
-// without connecting, as the kubelet has not run it yet either.
-func (k *Checker) check(ctx context.Context, c *podCheck) bool {
+// checkAndTally runs c once and tallies its answer in st, unless it
+// was not due yet.
+func (k *Checker) checkAndTally(ctx context.Context, c *podCheck, st *State) bool {
+	ok, a := k.check(ctx, c)
+	if a != "" {
+		st.answers.add(a)
+	}
+	return ok
+}
+
+// check runs c once within its timeout, and says what the pod answered;
+// before c's notBefore it fails without connecting, and without an
+// answer, as the kubelet has not run it yet either.
+func (k *Checker) check(ctx context.Context, c *podCheck) (bool, Answer) {
 	if k.now().Before(c.notBefore) {
-		return false
+		return false, ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -379,19 +396,19 @@ func (k *Checker) check(ctx context.Context, c *podCheck) bool {
 	case "tcp":
 		conn, err := k.dialer.DialContext(ctx, "tcp", c.addr)
 		if err != nil {
-			return false
+			return false, errorAnswer(err)
 		}
 		_ = conn.Close()
-		return true
+		return true, AnswerOpen
 	case "http":
 		return k.checkHTTP(ctx, c)
 	case "grpc":
 		return k.checkGRPC(ctx, c)
 	}
-	return false
+	return false, AnswerError
 }
 
-func (k *Checker) checkHTTP(ctx context.Context, c *podCheck) bool {
+func (k *Checker) checkHTTP(ctx context.Context, c *podCheck) (bool, Answer) {
 	u, err := url.Parse(c.target)
 	if err != nil {
 		u = &url.URL{Path: c.target} // as the kubelet: pass it along as is
@@ -399,18 +416,18 @@ func (k *Checker) checkHTTP(ctx context.Context, c *podCheck) bool {
 	u.Scheme, u.Host = c.scheme, c.addr
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return false
+		return false, AnswerError
 	}
 	req.Header = c.header.Clone()
 	req.Host = c.host
 	client := &http.Client{Transport: k.h1, CheckRedirect: sameHostRedirects}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false
+		return false, errorAnswer(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
-	return resp.StatusCode >= 200 && resp.StatusCode < 400
+	return resp.StatusCode >= 200 && resp.StatusCode < 400, httpAnswer(resp.StatusCode)
 }
 
 // sameHostRedirects is the kubelet's redirect rule: follow redirects to
@@ -486,11 +503,11 @@ func grpcServingStatus(frame []byte) (uint64, bool) {
 	return status, true
 }
 
-func (k *Checker) checkGRPC(ctx context.Context, c *podCheck) bool {
+func (k *Checker) checkGRPC(ctx context.Context, c *podCheck) (bool, Answer) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addr+grpcHealthPath,
 		bytes.NewReader(grpcHealthRequest(c.service)))
 	if err != nil {
-		return false
+		return false, AnswerError
 	}
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("TE", "trailers")
@@ -499,30 +516,36 @@ func (k *Checker) checkGRPC(ctx context.Context, c *podCheck) bool {
 	// keeps none either.
 	conn, err := k.dialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		return false
+		return false, errorAnswer(err)
 	}
 	defer func() { _ = conn.Close() }()
 	cc, err := k.h2c.NewClientConn(conn)
 	if err != nil {
-		return false
+		return false, errorAnswer(err)
 	}
 	defer func() { _ = cc.Close() }()
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
-		return false
+		return false, errorAnswer(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return false
+	if err != nil {
+		return false, errorAnswer(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, httpAnswer(resp.StatusCode)
 	}
 	code := resp.Trailer.Get("Grpc-Status")
 	if code == "" {
 		code = resp.Header.Get("Grpc-Status") // a trailers-only answer
 	}
 	if code != "0" {
-		return false
+		return false, grpcCodeAnswer(code)
 	}
 	status, ok := grpcServingStatus(body)
-	return ok && status == grpcServing
+	if !ok {
+		return false, AnswerError
+	}
+	return status == grpcServing, grpcStatusAnswer(status)
 }

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/elasti-dev/elasti/pkg/wakestage"
 )
 
 // maxViewPodBytes bounds one pod as the view keeps it (its trimmed
@@ -120,26 +122,31 @@ func (s *podStore) Replace(objs []any, _ string) error {
 // Resync implements cache.ReflectorStore.
 func (s *podStore) Resync() error { return nil }
 
-// trimPod keeps of pod what the view and direct probing read: its
-// identity and labels, its addresses, phase, Ready condition and
-// containers' states, and its containers' ports and probes. The reflector
-// decoded pod for this store alone, so it is not copied.
+// trimPod keeps of pod what the view, direct probing and the wake's stage
+// (package wakestage) read: its identity and labels, its node, its
+// addresses, phase, scheduling, sandbox and Ready conditions and its
+// containers' states and restarts, and its containers' ports and probes.
+// Of the messages and reasons a pod's status carries it keeps only the
+// reasons wakestage may show. The reflector decoded pod for this store
+// alone, so it is not copied.
 func trimPod(pod *corev1.Pod) *corev1.Pod {
 	t := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, Labels: pod.Labels,
-			DeletionTimestamp: pod.DeletionTimestamp, ResourceVersion: pod.ResourceVersion},
-		Spec: corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, InitContainers: trimContainers(pod.Spec.InitContainers),
+			DeletionTimestamp: pod.DeletionTimestamp, ResourceVersion: pod.ResourceVersion, CreationTimestamp: pod.CreationTimestamp},
+		Spec: corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, NodeName: pod.Spec.NodeName, InitContainers: trimContainers(pod.Spec.InitContainers),
 			Containers: trimContainers(pod.Spec.Containers)},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
 			InitContainerStatuses: trimStatuses(pod.Status.InitContainerStatuses), ContainerStatuses: trimStatuses(pod.Status.ContainerStatuses)},
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			t.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		switch c.Type {
+		case corev1.PodReady, corev1.PodScheduled, corev1.PodReadyToStartContainers:
+			t.Status.Conditions = append(t.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status,
+				Reason: wakestage.Problem(c.Reason), LastTransitionTime: c.LastTransitionTime})
 		}
 	}
 	if t.Size() > maxViewPodBytes {
-		t.Labels, t.Spec = nil, corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork}
+		t.Labels, t.Spec = nil, corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, NodeName: pod.Spec.NodeName}
 		t.Status.InitContainerStatuses, t.Status.ContainerStatuses = nil, nil
 		t.Annotations = map[string]string{SpecDroppedAnnotation: "true"}
 	}
@@ -162,7 +169,27 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 func trimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 	out := make([]corev1.ContainerStatus, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, corev1.ContainerStatus{Name: s.Name, State: s.State, Ready: s.Ready, Started: s.Started})
+		t := corev1.ContainerStatus{Name: s.Name, State: trimState(s.State), Ready: s.Ready, Started: s.Started, RestartCount: s.RestartCount}
+		if last := s.LastTerminationState.Terminated; last != nil {
+			t.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: last.ExitCode, Reason: wakestage.Problem(last.Reason)}
+		}
+		out = append(out, t)
 	}
 	return out
+}
+
+// trimState is a container's state without its messages, and with only
+// the reasons wakestage may show.
+func trimState(st corev1.ContainerState) corev1.ContainerState {
+	var t corev1.ContainerState
+	if w := st.Waiting; w != nil {
+		t.Waiting = &corev1.ContainerStateWaiting{Reason: wakestage.Problem(w.Reason)}
+	}
+	if r := st.Running; r != nil {
+		t.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+	}
+	if x := st.Terminated; x != nil {
+		t.Terminated = &corev1.ContainerStateTerminated{ExitCode: x.ExitCode, Reason: wakestage.Problem(x.Reason), StartedAt: x.StartedAt, FinishedAt: x.FinishedAt}
+	}
+	return t
 }

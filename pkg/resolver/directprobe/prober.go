@@ -147,6 +147,9 @@ type probeTarget struct {
 	// probe holds one of the bounds' places; both under the prober's lock.
 	passed bool
 	slot   bool
+	// answers is what the pod answered its checks so far, copied from
+	// the probe's state after each round, under the prober's lock.
+	answers podcheck.Answers
 }
 
 func NewProber(ctx context.Context, eps clusterview.EndpointSource, view clusterview.PodView, pods clusterview.PodGetter, report Report, logger klog.Logger) *Prober {
@@ -307,10 +310,12 @@ func (p *Prober) probe(ctx context.Context, svc clusterview.ServiceRef, t *probe
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
 	for {
-		if p.checker.CheckPod(ctx, plan, st) {
-			p.mu.Lock()
-			t.passed = true
-			p.mu.Unlock()
+		passed := p.checker.CheckPod(ctx, plan, st)
+		p.mu.Lock()
+		t.answers = st.Answers()
+		t.passed = passed
+		p.mu.Unlock()
+		if passed {
 			logger.V(2).Info("Pod passed its readiness checks, probed directly")
 			p.b.Broadcast(svc)
 			p.followReady(svc, t.ep, time.Now())
@@ -322,6 +327,27 @@ func (p *Prober) probe(ctx context.Context, svc clusterview.ServiceRef, t *probe
 		case <-tick.C:
 		}
 	}
+}
+
+// Answers returns what the pods probed for svc answered their checks so
+// far: the tally of the one checked most, none when no pod is probed.
+func (p *Prober) Answers(svc clusterview.ServiceRef) podcheck.Answers {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best podcheck.Answers
+	most := 0
+	if ps := p.services[svc]; ps != nil {
+		for _, t := range ps.pods {
+			n := 0
+			for _, c := range t.answers.List() {
+				n += c.Count
+			}
+			if n > most {
+				best, most = t.answers, n
+			}
+		}
+	}
+	return best
 }
 
 // probing returns the pods probed now, in all.
