@@ -162,7 +162,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Resolver, error) {
 		metrics: metrics,
 		logger:  logger,
 		canned:  answer.NewProbes(opts.Probes, metrics.Answer),
-		page:    answer.NewPages(eps, cfg.WaitingPageAfter, metrics.Answer),
+		page:    answer.NewPages(cfg.WaitingPageAfter, metrics.Answer),
 	}, nil
 }
 
@@ -272,8 +272,9 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request, logger klog
 // holdRequest holds req with Try (package hold), its body read into memory
 // first when it may be (body.go), and answers what Try leaves to it: a
 // refusal (package answer), 504 at the request timeout (503 at a Service's
-// own, holdbounds.go), 503 when the resolver shuts down, and to a browser
-// the waiting page (package answer).
+// own, holdbounds.go), 503 when the resolver shuts down, and an early
+// answer (waitpage.go): to a browser the waiting page, to a client that
+// asks the wake status.
 func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string) {
 	// The body budget is asked first: a body that does not fit streams,
 	// and what a streaming body keeps in memory is charged on admission.
@@ -290,8 +291,8 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 	bounds := r.boundsFor(svc)
 	s := bounds.spec(hold.Spec{Service: svc, Port: port, Protocol: admission.ProtocolHTTP, Client: req.RemoteAddr,
 		Bytes: heldRequestBytes(req, buffer), Logger: logger})
-	page, after := r.waitingPageFor(req, svc)
-	ctx, cancel := r.holdContext(req.Context(), page, after)
+	early := r.earlyAnswerFor(req, svc)
+	ctx, cancel := r.holdContext(req.Context(), early)
 	defer cancel()
 	began := time.Now()
 	if buffer {
@@ -301,7 +302,7 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 		}
 	}
 	paged := false
-	if page {
+	if early.due() {
 		done := r.holds.ProbeAcrossPages(svc, pageProbeLinger)
 		defer func() { done(paged) }()
 	}
@@ -311,16 +312,16 @@ func (r *Resolver) holdRequest(w http.ResponseWriter, req *http.Request, logger 
 			r.refuseHeld(w, req, svc, bounds, refused)
 		},
 		func(b clusterview.Backends, waited time.Duration) {
-			if page {
+			if early.due() {
 				r.page.Forget(svc)
 			}
 			r.forward(w, req, logger, svc, port, b, waited)
 		})
 	switch {
 	case err == nil:
-	case errors.Is(err, errWaitingPage):
+	case errors.Is(err, errEarlyAnswer):
 		paged = true
-		r.page.Write(w, req, logger, svc, port, began)
+		r.answerEarly(w, req, logger, svc, port, early, began)
 	case errors.Is(err, context.DeadlineExceeded):
 		r.timedOut(w, req, svc, bounds)
 	case errors.Is(err, hold.ErrClosed):

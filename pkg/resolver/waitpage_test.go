@@ -76,7 +76,7 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 		t.Errorf("page after %v, want at least %v", took, after)
 	}
 	checkPage(t, resp)
-	for _, want := range []string{`<meta http-equiv="refresh" content="1">`, "<title>web is starting</title>", "scaling up, no pod yet", " s so far."} {
+	for _, want := range []string{`<meta http-equiv="refresh" content="1">`, "<title>web is starting</title>", "scaling up, no pod yet", "It has been waking for 0 s."} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q:\n%s", want, body)
 		}
@@ -101,8 +101,8 @@ func TestWaitingPageAnswersABrowserAfterTheDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "starting, 2 pod(s) not ready yet") {
-		t.Errorf("reload: %d %q, want the page with 2 pods starting", resp.StatusCode, body)
+	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "started, not ready yet") {
+		t.Errorf("reload: %d %q, want the page with its pods started", resp.StatusCode, body)
 	}
 
 	if got := e.answerOnceHeld(t, client, navigation(t, e, "GET"), "10.244.0.1:8080"); got != "200 pod /shop" {
@@ -256,8 +256,8 @@ func TestWaitingPageSpec(t *testing.T) {
 		r := &Resolver{cfg: Config{WaitingPage: c.flag, WaitingPageAfter: flagAfter}, pages: named}
 		req := httptest.NewRequest("GET", "http://web.team/", nil)
 		req.Header.Set("Sec-Fetch-Mode", "navigate")
-		if got, after := r.waitingPageFor(req, testSvc); got != c.want || after != c.wantAfter {
-			t.Errorf("%+v with --waiting-page=%v: page %v after %v, want %v after %v", c.wp, c.flag, got, after, c.want, c.wantAfter)
+		if e := r.earlyAnswerFor(req, testSvc); e.page != c.want || e.after != c.wantAfter || e.status {
+			t.Errorf("%+v with --waiting-page=%v: %+v, want page %v after %v", c.wp, c.flag, e, c.want, c.wantAfter)
 		}
 		if wp := r.pages.WaitingPage(clusterview.ServiceRef{Namespace: "team", Name: "api"}); wp != nil {
 			t.Errorf("another Service: %+v", wp)

@@ -109,7 +109,7 @@ var pageTemplate = template.Must(template.New("page").Parse(fmt.Sprintf(`<!DOCTY
 </head>
 <body>
 <h1>{{.Service}} is starting</h1>
-<p>It was asleep and is waking up: {{.Progress}}, for {{.Elapsed}} so far.</p>
+<p>It was asleep and is waking up: {{.Progress}}. It has been waking for {{.Elapsed}}{{if .Estimate}}, and usually takes about {{.Estimate}}{{end}}.</p>
 <p class="note">This page reloads itself and shows the service once it is ready.</p>
 </body>
 </html>
@@ -119,48 +119,45 @@ type pageData struct {
 	Service  string
 	Progress string
 	Elapsed  string
+	Estimate string
 }
 
-// Pages writes the waiting page: how far a Service's pods are, read from
-// the endpoints, and since when its wake runs, as its pages' clock says.
+// Pages writes the waiting page and the wake status (wake.go): how far
+// a Service's wake is, and since when it runs, as its wake's clock says.
 type Pages struct {
-	eps     clusterview.EndpointSource
-	clock   *pageClock
-	written prometheus.Counter
+	clock    *pageClock
+	written  prometheus.Counter
+	statuses prometheus.Counter
 }
 
-// NewPages returns the pages of the Services of eps, counted in m. after
-// is the resolver's Config.WaitingPageAfter: a wake's pages count on
-// while reloads come within the longest delay a page may have (after, or
-// the longest spec.waitingPage.after) and ten reloads more.
-func NewPages(eps clusterview.EndpointSource, after time.Duration, m Metrics) *Pages {
-	return &Pages{eps: eps, clock: newPageClock(max(after, elastiv1alpha1.MaxWaitingPageAfter) + 10*PageRefresh), written: m.WaitingPages}
+// NewPages returns the pages, counted in m. after is the resolver's
+// Config.WaitingPageAfter: a wake's pages count on while reloads come
+// within the longest delay a page may have (after, or the longest
+// spec.waitingPage.after) and ten reloads more.
+func NewPages(after time.Duration, m Metrics) *Pages {
+	return &Pages{clock: newPageClock(max(after, elastiv1alpha1.MaxWaitingPageAfter) + 10*PageRefresh),
+		written: m.WaitingPages, statuses: m.WakeStatuses}
 }
 
-// Write answers req with the waiting page for svc: whose wake began at
-// began as far as this resolver knows (pageClock), and the progress the
-// endpoints on port show.
-func (p *Pages) Write(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, port string, began time.Time) {
+// Write answers req with the waiting page for svc, whose wake is wake and
+// began at began as far as this resolver knows (pageClock).
+func (p *Pages) Write(w http.ResponseWriter, req *http.Request, logger klog.Logger, svc clusterview.ServiceRef, wake Wake, began time.Time) {
 	now := time.Now()
 	since := p.clock.since(svc, began, now)
-	progress := "scaling up, no pod yet"
-	if b, err := p.eps.Lookup(svc, port); err == nil && len(b.Unready) > 0 {
-		n := strconv.Itoa(len(b.Unready))
-		if len(b.Unready) >= clusterview.MaxUnreadyEndpoints {
-			n = "at least " + n
-		}
-		progress = "starting, " + n + " pod(s) not ready yet"
+	data := pageData{Service: svc.Name, Progress: wake.words(now),
+		Elapsed: strconv.Itoa(wholeSeconds(max(0, now.Sub(since)))) + " s"}
+	if wake.Estimate > 0 {
+		data.Estimate = strconv.Itoa(max(1, wholeSeconds(wake.Estimate))) + " s"
 	}
 	var body bytes.Buffer
-	if err := pageTemplate.Execute(&body, pageData{Service: svc.Name, Progress: progress,
-		Elapsed: strconv.Itoa(int(max(0, now.Sub(since)).Round(time.Second)/time.Second)) + " s"}); err != nil {
+	if err := pageTemplate.Execute(&body, data); err != nil {
 		// Only a write to the buffer could fail; answer as a timeout would.
 		logger.Error(err, "Rendering the waiting page")
 		Error(w, http.StatusServiceUnavailable, fmt.Sprintf("service %s is starting; retry", svc))
 		return
 	}
 	p.written.Inc()
-	logger.V(4).Info("Answered a browser with the waiting page", "waking", now.Sub(since))
+	logger.V(4).Info("Answered a browser with the waiting page", "waking", now.Sub(since), "stage", wake.Progress.Stage)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(body.Len()))
@@ -174,8 +171,8 @@ func (p *Pages) Write(w http.ResponseWriter, req *http.Request, logger klog.Logg
 	}
 }
 
-// Forget ends svc's count: a held navigation reached a pod, its wake is
-// over.
+// Forget ends svc's count: a held navigation or status ask reached a
+// pod, its wake is over.
 func (p *Pages) Forget(svc clusterview.ServiceRef) { p.clock.forget(svc) }
 
 // pageClock remembers, per Service, when the pages of its current wake

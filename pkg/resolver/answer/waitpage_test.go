@@ -63,16 +63,16 @@ func TestIsNavigation(t *testing.T) {
 
 // The page escapes the Service's name and stays small whatever it is.
 func TestWaitingPageEscapesAndIsBounded(t *testing.T) {
-	p := NewPages(clusterview.NewMemoryEndpoints(), 0, NewMetrics())
+	p := NewPages(0, NewMetrics())
 	logger, _ := ktesting.NewTestContext(t)
 	svc := clusterview.ServiceRef{Namespace: "team", Name: `<script>alert("x")</script>&` + strings.Repeat("a", 63)}
 	w := httptest.NewRecorder()
-	p.Write(w, httptest.NewRequest("GET", "/", nil), logger, svc, "", time.Now().Add(-90*time.Second))
+	p.Write(w, httptest.NewRequest("GET", "/", nil), logger, svc, Wake{}, time.Now().Add(-90*time.Second))
 	body := w.Body.String()
 	if strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;") {
 		t.Errorf("name not escaped:\n%s", body)
 	}
-	if !strings.Contains(body, "for 90 s so far") {
+	if !strings.Contains(body, "waking for 90 s") {
 		t.Errorf("elapsed time missing:\n%s", body)
 	}
 	if w.Body.Len() > 2048 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,9 @@ import (
 // name, through kube-proxy, is answered with the page (503, reloading
 // itself) at once; reloading it, as the page makes a
 // browser do, reaches the new pod's answer once web is woken, and web was
-// scaled up once.
+// scaled up once. While the app loads, a page says so (started, not ready
+// yet), and an API client that asks for the wake status with Prefer, by
+// web's ClusterIP, gets it at once as JSON, with the same stages.
 func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
 	const (
 		lateAppDelay = 5 * time.Second
@@ -49,11 +52,36 @@ func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
 	}
 	t.Logf("waiting page after %s", first.Duration.Round(time.Millisecond))
 
-	pages := 1
+	asks := realnet.Request{URL: "http://" + s.clusterIP() + "/v1/models", Timeout: quickTimeout, Host: app,
+		Header: map[string]string{"Accept": "application/json", "Prefer": "respond-async"}}
+	pages, statuses := 1, 0
+	var stages, words []string
+	ask := func() {
+		resp := s.do(asks)
+		if resp.Status == http.StatusOK {
+			return // woken between two pages
+		}
+		var st struct{ Reason, Stage string }
+		if resp.Status != http.StatusServiceUnavailable || resp.Header.Get("Preference-Applied") != "respond-async" ||
+			json.Unmarshal([]byte(resp.Body), &st) != nil || st.Reason != "Waking" {
+			t.Fatalf("a status ask: want the wake status, got %s", resp)
+		}
+		statuses++
+		if len(stages) == 0 || stages[len(stages)-1] != st.Stage {
+			stages = append(stages, st.Stage)
+		}
+	}
+	ask()
 	for range maxReloads {
 		time.Sleep(time.Second)
 		resp := s.do(browser)
 		if resp.Status == http.StatusOK {
+			// The app answered 503 to its readiness check for
+			// lateAppDelay once started: some page and some status said so.
+			if !slices.Contains(stages, "Starting") || !slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, "started, not ready yet") }) {
+				t.Errorf("no page or status said web's pod had started and was not ready: stages %v, pages %q", stages, words)
+			}
+			t.Logf("%d status asks, stages %v", statuses, stages)
 			// Direct probing may forward before the kubelet marks the pod
 			// Ready: the answer is from web's one pod, which turns Ready.
 			var reply echoReply
@@ -83,7 +111,11 @@ func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
 		if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.Body, "web is starting") {
 			t.Fatalf("reload %d: want the waiting page or the pod's answer, got %s", pages, resp)
 		}
+		if _, rest, ok := strings.Cut(resp.Body, "waking up: "); ok {
+			words = append(words, strings.SplitN(rest, ".", 2)[0])
+		}
 		pages++
+		ask()
 	}
 	t.Fatalf("web did not answer within %d reloads", maxReloads)
 }
