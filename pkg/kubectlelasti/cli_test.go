@@ -191,11 +191,11 @@ func TestStatusWatch(t *testing.T) {
 	if code := f.app.Run(ctx, []string{"status", "web", "new", "--watch"}); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
-	want := `NAME   MODE    REPLICAS   LAST WAKE   READY AFTER P50   LAST HELD   TIME ASLEEP
-web    serve   2          5m          1.2s              603ms       120m
-new    -       -          -           -                 -           -
-web    proxy   0          -           -                 -           -
-web    serve   2          -           -                 -           -
+	want := `NAME   MODE    REPLICAS   LAST WAKE   READY AFTER P50   LAST HELD   TIME ASLEEP   WAKING
+web    serve   2          5m          1.2s              603ms       120m          -
+new    -       -          -           -                 -           -             -
+web    proxy   0          -           -                 -           -             -
+web    serve   2          -           -                 -           -             -
 `
 	if f.out.String() != want || !slices.Equal(watched, []string{"shop"}) {
 		t.Errorf("watches %q, out:\n%s\nwant:\n%s", watched, f.out.String(), want)

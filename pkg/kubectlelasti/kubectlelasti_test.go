@@ -182,10 +182,10 @@ func TestStatusTable(t *testing.T) {
 	if code := f.run("status"); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
-	want := `NAME   MODE    REPLICAS   LAST WAKE   READY AFTER P50   LAST HELD   TIME ASLEEP
-api    proxy   0          -           -                 -           3h
-new    -       -          -           -                 -           -
-web    serve   2          5m          1.2s              603ms       120m
+	want := `NAME   MODE    REPLICAS   LAST WAKE   READY AFTER P50   LAST HELD   TIME ASLEEP   WAKING
+api    proxy   0          -           -                 -           3h            -
+new    -       -          -           -                 -           -             -
+web    serve   2          5m          1.2s              603ms       120m          -
 `
 	if f.out.String() != want {
 		t.Errorf("status:\n%s\nwant:\n%s", f.out.String(), want)
@@ -195,11 +195,11 @@ web    serve   2          5m          1.2s              603ms       120m
 		t.Fatalf("exit %d: %s", code, f.err.String())
 	}
 	lines := strings.Split(strings.TrimSpace(f.out.String()), "\n")
-	if got := strings.Fields(lines[0]); !slices.Equal(got, strings.Fields("NAMESPACE NAME MODE REPLICAS LAST WAKE READY AFTER P50 LAST HELD TIME ASLEEP WAKES LAST READY AFTER READY SERVICE TARGET")) {
+	if got := strings.Fields(lines[0]); !slices.Equal(got, strings.Fields("NAMESPACE NAME MODE REPLICAS LAST WAKE READY AFTER P50 LAST HELD TIME ASLEEP WAKING WAKES LAST READY AFTER READY SERVICE TARGET")) {
 		t.Errorf("wide header %q", lines[0])
 	}
 	if len(lines) != 5 || !strings.HasPrefix(lines[1], "other ") || !slices.Equal(strings.Fields(lines[4]),
-		strings.Fields("shop web serve 2 5m 1.2s 603ms 120m 3 1.2s True web Deployment/web")) {
+		strings.Fields("shop web serve 2 5m 1.2s 603ms 120m - 3 1.2s True web Deployment/web")) {
 		t.Errorf("wide rows:\n%s", f.out.String())
 	}
 }

@@ -38,13 +38,17 @@ const none = "-"
 func (s *session) statusCommand() *cobra.Command {
 	var o statusOptions
 	o.print = genericclioptions.NewPrintFlags("")
-	cmd := s.subcommand("status [NAME...]", "List ElastiServices: mode, replicas, last wake, time to Ready, what clients waited and time asleep", `Reads each ElastiService's status as the operator wrote it; "-" is a value
+	cmd := s.subcommand("status [NAME...]", "List ElastiServices: mode, replicas, last wake, time to Ready, what clients waited, time asleep and a wake's stage", `Reads each ElastiService's status as the operator wrote it; "-" is a value
 it has not written (yet). READY AFTER P50 is the median time from a
 scale-up from zero to the first Ready pod (status.recentColdStarts, the
 kubelet's Ready); LAST HELD is how long the latest held request waited,
 as the resolver measured it (status.lastHeld, its X-Elasti-Cold-Start),
 which is less when the resolver's own readiness check passed first. TIME
 ASLEEP adds the current sleep, if any, to the sleeps that have ended.
+WAKING is, while a wake is under way, the stage of the furthest of the
+Service's pods (WaitingForNode, PullingImage, Initializing, Starting),
+how long it has lasted and what keeps it there (Unschedulable,
+ImagePullBackOff, CrashLoopBackOff...), read from the pods.
 
 -o json and -o yaml print a List (apiVersion v1, kind List, as kubectl
 prints objects that are not one API list) of ElastiServiceSummary items,
@@ -109,6 +113,8 @@ type Summary struct {
 	// SleepRequestedAt is a sleep request the operator has yet to carry
 	// out.
 	SleepRequestedAt *metav1.Time `json:"sleepRequestedAt,omitempty"`
+	// Waking is how far the pods of a wake under way are (waking.go).
+	Waking *Waking `json:"waking,omitempty"`
 }
 
 // SummaryKind is Summary's kind.
@@ -135,6 +141,11 @@ func (s *Summary) DeepCopyObject() runtime.Object {
 	out.LastWake = s.LastWake.DeepCopy()
 	out.LastSleep = s.LastSleep.DeepCopy()
 	out.SleepRequestedAt = s.SleepRequestedAt.DeepCopy()
+	if s.Waking != nil {
+		w := *s.Waking
+		w.Since = s.Waking.Since.DeepCopy()
+		out.Waking = &w
+	}
 	for _, d := range []**metav1.Duration{&out.LastColdStart, &out.ColdStartP50, &out.LastHeld, &out.TimeAsleep} {
 		if *d != nil {
 			c := **d
@@ -200,6 +211,8 @@ func (a *App) status(ctx context.Context, c *Clients, names []string, o statusOp
 	if err != nil {
 		return err
 	}
+	wakes := &wakingReader{c: c, warn: a.Err}
+	p.waking = func(es *elastiv1alpha1.ElastiService) *Waking { return wakes.read(ctx, es) }
 	ns := c.Namespace
 	if o.all {
 		ns = ""
@@ -288,6 +301,8 @@ type statusPrinter struct {
 	// tw aligns the rows a watch adds with those before, as kubectl's
 	// (it remembers the columns' widths).
 	tw *tabwriter.Writer
+	// waking reads how far a waking ElastiService's pods are.
+	waking func(*elastiv1alpha1.ElastiService) *Waking
 }
 
 func newStatusPrinter(o statusOptions) (*statusPrinter, error) {
@@ -340,7 +355,11 @@ func (p *statusPrinter) print(w io.Writer, items []elastiv1alpha1.ElastiService,
 	}
 	summaries := make([]Summary, 0, len(items))
 	for i := range items {
-		summaries = append(summaries, Summarize(&items[i], now))
+		s := Summarize(&items[i], now)
+		if p.waking != nil {
+			s.Waking = p.waking(&items[i])
+		}
+		summaries = append(summaries, s)
 	}
 	if p.table() {
 		if len(summaries) == 0 {
@@ -380,7 +399,7 @@ func PrintTable(w io.Writer, summaries []Summary, namespaces, wide bool, now tim
 // printTable is PrintTable, with the header row or without.
 // It does not flush tw.
 func printTable(tw io.Writer, summaries []Summary, namespaces, wide, header bool, now time.Time) {
-	head := "NAME\tMODE\tREPLICAS\tLAST WAKE\tREADY AFTER P50\tLAST HELD\tTIME ASLEEP"
+	head := "NAME\tMODE\tREPLICAS\tLAST WAKE\tREADY AFTER P50\tLAST HELD\tTIME ASLEEP\tWAKING"
 	if namespaces {
 		head = "NAMESPACE\t" + head
 	}
@@ -395,8 +414,8 @@ func printTable(tw io.Writer, summaries []Summary, namespaces, wide, header bool
 		if s.Mode != "" {
 			replicas = strconv.Itoa(int(s.TargetReplicas))
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, orNone(s.Mode), replicas, ago(s.LastWake, now), coldStart(s.ColdStartP50),
-			coldStart(s.LastHeld), age(s.TimeAsleep))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, orNone(s.Mode), replicas, ago(s.LastWake, now), coldStart(s.ColdStartP50),
+			coldStart(s.LastHeld), age(s.TimeAsleep), waking(s.Waking, now))
 		if namespaces {
 			row = s.Namespace + "\t" + row
 		}

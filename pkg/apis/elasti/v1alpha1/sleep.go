@@ -72,3 +72,11 @@ func (s *ElastiServiceStatus) MedianColdStart() (time.Duration, bool) {
 	}
 	return sorted[mid-1] + (sorted[mid]-sorted[mid-1])/2, true
 }
+
+// Waking reports whether the status says a wake is under way: the target
+// sleeps as far as the operator has written, and was scaled up from zero
+// since (lastScaledUpTime, which the wake records), with no Ready pod yet
+// (the first Ready pod ends the sleep in status).
+func (s *ElastiServiceStatus) Waking() bool {
+	return s.Asleep() && s.LastScaledUpTime != nil && s.LastScaledUpTime.After(s.LastScaledDownTime.Time)
+}

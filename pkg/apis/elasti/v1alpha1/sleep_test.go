@@ -32,3 +32,24 @@ func TestMedianColdStart(t *testing.T) {
 		}
 	}
 }
+
+func TestWaking(t *testing.T) {
+	now := time.Now()
+	ts := func(ago time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-ago)} }
+	zero, one := int32(0), int32(1)
+	for _, c := range []struct {
+		name string
+		s    ElastiServiceStatus
+		want bool
+	}{
+		{"scaled up since the sleep began", ElastiServiceStatus{TargetReplicas: &zero, LastScaledDownTime: ts(time.Hour), LastScaledUpTime: ts(time.Minute)}, true},
+		{"asleep, the last wake before the sleep", ElastiServiceStatus{TargetReplicas: &zero, LastScaledDownTime: ts(time.Hour), LastScaledUpTime: ts(2 * time.Hour)}, false},
+		{"asleep, never woken", ElastiServiceStatus{TargetReplicas: &zero, LastScaledDownTime: ts(time.Hour)}, false},
+		{"awake: a Ready pod ended the sleep", ElastiServiceStatus{TargetReplicas: &one, LastScaledDownTime: ts(time.Hour), LastScaledUpTime: ts(time.Minute)}, false},
+		{"no sleep recorded", ElastiServiceStatus{LastScaledUpTime: ts(time.Minute)}, false},
+	} {
+		if got := c.s.Waking(); got != c.want {
+			t.Errorf("%s: Waking() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
