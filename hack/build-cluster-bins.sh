@@ -9,7 +9,8 @@
 # kube-proxy's nftables mode and the network namespaces need, iptables
 # (iptables-save and -restore) for its iptables mode, and containerd,
 # runc and the CNI plugins, which the real kubelet node
-# (test/localcluster/realnode) runs containers with. Installing containerd
+# (test/localcluster/realnode) runs containers with, and chromium, the
+# headless browser the waiting page is tested in. Installing containerd
 # starts no daemon (Debian's package leaves that to an init system); the
 # real node starts its own, with its own socket and directories.
 #
@@ -175,9 +176,10 @@ missing_packages() {
   command -v containerd >/dev/null && command -v ctr >/dev/null || echo containerd
   command -v runc >/dev/null || echo runc
   [[ -x $CNI_BIN_DIR/bridge && -x $CNI_BIN_DIR/host-local && -x $CNI_BIN_DIR/loopback ]] || echo containernetworking-plugins
+  command -v chromium >/dev/null || echo chromium
 }
 
-host_summary() { echo "nft $(nft_version), conntrack, ip, iptables, containerd, runc and the CNI plugins present"; }
+host_summary() { echo "nft $(nft_version), conntrack, ip, iptables, containerd, runc, the CNI plugins and chromium present"; }
 
 apt_install() {
   try_step host-packages "apt-get install -y $*" \
@@ -196,13 +198,13 @@ ensure_host_packages() {
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
       sudo=(sudo -n)
     else
-      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins)"
+      log "ERROR: host packages missing: ${missing[*]} (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins, the waiting page's browser test chromium)"
       log "ERROR: install them as root: apt-get install -y ${missing[*]}"
       exit 1
     fi
   fi
   if ! command -v apt-get >/dev/null; then
-    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), iptables, containerd, runc and the CNI plugins ($CNI_BIN_DIR) by hand"
+    log "ERROR: host packages missing: ${missing[*]} and there is no apt-get; install nft >= 1.0.1, conntrack, ip (iproute2), iptables, containerd, runc, the CNI plugins ($CNI_BIN_DIR) and chromium by hand"
     exit 1
   fi
   # Parallel runs install once; apt-get would trip over its own lock.
@@ -211,7 +213,7 @@ ensure_host_packages() {
   mapfile -t missing < <(missing_packages)
   if ((${#missing[@]} > 0)); then
     : >"$logs_dir/host-packages.log"
-    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins)"
+    log "host: installing ${missing[*]} with apt-get (kube-proxy needs nft >= 1.0.1, conntrack and ip, its iptables mode iptables; the real node containerd, runc and the CNI plugins; the waiting page's browser test chromium)"
     if ! apt_install "${missing[@]}"; then
       log "host: plain apt-get install failed; running apt-get update first"
       try_step host-packages "apt-get update" "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=300 ||
