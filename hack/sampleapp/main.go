@@ -5,7 +5,8 @@
 // it.
 //
 //	sampleapp [flags]         serve on :$PORT (8080): JSON {servedBy, host, path, …}
-//	sampleapp get <url>       GET url, print the status and body; exit 0 on 200
+//	sampleapp get <url>       GET url, print the status and body; exit 0 on 200;
+//	                          it waits GET_TIMEOUT (a Go duration, 90s, at most 15m)
 //
 // Flags (each also read from the environment variable named after it):
 //
@@ -49,8 +50,25 @@ import (
 )
 
 // getTimeout bounds a client request: a request at zero is held while the
-// target's pod starts as a real container.
-const getTimeout = 90 * time.Second
+// target's pod starts as a real container. GET_TIMEOUT sets another, up
+// to maxGetTimeout, for an app that starts for minutes
+// (deploy/samples/model-server.yaml).
+const (
+	getTimeout    = 90 * time.Second
+	maxGetTimeout = 15 * time.Minute
+)
+
+// getTimeoutOf reads GET_TIMEOUT's value: getTimeout when empty.
+func getTimeoutOf(v string) (time.Duration, error) {
+	if v == "" {
+		return getTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > maxGetTimeout {
+		return 0, fmt.Errorf("GET_TIMEOUT %q: want a duration above 0 and at most %s", v, maxGetTimeout)
+	}
+	return d, nil
+}
 
 // The headers on every answer: instants in Unix microseconds (the clients
 // run on the same host, so the wall clocks agree), 0 for "not yet".
@@ -240,7 +258,12 @@ func serve(cfg config) error {
 }
 
 func get(url string) int {
-	client := &http.Client{Timeout: getTimeout}
+	timeout, err := getTimeoutOf(os.Getenv("GET_TIMEOUT"))
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	client := &http.Client{Timeout: timeout}
 	start := time.Now()
 	resp, err := client.Get(url)
 	if err != nil {

@@ -122,3 +122,16 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("the bound itself is refused: %v", err)
 	}
 }
+
+func TestGetTimeoutOf(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": getTimeout, "10m": 10 * time.Minute, "15m": maxGetTimeout, "1s": time.Second} {
+		if got, err := getTimeoutOf(v); err != nil || got != want {
+			t.Errorf("GET_TIMEOUT %q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"15m1s", "0s", "-1m", "soon", "10"} {
+		if _, err := getTimeoutOf(v); err == nil {
+			t.Errorf("GET_TIMEOUT %q accepted", v)
+		}
+	}
+}
