@@ -2,8 +2,11 @@ package traffic
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +89,82 @@ func TestAServicesOwnHoldBoundsThroughKubeProxy(t *testing.T) {
 	es := s.e.WaitReason(app, metav1.ConditionFalse, "InvalidSpec")
 	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, "spec.hold.timeout") {
 		t.Errorf("InvalidSpec without the field: %+v", c)
+	}
+}
+
+// longHoldAppStart is how long after its start web's pod listens in
+// TestAHeldRequestOutlastsTheIntermediaries: past 60 s, the idle timeout
+// many load balancers cut a silent connection at, and Traefik's own
+// entry point readTimeout (60 s by default in Traefik v3).
+const longHoldAppStart = 75 * time.Second
+
+// TestAHeldRequestOutlastsTheIntermediaries (issue 41, item 2): web's pod
+// listens 75 s after it starts, and is Ready only then (its readiness
+// probe), and its ElastiService holds a request up
+// to 3 minutes (spec.hold). Four requests sent at once while web sleeps,
+// by its short name and its ClusterIP (kube-proxy), through Traefik by an
+// Ingress host and through Traefik's Gateway API provider by an HTTPRoute
+// hostname, are each held for the whole start, silent all along, and
+// answered by the woken pod: no intermediary on the bed's paths cuts a
+// request held that long. An API client behind one that does asks with
+// Prefer: wait=N instead (TestBrowserGetsTheWaitingPageUntilWebWakes).
+func TestAHeldRequestOutlastsTheIntermediaries(t *testing.T) {
+	parallelPrometheusScenario(t) // waits on its own Service only, restarts nothing
+	s := newScenario(t)
+	ingHost, gwHost := "long-"+s.e.NS+".example.com", "long-gw-"+s.e.NS+".example.com"
+	s.ingress("long-hold", ingHost)
+	s.httpRoute("long-hold", gwHost)
+	s.e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Hold = &elastiv1alpha1.Hold{Timeout: "3m"}
+	})
+	// Both routes answer before the sleep, so a held request's failure is
+	// the hold's, not a route not yet programmed.
+	for _, host := range []string{ingHost, gwHost} {
+		s.e.EventuallyWithin("Traefik to route "+host, time.Minute, func() (bool, string) {
+			resp := s.do(realnet.Request{URL: "http://" + ingressAddr + "/", Host: host, Timeout: quickTimeout})
+			return resp.Status == http.StatusOK, resp.String()
+		})
+	}
+	s.sleep()
+	// Traefik follows the switch to the resolver after its providers'
+	// throttle; until then it dials the gone pod (30 s, then 504).
+	s.waitIngressFollows()
+	s.runLateReadyApp(longHoldAppStart, "/")
+
+	ways := map[string]realnet.Request{
+		"short name": {URL: "http://" + app + "/held"},
+		"ClusterIP":  {URL: "http://" + s.clusterIP() + "/held"},
+		"Ingress":    {URL: "http://" + ingressAddr + "/held", Host: ingHost},
+		"HTTPRoute":  {URL: "http://" + ingressAddr + "/held", Host: gwHost},
+	}
+	answers := map[string]realnet.Response{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for way, req := range ways {
+		req.Timeout = 3*time.Minute + 30*time.Second
+		wg.Go(func() {
+			resp := s.do(req)
+			mu.Lock()
+			answers[way] = resp
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for way, resp := range answers {
+		var reply echoReply
+		if resp.Status != http.StatusOK || json.Unmarshal([]byte(resp.Body), &reply) != nil || resp.Header.Get("X-Elasti-Cold-Start") == "" {
+			t.Errorf("%s: %s, want the woken pod's answer, held", way, resp)
+			continue
+		}
+		// Direct probing may forward before the kubelet marks the pod
+		// Ready: the answer is from web's one pod, which turns Ready.
+		s.e.Eventually(way+"'s answerer to be web's Ready pod", func() (bool, string) {
+			ips := s.e.ReadyPodIPs(app)
+			return slices.Contains(ips, reply.ServedBy), fmt.Sprintf("answered by %s, Ready %v", reply.ServedBy, ips)
+		})
+		if resp.Duration < longHoldAppStart-5*time.Second {
+			t.Errorf("%s: answered after %s, before web's pod could listen (%s after its start)", way, resp.Duration, longHoldAppStart)
+		}
+		t.Logf("%s: held %s (the resolver says %s)", way, resp.Duration.Round(time.Millisecond), resp.Header.Get("X-Elasti-Cold-Start"))
 	}
 }
