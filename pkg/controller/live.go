@@ -30,26 +30,29 @@ const (
 // resolver for its own pods: the target is scaled up and an endpoint
 // outside the fence serves. While the resolver slice is still there, that
 // endpoint's pod must also stay (podStays): the resolver is only taken
-// away for a pod that does.
+// away for a pod that does, and that pod is returned (the wake's event
+// says how long it spent in each stage), nil when none was read.
 func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiService, service string, replicas int32,
-	resolverSlice *discoveryv1.EndpointSlice, f fence) (bool, error) {
+	resolverSlice *discoveryv1.EndpointSlice, f fence) (bool, *corev1.Pod, error) {
 	if replicas == 0 || !c.front.hasReadyEndpoints(es.Namespace, service, f) {
-		return false, nil
+		return false, nil, nil
 	}
 	if resolverSlice == nil {
 		// Nothing to take away: the Service already relies on its pods.
-		return true, nil
+		return true, nil, nil
 	}
-	ok, err := c.live.liveEndpoint(ctx, es.Namespace, service, f)
-	if err == nil && !ok {
+	pod, err := c.live.liveEndpoint(ctx, es.Namespace, service, f)
+	if err == nil && pod == nil {
 		c.elastiServiceQueue.AddAfter(es.Key(), liveRecheck)
 	}
-	return ok, err
+	return pod != nil, pod, err
 }
 
-// liveEndpoint reports whether a serving endpoint of the Service outside f
-// belongs to a pod that stays, asking the apiserver rather than trusting
-// the EndpointSlice.
+// liveEndpoint returns the pod of a serving endpoint of the Service
+// outside f that stays, nil when none does, asking the apiserver rather
+// than trusting the EndpointSlice. An endpoint that names no pod, or a
+// pod the operator may not read, counts as staying: its pod is then an
+// empty one.
 //
 // The EndpointSlice and ReplicaSet controllers can be far behind: after an
 // apiserver restart their watches back off for tens of seconds, longer
@@ -59,7 +62,7 @@ func (c *Controller) canServe(ctx context.Context, es *elastiv1alpha1.ElastiServ
 // acted on the scale to zero. Leaving proxy for them sends the Service's
 // traffic to pods that are gone or going, and leaves it with no endpoint
 // at all once the controllers catch up.
-func (l *podLiveness) liveEndpoint(ctx context.Context, namespace, service string, f fence) (bool, error) {
+func (l *podLiveness) liveEndpoint(ctx context.Context, namespace, service string, f fence) (*corev1.Pod, error) {
 	var candidates []discoveryv1.Endpoint
 	l.front.servingEndpoints(namespace, service, func(ep discoveryv1.Endpoint) {
 		if !f.has(endpointKey(ep)) {
@@ -70,61 +73,74 @@ func (l *podLiveness) liveEndpoint(ctx context.Context, namespace, service strin
 		if i == maxLiveChecks {
 			break
 		}
-		stays, err := l.podStays(ctx, namespace, ep.TargetRef)
-		if stays || err != nil {
-			return stays, err
+		pod, err := l.podStays(ctx, namespace, ep.TargetRef)
+		if pod != nil || err != nil {
+			return pod, err
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("No ready endpoint's pod is there to stay; the resolver stays in front",
 		"service", klog.KRef(namespace, service), "endpoints", len(candidates))
-	return false, nil
+	return nil, nil
 }
 
-// podStays reports whether the pod ref names exists, with the UID ref names,
-// is not being deleted, and its controller (ReplicaSet or StatefulSet) has
-// acted on its latest spec, which keeps at least one pod: then it has
-// already deleted every pod it is going to.
+// podStays returns the pod ref names when it exists, with the UID ref
+// names, is not being deleted, and its controller (ReplicaSet or
+// StatefulSet) has acted on its latest spec, which keeps at least one pod:
+// then it has already deleted every pod it is going to. It returns nil
+// when the pod does not stay.
 //
 // An endpoint that names no pod cannot be checked and counts, and so does
 // everything when the operator may not read pods or their controllers
-// (RBAC from before this check): that is how it behaved before.
-func (l *podLiveness) podStays(ctx context.Context, namespace string, ref *corev1.ObjectReference) (bool, error) {
+// (RBAC from before this check): that is how it behaved before. Such a
+// pod is returned empty (unread).
+func (l *podLiveness) podStays(ctx context.Context, namespace string, ref *corev1.ObjectReference) (*corev1.Pod, error) {
 	if ref == nil || ref.Kind != "Pod" || ref.Name == "" {
-		return true, nil
+		return unread(), nil
 	}
 	if ref.Namespace != "" {
 		namespace = ref.Namespace
 	}
 	pod, err := l.kubeClient.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if ok, done, err := l.readOutcome(ctx, err, "pod", namespace, ref.Name); done {
-		return ok, err
+	if stays, done, err := l.readOutcome(ctx, err, "pod", namespace, ref.Name); done {
+		return staying(stays, unread()), err
 	}
 	if (ref.UID != "" && pod.UID != ref.UID) || pod.DeletionTimestamp != nil {
-		return false, nil
+		return nil, nil
 	}
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
-		return true, nil
+		return pod, nil
 	}
 	var generation, observed int64
 	var replicas int32
 	switch {
 	case owner.APIVersion == appsv1.SchemeGroupVersion.String() && owner.Kind == "ReplicaSet":
 		rs, err := l.kubeClient.AppsV1().ReplicaSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
-		if ok, done, err := l.readOutcome(ctx, err, "ReplicaSet", namespace, owner.Name); done {
-			return ok, err
+		if stays, done, err := l.readOutcome(ctx, err, "ReplicaSet", namespace, owner.Name); done {
+			return staying(stays, pod), err
 		}
 		generation, observed, replicas = rs.Generation, rs.Status.ObservedGeneration, ptr.Deref(rs.Spec.Replicas, 1)
 	case owner.APIVersion == appsv1.SchemeGroupVersion.String() && owner.Kind == "StatefulSet":
 		sts, err := l.kubeClient.AppsV1().StatefulSets(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
-		if ok, done, err := l.readOutcome(ctx, err, "StatefulSet", namespace, owner.Name); done {
-			return ok, err
+		if stays, done, err := l.readOutcome(ctx, err, "StatefulSet", namespace, owner.Name); done {
+			return staying(stays, pod), err
 		}
 		generation, observed, replicas = sts.Generation, sts.Status.ObservedGeneration, ptr.Deref(sts.Spec.Replicas, 1)
 	default:
-		return true, nil
+		return pod, nil
 	}
-	return observed >= generation && replicas > 0, nil
+	return staying(observed >= generation && replicas > 0, pod), nil
+}
+
+// unread is the pod of an endpoint that stays without a read of it.
+func unread() *corev1.Pod { return &corev1.Pod{} }
+
+// staying is pod when it stays, else nil.
+func staying(stays bool, pod *corev1.Pod) *corev1.Pod {
+	if !stays {
+		return nil
+	}
+	return pod
 }
 
 // readOutcome turns the error of reading kind namespace/name into podStays'

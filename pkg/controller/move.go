@@ -162,7 +162,7 @@ func (c *Controller) leaveStep(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	key := es.Key()
 	slice, err := c.slices.EndpointSlices(es.Namespace).Get(names.ResolverSlice(svc.Name))
 	if err == nil && hasOwnerRef(slice.OwnerReferences, es) {
-		serving, err := c.canServe(ctx, es, svc.Name, replicas, slice, fenceOf(slice, now))
+		serving, _, err := c.canServe(ctx, es, svc.Name, replicas, slice, fenceOf(slice, now))
 		if err != nil || !serving {
 			return leaving{svc: svc, fronted: true}, false, err
 		}

@@ -171,10 +171,11 @@ func (c *Controller) apply(ctx context.Context, f *facts, p syncPlan) (syncResul
 	// the target is scaled to zero, before the cluster has removed the
 	// terminating pods' endpoints, so the resolver is in front before the
 	// Service's last endpoint goes.
-	serving, err := c.canServe(ctx, es, es.Spec.Service, f.state.Replicas, f.slice, f.fenced)
+	serving, pod, err := c.canServe(ctx, es, es.Spec.Service, f.state.Replicas, f.slice, f.fenced)
 	if err != nil {
 		return syncResult{}, err
 	}
+	ctx = withServingPod(ctx, pod)
 	route := c.proxy
 	if serving {
 		route = c.serve

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/wakestage"
 )
 
 // Event reasons for sleeps and wakes. Whoever scaled the target (the idle
@@ -21,7 +22,8 @@ const (
 	ReasonSlept = "Slept"
 	// ReasonWoke: the first pod after a scale-up from zero is ready; the
 	// message says how long the target slept and how long the cold start
-	// took.
+	// took, and, for the pod the operator read before it took the resolver
+	// away, how long it spent in each stage (package wakestage).
 	ReasonWoke = "Woke"
 )
 
@@ -86,13 +88,35 @@ type statusEvent struct{ reason, message string }
 
 // trackSleepAndWake is writeStatus's hook: it advances next's sleep and
 // wake bookkeeping when the sync observed the target, and returns the
-// events to record after the write.
+// events to record after the write. A wake's event also says how long
+// the pod that serves spent in each stage, when the sync read it.
 func (w *statusWriter) trackSleepAndWake(ctx context.Context, next *elastiv1alpha1.ElastiServiceStatus) []statusEvent {
 	obs, ok := ctx.Value(targetObservationKey{}).(targetObservation)
 	if !ok {
 		return nil
 	}
-	return advanceSleepWake(next, obs, w.clock.Now())
+	events := advanceSleepWake(next, obs, w.clock.Now())
+	if pod, ok := ctx.Value(servingPodKey{}).(*corev1.Pod); ok && next.LastScaledUpTime != nil {
+		if spans := wakestage.Spans(pod, next.LastScaledUpTime.Time); len(spans) > 0 {
+			for i := range events {
+				if events[i].reason == ReasonWoke {
+					events[i].message += "; its stages: " + wakestage.SpansWords(spans)
+				}
+			}
+		}
+	}
+	return events
+}
+
+type servingPodKey struct{}
+
+// withServingPod returns ctx carrying pod, the pod the sync found to
+// serve (canServe), for the wake's event; ctx itself when pod is nil.
+func withServingPod(ctx context.Context, pod *corev1.Pod) context.Context {
+	if pod == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, servingPodKey{}, pod)
 }
 
 func (w *statusWriter) recordSleepAndWake(es *elastiv1alpha1.ElastiService, events []statusEvent) {

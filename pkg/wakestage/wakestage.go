@@ -14,6 +14,7 @@ package wakestage
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -207,4 +208,86 @@ func condition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition 
 		}
 	}
 	return nil
+}
+
+// Span is how long a woken pod spent in one stage.
+type Span struct {
+	Stage Stage
+	Took  time.Duration
+}
+
+// Spans returns how long a Ready pod, scaled up from zero at scaledUp,
+// spent in each stage on its way to Ready, as its status' times say
+// (whole seconds, as the API keeps them): from the scale-up to the pod's
+// creation (ScalingUp), to its scheduling (WaitingForNode), to its first
+// container's start (PullingImage), through its init containers
+// (Initializing), to Ready (Starting). A stage whose times the status
+// does not give is left out; none when the pod is not Ready.
+func Spans(pod *corev1.Pod, scaledUp time.Time) []Span {
+	ready := condition(pod, corev1.PodReady)
+	if ready == nil || ready.Status != corev1.ConditionTrue {
+		return nil
+	}
+	var spans []Span
+	add := func(s Stage, from, to time.Time) {
+		if !from.IsZero() && !to.IsZero() && !to.Before(from) {
+			spans = append(spans, Span{s, to.Sub(from)})
+		}
+	}
+	created := pod.CreationTimestamp.Time
+	var scheduled time.Time
+	if c := condition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionTrue {
+		scheduled = c.LastTransitionTime.Time
+	}
+	var firstInit, appStart time.Time
+	for _, cs := range pod.Status.InitContainerStatuses {
+		switch {
+		case cs.State.Terminated != nil && !cs.State.Terminated.StartedAt.IsZero():
+			firstInit = earliest(firstInit, cs.State.Terminated.StartedAt.Time)
+		case cs.State.Running != nil:
+			firstInit = earliest(firstInit, cs.State.Running.StartedAt.Time)
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			appStart = earliest(appStart, cs.State.Running.StartedAt.Time)
+		}
+	}
+	if !scaledUp.IsZero() && !created.IsZero() {
+		// The scale-up is the operator's clock to the nanosecond, the
+		// creation the apiserver's to the second.
+		add(ScalingUp, scaledUp.Truncate(time.Second), created)
+	}
+	add(WaitingForNode, created, scheduled)
+	firstStart := appStart
+	if !firstInit.IsZero() {
+		firstStart = firstInit
+	}
+	add(PullingImage, scheduled, firstStart)
+	if !firstInit.IsZero() {
+		add(Initializing, firstInit, appStart)
+	}
+	add(Starting, appStart, ready.LastTransitionTime.Time)
+	return spans
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// spanWords name the stages as an event lists them.
+var spanWords = map[Stage]string{ScalingUp: "creating the pod", WaitingForNode: "waiting for a node",
+	PullingImage: "pulling its image", Initializing: "init containers", Starting: "starting to Ready"}
+
+// SpansWords says spans for an event: "creating the pod 1s, waiting for
+// a node 0s, pulling its image 12s, starting to Ready 4m1s".
+func SpansWords(spans []Span) string {
+	parts := make([]string, len(spans))
+	for i, s := range spans {
+		parts[i] = spanWords[s.Stage] + " " + s.Took.Round(time.Second).String()
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,6 +1,7 @@
 package wakestage
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -128,5 +129,32 @@ func TestProblemKeepsOnlyKnownReasons(t *testing.T) {
 		if s.Words() == "" {
 			t.Errorf("stage %s has no words", s)
 		}
+	}
+}
+
+func TestSpansOfAWokenPod(t *testing.T) {
+	init := corev1.ContainerStatus{Name: "fetch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: at(20)}}}
+	p := pod("node", corev1.PodRunning, []corev1.PodCondition{cond(corev1.PodScheduled, corev1.ConditionTrue, "", 5),
+		cond(corev1.PodReady, corev1.ConditionTrue, "", 300)}, []corev1.ContainerStatus{init}, []corev1.ContainerStatus{running(50)})
+	scaledUp := t0.Add(-1500 * time.Millisecond)
+	got := Spans(p, scaledUp)
+	want := []Span{{ScalingUp, 2 * time.Second}, {WaitingForNode, 5 * time.Second}, {PullingImage, 15 * time.Second},
+		{Initializing, 30 * time.Second}, {Starting, 250 * time.Second}}
+	if !slices.Equal(got, want) {
+		t.Errorf("spans %v, want %v", got, want)
+	}
+	if w := SpansWords(got); w != "creating the pod 2s, waiting for a node 5s, pulling its image 15s, init containers 30s, starting to Ready 4m10s" {
+		t.Errorf("words %q", w)
+	}
+	// No init containers, no scale-up known: those stages are left out.
+	p = pod("node", corev1.PodRunning, []corev1.PodCondition{cond(corev1.PodScheduled, corev1.ConditionTrue, "", 1),
+		cond(corev1.PodReady, corev1.ConditionTrue, "", 9)}, nil, []corev1.ContainerStatus{running(3)})
+	if got := Spans(p, time.Time{}); !slices.Equal(got, []Span{{WaitingForNode, time.Second}, {PullingImage, 2 * time.Second}, {Starting, 6 * time.Second}}) {
+		t.Errorf("spans %v", got)
+	}
+	// Not Ready: none.
+	p.Status.Conditions[1].Status = corev1.ConditionFalse
+	if got := Spans(p, t0); got != nil {
+		t.Errorf("a pod not Ready has spans %v", got)
 	}
 }
