@@ -66,10 +66,8 @@ func (b holdBounds) spec(s hold.Spec) hold.Spec {
 // (status.recentColdStarts), or Config.RetryAfter when it records none or
 // is past it already.
 func (r *Resolver) retryAfter(svc clusterview.ServiceRef, waited time.Duration) time.Duration {
-	if median, ok := r.bounds.MedianColdStart(svc); ok && median > waited {
-		return median - waited
-	}
-	return r.cfg.RetryAfter
+	median, _ := r.bounds.MedianColdStart(svc)
+	return answer.RetryAfter(median, waited, r.cfg.RetryAfter)
 }
 
 // refuseHeld answers a request admission refused. A Service's own
