@@ -3,8 +3,6 @@ package install_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/yaml"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	versioned "github.com/elasti-dev/elasti/pkg/generated/clientset/versioned"
 	informers "github.com/elasti-dev/elasti/pkg/generated/informers/externalversions"
-	"github.com/elasti-dev/elasti/test/localcluster"
 	"github.com/elasti-dev/elasti/test/localcluster/clustertest"
 	"github.com/elasti-dev/elasti/test/testenv"
 )
@@ -31,19 +27,11 @@ var elastiGVR = elastiv1alpha1.SchemeGroupVersion.WithResource("elastiservices")
 
 func readYAML(t *testing.T, rel string) map[string]any {
 	t.Helper()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
+	docs := readDocs(t, rel)
+	if len(docs) != 1 {
+		t.Fatalf("%s: %d objects, want one", rel, len(docs))
 	}
-	data, err := os.ReadFile(filepath.Join(root, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := map[string]any{}
-	if err := yaml.Unmarshal(data, &obj); err != nil {
-		t.Fatalf("%s: %v", rel, err)
-	}
-	return obj
+	return docs[0].Object
 }
 
 func TestCRDInstallsAndIsServed(t *testing.T) {
