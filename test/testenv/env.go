@@ -164,11 +164,24 @@ func (e *Env) StartOperatorWith(election *operator.Election) *operator.Operator 
 
 // FinalizeAll deletes every ElastiService and waits until they are gone. It
 // runs as a cleanup, when the test's context is already cancelled.
+//
+// The delete is one request for all of them, which the apiserver ends at
+// its own request timeout (60 s) when it cannot finish in time: a test
+// with hundreds of ElastiServices on a busy machine saw its stream reset
+// (INTERNAL_ERROR) that way. What it deleted stays deleted, so the request
+// is sent again, each failure logged, until WaitTimeout.
 func (e *Env) FinalizeAll() {
 	ctx := context.WithoutCancel(e.Ctx())
-	err := e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		last = e.Elasti.ElastiV1alpha1().ElastiServices(e.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		if last != nil {
+			e.T.Logf("cleanup: delete ElastiServices: %v; sending it again", last)
+		}
+		return last == nil, nil
+	})
 	if err != nil {
-		e.T.Errorf("cleanup: delete ElastiServices: %v", err)
+		e.T.Errorf("cleanup: delete ElastiServices: %v (last: %v)", err, last)
 		return
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, WaitTimeout, true, func(ctx context.Context) (bool, error) {
