@@ -114,7 +114,7 @@ type Progress struct {
 func Of(pods []*corev1.Pod) Progress {
 	best := Progress{Stage: ScalingUp}
 	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if Going(pod) {
 			continue
 		}
 		p := OfPod(pod)
@@ -123,6 +123,13 @@ func Of(pods []*corev1.Pod) Progress {
 		}
 	}
 	return best
+}
+
+// Going reports whether pod is going away or gone: terminating, or its
+// containers ended for good. It takes no traffic, and is at no stage of a
+// wake.
+func Going(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 func earlier(a, b time.Time) bool { return !a.IsZero() && (b.IsZero() || a.Before(b)) }

@@ -2,9 +2,7 @@ package install_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/validation"
@@ -30,16 +27,10 @@ func readDocs(t *testing.T, rel string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []*unstructured.Unstructured
-	for doc := range strings.SplitSeq(string(data), "\n---\n") {
+	for _, doc := range splitYAML(t, filepath.Join(root, rel)) {
 		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("%s: %v", rel, err)
-		}
+		decode(t, doc, &obj)
 		if len(obj) > 0 {
 			out = append(out, &unstructured.Unstructured{Object: obj})
 		}

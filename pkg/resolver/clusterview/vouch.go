@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/elasti-dev/elasti/pkg/wakestage"
 )
 
 // VouchedEndpoints is an EndpointSource whose Lookup is checked against
@@ -64,7 +66,7 @@ func vouch(b Backends, pods []*corev1.Pod) Backends {
 	}
 	for _, p := range pods {
 		ip, port, ok := podEndpoint(p, b.family, b.target)
-		if !ok || going(p) {
+		if !ok || wakestage.Going(p) {
 			continue
 		}
 		if podReady(p) {
@@ -138,26 +140,20 @@ func vouchByName(b Backends, pods []*corev1.Pod, read func(names []string) ([]*c
 // vouchedBy reports whether p is ref's pod, holds ip and is not going
 // away.
 func vouchedBy(p *corev1.Pod, ref podRef, ip string) bool {
-	return p != nil && p.UID == ref.uid && !going(p) && slices.Contains(podIPs(p), ip)
+	return p != nil && p.UID == ref.uid && !wakestage.Going(p) && slices.Contains(podIPs(p), ip)
 }
 
 // holdersOf maps each address of pods that are not going away to its pod.
 func holdersOf(pods []*corev1.Pod) map[string]*corev1.Pod {
 	holders := map[string]*corev1.Pod{}
 	for _, p := range pods {
-		if !going(p) {
+		if !wakestage.Going(p) {
 			for _, ip := range podIPs(p) {
 				holders[ip] = p
 			}
 		}
 	}
 	return holders
-}
-
-// going reports whether p is going away or gone: terminating, or its
-// containers ended for good.
-func going(p *corev1.Pod) bool {
-	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 // podReady reports whether the kubelet wrote p Ready.
