@@ -227,6 +227,8 @@ type Controller struct {
 	groups *groupWaker
 	live   *podLiveness
 	claims *claimer
+	// wakes records the stages of waking targets' pods as events.
+	wakes *wakeProgress
 
 	// queue takes the ElastiService keys to sync: elastiServiceQueue
 	// unless Options.Queue replaces it.
@@ -362,6 +364,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		queue: c.queue, privateServices: cmp.Or[KeyAdder](opts.PrivateServices, c.privateServiceQueue),
 	}
 	c.live = &podLiveness{kubeClient: kube, front: c.front}
+	c.wakes = newWakeProgress(kube, recorder, c.elastiServiceQueue, c.clock)
 	if err := watch(c, inf); err != nil {
 		return nil, err
 	}

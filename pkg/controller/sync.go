@@ -63,6 +63,7 @@ func (c *Controller) syncElastiService(ctx context.Context, key types.Namespaced
 		c.superseded.forget(key)
 		c.handoffs.end(key, nil)
 		c.drains.forget(key)
+		c.wakes.forget(key)
 		c.directory.ReleaseAll(key)
 		c.front.releasePorts(ctx, key)
 		c.observer.ForgetElastiService(key)
@@ -207,8 +208,12 @@ func (c *Controller) proxy(ctx context.Context, f *facts, ports *portStatus) (sy
 	if f.state.Replicas == 0 {
 		// The scale-down, ours or anyone's, is done.
 		c.handoffs.end(es.Key(), nil)
+		c.wakes.forget(es.Key())
 	} else if f.resolverPods > 0 {
 		c.handoffs.settle(es.Key(), nil)
+	}
+	if f.state.Replicas > 0 && es.Status.Asleep() {
+		c.wakes.observe(ctx, es, f.service)
 	}
 	return planProxy(f, ports, fenced), nil
 }
@@ -217,6 +222,7 @@ func (c *Controller) proxy(ctx context.Context, f *facts, ports *portStatus) (sy
 // unless a scale-down is under way: then the resolver stays in front too.
 func (c *Controller) serve(ctx context.Context, f *facts, ports *portStatus) (syncResult, error) {
 	es := f.es
+	c.wakes.forget(es.Key())
 	handingOff, err := c.holdForHandoff(ctx, es, func() (frontResult, error) {
 		if len(f.resolverEndpoints) == 0 {
 			return frontNoResolver, nil

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/controller"
@@ -170,4 +172,68 @@ func tableRow(t *testing.T, e *testenv.Env, name string) map[string]any {
 		cells[c.Name] = table.Rows[0].Cells[i]
 	}
 	return cells
+}
+
+// A wake whose pod waits for a node says so while it waits: a WakeStage
+// Warning with the scheduler's reason and none of its message, then the
+// stage that follows once a node fits, then the Woke event.
+func TestAWakeShowsItsStagesAsEvents(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	prom := testenv.NewFakePrometheus(t)
+	scaleURL := startScaling(e, prom)
+	e.Resolver(1)
+	e.App("web", 1)
+	e.ElastiServiceWith("web", "web", elastiv1alpha1.KindDeployment, "web", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.CooldownPeriod = 2
+		es.Spec.Triggers = testenv.IdleTrigger("0.5")
+	})
+	e.Eventually("the target asleep", func() (bool, string) {
+		es := e.Get("web")
+		return es.Status.Asleep() && es.Status.Mode == elastiv1alpha1.ModeProxy, testenv.Describe(es)
+	})
+	prom.Set("5", "1", "")
+	// While it sleeps, its pods come to need a node no one has.
+	setNodeSelector := func(sel string) {
+		t.Helper()
+		patch := `{"spec":{"template":{"spec":{"nodeSelector":` + sel + `}}}}`
+		if _, err := e.Kube.AppsV1().Deployments(e.NS).Patch(e.Ctx(), "web", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setNodeSelector(`{"elasti.test/pool":"none"}`)
+	if code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS)); code != http.StatusOK {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	stageEvents := func() []corev1.Event {
+		evs, err := e.Kube.CoreV1().Events(e.NS).List(e.Ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=web,reason=" + controller.ReasonWakeStage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs.Items
+	}
+	e.Eventually("a WakeStage event: waiting for a node", func() (bool, string) {
+		for _, ev := range stageEvents() {
+			if strings.HasPrefix(ev.Message, "Waking: waiting for a node: Unschedulable (") && ev.Type == corev1.EventTypeWarning {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(stageEvents())
+	})
+
+	// A node fits again.
+	setNodeSelector(`null`)
+	e.WaitMode("web", elastiv1alpha1.ModeServe)
+	e.Eventually("a Woke event", func() (bool, string) { return e.HasEvent("web", controller.ReasonWoke) })
+	var msgs []string
+	for _, ev := range stageEvents() {
+		msgs = append(msgs, ev.Type+" "+ev.Message)
+		if strings.Contains(ev.Message, "nodes are available") || strings.Contains(ev.Message, "elasti.test/pool") {
+			t.Errorf("WakeStage event %q quotes the scheduler's message", ev.Message)
+		}
+	}
+	if len(msgs) < 1 || len(msgs) > 10 {
+		t.Errorf("WakeStage events %q, want 1 to 10", msgs)
+	}
+	t.Logf("WakeStage events: %q", msgs)
 }

@@ -194,10 +194,11 @@ ClusterRole's, or with global.allowedNamespaces the watched namespace's Role.
 # Before taking the resolver away from a Service, read the pod behind a
 # ready endpoint: EndpointSlice and ReplicaSet controllers that are
 # behind (after an apiserver restart) list pods as ready that are gone or
-# about to go. One object at a time, by name; no list or watch.
+# about to go; and, while a target wakes, list the pods its Service
+# selects (at most 100, every 2 s) for its WakeStage events. No watch.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get"]
+  verbs: ["get", "list"]
 # ... and the ReplicaSet that owns that pod: whether it has acted on its
 # latest spec, so the pod is not about to be deleted.
 - apiGroups: ["apps"]
