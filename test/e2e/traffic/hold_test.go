@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/test/localcluster/realnet"
@@ -101,16 +103,19 @@ const longHoldAppStart = 75 * time.Second
 // TestAHeldRequestOutlastsTheIntermediaries (issue 41, item 2): web's pod
 // listens 75 s after it starts, and is Ready only then (its readiness
 // probe), and its ElastiService holds a request up
-// to 3 minutes (spec.hold). Four requests sent at once while web sleeps,
+// to 3 minutes (spec.hold). Six requests sent at once while web sleeps,
 // by its short name and its ClusterIP (kube-proxy), through Traefik by an
 // Ingress host and through Traefik's Gateway API provider by an HTTPRoute
-// hostname, are each held for the whole start, silent all along, and
-// answered by the woken pod: no intermediary on the bed's paths cuts a
-// request held that long. An API client behind one that does asks with
+// hostname, a raw TCP connection to its TCP port and an HTTP/2 request
+// (prior knowledge) to its h2c port, are each held for the whole start,
+// silent all along, and answered by the woken pod: no intermediary on
+// the bed's paths cuts a request held that long. An API client behind one that does asks with
 // Prefer: wait=N instead (TestBrowserGetsTheWaitingPageUntilWebWakes).
 func TestAHeldRequestOutlastsTheIntermediaries(t *testing.T) {
 	parallelPrometheusScenario(t) // waits on its own Service only, restarts nothing
-	s := newScenario(t)
+	tcpPort := corev1.ServicePort{Name: "tcp", Port: tcpEchoPort, TargetPort: intstr.FromInt32(tcpEchoPort)}
+	s := newScenarioWithPorts(t, tcpPort, grpcEchoServicePort)
+	s.waitResolverPorts(3)
 	ingHost, gwHost := "long-"+s.e.NS+".example.com", "long-gw-"+s.e.NS+".example.com"
 	s.ingress("long-hold", ingHost)
 	s.httpRoute("long-hold", gwHost)
@@ -136,6 +141,8 @@ func TestAHeldRequestOutlastsTheIntermediaries(t *testing.T) {
 		"ClusterIP":  {URL: "http://" + s.clusterIP() + "/held"},
 		"Ingress":    {URL: "http://" + ingressAddr + "/held", Host: ingHost},
 		"HTTPRoute":  {URL: "http://" + ingressAddr + "/held", Host: gwHost},
+		"raw TCP":    {URL: fmt.Sprintf("tcp://%s:%d", app, tcpEchoPort), Protocol: realnet.ProtocolTCP, Body: "held"},
+		"HTTP/2":     {URL: fmt.Sprintf("http://%s:%d/held", app, grpcEchoPort), Protocol: realnet.ProtocolH2C},
 	}
 	answers := map[string]realnet.Response{}
 	var mu sync.Mutex
@@ -152,9 +159,19 @@ func TestAHeldRequestOutlastsTheIntermediaries(t *testing.T) {
 	wg.Wait()
 	for way, resp := range answers {
 		var reply echoReply
-		if resp.Status != http.StatusOK || json.Unmarshal([]byte(resp.Body), &reply) != nil || resp.Header.Get("X-Elasti-Cold-Start") == "" {
-			t.Errorf("%s: %s, want the woken pod's answer, held", way, resp)
-			continue
+		switch way {
+		case "raw TCP":
+			servedBy, echoed, _ := strings.Cut(resp.Body, " ")
+			if resp.Err != "" || echoed != "held" {
+				t.Errorf("%s: %s, want the woken pod's echo of held", way, resp)
+				continue
+			}
+			reply.ServedBy = servedBy
+		default:
+			if resp.Status != http.StatusOK || json.Unmarshal([]byte(resp.Body), &reply) != nil || resp.Header.Get("X-Elasti-Cold-Start") == "" {
+				t.Errorf("%s: %s, want the woken pod's answer, held", way, resp)
+				continue
+			}
 		}
 		// Direct probing may forward before the kubelet marks the pod
 		// Ready: the answer is from web's one pod, which turns Ready.
@@ -165,6 +182,6 @@ func TestAHeldRequestOutlastsTheIntermediaries(t *testing.T) {
 		if resp.Duration < longHoldAppStart-5*time.Second {
 			t.Errorf("%s: answered after %s, before web's pod could listen (%s after its start)", way, resp.Duration, longHoldAppStart)
 		}
-		t.Logf("%s: held %s (the resolver says %s)", way, resp.Duration.Round(time.Millisecond), resp.Header.Get("X-Elasti-Cold-Start"))
+		t.Logf("%s: held %s (the resolver's cold-start header: %q)", way, resp.Duration.Round(time.Millisecond), resp.Header.Get("X-Elasti-Cold-Start"))
 	}
 }

@@ -52,6 +52,12 @@ func lateAppMain() {
 	}
 	fmt.Fprintf(os.Stderr, "late app: started; listening on :%d in %s\n", appPort, delay)
 	time.Sleep(delay)
+	// The raw TCP and h2c echoes first, so they listen by the time the
+	// HTTP port, which readiness probes check, does.
+	if err := listenLateEchoes(); err != nil {
+		fmt.Fprintf(os.Stderr, "late app: %v\n", err)
+		os.Exit(1)
+	}
 	srv := &http.Server{Addr: fmt.Sprintf(":%d", appPort), Handler: appHandler(), ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
@@ -62,6 +68,24 @@ func lateAppMain() {
 	err = srv.Serve(ln)
 	fmt.Fprintf(os.Stderr, "late app: %v\n", err)
 	os.Exit(1)
+}
+
+// listenLateEchoes serves the late app's raw TCP echo (tcpEchoPort) and
+// its h2c echo (grpcEchoPort), as the app pods on kwok have them.
+func listenLateEchoes() error {
+	tcpLn, err := net.Listen("tcp", fmt.Sprintf(":%d", tcpEchoPort))
+	if err != nil {
+		return err
+	}
+	go serveTCPEcho(tcpLn)
+	h2Ln, err := net.Listen("tcp", fmt.Sprintf(":%d", grpcEchoPort))
+	if err != nil {
+		return err
+	}
+	h2 := &http.Server{Handler: http.HandlerFunc(h2cEcho), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = h2.Serve(h2Ln) }()
+	return nil
 }
 
 // connectFailuresMetric counts the resolver's failed connects to pods.
