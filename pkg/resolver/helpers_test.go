@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/elasti-dev/elasti/pkg/resolver/clusterview"
@@ -174,7 +175,9 @@ func testConfig() Config {
 
 func newEnv(t *testing.T, cfg Config, options ...func(*Options)) *testEnv {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
+	// Buffered as well as written to t, so a test can read what the
+	// resolver logged (ktesting.Underlier).
+	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true))))
 	e := &testEnv{eps: clusterview.NewMemoryEndpoints(), net: newFakeNet(), op: newFakeOperator(t), reg: prometheus.NewRegistry()}
 	e.probe = proberules.NewStaticIndex(ctx)
 	cfg.OperatorURL = e.op.srv.URL

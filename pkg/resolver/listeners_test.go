@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -275,6 +276,14 @@ func TestHeldConnectionTimesOutOrLeaves(t *testing.T) {
 	}
 	if got := metricValue(t, pe.r.metrics.Hold.Timeouts); got != 1 {
 		t.Fatalf("timeouts = %v, want 1", got)
+	}
+	// The client saw only the close; the resolver's log says why, at the
+	// default level.
+	logs := pe.r.logger.GetSink().(ktesting.Underlier).GetBuffer().Data()
+	if !slices.ContainsFunc(logs, func(e ktesting.LogEntry) bool {
+		return e.Verbosity == 0 && e.Message == "Closing held connection: no pod was Ready within the hold's timeout"
+	}) {
+		t.Errorf("no log line at the default level for the connection closed at its hold's timeout: %v", logs)
 	}
 
 	c2, err := net.DialTimeout("tcp", pe.addr(), time.Second)

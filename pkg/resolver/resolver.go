@@ -387,7 +387,14 @@ func (r *Resolver) holdConn(ctx, drop context.Context, c *forward.PeekedConn, lo
 		}
 	}
 	// A refused connection is closed on return; that is its answer.
-	if err := r.holds.Try(ctx, s, func(refused admission.Refusal) { r.countRefusal(s, refused) }, splice); err != nil {
+	err := r.holds.Try(ctx, s, func(refused admission.Refusal) { r.countRefusal(s, refused) }, splice)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// An HTTP client is told (504); a TCP client sees only the close,
+		// so the resolver's log says why (issue 39: TCP gives up as HTTP
+		// does). elasti_resolver_queue_timeouts_total counts both.
+		logger.Info("Closing held connection: no pod was Ready within the hold's timeout", "timeout", bounds.timeout, "client", s.Client)
+	case err != nil:
 		logger.V(4).Info("Held connection ended", "err", err)
 	}
 }

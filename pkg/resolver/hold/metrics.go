@@ -27,7 +27,8 @@ type Metrics struct {
 	// ColdStartWait is the time from holding a request until a Ready
 	// endpoint released it.
 	ColdStartWait prometheus.Histogram
-	// Timeouts counts held requests answered 504.
+	// Timeouts counts holds that timed out: HTTP requests answered 504
+	// (503 past their Service's own timeout), TCP connections closed.
 	Timeouts prometheus.Counter
 	// HeldReleases counts held requests and connections released to a
 	// pod, by what said the pod was ready: its direct check
@@ -54,7 +55,7 @@ func NewMetrics() Metrics {
 		}),
 		Timeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "elasti_resolver_queue_timeouts_total",
-			Help: "Held requests answered 504 (503 past their Service's own spec.hold.timeout) because no endpoint became Ready in time.",
+			Help: "Holds that timed out because no endpoint became Ready in time: HTTP requests answered 504 (503 past their Service's own spec.hold.timeout), TCP connections closed.",
 		}),
 		HeldReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "elasti_resolver_held_releases_total",
