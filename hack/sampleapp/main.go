@@ -1,7 +1,8 @@
 // Command sampleapp is the test bed's sample application, run as a real
 // container on the real node (package realnode builds its image as
-// hack/images builds elasti's) and in `make demo`: a small HTTP server that
-// starts the way a real app does, and a client mode for pods that request
+// hack/images builds elasti's) and in `make demo`: a small HTTP server
+// (HTTP/1.1, and HTTP/2 by prior knowledge on the same port) that starts
+// the way a real app does, and a client mode for pods that request
 // it.
 //
 //	sampleapp [flags]         serve on :$PORT (8080): JSON {servedBy, host, path, …}
@@ -238,7 +239,7 @@ func serve(cfg config) error {
 	a.mu.Lock()
 	a.listening = time.Now()
 	a.mu.Unlock()
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: a}
+	srv := newServer(a)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	fmt.Printf("sampleapp %s serving on :%s, %s after its start (listen delay %s, readiness %s not ready for %s)\n",
@@ -255,6 +256,16 @@ func serve(cfg config) error {
 		return err
 	}
 	return nil
+}
+
+// newServer serves h on one port over HTTP/1.1 and over HTTP/2 by prior
+// knowledge (h2c), as a gRPC server or an app behind an h2c hop does: a
+// Service port that declares kubernetes.io/h2c reaches it over HTTP/2.
+func newServer(h http.Handler) *http.Server {
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
 }
 
 func get(url string) int {

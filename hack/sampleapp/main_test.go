@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -133,5 +134,36 @@ func TestGetTimeoutOf(t *testing.T) {
 		if _, err := getTimeoutOf(v); err == nil {
 			t.Errorf("GET_TIMEOUT %q accepted", v)
 		}
+	}
+}
+
+// The server answers HTTP/1.1 and HTTP/2 by prior knowledge on one port.
+func TestServerSpeaksHTTP1AndH2C(t *testing.T) {
+	a, _ := newApp(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(a)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	for _, h2c := range []bool{false, true} {
+		tr := &http.Transport{Protocols: new(http.Protocols)}
+		want := "HTTP/1.1"
+		if h2c {
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			want = "HTTP/2.0"
+		} else {
+			tr.Protocols.SetHTTP1(true)
+		}
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("http://" + ln.Addr().String() + "/x")
+		if err != nil {
+			t.Fatalf("h2c %v: %v", h2c, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Proto != want {
+			t.Errorf("h2c %v: %d over %s, want 200 over %s", h2c, resp.StatusCode, resp.Proto, want)
+		}
+		tr.CloseIdleConnections()
 	}
 }
