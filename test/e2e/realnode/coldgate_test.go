@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,8 @@ var (
 		"the real-node benchmarks' variant baseline: a checkout of another tree whose resolver runs, with direct probing on, beside this tree's (variant on), so a change is measured against its parent in one run")
 	coldStartInterleave = flag.Bool("coldstart-interleave", false,
 		"the real-node benchmarks: run the variants by turns, one round of each, instead of all of one variant's rounds before the next; slower (the resolver rolls out between every two rounds) but fairer to a side-by-side comparison, which a machine's drift then cannot favour")
+	coldStartResults = flag.String("coldstart-results", "",
+		"the real-node gates' benchmarks: a file to write each cell's cold starts to, as JSON (test/benchplot draws them); of several benchmarks in one run, the last one's")
 	coldStartResolverV = flag.Int("coldstart-resolver-v", 2,
 		"the real-node gates' resolver -v: at 2 it logs the wakes it asks for and why a pod is left to the kubelet; at 4 each hold, each look and each pod read, which a slow cold start's evidence then quotes")
 )
@@ -983,10 +986,92 @@ func (g *coldGate) reportMetrics(bm *testing.B) {
 	for path, n := range g.perPath() {
 		bm.ReportMetric(float64(n), path+"-cold-starts")
 	}
+	g.reportPerPath(bm)
+	if *coldStartResults != "" {
+		if err := g.writeResults(bm.Name(), *coldStartResults); err != nil {
+			bm.Errorf("-coldstart-results: %v", err)
+		}
+	}
 	if g.opts.faults {
 		for _, v := range g.opts.variants {
 			_, faulted := g.beyondByWindow(v)
 			bm.ReportMetric(float64(slices.Max(append(faulted, 0)).Microseconds())/1000, v.name+"-fault-rounds-beyond-first-200-max-ms")
 		}
 	}
+}
+
+// reportPerPath reports, per variant, path and app (its listen delay),
+// over the cells without initialDelaySeconds, the cold start's and the
+// time beyond the first readiness 200's p50, p99 and max: the figures
+// docs/benchmarks.md's table shows, "on-short-name-l300ms-cold-p50-ms".
+func (g *coldGate) reportPerPath(bm *testing.B) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	type group struct {
+		variant, path string
+		listen        time.Duration
+	}
+	cold, beyond := map[group][]time.Duration{}, map[group][]time.Duration{}
+	var order []group
+	for _, v := range g.opts.variants {
+		for i, cell := range g.cells {
+			f := g.figures[coldKey{v.name, i}]
+			if f == nil || cell.initialDelay != 0 {
+				continue
+			}
+			k := group{v.name, cell.path.name, cell.listenDelay}
+			if _, ok := cold[k]; !ok {
+				order = append(order, k)
+			}
+			cold[k], beyond[k] = append(cold[k], f.total...), append(beyond[k], f.beyond...)
+		}
+	}
+	for _, k := range order {
+		for name, ds := range map[string][]time.Duration{"cold": cold[k], "beyond-first-200": beyond[k]} {
+			if len(ds) == 0 {
+				continue
+			}
+			prefix := fmt.Sprintf("%s-%s-l%s-%s", k.variant, k.path, k.listen, name)
+			bm.ReportMetric(ms(testenv.Percentile(ds, 50)), prefix+"-p50-ms")
+			bm.ReportMetric(ms(testenv.Percentile(ds, 99)), prefix+"-p99-ms")
+			bm.ReportMetric(ms(slices.Max(ds)), prefix+"-max-ms")
+		}
+	}
+}
+
+// coldCellResults is one cell's cold starts in -coldstart-results.
+type coldCellResults struct {
+	Variant        string    `json:"variant"`
+	Path           string    `json:"path"`
+	ListenMs       int64     `json:"listenMs"`
+	PeriodSeconds  int32     `json:"periodSeconds"`
+	InitialDelay   int32     `json:"initialDelaySeconds,omitempty"`
+	ColdMs         []float64 `json:"coldMs"`
+	BeyondFirst200 []float64 `json:"beyondFirst200Ms"`
+}
+
+// writeResults writes every cell's cold starts to file, as JSON.
+func (g *coldGate) writeResults(benchmark, file string) error {
+	ms := func(ds []time.Duration) []float64 {
+		out := make([]float64, len(ds))
+		for i, d := range ds {
+			out[i] = float64(d.Microseconds()) / 1000
+		}
+		return out
+	}
+	var cells []coldCellResults
+	for _, v := range g.opts.variants {
+		for i, cell := range g.cells {
+			f := g.figures[coldKey{v.name, i}]
+			if f == nil {
+				continue
+			}
+			cells = append(cells, coldCellResults{Variant: v.name, Path: cell.path.name, ListenMs: cell.listenDelay.Milliseconds(),
+				PeriodSeconds: cell.period, InitialDelay: cell.initialDelay, ColdMs: ms(f.total), BeyondFirst200: ms(f.beyond)})
+		}
+	}
+	b, err := json.MarshalIndent(map[string]any{"benchmark": benchmark, "cells": cells}, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
 }
