@@ -54,6 +54,12 @@ SOAK_REALNODE_ROUNDS ?= 30
 # Where make bench writes its results files (the pictures in docs/ are
 # drawn from them).
 BENCH_OUT     ?= bench-results
+# The results file make bench records each benchmark's figures in, and
+# the results page's table is written from (make bench-page).
+BENCH_RESULTS ?= docs/benchmarks/results.json
+# The 5-minute app's start in BenchmarkSlowStartOnTheRealNode.
+SLOWSTART_READY ?= 5m
+comma := ,
 # How long make fuzz runs each fuzz target.
 FUZZTIME      ?= 30s
 
@@ -83,7 +89,7 @@ REGISTRY ?=
 # never. Empty: only to a registry on loopback.
 PLAIN_HTTP ?=
 
-.PHONY: all build test unit docs generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench bench-compare version set-image-tag vulncheck fuzz images push release clean
+.PHONY: all build test unit docs generate verify verify-codegen verify-release verify-chart lint cluster-bins cluster-up cluster-down demo bench bench-operator bench-resolver bench-traffic bench-soak bench-realnode bench-fleet bench-page bench-compare version set-image-tag vulncheck fuzz images push release clean
 
 all: build
 
@@ -164,18 +170,44 @@ cluster-down: ## Stop the local control plane
 demo: cluster-bins ## The most complete working flow on the local cluster
 	hack/demo.sh
 
-bench: cluster-bins ## Go benchmarks on the local control plane (the cold-start gates and the 10-minute flapping run among them); COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake; SOAK_ROUNDS=N rounds of the cold-start soak (84), SOAK_REALNODE_ROUNDS=N of the real node's (30)
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/
-	$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/
-	$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers' -benchtime 1x ./pkg/resolver/...
-	$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/
-	mkdir -p $(BENCH_OUT)
-	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoak' -benchtime 1x -timeout 150m ./test/e2e/traffic/ -args -soak-rounds=$(SOAK_ROUNDS) -soak-results=$(CURDIR)/$(BENCH_OUT)/soak.json
+# bench_run runs make bench's go test command $(2), its output also in
+# $(BENCH_OUT)/$(1).txt, and records its benchmarks' figures in the results
+# file with the machine's load before it (test/benchplot -merge); $(3) is
+# the command that reproduces it, which the results page quotes.
+define bench_run
+mkdir -p $(BENCH_OUT)
+cat /proc/loadavg > $(BENCH_OUT)/$(1).load
+$(2) 2>&1 | tee $(BENCH_OUT)/$(1).txt
+$(GO) run ./test/benchplot -merge $(BENCH_OUT)/$(1).txt -results $(BENCH_RESULTS) -command "$(3)" -load-before $(BENCH_OUT)/$(1).load
+endef
+
+bench: bench-operator bench-resolver bench-traffic bench-soak bench-realnode bench-fleet bench-page ## Every Go benchmark on the local control plane (each bench-* target alone reruns its part), then the results page: COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; SLOWSTART_READY=5m the slow app's start; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake; SOAK_ROUNDS=N rounds of the cold-start soak (84), SOAK_REALNODE_ROUNDS=N of the real node's (30)
+
+bench-operator: cluster-bins ## The operator's benchmarks (wake latency and watches, test/operator)
+	$(call bench_run,operator,$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/,make bench-operator)
+
+bench-resolver: cluster-bins ## The resolver's benchmarks beside KubeElasti's (test/e2e) and its packages' (pkg/resolver)
+	$(call bench_run,resolver-e2e,$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/,make bench-resolver)
+	$(call bench_run,resolver-pkgs,$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers' -benchtime 1x ./pkg/resolver/...,make bench-resolver)
+
+bench-traffic: cluster-bins ## The traffic path, routing, the kwok cold-start gate and the 10-minute flapping run (test/e2e/traffic)
+	$(call bench_run,traffic,$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/,make bench-traffic)
+
+bench-soak: cluster-bins ## The cold-start soak on kwok (SOAK_ROUNDS rounds) and its picture
+	$(call bench_run,soak,$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoak' -benchtime 1x -timeout 150m ./test/e2e/traffic/ -args -soak-rounds=$(SOAK_ROUNDS) -soak-results=$(CURDIR)/$(BENCH_OUT)/soak.json,make bench-soak SOAK_ROUNDS=$(SOAK_ROUNDS))
 	$(GO) run ./test/benchplot -soak $(BENCH_OUT)/soak.json -out docs/benchmarks/soak-beyond-ready.svg
-	$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/
-	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode|ColdStartOneAtATimeOnTheRealNode' -benchtime 1x -timeout 90m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS)
-	$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoakOnTheRealNode' -benchtime 1x -timeout 300m ./test/e2e/realnode/ -args -coldstart-count=$(SOAK_REALNODE_ROUNDS) -coldstart-variants=on
-	$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES)
+
+bench-realnode: cluster-bins ## Real containers on the real node: cold starts, the gate, one app at a time (and its picture), the 5-minute app, the soak
+	$(call bench_run,realnode-cold,$(GO) test -count=1 -run '^$$' -bench 'ColdStartOnTheRealNode' -benchtime 10x -timeout 30m ./test/e2e/realnode/,make bench-realnode)
+	$(call bench_run,realnode-gate,$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartGateOnTheRealNode|ColdStartOneAtATimeOnTheRealNode|SlowStartOnTheRealNode' -benchtime 1x -timeout 100m ./test/e2e/realnode/ -args -coldstart-count=$(COLDSTART_COUNT) -coldstart-variants=$(COLDSTART_VARIANTS) -coldstart-one-listen=0s$(comma)300ms$(comma)2s -coldstart-results=$(CURDIR)/$(BENCH_OUT)/coldstart.json -slowstart-ready=$(SLOWSTART_READY),make bench-realnode COLDSTART_COUNT=$(COLDSTART_COUNT) COLDSTART_VARIANTS=$(COLDSTART_VARIANTS) SLOWSTART_READY=$(SLOWSTART_READY))
+	$(GO) run ./test/benchplot -coldstart $(BENCH_OUT)/coldstart.json -out docs/benchmarks/coldstart-realnode.svg
+	$(call bench_run,realnode-soak,$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoakOnTheRealNode' -benchtime 1x -timeout 300m ./test/e2e/realnode/ -args -coldstart-count=$(SOAK_REALNODE_ROUNDS) -coldstart-variants=on,make bench-realnode SOAK_REALNODE_ROUNDS=$(SOAK_REALNODE_ROUNDS))
+
+bench-fleet: cluster-bins ## The fleet of FLEET ElastiServices (test/e2e)
+	$(call bench_run,fleet,$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES),make bench-fleet FLEET=$(FLEET) FLEET_PER_NS=$(FLEET_PER_NS))
+
+bench-page: ## Rewrite docs/benchmarks.md's results table from docs/benchmarks/results.json
+	$(GO) run ./test/benchplot -page docs/benchmarks.md -results $(BENCH_RESULTS)
 
 bench-compare: cluster-bins ## The real node's cold-start gate with this tree's resolver (variant on) and BASELINE's (a commit, HEAD~1 by default; variant baseline) by turns in one run, COLDSTART_COUNT rounds each, with the resolver pods' CPU per round: a change to the resolver against its parent
 	dir=$$(mktemp -d); git worktree add --detach "$$dir/tree" "$(BASELINE)"; \

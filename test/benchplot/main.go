@@ -1,12 +1,21 @@
-// Command benchplot draws the pictures docs/benchmarks.md shows from the
-// benchmarks' own results files, so a picture is never drawn by hand:
+// Command benchplot turns make bench's output into what
+// docs/benchmarks.md shows, so no figure or picture is made by hand:
 //
 //	benchplot -soak soak.json -out docs/benchmarks/soak-beyond-ready.svg
+//	benchplot -coldstart coldstart.json -out docs/benchmarks/coldstart-realnode.svg
+//	benchplot -merge go-test.txt -results docs/benchmarks/results.json -command CMD -load-before FILE
+//	benchplot -page docs/benchmarks.md -results docs/benchmarks/results.json
 //
-// reads BenchmarkColdStartSoak's -soak-results and draws, per client
+//	(-only REGEXP records only the benchmarks it matches)
+//
+// -soak reads BenchmarkColdStartSoak's -soak-results and draws, per client
 // path, the share of cold starts answered within a time beyond the new
 // pod's Ready (a CDF on a logarithmic axis), with the fault rounds' cold
-// starts as one more line.
+// starts as one more line. -coldstart reads a real-node gate's
+// -coldstart-results and draws the cold starts' CDF per path and variant
+// (direct probing on and off). -merge records the benchmarks of go test's
+// output in the results file (package benchresults) with the run's date,
+// commit, machine and load; -page rewrites the page's table from it.
 package main
 
 import (
@@ -17,6 +26,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -44,14 +54,31 @@ type soakResults struct {
 const floorMs = 1
 
 func main() {
-	in := flag.String("soak", "", "BenchmarkColdStartSoak's -soak-results file")
+	soak := flag.String("soak", "", "BenchmarkColdStartSoak's -soak-results file, to draw")
+	cold := flag.String("coldstart", "", "a real-node gate's -coldstart-results file, to draw")
 	out := flag.String("out", "", "the SVG to write")
+	merge := flag.String("merge", "", "go test's output, whose benchmarks to record in -results")
+	page := flag.String("page", "", "the page whose results table to write from -results")
+	results := flag.String("results", "", "the results file (docs/benchmarks/results.json)")
+	command := flag.String("command", "", "with -merge: the command that ran the benchmarks")
+	loadBefore := flag.String("load-before", "", "with -merge: a copy of /proc/loadavg taken before the run")
+	only := flag.String("only", "", "with -merge: record only the benchmarks whose name matches this regular expression")
 	flag.Parse()
-	if *in == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: benchplot -soak FILE -out FILE.svg")
+	var err error
+	switch {
+	case *soak != "" && *out != "":
+		err = drawSoak(*soak, *out)
+	case *cold != "" && *out != "":
+		err = drawColdStarts(*cold, *out)
+	case *merge != "" && *results != "" && *command != "":
+		err = mergeRun(*merge, *results, *command, *loadBefore, *only)
+	case *page != "" && *results != "":
+		err = writePage(*page, *results)
+	default:
+		fmt.Fprintln(os.Stderr, "usage: benchplot -soak FILE -out FILE.svg | -coldstart FILE -out FILE.svg | -merge FILE -results FILE -command CMD [-load-before FILE] | -page FILE -results FILE")
 		os.Exit(2)
 	}
-	if err := drawSoak(*in, *out); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchplot:", err)
 		os.Exit(1)
 	}
@@ -81,24 +108,38 @@ func drawSoak(in, out string) error {
 		}
 		byLine[name] = append(byLine[name], max(c.BeyondReadyMs, floorMs))
 	}
+	title := fmt.Sprintf("Cold-start soak: %d cold starts in %d rounds, %d failed", len(r.ColdStarts), r.Rounds, r.Failed)
+	return drawCDFs(title, "answer after the new pod's Ready (ms, log scale)", floorMs, false, names, byLine,
+		func(i int, name string) (bool, color.Color) {
+			if name == "fault rounds (all paths)" {
+				return true, color.Black
+			}
+			return false, plotutil.Color(i)
+		}, out)
+}
+
+// drawCDFs draws a CDF of each of byLine's lines, in names' order, on a
+// logarithmic axis; style(i, name) gives the i-th line's colour and
+// whether it is dashed.
+func drawCDFs(title, xLabel string, floor float64, legendTopLeft bool, names []string, byLine map[string][]float64, style func(int, string) (bool, color.Color), out string) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Cold-start soak: %d cold starts in %d rounds, %d failed", len(r.ColdStarts), r.Rounds, r.Failed)
-	p.X.Label.Text = "answer after the new pod's Ready (ms, log scale)"
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
 	p.Y.Label.Text = "share of cold starts answered"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.Top, p.Legend.Left = legendTopLeft, legendTopLeft
 	p.Add(plotter.NewGrid())
 	for i, name := range names {
-		line, err := plotter.NewLine(cdf(byLine[name]))
+		line, err := plotter.NewLine(cdf(byLine[name], floor))
 		if err != nil {
 			return err
 		}
-		line.Color = plotutil.Color(i)
+		dashed, c := style(i, name)
+		line.Color = c
 		line.Width = vg.Points(1.5)
-		if name == "fault rounds (all paths)" {
-			line.Color = color.Black
+		if dashed {
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(line)
@@ -109,13 +150,74 @@ func drawSoak(in, out string) error {
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, out)
 }
 
+// coldCells is a real-node gate's -coldstart-results (test/e2e/realnode's
+// coldCellResults).
+type coldCells struct {
+	Benchmark string `json:"benchmark"`
+	Cells     []struct {
+		Variant  string    `json:"variant"`
+		Path     string    `json:"path"`
+		ListenMs int64     `json:"listenMs"`
+		ColdMs   []float64 `json:"coldMs"`
+	} `json:"cells"`
+}
+
+// drawColdStarts draws the cold starts of a real-node gate's results, a
+// CDF per path and variant; direct probing off is dashed.
+func drawColdStarts(in, out string) error {
+	b, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	var r coldCells
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	byLine := map[string][]float64{}
+	var names []string
+	total := 0
+	for _, c := range r.Cells {
+		name := fmt.Sprintf("%s, direct probing %s", c.Path, c.Variant)
+		if _, ok := byLine[name]; !ok {
+			names = append(names, name)
+		}
+		for _, v := range c.ColdMs {
+			byLine[name] = append(byLine[name], max(v, coldFloorMs))
+		}
+		total += len(c.ColdMs)
+	}
+	if total == 0 {
+		return fmt.Errorf("%s: no cold starts", in)
+	}
+	slices.Sort(names)
+	title := fmt.Sprintf("%s: %d cold starts of real containers", r.Benchmark, total)
+	// A path's two variants share its colour; off is dashed.
+	colour := map[string]int{}
+	for _, name := range names {
+		path, _, _ := strings.Cut(name, ",")
+		if _, ok := colour[path]; !ok {
+			colour[path] = len(colour)
+		}
+	}
+	return drawCDFs(title, "request to answer (ms, log scale)", coldFloorMs, true, names, byLine,
+		func(_ int, name string) (bool, color.Color) {
+			path, _, _ := strings.Cut(name, ",")
+			return strings.HasSuffix(name, " off"), plotutil.Color(colour[path])
+		}, out)
+}
+
 // maxCDFPoints bounds the points of one line: ten thousand cold starts
 // would draw each distinct value, and the file would be as large.
 const maxCDFPoints = 400
 
+// coldFloorMs is where a cold start's axis begins: no container starts
+// and answers in less.
+const coldFloorMs = 100
+
 // cdf is the points (x, share of xs at most x) of xs, one per distinct
-// value, thinned to at most maxCDFPoints (the last one always kept).
-func cdf(xs []float64) plotter.XYs {
+// value, thinned to at most maxCDFPoints (the last one always kept),
+// from floor with nothing answered.
+func cdf(xs []float64, floor float64) plotter.XYs {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	var pts plotter.XYs
@@ -133,5 +235,5 @@ func cdf(xs []float64) plotter.XYs {
 		pts = append(thin, pts[len(pts)-1])
 	}
 	// The line starts at the axis' floor with nothing answered.
-	return append(plotter.XYs{{X: math.Min(floorMs, pts[0].X), Y: 0}}, pts...)
+	return append(plotter.XYs{{X: math.Min(floor, pts[0].X), Y: 0}}, pts...)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func TestCDFCountsEachValueOnceAtItsLastRank(t *testing.T) {
-	got := cdf([]float64{5, 2, 2, 40})
+	got := cdf([]float64{5, 2, 2, 40}, floorMs)
 	want := plotter.XYs{{X: 1, Y: 0}, {X: 2, Y: 0.5}, {X: 5, Y: 0.75}, {X: 40, Y: 1}}
 	if len(got) != len(want) {
 		t.Fatalf("cdf = %v, want %v", got, want)
@@ -28,7 +28,7 @@ func TestCDFIsThinnedToItsBoundAndKeepsTheLast(t *testing.T) {
 	for i := range xs {
 		xs[i] = float64(i + 1)
 	}
-	got := cdf(xs)
+	got := cdf(xs, floorMs)
 	if len(got) > maxCDFPoints+2 {
 		t.Errorf("%d points, want at most %d", len(got), maxCDFPoints+2)
 	}
@@ -69,5 +69,37 @@ func TestDrawSoakRefusesAnEmptyRun(t *testing.T) {
 	}
 	if err := drawSoak(in, in+".svg"); err == nil || !strings.Contains(err.Error(), "no cold starts") {
 		t.Fatalf("drawSoak of an empty run: %v, want an error saying so", err)
+	}
+}
+
+// The real node's cold starts: a line per path and variant, named with its
+// count, and an empty run refused.
+func TestDrawColdStartsWritesALinePerPathAndVariant(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "coldstart.json"), filepath.Join(dir, "coldstart.svg")
+	body := `{"benchmark":"BenchmarkColdStartOneAtATimeOnTheRealNode","cells":[
+	 {"variant":"on","path":"short-name","listenMs":0,"coldMs":[310,320,900]},
+	 {"variant":"off","path":"short-name","listenMs":0,"coldMs":[330,10400]},
+	 {"variant":"on","path":"ingress","listenMs":300,"coldMs":[600]}]}`
+	if err := os.WriteFile(in, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := drawColdStarts(in, out); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"short-name, direct probing on (3)", "short-name, direct probing off (2)", "ingress, direct probing on (1)", "6 cold starts"} {
+		if !strings.Contains(string(svg), s) {
+			t.Errorf("the SVG does not contain %q", s)
+		}
+	}
+	if err := os.WriteFile(in, []byte(`{"cells":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := drawColdStarts(in, out); err == nil || !strings.Contains(err.Error(), "no cold starts") {
+		t.Errorf("an empty run: %v, want an error saying so", err)
 	}
 }
