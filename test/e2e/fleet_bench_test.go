@@ -364,33 +364,6 @@ type fleetWait struct {
 	cond func(mode map[string]int, ready int) bool
 }
 
-// parallel runs f(i) for i in [0,n) with bounded concurrency.
-func parallel(n, workers int, f func(i int) error) error {
-	var next atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return firstErr
-}
-
 // procStats reads a process's resident memory (current and peak, bytes) and
 // CPU seconds from /proc.
 func procStats(pid int) (rss, peak int64, cpu float64, err error) {
@@ -463,7 +436,7 @@ func runFleet(b *testing.B, n int) {
 	for i := range n {
 		fleet[i] = fleetMember{ns: namespaces[i/perNS], name: fmt.Sprintf("%s%05d", fleetPrefix, i)}
 	}
-	if err := parallel(n, 32, func(i int) error {
+	if err := testenv.Parallel(n, 32, func(i int) error {
 		return createFleetMember(ctx, e, fleet[i])
 	}); err != nil {
 		b.Fatal(err)
@@ -528,7 +501,7 @@ func runFleet(b *testing.B, n int) {
 	// Someone else scales every target to zero at once, as a script or
 	// another autoscaler might: the operator can only follow.
 	written := make([]time.Time, n) // each by its own worker, read after parallel
-	if err := parallel(n, 64, func(i int) error {
+	if err := testenv.Parallel(n, 64, func(i int) error {
 		_, err := e.Kube.AppsV1().Deployments(fleet[i].ns).Patch(ctx, fleet[i].name, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
 		written[i] = time.Now()
 		return err
@@ -695,7 +668,7 @@ func wakeFleet(b *testing.B, op fleetOperator, fleet []fleetMember) {
 	// operator's scale endpoint takes at most 64 connections of one client
 	// address (pkg/command) and resets the rest, which a run of 256 at
 	// once met after that bound came (933 of 1,000 reset).
-	_ = parallel(len(fleet), 32, func(i int) error {
+	_ = testenv.Parallel(len(fleet), 32, func(i int) error {
 		resp, err := client.Post(op.Scale, "application/json", strings.NewReader(testenv.WakeBody(fleet[i].name, fleet[i].ns)))
 		reason := ""
 		switch {

@@ -89,7 +89,7 @@ func BenchmarkResolverThroughput(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
-		if err := parallel(throughputRequests, clients, func(int) error {
+		if err := testenv.Parallel(throughputRequests, clients, func(int) error {
 			req, _ := http.NewRequest(http.MethodGet, via, nil)
 			req.Host = host
 			resp, err := client.Do(req)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,30 +214,45 @@ const finalizeWorkers = 8
 // its own deadline; a name already gone is no error. It returns the first
 // error of the round.
 func deleteEach(ctx context.Context, names []string, del func(context.Context, string) error) error {
+	return Parallel(len(names), finalizeWorkers, func(i int) error {
+		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := del(reqCtx, names[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: %w", names[i], err)
+		}
+		return nil
+	})
+}
+
+// Parallel runs f(i) for every i in [0,n), at most workers at once, and
+// returns the first error any returned; every f runs whatever the others
+// return.
+func Parallel(n, workers int, f func(i int) error) error {
 	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, finalizeWorkers)
+		next     atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
 	)
-	for _, name := range names {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if err := del(reqCtx, name); err != nil && !apierrors.IsNotFound(err) {
-				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("%s: %w", name, err)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
 				}
-				mu.Unlock()
+				if err := f(i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	return first
+	return firstErr
 }
 
 // Ctx is the test's context, cancelled when the test ends, just before its
