@@ -424,19 +424,25 @@ func watch(c *Controller, inf Informers) error {
 // newQueues makes the four queues; their names label the queue metrics.
 func (c *Controller) newQueues(opts Options) {
 	metrics, drops := opts.QueueMetrics, dropReports{opts.OnDrop}
-	c.elastiServiceQueue = workloop.New(elastiServiceQueueName, func(ctx context.Context, key types.NamespacedName) error {
+	// Every queue takes turns by namespace: one namespace's thousand keys
+	// (a fleet created or deleted at once) must not hold another
+	// namespace's wake behind them (docs/concepts/wake-and-sleep.md).
+	c.elastiServiceQueue = workloop.NewFair(elastiServiceQueueName, namespaceOf, func(ctx context.Context, key types.NamespacedName) error {
 		start := c.clock.Now()
 		err := c.syncElastiService(ctx, key)
 		c.observer.ObserveSync(c.clock.Since(start), syncOutcome(err))
 		return err
 	}, metrics, drops.elastiService)
-	c.targetQueue = workloop.New(targetQueueName, c.enqueueForTarget, metrics, drops.target)
-	c.sliceQueue = workloop.New(sliceQueueName, c.enqueueForSliceService, metrics, drops.service)
-	c.privateServiceQueue = workloop.New(privateServiceQueueName, func(ctx context.Context, key types.NamespacedName) error {
+	c.targetQueue = workloop.NewFair(targetQueueName, func(ref scaletarget.Ref) string { return ref.Namespace },
+		c.enqueueForTarget, metrics, drops.target)
+	c.sliceQueue = workloop.NewFair(sliceQueueName, namespaceOf, c.enqueueForSliceService, metrics, drops.service)
+	c.privateServiceQueue = workloop.NewFair(privateServiceQueueName, namespaceOf, func(ctx context.Context, key types.NamespacedName) error {
 		return c.front.syncPrivateService(ctx, key)
 	}, metrics, drops.privateService)
 	c.queue = cmp.Or[Queue](opts.Queue, c.elastiServiceQueue)
 }
+
+func namespaceOf(key types.NamespacedName) string { return key.Namespace }
 
 // DroppedObject names the object behind a key a queue gave up on: an
 // ElastiService, a scale target (by its kind) or a Service.

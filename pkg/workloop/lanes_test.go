@@ -1,8 +1,15 @@
 package workloop
 
 import (
+	"context"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"k8s.io/klog/v2/ktesting"
 )
 
 // drain takes every waiting key in the order workers would get them, each
@@ -78,5 +85,126 @@ func TestUrgentAddDuringASyncCountsForTheNext(t *testing.T) {
 	l.queue.Done(key)
 	if got, want := drain(t, l), []string{"a", "b"}; !slices.Equal(got, want) {
 		t.Errorf("order = %v, want %v", got, want)
+	}
+}
+
+// newFairTestLoop is newTestLoop with keys "tenant/name".
+func newFairTestLoop(t *testing.T, sync SyncFunc[string]) *Loop[string] {
+	t.Helper()
+	l := NewFair("fair", tenantOfTestKey, sync, nil)
+	t.Cleanup(l.ShutDown)
+	return l
+}
+
+func tenantOfTestKey(key string) string {
+	tenant, _, _ := strings.Cut(key, "/")
+	return tenant
+}
+
+func keys(tenant string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/%d", tenant, i)
+	}
+	return out
+}
+
+// A namespace that queued a thousand keys (a fleet deleted at once) costs
+// another namespace's new key one turn. Arrival order alone made it wait
+// for all thousand (the 07:28 CI failure, docs/ci.md).
+func TestTenantsTakeTurns(t *testing.T) {
+	l := newFairTestLoop(t, noSync)
+	for _, k := range keys("a", 1000) {
+		l.Add(k)
+	}
+	l.Add("b/0")
+	l.Add("b/1")
+	got := drain(t, l)
+	if len(got) != 1002 {
+		t.Fatalf("drained %d keys, want 1002", len(got))
+	}
+	if want := []string{"a/0", "b/0", "a/1", "b/1", "a/2"}; !slices.Equal(got[:5], want) {
+		t.Errorf("first keys = %v, want %v", got[:5], want)
+	}
+	var aOrder []string
+	for _, k := range got {
+		if strings.HasPrefix(k, "a/") {
+			aOrder = append(aOrder, k)
+		}
+	}
+	if !slices.Equal(aOrder, keys("a", 1000)) {
+		t.Error("a tenant's own keys left their arrival order")
+	}
+}
+
+func TestUrgentLaneTakesTurnsToo(t *testing.T) {
+	l := newFairTestLoop(t, noSync)
+	l.Add("c/0")
+	for _, k := range keys("a", 100) {
+		l.AddUrgent(k)
+	}
+	l.AddUrgent("b/0")
+	got := drain(t, l)
+	if want := []string{"a/0", "b/0", "a/1"}; !slices.Equal(got[:3], want) {
+		t.Errorf("first keys = %v, want %v", got[:3], want)
+	}
+	if got[len(got)-1] != "c/0" {
+		t.Errorf("last key = %q, want the only plain key c/0 after every urgent one", got[len(got)-1])
+	}
+}
+
+// A key moved to the urgent lane leaves a copy in its tenant's turn; the
+// copy is skipped and gives the turn to the next tenant.
+func TestAMovedKeysCopyIsSkippedInItsTenantsTurn(t *testing.T) {
+	l := newFairTestLoop(t, noSync)
+	for _, k := range []string{"a/1", "a/2", "b/1", "b/2"} {
+		l.Add(k)
+	}
+	l.AddUrgent("a/1")
+	if n := l.Len(); n != 4 {
+		t.Fatalf("Len = %d, want 4 (a key waits once)", n)
+	}
+	if got, want := drain(t, l), []string{"a/1", "b/1", "a/2", "b/2"}; !slices.Equal(got, want) {
+		t.Errorf("order = %v, want %v", got, want)
+	}
+	l.Add("a/1")
+	if got, want := drain(t, l), []string{"a/1"}; !slices.Equal(got, want) {
+		t.Errorf("after the drain, order = %v, want %v", got, want)
+	}
+}
+
+// Through the workers: with four busy workers and 400 keys of one tenant
+// waiting, another tenant's key is synced among the first few.
+func TestAnotherTenantsKeyIsSyncedPromptlyBehindABurst(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var synced []string
+	bSynced := make(chan struct{})
+	l := newFairTestLoop(t, func(_ context.Context, key string) error {
+		mu.Lock()
+		synced = append(synced, key)
+		mu.Unlock()
+		if key == "b/0" {
+			close(bSynced)
+		}
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	for _, k := range keys("a", 400) {
+		l.Add(k)
+	}
+	l.Add("b/0")
+	go l.Run(ctx, 4)
+	select {
+	case <-bSynced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b/0 was not synced within 10s")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if i := slices.Index(synced, "b/0"); i > 4 {
+		t.Errorf("b/0 was sync number %d, after %d of a's keys; want it among the first five", i+1, i)
 	}
 }

@@ -31,6 +31,7 @@ type SyncFunc[T comparable] func(ctx context.Context, key T) error
 // Loop owns a queue and the workers that drain it.
 type Loop[T comparable] struct {
 	name       string
+	tenantOf   func(T) string
 	queue      workqueue.TypedRateLimitingInterface[T]
 	lanes      *lanes[T]
 	sync       SyncFunc[T]
@@ -42,16 +43,24 @@ type Loop[T comparable] struct {
 type DropFunc[T comparable] func(ctx context.Context, key T, err error)
 
 // New makes a loop with a named queue; name labels the queue's metrics.
-// Each of onDrop is told of every key the loop gives up on.
+// Each of onDrop is told of every key the loop gives up on. Its keys wait
+// in arrival order (urgent ones first).
 func New[T comparable](name string, sync SyncFunc[T], metrics workqueue.MetricsProvider, onDrop ...DropFunc[T]) *Loop[T] {
-	l := &Loop[T]{name: name, sync: sync, maxRetries: DefaultMaxRetries, onDrop: onDrop}
+	return NewFair(name, func(T) string { return "" }, sync, metrics, onDrop...)
+}
+
+// NewFair is New with keys that belong to tenants (tenantOf): the tenants
+// with keys waiting take turns, so one tenant's burst delays another's
+// keys by a turn each, not by the whole burst.
+func NewFair[T comparable](name string, tenantOf func(T) string, sync SyncFunc[T], metrics workqueue.MetricsProvider, onDrop ...DropFunc[T]) *Loop[T] {
+	l := &Loop[T]{name: name, tenantOf: tenantOf, sync: sync, maxRetries: DefaultMaxRetries, onDrop: onDrop}
 	l.newQueue(metrics, clock.RealClock{})
 	return l
 }
 
 // newQueue gives the loop a rate-limited queue over fresh lanes.
 func (l *Loop[T]) newQueue(metrics workqueue.MetricsProvider, clk clock.WithTicker) {
-	l.lanes = newLanes[T]()
+	l.lanes = newLanes(l.tenantOf)
 	l.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[T](),
 		workqueue.TypedRateLimitingQueueConfig[T]{
 			Name: l.name, MetricsProvider: metrics, Clock: clk,
