@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +47,8 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), command.BuildInfo("elasti-resolver"))
+	registry.MustRegister(command.RuntimeCollectors()...)
+	registry.MustRegister(command.BuildInfo("elasti-resolver"))
 	// The data plane and the informers outlive ctx: after the signal they
 	// keep serving through the drain, and are stopped by drain and the
 	// defers. Derived from ctx, they would stop at the signal and held

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
+	"github.com/elasti-dev/elasti/pkg/command"
 	"github.com/elasti-dev/elasti/pkg/outcome"
 	"github.com/elasti-dev/elasti/pkg/triggers"
 )
@@ -111,9 +111,8 @@ func NewOperator() *Operator {
 		pending:  map[types.NamespacedName]time.Time{},
 	}
 	m.Queues = m.queues
+	m.Registry.MustRegister(command.RuntimeCollectors()...)
 	m.Registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ScaleCounter, m.WakeRequestDuration, m.IdleEvaluations, m.PollerLastRun, m.PollerDuration,
 		m.Reconcile, m.Mode, m.ColdStart,
 	)
