@@ -156,12 +156,7 @@ func runSlowStart(bm *testing.B) *slowStart {
 	if err := b.net.WaitIngressFollows(bm.Context(), client, e.NS, app, testenv.WaitTimeout); err != nil {
 		bm.Fatal(err)
 	}
-	// Asleep, it becomes the model server: its next pod loads for minutes.
-	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"LISTEN_DELAY","value":%q},{"name":"NOT_READY_FOR","value":%q}]}]}}}}`,
-		slowStartListen, *slowStartReady-slowStartListen)
-	if _, err := e.Kube.AppsV1().Deployments(e.NS).Patch(bm.Context(), app, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		bm.Fatal(err)
-	}
+	becomeSlow(bm, e, *slowStartReady)
 
 	memBefore := b.resolverMemory(bm)
 	r.memBefore = memBefore
@@ -267,6 +262,18 @@ func runSlowStart(bm *testing.B) *slowStart {
 	bm.Logf("held %s; resolver memory %d MiB before, %d MiB once all were held, %d MiB at most while holding; %d stage samples, the longest mismatch %s; refusals past the bound at most %s",
 		r.held.Round(time.Second), r.memBefore>>20, r.memHeldFirst>>20, r.memHeldMax>>20, r.stageSamples, r.stageMismatch, slices.Max(append(r.refused, 0)))
 	return r
+}
+
+// becomeSlow makes the sleeping sample app web a model server: its next
+// pod listens slowStartListen after it starts and answers its readiness
+// path 503 until ready after its start.
+func becomeSlow(tb testing.TB, e *testenv.Env, ready time.Duration) {
+	tb.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"LISTEN_DELAY","value":%q},{"name":"NOT_READY_FOR","value":%q}]}]}}}}`,
+		slowStartListen, ready-slowStartListen)
+	if _, err := e.Kube.AppsV1().Deployments(e.NS).Patch(tb.Context(), app, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // memReading is the resolver containers' memory at a time.
