@@ -26,7 +26,7 @@ TEST_PARALLEL ?= 3
 TEST_TIMEOUT  ?= 45m
 BENCH_TIME    ?= 1x
 # ElastiServices in the fleet benchmark, and how many share a namespace.
-FLEET         ?= 1000
+FLEET         ?= 200 1000
 FLEET_PER_NS  ?= 100
 # all, or foreign: from the restart straight to another tool's scale-down.
 FLEET_PHASES  ?= all
@@ -59,7 +59,6 @@ BENCH_OUT     ?= bench-results
 BENCH_RESULTS ?= docs/benchmarks/results.json
 # The 5-minute app's start in BenchmarkSlowStartOnTheRealNode.
 SLOWSTART_READY ?= 5m
-comma := ,
 # How long make fuzz runs each fuzz target.
 FUZZTIME      ?= 30s
 
@@ -181,14 +180,22 @@ $(2) 2>&1 | tee $(BENCH_OUT)/$(1).txt
 $(GO) run ./test/benchplot -merge $(BENCH_OUT)/$(1).txt -results $(BENCH_RESULTS) -command "$(3)" -load-before $(BENCH_OUT)/$(1).load
 endef
 
-bench: bench-operator bench-resolver bench-traffic bench-soak bench-realnode bench-fleet bench-page ## Every Go benchmark on the local control plane (each bench-* target alone reruns its part), then the results page: COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; SLOWSTART_READY=5m the slow app's start; FLEET=N sizes the fleet (default 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake; SOAK_ROUNDS=N rounds of the cold-start soak (84), SOAK_REALNODE_ROUNDS=N of the real node's (30)
+# newline ends one expansion of bench_run in a $(foreach): each of its
+# lines is a line of the recipe.
+define newline
+
+
+endef
+
+bench: bench-operator bench-resolver bench-traffic bench-soak bench-realnode bench-fleet bench-page ## Every Go benchmark on the local control plane (each bench-* target alone reruns its part), then the results page: COLDSTART_COUNT=N cold starts per cell of the real node's gate (10), COLDSTART_VARIANTS=on,off its resolver variants; SLOWSTART_READY=5m the slow app's start; FLEET="N …" sizes the fleet, one run each (default 200 1000), FLEET_PER_NS=M per namespace (100), FLEET_PHASES=foreign skips the operator's own scale-down and the wake; SOAK_ROUNDS=N rounds of the cold-start soak (84), SOAK_REALNODE_ROUNDS=N of the real node's (30)
 
 bench-operator: cluster-bins ## The operator's benchmarks (wake latency and watches, test/operator)
 	$(call bench_run,operator,$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/,make bench-operator)
 
 bench-resolver: cluster-bins ## The resolver's benchmarks beside KubeElasti's (test/e2e) and its packages' (pkg/resolver)
 	$(call bench_run,resolver-e2e,$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/,make bench-resolver)
-	$(call bench_run,resolver-pkgs,$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers' -benchtime 1x ./pkg/resolver/...,make bench-resolver)
+	$(call bench_run,resolver-pkgs,$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers|HeldMemory' -benchtime 1x ./pkg/resolver/...,make bench-resolver)
+	$(GO) run ./test/benchplot -held -results $(BENCH_RESULTS) -out docs/benchmarks/resolver-memory-vs-held.svg
 
 bench-traffic: cluster-bins ## The traffic path, routing, the kwok cold-start gate and the 10-minute flapping run (test/e2e/traffic)
 	$(call bench_run,traffic,$(GO) test -count=1 -run '^$$' -bench 'TrafficPath|ResolverRouting|ColdStartGate|Flapping' -benchtime 1x -timeout 60m ./test/e2e/traffic/,make bench-traffic)
@@ -203,8 +210,9 @@ bench-realnode: cluster-bins ## Real containers on the real node: cold starts, t
 	$(GO) run ./test/benchplot -coldstart $(BENCH_OUT)/coldstart.json -out docs/benchmarks/coldstart-realnode.svg
 	$(call bench_run,realnode-soak,$(GO) test -v -count=1 -run '^$$' -bench 'ColdStartSoakOnTheRealNode' -benchtime 1x -timeout 300m ./test/e2e/realnode/ -args -coldstart-count=$(SOAK_REALNODE_ROUNDS) -coldstart-variants=on,make bench-realnode SOAK_REALNODE_ROUNDS=$(SOAK_REALNODE_ROUNDS))
 
-bench-fleet: cluster-bins ## The fleet of FLEET ElastiServices (test/e2e)
-	$(call bench_run,fleet,$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(FLEET) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES),make bench-fleet FLEET=$(FLEET) FLEET_PER_NS=$(FLEET_PER_NS))
+bench-fleet: cluster-bins ## The fleet of FLEET ElastiServices (test/e2e), one run per size in FLEET, and the picture of convergence against N from every size recorded
+	$(foreach n,$(FLEET),$(call bench_run,fleet-$(n),$(GO) test -count=1 -run '^$$' -bench 'Fleet' -benchtime 1x -timeout $(FLEET_TIMEOUT) ./test/e2e/ -args -fleet-size=$(n) -fleet-per-namespace=$(FLEET_PER_NS) -fleet-phases=$(FLEET_PHASES),make bench-fleet FLEET=$(n) FLEET_PER_NS=$(FLEET_PER_NS))$(newline))
+	$(GO) run ./test/benchplot -fleet -results $(BENCH_RESULTS) -out docs/benchmarks/fleet-vs-n.svg
 
 bench-page: ## Rewrite docs/benchmarks.md's results table from docs/benchmarks/results.json
 	$(GO) run ./test/benchplot -page docs/benchmarks.md -results $(BENCH_RESULTS)

@@ -5,6 +5,8 @@
 //	benchplot -coldstart coldstart.json -out docs/benchmarks/coldstart-realnode.svg
 //	benchplot -merge go-test.txt -results docs/benchmarks/results.json -command CMD -load-before FILE
 //	benchplot -page docs/benchmarks.md -results docs/benchmarks/results.json
+//	benchplot -fleet -results docs/benchmarks/results.json -out docs/benchmarks/fleet-vs-n.svg
+//	benchplot -held -results docs/benchmarks/results.json -out docs/benchmarks/resolver-memory-vs-held.svg
 //
 //	(-only REGEXP records only the benchmarks it matches)
 //
@@ -16,6 +18,9 @@
 // (direct probing on and off). -merge records the benchmarks of go test's
 // output in the results file (package benchresults) with the run's date,
 // commit, machine and load; -page rewrites the page's table from it.
+// -fleet and -held draw from the results file: the fleet's convergence
+// against its size (BenchmarkFleet/N=…), and the resolver's memory
+// against the requests it holds (BenchmarkHeldMemory/held=…).
 package main
 
 import (
@@ -63,6 +68,8 @@ func main() {
 	command := flag.String("command", "", "with -merge: the command that ran the benchmarks")
 	loadBefore := flag.String("load-before", "", "with -merge: a copy of /proc/loadavg taken before the run")
 	only := flag.String("only", "", "with -merge: record only the benchmarks whose name matches this regular expression")
+	fleet := flag.Bool("fleet", false, "draw the fleet's convergence against N from -results")
+	held := flag.Bool("held", false, "draw the resolver's memory against held requests from -results")
 	flag.Parse()
 	var err error
 	switch {
@@ -74,8 +81,10 @@ func main() {
 		err = mergeRun(*merge, *results, *command, *loadBefore, *only)
 	case *page != "" && *results != "":
 		err = writePage(*page, *results)
+	case (*fleet || *held) && *results != "" && *out != "":
+		err = drawResults(*results, *fleet, *out)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: benchplot -soak FILE -out FILE.svg | -coldstart FILE -out FILE.svg | -merge FILE -results FILE -command CMD [-load-before FILE] | -page FILE -results FILE")
+		fmt.Fprintln(os.Stderr, "usage: benchplot -soak FILE -out FILE.svg | -coldstart FILE -out FILE.svg | -merge FILE -results FILE -command CMD [-load-before FILE] | -page FILE -results FILE | -fleet|-held -results FILE -out FILE.svg")
 		os.Exit(2)
 	}
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/plot/plotter"
+
+	"github.com/elasti-dev/elasti/test/benchresults"
 )
 
 func TestCDFCountsEachValueOnceAtItsLastRank(t *testing.T) {
@@ -101,5 +103,32 @@ func TestDrawColdStartsWritesALinePerPathAndVariant(t *testing.T) {
 	}
 	if err := drawColdStarts(in, out); err == nil || !strings.Contains(err.Error(), "no cold starts") {
 		t.Errorf("an empty run: %v, want an error saying so", err)
+	}
+}
+
+func TestTheFleetPictureHasALinePerPhaseWithEachRun(t *testing.T) {
+	f := &benchresults.File{Runs: map[string]benchresults.Run{
+		"BenchmarkFleet/N=1000": {Metrics: map[string]float64{"reconcile-all-s": 6.5, "idle-proxy-s": 61, "all-serve-s": 47, "restart-converge-s": 0.7}},
+		"BenchmarkFleet/N=200":  {Metrics: map[string]float64{"reconcile-all-s": 1.5, "idle-proxy-s": 31, "all-serve-s": 12, "restart-converge-s": 0.2}},
+		"BenchmarkHeldMemory/held=250": {Metrics: map[string]float64{"MiB-heap+stacks": 6.4}},
+	}}
+	out := filepath.Join(t.TempDir(), "fleet.svg")
+	if err := drawFleet(f, out); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"every one reconciled (2 runs)", "every one serving (2 runs)", "converged (2 runs)"} {
+		if !strings.Contains(string(svg), s) {
+			t.Errorf("the SVG does not contain %q", s)
+		}
+	}
+	if got := pointsOf(f, fleetRun, "all-serve-s"); len(got) != 2 || got[0] != (plotter.XY{X: 200, Y: 12}) || got[1] != (plotter.XY{X: 1000, Y: 47}) {
+		t.Errorf("points = %v, want N=200 then N=1000", got)
+	}
+	if err := drawHeldMemory(&benchresults.File{Runs: map[string]benchresults.Run{}}, out); err == nil {
+		t.Error("drew the held memory from a results file without its runs")
 	}
 }

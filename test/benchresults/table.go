@@ -99,6 +99,22 @@ var Headlines = append(append(append(append(coldStartRows("BenchmarkColdStartOne
 			return fmt.Sprintf("%s → %s (growth %s); %s; %s", mib(v[0]), mib(v[1]), mib(v[2]), ms(v[3]), ms(v[4]))
 		},
 	},
+	Headline{
+		Figure:    "The same: the resolver's live heap (both replicas, go_gc_heap_live_bytes) before, after their first collection with the 1,000 held, and its growth while they stayed held",
+		Benchmark: "BenchmarkSlowStartOnTheRealNode",
+		Metrics:   []string{"resolver-live-heap-before-MiB", "resolver-live-heap-held-first-MiB", "resolver-live-heap-growth-while-held-MiB"},
+		Format: func(v []float64) string {
+			return fmt.Sprintf("%s → %s (growth %s)", mib(v[0]), mib(v[1]), mib(v[2]))
+		},
+	},
+	Headline{
+		Figure:    "The resolver's heap and stacks holding 2,000 plain requests (the default --global-queue; in one process, after a collection), per held request, and its growth while they stayed held 5 s",
+		Benchmark: "BenchmarkHeldMemory/held=2000",
+		Metrics:   []string{"MiB-heap+stacks", "KiB/held-request", "MiB-growth-while-held"},
+		Format: func(v []float64) string {
+			return fmt.Sprintf("%s, %.1f KiB each (growth %.1f MiB)", mib(v[0]), v[1], v[2])
+		},
+	},
 )
 
 // TableStart and TableEnd enclose the table on the page.
