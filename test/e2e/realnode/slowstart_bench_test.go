@@ -61,7 +61,8 @@ var slowStartMetric = map[string]string{"short name": "short-name", "ClusterIP":
 // controller and HTTP/2 by prior knowledge. While they are held, the
 // resolver's wake status (Prefer: respond-async) is compared with the
 // pod's real stage every 500 ms, and the resolver containers' memory read
-// from their cgroups; then spec.hold.maxRequests is lowered under the held
+// from their cgroups (RSS) and their metrics (the live heap, as each
+// replica's last collection found it); then spec.hold.maxRequests is lowered under the held
 // count and more requests are sent, each to be refused at once with 503
 // and Retry-After while none of the held ones is lost. It fails on any
 // held request not answered by the woken pod, and reports the errors, the
@@ -87,11 +88,18 @@ type slowStart struct {
 	beyond       map[string][]time.Duration
 	refused      []time.Duration
 	refusedTotal []time.Duration
+	// RSS: the resolver containers' memory without the page cache.
 	memBefore    int64
 	memHeldMax   int64
 	// memHeldFirst is the first reading once every request was held:
 	// the growth from it to memHeldMax is what holding them longer cost.
-	memHeldFirst  int64
+	memHeldFirst int64
+	// The live heap (go_gc_heap_live_bytes of both replicas): before,
+	// and from the first reading after every replica collected once all
+	// were held, its first and its largest. RSS keeps the garbage a
+	// process with GOMEMLIMIT lets pile up; the live heap does not.
+	liveBefore, liveHeldFirst, liveHeldMax int64
+	liveHeldReadings                       int
 	stageMismatch time.Duration
 	stageSamples  int
 	held          time.Duration
@@ -105,6 +113,12 @@ func (r *slowStart) report(bm *testing.B) {
 	bm.ReportMetric(float64(r.memBefore)/(1<<20), "resolver-rss-before-MiB")
 	bm.ReportMetric(float64(r.memHeldMax)/(1<<20), "resolver-rss-held-max-MiB")
 	bm.ReportMetric(float64(r.memHeldMax-r.memHeldFirst)/(1<<20), "resolver-rss-growth-while-held-MiB")
+	if r.liveHeldReadings > 0 {
+		bm.ReportMetric(float64(r.liveBefore)/(1<<20), "resolver-live-heap-before-MiB")
+		bm.ReportMetric(float64(r.liveHeldFirst)/(1<<20), "resolver-live-heap-held-first-MiB")
+		bm.ReportMetric(float64(r.liveHeldMax)/(1<<20), "resolver-live-heap-held-max-MiB")
+		bm.ReportMetric(float64(r.liveHeldMax-r.liveHeldFirst)/(1<<20), "resolver-live-heap-growth-while-held-MiB")
+	}
 	bm.ReportMetric(float64(slices.Max(append(r.refused, 0)).Microseconds())/1000, "past-bound-503-max-ms")
 	bm.ReportMetric(float64(slices.Max(append(r.refusedTotal, 0)).Microseconds())/1000, "past-bound-503-with-connect-max-ms")
 	bm.ReportMetric(float64(r.stageMismatch.Milliseconds()), "stage-mismatch-max-ms")
@@ -158,8 +172,8 @@ func runSlowStart(bm *testing.B) *slowStart {
 	}
 	becomeSlow(bm, e, *slowStartReady)
 
-	memBefore := b.resolverMemory(bm)
-	r.memBefore = memBefore
+	before := b.memoryReading(bm, client)
+	r.memBefore, r.liveBefore = before.rss, before.live
 	perPath := *slowStartHeld / len(slowStartPaths)
 	timeout := holdFor + time.Minute
 	requests := map[string]realnet.Request{
@@ -199,6 +213,7 @@ func runSlowStart(bm *testing.B) *slowStart {
 		return n >= perPath*len(slowStartPaths), desc
 	})
 	allHeld := time.Now()
+	atAllHeld := b.memoryReading(bm, client)
 	// By ClusterIP: the client's name lookup is not the resolver's time.
 	pastURL := "http://" + svc.Spec.ClusterIP + "/past"
 	e.UpdateSpec(app, func(es *elastiv1alpha1.ElastiService) { es.Spec.Hold.MaxRequests = 1 })
@@ -230,12 +245,23 @@ func runSlowStart(bm *testing.B) *slowStart {
 	watching.Wait()
 	r.held = time.Since(began)
 	for _, m := range mem {
-		if m.at.After(allHeld) && m.at.Before(released) {
-			if r.memHeldFirst == 0 {
-				r.memHeldFirst = m.bytes
-			}
-			r.memHeldMax = max(r.memHeldMax, m.bytes)
+		if !m.at.After(allHeld) || !m.at.Before(released) {
+			continue
 		}
+		if r.memHeldFirst == 0 {
+			r.memHeldFirst = m.rss
+		}
+		r.memHeldMax = max(r.memHeldMax, m.rss)
+		if m.collectedSince(atAllHeld) {
+			if r.liveHeldReadings == 0 {
+				r.liveHeldFirst = m.live
+			}
+			r.liveHeldReadings++
+			r.liveHeldMax = max(r.liveHeldMax, m.live)
+		}
+	}
+	if r.liveHeldReadings == 0 {
+		bm.Logf("no reading of the live heap after every replica collected while all were held (GC counts at all held: %v)", atAllHeld.gcs)
 	}
 	for _, path := range slowStartPaths {
 		resp := answers[path]
@@ -259,8 +285,9 @@ func runSlowStart(bm *testing.B) *slowStart {
 	if r.errors > 0 {
 		bm.Errorf("%d of %d held requests failed", r.errors, perPath*len(slowStartPaths))
 	}
-	bm.Logf("held %s; resolver memory %d MiB before, %d MiB once all were held, %d MiB at most while holding; %d stage samples, the longest mismatch %s; refusals past the bound at most %s",
-		r.held.Round(time.Second), r.memBefore>>20, r.memHeldFirst>>20, r.memHeldMax>>20, r.stageSamples, r.stageMismatch, slices.Max(append(r.refused, 0)))
+	bm.Logf("held %s; resolver RSS %d MiB before, %d MiB once all were held, %d MiB at most while holding; live heap %d MiB before, %d MiB after the first collection with all held, %d MiB at most (%d readings); %d stage samples, the longest mismatch %s; refusals past the bound at most %s",
+		r.held.Round(time.Second), r.memBefore>>20, r.memHeldFirst>>20, r.memHeldMax>>20, r.liveBefore>>20, r.liveHeldFirst>>20, r.liveHeldMax>>20, r.liveHeldReadings,
+		r.stageSamples, r.stageMismatch, slices.Max(append(r.refused, 0)))
 	return r
 }
 
@@ -276,10 +303,46 @@ func becomeSlow(tb testing.TB, e *testenv.Env, ready time.Duration) {
 	}
 }
 
-// memReading is the resolver containers' memory at a time.
+// memReading is the resolver replicas' memory at a time: their
+// containers' RSS, their live heaps together as their last collections
+// found them, and each replica's collections so far.
 type memReading struct {
-	at    time.Time
-	bytes int64
+	at   time.Time
+	rss  int64
+	live int64
+	gcs  map[string]int
+}
+
+// collectedSince is whether every replica of then collected since: a
+// live heap that holds what was held then.
+func (m memReading) collectedSince(then memReading) bool {
+	for pod, n := range then.gcs {
+		if m.gcs[pod] <= n {
+			return false
+		}
+	}
+	return len(then.gcs) > 0
+}
+
+// memoryReading reads the resolver replicas' memory now, their metrics
+// from the client pod; a replica whose metrics fail counts no collection.
+func (b *bed) memoryReading(tb testing.TB, client *realnet.Client) memReading {
+	m := memReading{at: time.Now(), rss: b.resolverMemory(tb), gcs: map[string]int{}}
+	pods := b.readyResolverPods(tb)
+	live, desc := metricPerPod(tb.Context(), client, pods, "go_gc_heap_live_bytes")
+	gcs, _ := metricPerPod(tb.Context(), client, pods, "go_gc_duration_seconds_count")
+	if live == nil || gcs == nil {
+		tb.Logf("resolver live heap: %s", desc)
+	}
+	for _, v := range live {
+		m.live += int64(v)
+	}
+	for _, p := range pods {
+		if gcs != nil {
+			m.gcs[p.Name] = gcs[p.Name]
+		}
+	}
+	return m
 }
 
 // watchSlowWake compares, every slowStartStageEvery until stop, the
@@ -300,7 +363,7 @@ func (b *bed) watchSlowWake(tb testing.TB, e *testenv.Env, client *realnet.Clien
 		}
 		if time.Since(lastMem) > 10*time.Second {
 			lastMem = time.Now()
-			mem = append(mem, memReading{lastMem, b.resolverMemory(tb)})
+			mem = append(mem, b.memoryReading(tb, client))
 		}
 		resp, err := client.Do(tb.Context(), realnet.Request{URL: "http://" + app + "/status",
 			Header: map[string]string{"Prefer": "respond-async", "Accept": "application/json"}, Timeout: 5 * time.Second})
