@@ -108,8 +108,8 @@ func TestDrawColdStartsWritesALinePerPathAndVariant(t *testing.T) {
 
 func TestTheFleetPictureHasALinePerPhaseWithEachRun(t *testing.T) {
 	f := &benchresults.File{Runs: map[string]benchresults.Run{
-		"BenchmarkFleet/N=1000": {Metrics: map[string]float64{"reconcile-all-s": 6.5, "idle-proxy-s": 61, "all-serve-s": 47, "restart-converge-s": 0.7}},
-		"BenchmarkFleet/N=200":  {Metrics: map[string]float64{"reconcile-all-s": 1.5, "idle-proxy-s": 31, "all-serve-s": 12, "restart-converge-s": 0.2}},
+		"BenchmarkFleet/N=1000":        {Metrics: map[string]float64{"reconcile-all-s": 6.5, "idle-proxy-s": 61, "all-serve-s": 47, "restart-converge-s": 0.7}},
+		"BenchmarkFleet/N=200":         {Metrics: map[string]float64{"reconcile-all-s": 1.5, "idle-proxy-s": 31, "all-serve-s": 12, "restart-converge-s": 0.2}},
 		"BenchmarkHeldMemory/held=250": {Metrics: map[string]float64{"MiB-heap+stacks": 6.4}},
 	}}
 	out := filepath.Join(t.TempDir(), "fleet.svg")

@@ -89,8 +89,8 @@ type slowStart struct {
 	refused      []time.Duration
 	refusedTotal []time.Duration
 	// RSS: the resolver containers' memory without the page cache.
-	memBefore    int64
-	memHeldMax   int64
+	memBefore  int64
+	memHeldMax int64
 	// memHeldFirst is the first reading once every request was held:
 	// the growth from it to memHeldMax is what holding them longer cost.
 	memHeldFirst int64
@@ -100,9 +100,9 @@ type slowStart struct {
 	// process with GOMEMLIMIT lets pile up; the live heap does not.
 	liveBefore, liveHeldFirst, liveHeldMax int64
 	liveHeldReadings                       int
-	stageMismatch time.Duration
-	stageSamples  int
-	held          time.Duration
+	stageMismatch                          time.Duration
+	stageSamples                           int
+	held                                   time.Duration
 }
 
 func (r *slowStart) report(bm *testing.B) {
