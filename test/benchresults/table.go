@@ -60,6 +60,23 @@ func coldStartRows(benchmark, where string) []Headline {
 	return rows
 }
 
+// kwokColdStartRows are the kwok gate's cold starts per path: 100
+// Services woken at once on each, kwok pods (no container), from the
+// client's first byte and beyond the moment the new pod was seen Ready.
+func kwokColdStartRows() []Headline {
+	var rows []Headline
+	for _, p := range []struct{ name, words string }{{"short-name", "short name"}, {"cluster-ip", "ClusterIP"}, {"ingress", "ingress"}, {"gateway", "Gateway API"}, {"raw-tcp", "raw TCP"}} {
+		rows = append(rows, Headline{
+			Figure:    fmt.Sprintf("Cold start on kwok, 100 Services woken at once per round (5 rounds), by %s: p50 / p99 / max (beyond the new pod's Ready)", p.words),
+			Benchmark: "BenchmarkColdStartGate",
+			Metrics: []string{p.name + "-p50-ms", p.name + "-p99-ms", p.name + "-max-ms",
+				p.name + "-beyond-ready-p50-ms", p.name + "-beyond-ready-p99-ms", p.name + "-beyond-ready-max-ms"},
+			Format: func(x []float64) string { return p50p99max(x[:3]) + " (" + p50p99max(x[3:]) + ")" },
+		})
+	}
+	return rows
+}
+
 // fleetRows are the operator's figures with a fleet of n ElastiServices.
 func fleetRows(n int, words string) []Headline {
 	benchmark := fmt.Sprintf("BenchmarkFleet/N=%d", n)
@@ -81,8 +98,8 @@ func fleetRows(n int, words string) []Headline {
 }
 
 // Headlines are the page's rows, in order.
-var Headlines = append(append(append(append(coldStartRows("BenchmarkColdStartOneAtATimeOnTheRealNode", "on the real node, one app at a time"),
-	fleetRows(200, "200")...), fleetRows(1000, "1,000")...), fleetRows(10000, "10,000")...),
+var Headlines = append(append(append(append(append(coldStartRows("BenchmarkColdStartOneAtATimeOnTheRealNode", "on the real node, one app at a time"),
+	kwokColdStartRows()...), fleetRows(200, "200")...), fleetRows(1000, "1,000")...), fleetRows(10000, "10,000")...),
 	Headline{
 		Figure:    "An app that is ready 5 minutes after its start, 1,000 requests held for it by short name, ClusterIP, ingress and HTTP/2: errors; worst answer beyond its first readiness 200",
 		Benchmark: "BenchmarkSlowStartOnTheRealNode",
