@@ -454,7 +454,7 @@ func (c *Cluster) Stop() {
 	}
 	c.procs = nil
 	if c.ownsDir {
-		KeepLogs(c.Dir, "cluster")
+		KeepLogs(c.Dir, filepath.Base(c.Dir)) // one directory per cluster of a run
 		os.RemoveAll(c.Dir)
 	}
 }

@@ -248,7 +248,8 @@ func cleanup(logf func(string, ...any)) error {
 	}
 	left.remove(st)
 	errs = append(errs, restoreSysctls(st)...)
-	localcluster.KeepLogs(Dir, "realnode")
+	// One directory per process: both real-node packages of a run use it.
+	localcluster.KeepLogs(Dir, fmt.Sprintf("realnode-%d", os.Getpid()))
 	if err := os.RemoveAll(Dir); err != nil {
 		errs = append(errs, err)
 	}
