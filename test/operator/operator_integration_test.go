@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
@@ -234,21 +235,32 @@ func TestPrivateServiceMirrorsPublicServiceEdits(t *testing.T) {
 	// The Service's selector must keep selecting the target's pods (else
 	// ServiceSelectsOtherPods), so the pod template gets the new label
 	// first.
-	d, err := e.Kube.AppsV1().Deployments(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
+	// Read and written again on a conflict: the Deployment controller
+	// writes web's status while its pod comes back (a fresh machine's CI
+	// run failed here on "the object has been modified").
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := e.Kube.AppsV1().Deployments(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Labels["tier"] = "frontend"
+		_, err = e.Kube.AppsV1().Deployments(e.NS).Update(e.Ctx(), d, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Spec.Template.Labels["tier"] = "frontend"
-	if _, err := e.Kube.AppsV1().Deployments(e.NS).Update(e.Ctx(), d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc, err := e.Kube.CoreV1().Services(e.NS).Get(e.Ctx(), "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		svc.Spec.Selector = map[string]string{"app": "web", "tier": "frontend"}
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "grpc", Port: 9090, TargetPort: intstr.FromInt32(9090)})
+		_, err = e.Kube.CoreV1().Services(e.NS).Update(e.Ctx(), svc, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Selector = map[string]string{"app": "web", "tier": "frontend"}
-	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "grpc", Port: 9090, TargetPort: intstr.FromInt32(9090)})
-	if _, err := e.Kube.CoreV1().Services(e.NS).Update(e.Ctx(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.Eventually("the private service to mirror the new selector and ports", func() (bool, string) {
