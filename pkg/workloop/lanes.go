@@ -25,8 +25,9 @@ type lanes[T comparable] struct {
 	normal   *turns[T]
 	// Keys moved from normal to urgent by Touch are left in normal, where
 	// they sit ahead of any later copy, and skipped when reached: moved
-	// counts them per key.
-	moved map[T]int
+	// counts them per key, staleTotal in all.
+	moved      map[T]int
+	staleTotal int
 }
 
 func newLanes[T comparable](tenantOf func(T) string) *lanes[T] {
@@ -68,7 +69,7 @@ func (l *lanes[T]) Touch(key T) {
 	}
 	l.toUrgent(key)
 	l.moved[key]++
-	l.normal.stale++
+	l.staleTotal++
 }
 
 func (l *lanes[T]) toUrgent(key T) {
@@ -79,14 +80,14 @@ func (l *lanes[T]) toUrgent(key T) {
 func (l *lanes[T]) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.urgent.len() + l.normal.len()
+	return l.urgent.total + l.normal.total - l.staleTotal
 }
 
 // Pop is only called when Len is above zero.
 func (l *lanes[T]) Pop() T {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.urgent.len() > 0 {
+	if l.urgent.total > 0 {
 		key := l.urgent.pop()
 		l.inUrgent.Delete(key)
 		return key
@@ -99,7 +100,7 @@ func (l *lanes[T]) Pop() T {
 			} else {
 				l.moved[key] = n - 1
 			}
-			l.normal.stale--
+			l.staleTotal--
 			continue
 		}
 		return key
@@ -114,15 +115,11 @@ type turns[T comparable] struct {
 	waiting  map[string][]T
 	order    []string // each tenant of waiting once, the next to pop first
 	total    int
-	// stale is how many of total are copies the lanes will skip.
-	stale int
 }
 
 func newTurns[T comparable](tenantOf func(T) string) *turns[T] {
 	return &turns[T]{tenantOf: tenantOf, waiting: map[string][]T{}}
 }
-
-func (t *turns[T]) len() int { return t.total - t.stale }
 
 func (t *turns[T]) push(key T) {
 	tenant := t.tenantOf(key)
