@@ -56,7 +56,20 @@ func heldPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod) (map[
 // metricPerPod reads the unlabelled gauge metric from each resolver pod's
 // /metrics, through a client pod, and says what it read.
 func metricPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod, metric string) (map[string]int, string) {
-	values := map[string]int{}
+	values, desc := metricsPerPod(ctx, c, pods, metric)
+	if values == nil {
+		return nil, desc
+	}
+	return values[metric], desc
+}
+
+// metricsPerPod reads each of metrics from every resolver pod's /metrics,
+// one scrape per pod: by metric, then by pod. nil when a scrape failed.
+func metricsPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod, metrics ...string) (map[string]map[string]int, string) {
+	values := map[string]map[string]int{}
+	for _, m := range metrics {
+		values[m] = map[string]int{}
+	}
 	var seen []string
 	for _, p := range pods {
 		resp, err := c.Do(ctx, realnet.Request{URL: fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, resolverPort), Timeout: 10 * time.Second})
@@ -65,14 +78,20 @@ func metricPerPod(ctx context.Context, c *realnet.Client, pods []corev1.Pod, met
 		}
 		sc := bufio.NewScanner(strings.NewReader(resp.Body))
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), metric+" "); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				values[p.Name] = int(f)
+			for _, m := range metrics {
+				if v, ok := strings.CutPrefix(sc.Text(), m+" "); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					values[m][p.Name] = int(f)
+				}
 			}
 		}
-		seen = append(seen, fmt.Sprintf("%s: %d", p.Name, values[p.Name]))
+		var of []string
+		for _, m := range metrics {
+			of = append(of, fmt.Sprint(values[m][p.Name]))
+		}
+		seen = append(seen, fmt.Sprintf("%s: %s", p.Name, strings.Join(of, "/")))
 	}
-	return values, metric + " per resolver pod: " + strings.Join(seen, ", ")
+	return values, strings.Join(metrics, "/") + " per resolver pod: " + strings.Join(seen, ", ")
 }
 
 // setTargetSchedulable makes web's new pods unschedulable (false), so a

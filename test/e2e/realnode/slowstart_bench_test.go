@@ -327,20 +327,18 @@ func (m memReading) collectedSince(then memReading) bool {
 // memoryReading reads the resolver replicas' memory now, their metrics
 // from the client pod; a replica whose metrics fail counts no collection.
 func (b *bed) memoryReading(tb testing.TB, client *realnet.Client) memReading {
-	m := memReading{at: time.Now(), rss: b.resolverMemory(tb), gcs: map[string]int{}}
 	pods := b.readyResolverPods(tb)
-	live, desc := metricPerPod(tb.Context(), client, pods, "go_gc_heap_live_bytes")
-	gcs, _ := metricPerPod(tb.Context(), client, pods, "go_gc_duration_seconds_count")
-	if live == nil || gcs == nil {
+	m := memReading{at: time.Now(), rss: resolverMemory(tb, pods), gcs: map[string]int{}}
+	got, desc := metricsPerPod(tb.Context(), client, pods, "go_gc_heap_live_bytes", "go_gc_duration_seconds_count")
+	if got == nil {
 		tb.Logf("resolver live heap: %s", desc)
+		return m
 	}
-	for _, v := range live {
+	for _, v := range got["go_gc_heap_live_bytes"] {
 		m.live += int64(v)
 	}
 	for _, p := range pods {
-		if gcs != nil {
-			m.gcs[p.Name] = gcs[p.Name]
-		}
+		m.gcs[p.Name] = got["go_gc_duration_seconds_count"][p.Name]
 	}
 	return m
 }
@@ -401,9 +399,9 @@ func (b *bed) watchSlowWake(tb testing.TB, e *testenv.Env, client *realnet.Clien
 
 // resolverMemory is the resolver containers' memory together, as their
 // cgroups count it without the page cache (memory.stat's total_rss).
-func (b *bed) resolverMemory(tb testing.TB) int64 {
+func resolverMemory(tb testing.TB, pods []corev1.Pod) int64 {
 	var sum int64
-	for _, p := range b.readyResolverPods(tb) {
+	for _, p := range pods {
 		for _, st := range p.Status.ContainerStatuses {
 			data, err := os.ReadFile(filepath.Join(containerMemoryCgroup(&p, st.ContainerID), "memory.stat"))
 			if err != nil {
