@@ -238,7 +238,8 @@ type Controller struct {
 // Queue takes ElastiService keys to sync. *workloop.Loop is one.
 type Queue interface {
 	KeyAdder
-	// AddUrgent queues a key ahead of the others (see enqueueForTarget).
+	// AddUrgent queues a key ahead of its namespace's others (see
+	// enqueueForTarget).
 	AddUrgent(key types.NamespacedName)
 	// Len is how many keys wait for a worker.
 	Len() int

@@ -6,23 +6,29 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-// lanes is a loop's queue storage: keys marked urgent are handed to the
-// workers before all others. Within a lane, tenants (namespaces, for the
-// controller's queues) take turns, each tenant's keys in arrival order: a
-// namespace with a thousand keys waiting costs another namespace's new
-// key one turn, not a thousand syncs. The workqueue keeps its guarantees
-// (a key is queued once and never synced twice at a time); lanes only
-// choose which queued key goes next.
+// lanes is a loop's queue storage. Tenants (namespaces, for the
+// controller's queues) with keys waiting take turns, one key a turn: a
+// namespace with a thousand keys waiting costs another namespace's key one
+// turn, not a thousand syncs. Within a tenant's turn its keys marked
+// urgent go before its others, each kind in arrival order. Urgency orders
+// a tenant's own keys only: a namespace whose keys are all urgent (a fleet
+// at zero whose resolver slices its deletion removes) must not starve
+// another namespace's first sync, as one lane for all tenants before the
+// other did (docs/development/ci.md, the 13:14 failure). The workqueue
+// keeps its guarantees (a key is queued once and never synced twice at a
+// time); lanes only choose which queued key goes next.
 //
 // The workqueue calls Push, Touch, Len and Pop under its own lock; mark
 // comes from outside it, so the lanes have a lock of their own, always taken
 // after the workqueue's and never held while calling out.
 type lanes[T comparable] struct {
 	mu       sync.Mutex
+	tenantOf func(T) string
 	marked   sets.Set[T] // to go in the urgent lane when pushed or touched
-	inUrgent sets.Set[T] // waiting in the urgent lane
-	urgent   *turns[T]
-	normal   *turns[T]
+	inUrgent sets.Set[T] // waiting in its tenant's urgent lane
+	waiting  map[string]*tenantLanes[T]
+	order    []string // each tenant of waiting once, the next to take its turn first
+	total    int      // keys in every tenant's lanes, stale copies included
 	// Keys moved from normal to urgent by Touch are left in normal, where
 	// they sit ahead of any later copy, and skipped when reached: moved
 	// counts them per key, staleTotal in all.
@@ -30,10 +36,16 @@ type lanes[T comparable] struct {
 	staleTotal int
 }
 
+// tenantLanes are one tenant's waiting keys. lanes holds only tenants with
+// a key waiting, so its maps are bounded by the queue's own length.
+type tenantLanes[T comparable] struct {
+	urgent, normal []T
+}
+
 func newLanes[T comparable](tenantOf func(T) string) *lanes[T] {
 	return &lanes[T]{
-		marked: sets.New[T](), inUrgent: sets.New[T](), moved: map[T]int{},
-		urgent: newTurns(tenantOf), normal: newTurns(tenantOf),
+		tenantOf: tenantOf, marked: sets.New[T](), inUrgent: sets.New[T](),
+		waiting: map[string]*tenantLanes[T]{}, moved: map[T]int{},
 	}
 }
 
@@ -53,7 +65,9 @@ func (l *lanes[T]) Push(key T) {
 		l.toUrgent(key)
 		return
 	}
-	l.normal.push(key)
+	t := l.tenant(key)
+	t.normal = append(t.normal, key)
+	l.total++
 }
 
 // Touch is called for a key added again while it waits.
@@ -73,78 +87,81 @@ func (l *lanes[T]) Touch(key T) {
 }
 
 func (l *lanes[T]) toUrgent(key T) {
-	l.urgent.push(key)
+	t := l.tenant(key)
+	t.urgent = append(t.urgent, key)
 	l.inUrgent.Insert(key)
+	l.total++
+}
+
+// tenant is the lanes of key's tenant, which takes its turns from now if
+// it had no key waiting.
+func (l *lanes[T]) tenant(key T) *tenantLanes[T] {
+	name := l.tenantOf(key)
+	t, ok := l.waiting[name]
+	if !ok {
+		t = &tenantLanes[T]{}
+		l.waiting[name] = t
+		l.order = append(l.order, name)
+	}
+	return t
 }
 
 func (l *lanes[T]) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.urgent.total + l.normal.total - l.staleTotal
+	return l.total - l.staleTotal
 }
 
-// Pop is only called when Len is above zero.
+// Pop is only called when Len is above zero. The tenant whose turn it is
+// gives its first urgent key, or else its first other one; a tenant with
+// more waiting goes to the back of the order.
 func (l *lanes[T]) Pop() T {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.urgent.total > 0 {
-		key := l.urgent.pop()
-		l.inUrgent.Delete(key)
-		return key
-	}
 	for {
-		key := l.normal.pop()
-		if n := l.moved[key]; n > 0 {
-			if n == 1 {
-				delete(l.moved, key)
-			} else {
-				l.moved[key] = n - 1
-			}
-			l.staleTotal--
+		name := popFront(&l.order)
+		t := l.waiting[name]
+		l.dropStale(t)
+		if len(t.urgent)+len(t.normal) == 0 { // only stale copies waited
+			delete(l.waiting, name)
 			continue
+		}
+		var key T
+		if len(t.urgent) > 0 {
+			key = popFront(&t.urgent)
+			l.inUrgent.Delete(key)
+		} else {
+			key = popFront(&t.normal)
+		}
+		l.total--
+		if len(t.urgent)+len(t.normal) > 0 {
+			l.order = append(l.order, name)
+		} else {
+			delete(l.waiting, name)
 		}
 		return key
 	}
 }
 
-// turns is one lane: a FIFO per tenant, and the tenants with keys waiting
-// in the order they take their turns. Its maps hold only tenants with a
-// key waiting, so they are bounded by the queue's own length.
-type turns[T comparable] struct {
-	tenantOf func(T) string
-	waiting  map[string][]T
-	order    []string // each tenant of waiting once, the next to pop first
-	total    int
-}
-
-func newTurns[T comparable](tenantOf func(T) string) *turns[T] {
-	return &turns[T]{tenantOf: tenantOf, waiting: map[string][]T{}}
-}
-
-func (t *turns[T]) push(key T) {
-	tenant := t.tenantOf(key)
-	q, ok := t.waiting[tenant]
-	if !ok {
-		t.order = append(t.order, tenant)
+// dropStale drops the copies at the front of t's normal lane whose key
+// Touch moved to the urgent lane: a moved key's stale copy is ahead of any
+// later copy of it, so a stale copy never costs its tenant a turn.
+func (l *lanes[T]) dropStale(t *tenantLanes[T]) {
+	for len(t.normal) > 0 {
+		key := t.normal[0]
+		n := l.moved[key]
+		if n == 0 {
+			return
+		}
+		popFront(&t.normal)
+		if n == 1 {
+			delete(l.moved, key)
+		} else {
+			l.moved[key] = n - 1
+		}
+		l.staleTotal--
+		l.total--
 	}
-	t.waiting[tenant] = append(q, key)
-	t.total++
-}
-
-// pop takes the first key of the tenant whose turn it is; a tenant with
-// more waiting goes to the back of the order.
-func (t *turns[T]) pop() T {
-	tenant := popFront(&t.order)
-	q := t.waiting[tenant]
-	key := popFront(&q)
-	if len(q) == 0 {
-		delete(t.waiting, tenant)
-	} else {
-		t.waiting[tenant] = q
-		t.order = append(t.order, tenant)
-	}
-	t.total--
-	return key
 }
 
 func popFront[T any](s *[]T) T {

@@ -137,20 +137,53 @@ func TestTenantsTakeTurns(t *testing.T) {
 	}
 }
 
-func TestUrgentLaneTakesTurnsToo(t *testing.T) {
+// Urgency orders a tenant's own keys: its urgent ones before its others.
+// Across tenants the turns hold, urgent or not.
+func TestUrgencyOrdersATenantsOwnKeys(t *testing.T) {
 	l := newFairTestLoop(t, noSync)
 	l.Add("c/0")
+	l.Add("a/plain")
 	for _, k := range keys("a", 100) {
 		l.AddUrgent(k)
 	}
 	l.AddUrgent("b/0")
 	got := drain(t, l)
-	if want := []string{"a/0", "b/0", "a/1"}; !slices.Equal(got[:3], want) {
-		t.Errorf("first keys = %v, want %v", got[:3], want)
+	if want := []string{"c/0", "a/0", "b/0", "a/1", "a/2"}; !slices.Equal(got[:5], want) {
+		t.Errorf("first keys = %v, want %v", got[:5], want)
 	}
-	if got[len(got)-1] != "c/0" {
-		t.Errorf("last key = %q, want the only plain key c/0 after every urgent one", got[len(got)-1])
+	if got[len(got)-1] != "a/plain" {
+		t.Errorf("last key = %q, want a's only plain key after each of its urgent ones", got[len(got)-1])
 	}
+}
+
+// A tenant whose keys are all urgent, and are added again as fast as they
+// are taken (a fleet at zero whose namespace's deletion removes its
+// resolver slices: every change to a target queues its ElastiService
+// urgently), must not starve another tenant's plain key. One urgent lane
+// for all tenants served first did: the 13:14 CI failure, a new
+// ElastiService with no write for 60 s (docs/development/ci.md).
+func TestATenantsUrgentStreamDoesNotStarveAnotherTenant(t *testing.T) {
+	l := newFairTestLoop(t, noSync)
+	for _, k := range keys("a", 500) {
+		l.AddUrgent(k)
+	}
+	l.Add("b/0")
+	for i := range 10 {
+		key, quit := l.queue.Get()
+		if quit {
+			t.Fatal("queue shut down")
+		}
+		if key == "b/0" {
+			if i > 1 {
+				t.Errorf("b/0 was taken %dth, want within the first two", i+1)
+			}
+			l.queue.Done(key)
+			return
+		}
+		l.queue.Done(key)
+		l.AddUrgent(key) // a's keys come back urgent at once
+	}
+	t.Fatal("b/0 was not taken in 10 pops behind another tenant's urgent keys")
 }
 
 // A key moved to the urgent lane leaves a copy in its tenant's turn; the
