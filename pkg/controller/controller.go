@@ -363,6 +363,7 @@ func New(ctx context.Context, kube kubernetes.Interface, elasti versioned.Interf
 		elastiServices: c.elastiServices, services: c.services, slices: c.slices, sliceIndexer: c.sliceIndexer,
 		resolverSlices: inf.ResolverSlices.Lister(), recorder: recorder,
 		queue: c.queue, privateServices: cmp.Or[KeyAdder](opts.PrivateServices, c.privateServiceQueue),
+		terminating: newTerminatingNamespaces(c.clock),
 	}
 	c.live = &podLiveness{kubeClient: kube, front: c.front}
 	c.wakes = newWakeProgress(kube, recorder, c.elastiServiceQueue, c.clock)

@@ -35,8 +35,11 @@ func (c *Controller) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 	deadline := es.DeletionTimestamp.Add(c.cfg.DeletionGrace)
 	// Within the grace only: if something keeps the target at zero (KEDA,
-	// say), the finalizer must still go eventually.
-	step, unserved, err := c.restoreServing(ctx, es, c.clock.Now().Before(deadline))
+	// say), the finalizer must still go eventually. Nor in a namespace
+	// being deleted: no pod can be made there to wait for, and its
+	// Services go with it.
+	wait := c.clock.Now().Before(deadline) && c.front.terminating.wait(es.Namespace) == 0
+	step, unserved, err := c.restoreServing(ctx, es, wait)
 	switch {
 	case err != nil:
 		return err

@@ -30,4 +30,7 @@ type resolverFront struct {
 	// is freed; privateServices those whose private Service is wanted.
 	queue           Queue
 	privateServices KeyAdder
+	// terminating holds the namespaces whose creates were refused
+	// because they are being deleted: nothing is fronted there.
+	terminating *terminatingNamespaces
 }

@@ -14,6 +14,7 @@ import (
 
 	elastiv1alpha1 "github.com/elasti-dev/elasti/pkg/apis/elasti/v1alpha1"
 	"github.com/elasti-dev/elasti/pkg/names"
+	"github.com/elasti-dev/elasti/pkg/workloop"
 )
 
 // privateServiceSpec is the private Service's spec for public: a ClusterIP
@@ -87,8 +88,14 @@ func (r *resolverFront) syncPrivateService(ctx context.Context, key types.Namesp
 	if err != nil {
 		return err
 	}
+	if wait := r.terminating.wait(key.Namespace); wait > 0 {
+		return workloop.RequeueAfter(wait)
+	}
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "elastiService", klog.KObj(es)))
 	_, err = r.createPrivateService(ctx, es, public)
+	if r.terminating.refused(key.Namespace, err) {
+		return workloop.RequeueAfter(terminatingMemory)
+	}
 	return err
 }
 

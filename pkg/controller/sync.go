@@ -80,12 +80,21 @@ func (c *Controller) syncElastiService(ctx context.Context, key types.Namespaced
 	if es.DeletionTimestamp != nil {
 		return c.finalize(ctx, es)
 	}
+	if wait := c.front.terminating.wait(key.Namespace); wait > 0 {
+		logger.V(4).Info("Namespace is being deleted; not fronting its Services", "retryIn", wait)
+		return workloop.RequeueAfter(wait)
+	}
 	if !slices.Contains(es.Finalizers, elastiv1alpha1.Finalizer) {
 		if es, err = c.patchFinalizers(ctx, es, append(slices.Clone(es.Finalizers), elastiv1alpha1.Finalizer)); err != nil {
 			return err
 		}
 	}
-	return c.reconcile(ctx, es)
+	err = c.reconcile(ctx, es)
+	if c.front.terminating.refused(key.Namespace, err) {
+		logger.V(2).Info("Namespace is being deleted; its creates are refused, so its Services are left as they are", "retryIn", terminatingMemory)
+		return workloop.RequeueAfter(terminatingMemory)
+	}
+	return err
 }
 
 // reconcile converges es in three steps, as kube-controller-manager's
