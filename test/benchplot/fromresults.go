@@ -53,18 +53,25 @@ func drawFromResults(f *benchresults.File, nameX *regexp.Regexp, lines []series,
 	p.Y.Label.Text = yLabel
 	if logX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	p.Y.Min = 0
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	points := 0
+	// Each measured N is labelled where it is: a log axis's own ticks
+	// label powers of ten only, which left 200 unnamed.
+	var ticks []plot.Tick
 	for i, s := range lines {
 		pts := pointsOf(f, nameX, s.metric)
 		if len(pts) == 0 {
 			continue
 		}
 		points += len(pts)
+		for _, pt := range pts {
+			if !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Value == pt.X }) {
+				ticks = append(ticks, plot.Tick{Value: pt.X, Label: strconv.FormatFloat(pt.X, 'f', -1, 64)})
+			}
+		}
 		line, dots, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return err
@@ -78,6 +85,7 @@ func drawFromResults(f *benchresults.File, nameX *regexp.Regexp, lines []series,
 	if points == 0 {
 		return fmt.Errorf("no run in the results file matches %s with any of the metrics", nameX)
 	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, out)
 }
