@@ -192,7 +192,7 @@ bench: bench-operator bench-resolver bench-traffic bench-soak bench-realnode ben
 bench-operator: cluster-bins ## The operator's benchmarks (wake latency and watches, test/operator)
 	$(call bench_run,operator,$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m ./test/operator/,make bench-operator)
 
-bench-resolver: cluster-bins ## The resolver's benchmarks beside KubeElasti's (test/e2e) and its packages' (pkg/resolver)
+bench-resolver: cluster-bins ## The resolver's benchmarks on the local control plane (test/e2e: the latency it adds, its throughput, its part of a cold start) and its packages' (pkg/resolver: port listeners, filled bounds, probe answers, held memory)
 	$(call bench_run,resolver-e2e,$(GO) test -count=1 -run '^$$' -bench 'Resolver' -benchtime $(BENCH_TIME) -timeout 30m ./test/e2e/,make bench-resolver)
 	$(call bench_run,resolver-pkgs,$(GO) test -count=1 -run '^$$' -bench 'PortListeners|FilledBounds|ProbeAnswers|HeldMemory' -benchtime 1x ./pkg/resolver/...,make bench-resolver)
 	$(GO) run ./test/benchplot -held -results $(BENCH_RESULTS) -out docs/benchmarks/resolver-memory-vs-held.svg
