@@ -101,6 +101,14 @@ func fleetRows(n int, words string) []Headline {
 var Headlines = append(append(append(append(append(coldStartRows("BenchmarkColdStartOneAtATimeOnTheRealNode", "on the real node, one app at a time"),
 	kwokColdStartRows()...), fleetRows(200, "200")...), fleetRows(1000, "1,000")...), fleetRows(10000, "10,000")...),
 	Headline{
+		Figure:    "The cold-start soak on kwok, every client path, a resolver pod deleted and the apiserver killed once under held requests: cold starts, failed; beyond the new pod's Ready p99 / max outside the fault rounds; max in them",
+		Benchmark: "BenchmarkColdStartSoak",
+		Metrics:   []string{"cold-starts", "failed", "beyond-ready-p99-ms", "beyond-ready-max-ms", "fault-beyond-ready-max-ms"},
+		Format: func(v []float64) string {
+			return fmt.Sprintf("%.0f, %.0f failed; %s / %s; %s", v[0], v[1], ms(v[2]), ms(v[3]), ms(v[4]))
+		},
+	},
+	Headline{
 		Figure:    "An app that is ready 5 minutes after its start, 1,000 requests held for it by short name, ClusterIP, ingress and HTTP/2: errors; worst answer beyond its first readiness 200",
 		Benchmark: "BenchmarkSlowStartOnTheRealNode",
 		Metrics:   []string{"errors", "short-name-beyond-first-200-max-ms", "cluster-ip-beyond-first-200-max-ms", "ingress-beyond-first-200-max-ms", "http2-beyond-first-200-max-ms"},
@@ -171,7 +179,7 @@ func Table(f *File) string {
 	}
 	for _, name := range runs {
 		r := f.Runs[name]
-		fmt.Fprintf(&b, "\n#### %s\n\n%s, commit %s, %s; load average %s before it (%s): `%s`\n", name, r.Date, r.Commit, r.Machine, r.Load, r.Package, r.Command)
+		fmt.Fprintf(&b, "\n#### %s\n%s, commit %s, %s; load average %s before it (%s): `%s`\n", name, r.Date, r.Commit, r.Machine, r.Load, r.Package, r.Command)
 	}
 	return b.String()
 }
