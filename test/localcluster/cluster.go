@@ -449,6 +449,9 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ownsDir && len(c.procs) > 0 {
+		keepWatchMetrics(c.RESTConfig(), c.Dir)
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].Stop(stopGrace)
 	}

@@ -1,11 +1,18 @@
 package localcluster
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // KeepLogsEnv names a directory to which a cluster's and a real node's
@@ -55,4 +62,39 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// watchMetrics are the apiserver series that say whether a watch was cut
+// for its client being too slow (the watch cache terminates a watcher
+// whose buffer stays full: apiserver_terminated_watchers_total) and how
+// much each resource's watchers were sent: the evidence of a client whose
+// informer fell behind, which the audit log shows only as short watches.
+var watchMetrics = []string{"apiserver_terminated_watchers_total", "apiserver_watch_events_total", "apiserver_watch_events_sizes_sum"}
+
+// keepWatchMetrics writes the apiserver's watchMetrics to
+// apiserver-metrics.log in dir, for KeepLogs to keep, when
+// ELASTI_KEEP_LOGS is set. Best effort, on the way out.
+func keepWatchMetrics(cfg *rest.Config, dir string) {
+	if os.Getenv(KeepLogsEnv) == "" {
+		return
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return
+	}
+	var kept bytes.Buffer
+	for sc := bufio.NewScanner(bytes.NewReader(raw)); sc.Scan(); {
+		for _, m := range watchMetrics {
+			if strings.HasPrefix(sc.Text(), m) {
+				kept.WriteString(sc.Text() + "\n")
+			}
+		}
+	}
+	_ = os.WriteFile(filepath.Join(dir, "apiserver-metrics.log"), kept.Bytes(), 0o644)
 }
