@@ -66,7 +66,7 @@ func TestTableShowsWhatTheFileHas(t *testing.T) {
 		Package: "p", Date: "2026-12-02T06:00:00Z", Commit: "abc1234", Machine: "2 cores", Load: "0.10 0.20 0.30", Command: "make bench",
 		Metrics: map[string]float64{"errors": 0, "short-name-beyond-first-200-max-ms": 3.25, "cluster-ip-beyond-first-200-max-ms": 12,
 			"ingress-beyond-first-200-max-ms": 40.4, "http2-beyond-first-200-max-ms": 2,
-			"resolver-rss-before-MiB": 21, "resolver-rss-held-max-MiB": 30.4, "resolver-rss-growth-while-held-MiB": 1.2, "past-bound-503-max-ms": 4.5, "stage-mismatch-max-ms": 480}}}}
+			"resolver-live-heap-before-MiB": 21, "resolver-live-heap-held-first-MiB": 30.4, "resolver-live-heap-growth-while-held-MiB": 1.2, "past-bound-503-max-ms": 4.5, "stage-mismatch-max-ms": 480}}}}
 	table := Table(f)
 	for _, want := range []string{"| 0 errors; 40 ms |", "| 21 MiB → 30 MiB (growth 1 MiB); 4.5 ms; 480 ms |",
 		"2026-12-02T06:00:00Z, commit abc1234, 2 cores; load average 0.10 0.20 0.30 before it (p): `make bench`"} {
