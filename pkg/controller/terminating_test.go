@@ -48,7 +48,7 @@ func sleeping(f *fixture, namespace, name string) types.NamespacedName {
 	return es.Key()
 }
 
-// creates counts the creates sent in namespace, and the writes of any
+// writesIn counts the creates sent in namespace, and the writes of any
 // kind sent to ElastiServices there.
 func (f *fixture) writesIn(namespace string) (creates, elastiWrites int) {
 	for _, a := range filterInformerActions(f.kubeClient.Actions()) {
@@ -64,6 +64,8 @@ func (f *fixture) writesIn(namespace string) (creates, elastiWrites int) {
 	return creates, elastiWrites
 }
 
+// wantRequeue fails unless err asks for the key again after a delay of
+// at most atMost, which the loop does not count as a failure.
 func wantRequeue(t *testing.T, what string, err error, atMost time.Duration) {
 	t.Helper()
 	var after workloop.RequeueAfter

@@ -450,7 +450,7 @@ func (c *Cluster) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ownsDir && len(c.procs) > 0 {
-		keepWatchMetrics(c.RESTConfig(), c.Dir)
+		c.keepWatchMetrics()
 	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].Stop(stopGrace)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // KeepLogsEnv names a directory to which a cluster's and a real node's
@@ -72,10 +72,16 @@ func copyFile(from, to string) error {
 var watchMetrics = []string{"apiserver_terminated_watchers_total", "apiserver_watch_events_total", "apiserver_watch_events_sizes_sum"}
 
 // keepWatchMetrics writes the apiserver's watchMetrics to
-// apiserver-metrics.log in dir, for KeepLogs to keep, when
-// ELASTI_KEEP_LOGS is set. Best effort, on the way out.
-func keepWatchMetrics(cfg *rest.Config, dir string) {
+// apiserver-metrics.log in the cluster's directory, for KeepLogs to keep,
+// when ELASTI_KEEP_LOGS is set; otherwise it reads nothing. Best effort,
+// on the way out: a kubeconfig it cannot read is skipped, not a panic as
+// in RESTConfig.
+func (c *Cluster) keepWatchMetrics() {
 	if os.Getenv(KeepLogsEnv) == "" {
+		return
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
 		return
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -96,5 +102,5 @@ func keepWatchMetrics(cfg *rest.Config, dir string) {
 			}
 		}
 	}
-	_ = os.WriteFile(filepath.Join(dir, "apiserver-metrics.log"), kept.Bytes(), 0o644)
+	_ = os.WriteFile(filepath.Join(c.Dir, "apiserver-metrics.log"), kept.Bytes(), 0o644)
 }
