@@ -100,18 +100,20 @@ func (h *Holder) Try(ctx context.Context, s Spec, refuse func(admission.Refusal)
 	}
 	hd.leave()
 	release()
+	readyBy := ReleasedByEndpointReady
 	switch {
 	case b.Probed:
-		h.metrics.HeldReleases.WithLabelValues(ReleasedByDirectProbe).Inc()
+		readyBy = ReleasedByDirectProbe
 	case b.FromPods:
-		h.metrics.HeldReleases.WithLabelValues(ReleasedByPodReady).Inc()
-	default:
-		h.metrics.HeldReleases.WithLabelValues(ReleasedByEndpointReady).Inc()
+		readyBy = ReleasedByPodReady
 	}
+	h.metrics.HeldReleases.WithLabelValues(readyBy).Inc()
 	waited := time.Since(began)
 	h.metrics.ColdStartWait.Observe(waited.Seconds())
 	h.reports.Report(s.Service, waited)
-	s.Logger.V(4).Info("Releasing hold", "waited", waited)
+	// readyBy says which view released it: a slow cold start's evidence
+	// tells the EndpointSlice controller's lag from the pod view's.
+	s.Logger.V(4).Info("Releasing hold", "waited", waited, "readyBy", readyBy)
 	ready(b, waited)
 	return nil
 }

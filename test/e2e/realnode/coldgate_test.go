@@ -651,7 +651,7 @@ func (g *coldGate) wakeAll(v coldVariant, round int, fault e2ebed.Fault) {
 		if reply.FirstReadyBy == answer.CheckedByResolver {
 			f.byResolver++
 		}
-		if beyond > slowBeyond {
+		if beyond > e2ebed.SlowBeyondReady {
 			g.logSlow(v, round, cell, r.resp, reply)
 		}
 	}
@@ -678,11 +678,6 @@ func (g *coldGate) logSlow(v coldVariant, round int, cell coldCell, resp realnet
 		g.tb.Logf("diagnosis of the first slow cold start:%s", g.b.diagnose())
 	}
 }
-
-// slowBeyond is the time beyond the app's first readiness 200 past which
-// the gate logs where a cold start's time went: twenty times the issue's
-// 50 ms p99 target.
-const slowBeyond = time.Second
 
 // checkInitialDelay says what is wrong, or "", with the first readiness
 // 200 of a pod whose probe has initialDelaySeconds: no check, the

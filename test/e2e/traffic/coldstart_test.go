@@ -130,11 +130,13 @@ type gate struct {
 	perPath int
 	ready   *readyLog
 	figures map[string]*pathFigures
-	// evidenced counts the failed cold starts whose evidence was logged.
-	evidenced int
+	// evidenced and slowEvidenced count the failed and the slow cold
+	// starts whose evidence was logged.
+	evidenced, slowEvidenced int
 }
 
-// maxGateEvidence bounds the failed cold starts whose evidence a run logs.
+// maxGateEvidence bounds the failed cold starts whose evidence a run
+// logs, and the slow ones'.
 const maxGateEvidence = 10
 
 // evidence is what explains a failed cold start of svc in a round that
@@ -151,15 +153,18 @@ func (g *gate) evidence(svc string, since time.Time) string {
 	for _, w := range testenv.ColdStartWrites(g.t, g.e.NS, svc, "", since) {
 		fmt.Fprintln(&b, w)
 	}
-	// The resolver's own lines on the Service, without the slice
-	// changes' (at -v=4 they would crowd out the hold's).
-	var own []string
-	for _, l := range strings.Split(g.bed.Node.Logs(elastiNamespace, resolverDeployment, 50000), "\n") {
-		if strings.Contains(l, key+`"`) && !strings.Contains(l, "EndpointSlice changed") {
-			own = append(own, l)
+	// Each resolver replica's own lines on the Service, without the
+	// slice changes' (at -v=4 they would crowd out the hold's): which
+	// replica held the request, and what it waited on.
+	for _, replica := range g.bed.Node.ContainerLogs(elastiNamespace, resolverDeployment, 50000) {
+		var own []string
+		for _, l := range strings.Split(replica.Tail, "\n") {
+			if strings.Contains(l, key+`"`) && !strings.Contains(l, "EndpointSlice changed") {
+				own = append(own, l)
+			}
 		}
+		fmt.Fprintf(&b, "--- %s on %s ---\n%s", strings.TrimSuffix(replica.File, ".log"), key, testenv.GrepTail(strings.Join(own, "\n"), key, 12))
 	}
-	fmt.Fprintf(&b, "--- the resolver replicas on %s ---\n%s", key, testenv.GrepTail(strings.Join(own, "\n"), key, 24))
 	fmt.Fprintf(&b, "--- the operator on %s ---\n%s", key, testenv.GrepTail(g.bed.Node.Logs(elastiNamespace, operatorDeployment, 20000), key, 12))
 	fmt.Fprintf(&b, "--- kube-controller-manager on %s ---\n%s", key,
 		testenv.GrepTail(localcluster.Tail(filepath.Join(g.bed.cluster.Dir, "kube-controller-manager.log"), 20000), key, 8))
@@ -600,8 +605,12 @@ func (g *gate) fire(round int, began time.Time, fault func()) {
 	if fault != nil {
 		faulted.Go(fault)
 	}
+	fired := time.Now()
 	answers := g.runAll(reqs, wakeTimeout)
 	faulted.Wait()
+	// A slow round is slow as a whole or in one Service: its time and the
+	// machine's load beside it tell which.
+	took := fmt.Sprintf("in %s (load average %s)", time.Since(fired).Round(time.Millisecond), loadAverage())
 	after := g.resolverCounts()
 
 	sent, tcp, headered := 0, 0, 0
@@ -633,6 +642,13 @@ func (g *gate) fire(round int, began time.Time, fault func()) {
 			}
 			f.total = append(f.total, a.Answered.Sub(a.Sent))
 			f.beyondReady = append(f.beyondReady, a.Answered.Sub(ready))
+			if beyond := a.Answered.Sub(ready); beyond > e2ebed.SlowBeyondReady && g.slowEvidenced < maxGateEvidence {
+				// While the audit log and the logs still hold it.
+				g.slowEvidenced++
+				g.t.Logf("slow cold start, round %d, %s: answered by %s %s after the test saw it Ready; sent +%s, Ready +%s, answered +%s after the round began; the resolver says it held it %q:%s",
+					round, svc, servedBy, beyond.Round(time.Millisecond), a.Sent.Sub(began).Round(time.Millisecond),
+					ready.Sub(began).Round(time.Millisecond), a.Answered.Sub(began).Round(time.Millisecond), a.ColdStart, g.evidence(svc, began))
+			}
 			switch {
 			case p.tcp:
 				tcp++
@@ -649,7 +665,7 @@ func (g *gate) fire(round int, began time.Time, fault func()) {
 	// pod some other way. More holds are connections the resolver took
 	// for TCP (see pathFigures.unheld).
 	if fault != nil {
-		g.t.Logf("round %d (with a fault): %d cold starts; the resolver pods were %v, then %v", round, sent, before.pods, after.pods)
+		g.t.Logf("round %d (with a fault): %d cold starts %s; the resolver pods were %v, then %v", round, sent, took, before.pods, after.pods)
 		return
 	}
 	if !slices.Equal(before.pods, after.pods) {
@@ -660,7 +676,7 @@ func (g *gate) fire(round int, began time.Time, fault func()) {
 		g.t.Errorf("round %d: the resolver pods held %d requests and connections and spliced %d TCP connections; the round's answers say at least %d and %d",
 			round, held, spliced, headered+tcp, tcp)
 	}
-	g.t.Logf("round %d: %d cold starts; the resolver pods held %d and spliced %d", round, sent, held, spliced)
+	g.t.Logf("round %d: %d cold starts %s; the resolver pods held %d and spliced %d", round, sent, took, held, spliced)
 }
 
 // checkColdAnswer checks a's answer to req, the cold start of a Service

@@ -388,12 +388,28 @@ func (n *Node) LogPath(namespace, podName, container string) string {
 // Logs returns the last lines of every container log of the pods whose
 // name starts with prefix in namespace, for failure messages.
 func (n *Node) Logs(namespace, prefix string, lines int) string {
-	matches, _ := filepath.Glob(filepath.Join(n.opts.StateDir, "logs", namespace+"_"+prefix+"*.log"))
 	var b strings.Builder
-	for _, m := range matches {
-		fmt.Fprintf(&b, "--- %s ---\n%s\n", filepath.Base(m), TailFile(m, lines))
+	for _, l := range n.ContainerLogs(namespace, prefix, lines) {
+		fmt.Fprintf(&b, "--- %s ---\n%s\n", l.File, l.Tail)
 	}
 	return b.String()
+}
+
+// ContainerLog is the last lines of one container's log.
+type ContainerLog struct {
+	// File is the log's name: namespace_pod_container.log, so evidence
+	// can say which replica wrote a line.
+	File, Tail string
+}
+
+// ContainerLogs is Logs one container at a time, in the files' order.
+func (n *Node) ContainerLogs(namespace, prefix string, lines int) []ContainerLog {
+	matches, _ := filepath.Glob(filepath.Join(n.opts.StateDir, "logs", namespace+"_"+prefix+"*.log"))
+	out := make([]ContainerLog, 0, len(matches))
+	for _, m := range matches {
+		out = append(out, ContainerLog{File: filepath.Base(m), Tail: TailFile(m, lines)})
+	}
+	return out
 }
 
 // NewSandbox gives a caller that is not a pod (a test's client) a sandbox
