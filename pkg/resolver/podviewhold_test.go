@@ -340,7 +340,7 @@ func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
 	resolvertest.CheckNoLeaks(t)
 	web := map[string]string{"app": "web"}
 	svcs := []*corev1.Service{resolvertest.SelectingService(testSvc.Namespace, testSvc.Name, web)}
-	for i := range clusterview.MaxPodViewsPerNamespace {
+	for i := range clusterview.MaxPodViews {
 		svcs = append(svcs, resolvertest.SelectingService(testSvc.Namespace, fmt.Sprintf("s-%d", i), map[string]string{"app": "x"}))
 	}
 	pods := resolvertest.NewFakePods()
@@ -350,7 +350,7 @@ func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(view.Close)
-	for i := range clusterview.MaxPodViewsPerNamespace { // the namespace's views, all in use
+	for i := range clusterview.MaxPodViews { // every view, in use by the namespace
 		leave, _ := view.Join(clusterview.ServiceRef{Namespace: testSvc.Namespace, Name: fmt.Sprintf("s-%d", i)})
 		t.Cleanup(leave)
 	}
@@ -362,8 +362,8 @@ func TestAHoldPastTheViewsBoundsIsReleasedByARead(t *testing.T) {
 
 	done := fetchAsync(t, e)
 	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
-	if view.Viewing() != clusterview.MaxPodViewsPerNamespace {
-		t.Fatalf("%d views, want the namespace's %d: the hold got one", view.Viewing(), clusterview.MaxPodViewsPerNamespace)
+	if view.Viewing() != clusterview.MaxPodViews {
+		t.Fatalf("%d views, want the %d in use: the hold got one", view.Viewing(), clusterview.MaxPodViews)
 	}
 	pod := resolvertest.Labelled(resolvertest.ViewPod("web-1", "u1", true, "10.244.0.5"), web)
 	pods.Set(pod)

@@ -21,8 +21,8 @@ const (
 	// (per second, and at once), so pods that never start, or slices
 	// that name many pods, cannot spend the resolver's apiserver budget
 	// (--kube-api-qps, 100 a second by default): a namespace gets a
-	// quarter of it, as it gets a quarter of the pod views
-	// (maxPodViewsPerNamespace). Each Service held past the view's bounds
+	// quarter of it, as it is sure of a quarter of the pod views
+	// (MaxPodViewsPerNamespace). Each Service held past the view's bounds
 	// needs a read once its pod is Ready, and again every readPodFresh
 	// while it is looked up, so a wake of a namespace's 120 Services at
 	// once (the soak's) needs about 60 reads at once and 10 a second

@@ -16,7 +16,7 @@ import (
 // apiserver's object limit of about 1.5 MiB; past the bound the view
 // keeps only what vouches for its address (name, UID, addresses,
 // Ready), and direct probing reads its probes with a GET as before.
-// maxPodViews * MaxViewPods * maxViewPodBytes is 32 MiB at most; a
+// MaxPodViews * MaxViewPods * maxViewPodBytes is 32 MiB at most; a
 // typical trimmed pod is 1-2 KiB.
 const maxViewPodBytes = 16 << 10
 

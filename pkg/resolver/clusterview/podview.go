@@ -35,7 +35,7 @@ import (
 // Its cost, chosen over the alternatives (docs/concepts/wake-and-sleep.md,
 // "The pod view"):
 // one label-selected LIST and one WATCH per held Service, in its
-// namespace, for the hold and podViewLinger after it, at most maxPodViews
+// namespace, for the hold and podViewLinger after it, at most MaxPodViews
 // at once; with no hold, nothing. A cluster-wide pod informer would hold
 // every pod of the cluster in the resolver's memory, and one per
 // namespace every pod of each namespace with a hold.
@@ -67,12 +67,18 @@ type PodView interface {
 }
 
 const (
-	// maxPodViews bounds the Services whose pods are watched at once, and
-	// maxPodViewsPerNamespace one namespace's share of them. A Service
-	// past them is held on its slices, each Ready address vouched for by
-	// a read of the pod it names (Read).
-	maxPodViews             = 256
-	MaxPodViewsPerNamespace = maxPodViews / 4
+	// MaxPodViews bounds the Services whose pods are watched at once, and
+	// MaxPodViewsPerNamespace is one namespace's share of them: what it
+	// is sure to get. A namespace past its share borrows views while
+	// there is room, and gives a borrowed one back when the views are
+	// full and a namespace within its share needs one (roomLocked): a
+	// namespace that wakes more Services at once than its share (the
+	// soak's 120, a replica holding 60 of them give or take a few) gets a
+	// view for each, and cannot keep another namespace from its own. A
+	// Service with no view is held on its slices, each Ready address
+	// vouched for by a read of the pod it names (Read).
+	MaxPodViews             = 256
+	MaxPodViewsPerNamespace = MaxPodViews / 4
 	// MaxViewPods bounds the pods one view keeps: a wake from zero starts
 	// a few, and the first Ready one releases every held request. A
 	// Service that selects more is not whole, and the pods its slices
@@ -135,7 +141,7 @@ type podWatch struct {
 func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister, listWatch PodListWatch, pods PodGetter, reg prometheus.Registerer) (*InformerPodView, error) {
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "elasti_resolver_pod_views_refused_total",
-		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched, or its namespace's %d; they wait on the EndpointSlices alone.", maxPodViews, MaxPodViewsPerNamespace),
+		Help: fmt.Sprintf("Holds whose Service got no pod view because %d were watched and none could give its place up (a namespace is sure of %d, and borrows past them while there is room); they wait on the EndpointSlices alone, vouched for by reads.", MaxPodViews, MaxPodViewsPerNamespace),
 	})
 	v := &InformerPodView{services: services, listWatch: listWatch, linger: podViewLinger, ctx: ctx,
 		logger: klog.FromContext(ctx).WithName("podview"), b: NewBroadcaster[ServiceRef](), refused: refused.Inc,
@@ -144,7 +150,7 @@ func NewInformerPodView(ctx context.Context, services corelisters.ServiceLister,
 	v.reads = newPodReads(ctx, pods, v.b.Broadcast, v.logger, clock.RealClock{})
 	views := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "elasti_resolver_pod_views",
-		Help: fmt.Sprintf("Services whose pods the resolver watches now: those it holds requests for, and for %v after; at most %d.", podViewLinger, maxPodViews),
+		Help: fmt.Sprintf("Services whose pods the resolver watches now: those it holds requests for, and for %v after; at most %d.", podViewLinger, MaxPodViews),
 	}, func() float64 { return float64(v.Viewing()) })
 	if reg != nil {
 		if err := errors.Join(reg.Register(refused), reg.Register(views)); err != nil {
@@ -200,15 +206,45 @@ func (v *InformerPodView) Join(svc ServiceRef) (func(), <-chan struct{}) {
 }
 
 // roomLocked reports whether a view for a Service of namespace fits the
-// bounds, after stopping one that only lingers if it must.
+// bounds. While fewer than MaxPodViews run it does, whatever the
+// namespace's share. When they are full, a view that only lingers gives
+// its place up (of any namespace to one within its share, of its own to
+// one past it); failing that, a namespace within its share takes a view
+// back from one that borrowed past its own (takeBackLocked).
 func (v *InformerPodView) roomLocked(namespace string) bool {
-	nsFull := v.inNamespace[namespace] >= MaxPodViewsPerNamespace
-	if !nsFull && len(v.views) < maxPodViews {
+	if len(v.views) < MaxPodViews {
 		return true
 	}
+	withinShare := v.inNamespace[namespace] < MaxPodViewsPerNamespace
 	for _, w := range v.views {
-		if w.refs == 0 && (!nsFull || w.svc.Namespace == namespace) {
+		if w.refs == 0 && (withinShare || w.svc.Namespace == namespace) {
 			v.stopLocked(w)
+			return true
+		}
+	}
+	return withinShare && v.takeBackLocked()
+}
+
+// takeBackLocked stops a view that holds are using in the namespace with
+// the most views past its share, if any is past it, and reports whether
+// it did. Its holds go on without it, vouched for by reads as past the
+// bounds; only the namespace that borrowed past its share pays for it.
+func (v *InformerPodView) takeBackLocked() bool {
+	var most string
+	for ns, n := range v.inNamespace {
+		if n > MaxPodViewsPerNamespace && n > v.inNamespace[most] {
+			most = ns
+		}
+	}
+	if most == "" {
+		return false
+	}
+	for _, w := range v.views {
+		if w.svc.Namespace == most {
+			v.logger.V(2).Info("Gave a borrowed pod view back: its namespace is past its share and another needs one",
+				"service", w.svc.KRef(), "views", v.inNamespace[most], "share", MaxPodViewsPerNamespace)
+			v.stopLocked(w)
+			w.store.endListing() // a hold still waiting on its first list goes on without it
 			return true
 		}
 	}
