@@ -235,12 +235,18 @@ func readyzUnlessDraining(draining *atomic.Bool, next http.HandlerFunc) http.Han
 	}
 }
 
-// drainHold is how long after the grace the requests still held keep
-// waiting for their targets before they get 503: long enough for a target
-// that is starting when a rollout replaces this pod (helm upgrade) to
-// answer them, short enough that a client which retries on the 503 is
-// still held again by another resolver pod well within a 30 s deadline.
-const drainHold = 10 * time.Second
+// drainAnswer is what the drain keeps of its timeout, after the requests
+// still held have waited, to answer them 503 before the servers stop.
+// They wait for their targets for the rest (18 s of the 20 s
+// shutdownTimeout): a target that is starting when a rollout or a drain
+// replaces this pod (helm upgrade) answers them itself. A wake slower
+// than that under load is not rare: the soak of 3 December 2026 deleted
+// a resolver pod 0.5 s into a wake of 120 Services whose pods were Ready
+// 10 to 18 s later, and the two requests it still held when it answered
+// them after the 10 s it then waited got 503. A client that does not
+// retry on a 503 (most do not) gets its answer instead; one that does is
+// still held again by another resolver pod.
+const drainAnswer = 2 * time.Second
 
 // drain stops the resolver in an order that loses no request silently:
 //
@@ -253,9 +259,9 @@ const drainHold = 10 * time.Second
 //     meanwhile: one held here when a rollout replaced this pod (helm
 //     upgrade) is still answered by the target's pod once it is ready,
 //     not sent back to the client to retry elsewhere;
-//  4. drainHold after the grace (at most half of timeout), closeResolver
-//     answers 503 (with Retry-After) to the requests still held, which
-//     the servers then finish.
+//  4. drainAnswer before timeout ends (at half of it, when timeout is
+//     short), closeResolver answers 503 (with Retry-After) to the
+//     requests still held, which the servers then finish.
 func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, closeResolver func(), timeout time.Duration, servers ...shutdowner) {
 	draining.Store(true)
 	logger.Info("Shutting down: readiness now fails", "grace", grace)
@@ -264,7 +270,7 @@ func drain(logger klog.Logger, draining *atomic.Bool, grace time.Duration, close
 	defer cancel()
 	var closeOnce sync.Once
 	closeHolds := func() { closeOnce.Do(closeResolver) }
-	hold := min(drainHold, timeout/2)
+	hold := max(timeout-drainAnswer, timeout/2)
 	answerHeld := time.AfterFunc(hold, func() {
 		logger.Info("Answering the requests still held: the resolver stops")
 		closeHolds()

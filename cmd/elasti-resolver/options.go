@@ -82,7 +82,7 @@ func bindFlags(fs *flag.FlagSet, getenv func(string) string) (*options, func() e
 	fs.DurationVar(&r.FrontDrain, "front-drain", def.FrontDrain,
 		"How long the resolver still forwards for a Service after its resolver EndpointSlice is deleted (the switch to serve), for what kube-proxy and ingress controllers send before they follow; after it, a request is answered 404.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second,
-		"On shutdown, how long /readyz fails before held requests are answered 503 and the servers stop, so endpoints can update.")
+		"On shutdown, how long /readyz fails before the servers stop accepting, so endpoints can update; held requests then wait up to 18 s more for their targets before they get 503.")
 	fs.StringVar(&r.OperatorURL, "operator-url", operatorURL, "Base URL of the operator's wake endpoint (from env ELASTI_OPERATOR_*).")
 	fs.DurationVar(&r.RequestTimeout, "request-timeout", e.Seconds(envRequestTimeout, def.RequestTimeout), "How long a request is held before a 504 (env "+envRequestTimeout+", seconds).")
 	fs.DurationVar(&r.MaxHoldTimeout, "max-hold-timeout", def.MaxHoldTimeout,

@@ -28,12 +28,15 @@ import (
 // holds 503 with Retry-After, and stops. The clients retry after the
 // Retry-After and are held again by the resolver pods left. Then web may
 // start, and every request gets web's answer from a Ready pod, through the
-// resolver, before its own 30 s deadline: none hangs, none is reset, none
-// gets a 502.
+// resolver, before its own 60 s deadline (a load balancer's common idle
+// timeout): none hangs, none is reset, none gets a 502. The deleted pod
+// holds its requests for up to 18 s after its grace before the 503
+// (cmd/elasti-resolver's drainAnswer), so a wake that ends in that time
+// answers them without a retry.
 func TestResolverPodDeletedWhileRequestsAreHeld(t *testing.T) {
 	const (
 		n        = 100
-		deadline = 30 * time.Second
+		deadline = 60 * time.Second
 	)
 	s := newScenario(t)
 	s.waitEveryResolverListens(1)
