@@ -244,7 +244,6 @@ func (v *InformerPodView) takeBackLocked() bool {
 			v.logger.V(2).Info("Gave a borrowed pod view back: its namespace is past its share and another needs one",
 				"service", w.svc.KRef(), "views", v.inNamespace[most], "share", MaxPodViewsPerNamespace)
 			v.stopLocked(w)
-			w.store.endListing() // a hold still waiting on its first list goes on without it
 			return true
 		}
 	}
@@ -270,6 +269,7 @@ func (v *InformerPodView) startLocked(svc ServiceRef, sel string) *podWatch {
 
 func (v *InformerPodView) stopLocked(w *podWatch) {
 	w.cancel()
+	w.store.endListing() // a Join still waiting on its first list goes on without it
 	if w.linger != nil {
 		w.linger.Stop()
 	}
