@@ -25,8 +25,17 @@ import (
 	"github.com/elasti-dev/elasti/test/localcluster"
 )
 
-// kubeletName names the work queue (and its metrics).
-const kubeletName = "podnet-kubelet"
+const (
+	// kubeletName names the work queue (and its metrics).
+	kubeletName = "podnet-kubelet"
+	// kubeletWorkers sync that many pods at once. A kubelet gives each
+	// pod a worker of its own, so one pod's slow start or status write
+	// never holds another's. With a single worker, a wake of 100 pods on
+	// a loaded machine (apiserver writes of 0.4-2 s at load average 25)
+	// wrote the last pod Running and Ready 100 s after it was scheduled:
+	// the cold-start gate's clients gave up at 60 s (docs/development/ci.md).
+	kubeletWorkers = 16
+)
 
 // Kubelet is a fake kubelet for the pod network: it keeps a pod's IP on the
 // namespace's lo while the pod is Ready, so a backend listening in the
@@ -41,8 +50,8 @@ const kubeletName = "podnet-kubelet"
 // and only then writes the pod Running and Ready, in one status write, so
 // no pod is ever Ready before its address answers.
 //
-// Event handlers only queue pod keys; a single worker reconciles them, with
-// the bounded retries of workloop.
+// Event handlers only queue pod keys; kubeletWorkers reconcile them, each
+// key by one worker at a time, with the bounded retries of workloop.
 type Kubelet struct {
 	net      *Network
 	kube     kubernetes.Interface
@@ -141,7 +150,7 @@ func (k *Kubelet) Run(ctx context.Context) {
 	}
 	k.synced.Store(true)
 	logger.V(2).Info("Synced", "pods", len(pods))
-	k.loop.Run(ctx, 1)
+	k.loop.Run(ctx, kubeletWorkers)
 }
 
 // HasSynced reports whether the pod cache has synced and every pod seen in
@@ -194,13 +203,10 @@ func (k *Kubelet) startPod(ctx context.Context, key cache.ObjectName, pod *corev
 	ip := HostIP
 	if !pod.Spec.HostNetwork {
 		var err error
-		if ip, err = k.allocate(key); err != nil {
+		if ip, err = k.hold(ctx, key); err != nil {
 			return err
 		}
-		if err := k.syncIP(ctx, key, ip); err != nil {
-			return err
-		}
-		if !k.holds(key, ip) {
+		if ip == "" {
 			return nil // the network is closed: the address does not answer
 		}
 	}
@@ -214,18 +220,30 @@ func (k *Kubelet) startPod(ctx context.Context, key cache.ObjectName, pod *corev
 	return nil
 }
 
-// holds reports whether ip is on lo for the pod key.
-func (k *Kubelet) holds(key cache.ObjectName, ip string) bool {
+// hold gives the pod key an address and puts it on lo: the one it holds,
+// else a free one of localcluster.KwokPodCIDR, free of every pod's
+// address. It picks and takes the address under one lock, so two pods
+// started at once never get the same one. It returns "" once the network
+// is closed.
+func (k *Kubelet) hold(ctx context.Context, key cache.ObjectName) (string, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.podIP[key] == ip
+	ip, err := k.freeAddressLocked(key)
+	var changes []ipChange
+	if err == nil {
+		changes, err = k.setIPLocked(klog.FromContext(ctx), key, ip)
+	}
+	held := k.podIP[key] == ip
+	k.mu.Unlock()
+	k.notify(changes)
+	if err = k.closedIsDone(ctx, key, err); err != nil || !held {
+		return "", err
+	}
+	return ip, nil
 }
 
-// allocate returns the address of the pod key: the one it holds, else a
-// free one of localcluster.KwokPodCIDR, free of every pod's address.
-func (k *Kubelet) allocate(key cache.ObjectName) (string, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+// freeAddressLocked is the address of the pod key: the one it holds, else
+// one no pod holds. k.mu is held.
+func (k *Kubelet) freeAddressLocked(key cache.ObjectName) (string, error) {
 	if ip := k.podIP[key]; ip != "" {
 		return ip, nil
 	}
@@ -295,61 +313,76 @@ func startedStatus(pod *corev1.Pod, ip string) *corev1.Pod {
 	return pod
 }
 
+// ipChange is an address added to lo (ready) or removed from it.
+type ipChange struct {
+	ip    string
+	ready bool
+}
+
 // syncIP makes the IP held for key want ("" for none).
 func (k *Kubelet) syncIP(ctx context.Context, key cache.ObjectName, want string) error {
-	logger := klog.FromContext(ctx)
+	k.mu.Lock()
+	changes, err := k.setIPLocked(klog.FromContext(ctx), key, want)
+	k.mu.Unlock()
+	k.notify(changes)
+	return k.closedIsDone(ctx, key, err)
+}
 
-	type change struct {
-		ip    string
-		ready bool
+// setIPLocked makes the IP held for key want and returns what changed on
+// lo. k.mu is held.
+func (k *Kubelet) setIPLocked(logger klog.Logger, key cache.ObjectName, want string) ([]ipChange, error) {
+	var changes []ipChange
+	have := k.podIP[key]
+	if have == want {
+		return nil, nil
 	}
-	var changes []change
-	err := func() error {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		have := k.podIP[key]
-		if have == want {
-			return nil
-		}
-		if have != "" {
-			others := k.holders[have].Len() - 1
-			if others == 0 {
-				if err := k.net.RemoveIP(have); err != nil {
-					return err
-				}
-				changes = append(changes, change{have, false})
-				logger.V(2).Info("Removed pod IP", "pod", key, "ip", have)
-			} else {
-				logger.V(4).Info("Pod IP still held by another pod", "pod", key, "ip", have, "holders", others)
+	if have != "" {
+		others := k.holders[have].Len() - 1
+		if others == 0 {
+			if err := k.net.RemoveIP(have); err != nil {
+				return changes, err
 			}
-			k.holders[have].Delete(key)
-			if k.holders[have].Len() == 0 {
-				delete(k.holders, have)
-			}
-			delete(k.podIP, key)
+			changes = append(changes, ipChange{have, false})
+			logger.V(2).Info("Removed pod IP", "pod", key, "ip", have)
+		} else {
+			logger.V(4).Info("Pod IP still held by another pod", "pod", key, "ip", have, "holders", others)
 		}
-		if want != "" {
-			if k.holders[want].Len() == 0 {
-				if err := k.net.AddIP(want); err != nil {
-					return err
-				}
-				changes = append(changes, change{want, true})
-				logger.V(2).Info("Added pod IP", "pod", key, "ip", want)
-				k.holders[want] = sets.New[cache.ObjectName]()
-			}
-			k.holders[want].Insert(key)
-			k.podIP[key] = want
+		k.holders[have].Delete(key)
+		if k.holders[have].Len() == 0 {
+			delete(k.holders, have)
 		}
-		return nil
-	}()
-	if k.onChange != nil {
-		for _, c := range changes {
-			k.onChange(c.ip, c.ready)
-		}
+		delete(k.podIP, key)
 	}
+	if want != "" {
+		if k.holders[want].Len() == 0 {
+			if err := k.net.AddIP(want); err != nil {
+				return changes, err
+			}
+			changes = append(changes, ipChange{want, true})
+			logger.V(2).Info("Added pod IP", "pod", key, "ip", want)
+			k.holders[want] = sets.New[cache.ObjectName]()
+		}
+		k.holders[want].Insert(key)
+		k.podIP[key] = want
+	}
+	return changes, nil
+}
+
+// notify tells onChange of changes, outside k.mu.
+func (k *Kubelet) notify(changes []ipChange) {
+	if k.onChange == nil {
+		return
+	}
+	for _, c := range changes {
+		k.onChange(c.ip, c.ready)
+	}
+}
+
+// closedIsDone is err, except that a closed network ends the work on key:
+// there is nothing left to keep in step, and retrying cannot help.
+func (k *Kubelet) closedIsDone(ctx context.Context, key cache.ObjectName, err error) error {
 	if errors.Is(err, ErrClosed) {
-		// Nothing left to keep in step; retrying cannot help.
-		logger.V(4).Info("Network closed, ignoring pod", "pod", key)
+		klog.FromContext(ctx).V(4).Info("Network closed, ignoring pod", "pod", key)
 		return nil
 	}
 	return err

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/elasti-dev/elasti/test/localcluster"
 )
@@ -322,5 +323,81 @@ func TestKubeletStartsPodsReadyOnlyOnceTheAddressAnswers(t *testing.T) {
 	})
 	if p, err := pods.Get(ctx, "elsewhere", metav1.GetOptions{}); err != nil || p.Status.PodIP != "" {
 		t.Errorf("the pod of another node: %v, %v", p.Status, err)
+	}
+}
+
+// TestKubeletStartsPodsWhileOneSyncIsSlow: a pod whose sync is slow (its
+// status write on a loaded apiserver) holds no other pod's start, as a
+// kubelet's per-pod workers do not. With one worker, the pods of a wake of
+// 100 were written Ready one status write after another.
+func TestKubeletStartsPodsWhileOneSyncIsSlow(t *testing.T) {
+	n := newNetwork(t)
+	kube := fake.NewClientset()
+	k, err := NewKubelet(n, kube, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := cache.ObjectName{Namespace: "a", Name: "slow"}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	k.syncHandler = func(ctx context.Context, key cache.ObjectName) error {
+		if key == slow {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return k.syncPod(ctx, key)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go k.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		<-k.Done()
+	})
+	waitFor(t, "kubelet sync", k.HasSynced)
+	defer close(release)
+
+	pods := kube.CoreV1().Pods("a")
+	if _, err := pods.Create(ctx, scheduledPod("a", "slow"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow pod's sync never began")
+	}
+	// More pods than one kubelet worker per pod would leave free if any
+	// waited on another: each must be Ready with its own address.
+	const others = kubeletWorkers - 1
+	for i := range others {
+		if _, err := pods.Create(ctx, scheduledPod("a", fmt.Sprintf("p%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ips := map[string]string{}
+	waitFor(t, fmt.Sprintf("%d pods Ready while one pod's sync is held", others), func() bool {
+		for i := range others {
+			p, err := pods.Get(ctx, fmt.Sprintf("p%d", i), metav1.GetOptions{})
+			if err != nil || !podReady(p) {
+				return false
+			}
+			ips[p.Name] = p.Status.PodIP
+		}
+		return true
+	})
+	seen := map[string]string{}
+	for name, ip := range ips {
+		if other, ok := seen[ip]; ok {
+			t.Errorf("%s and %s were both given %s", name, other, ip)
+		}
+		seen[ip] = name
+		if !hasIP(t, n, ip) {
+			t.Errorf("%s is Ready at %s, which is not on lo", name, ip)
+		}
+	}
+	if p, err := pods.Get(ctx, "slow", metav1.GetOptions{}); err != nil || p.Status.PodIP != "" {
+		t.Errorf("the held pod was started before its sync ran: %v, %v", p.Status, err)
 	}
 }
