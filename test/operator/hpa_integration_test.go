@@ -104,8 +104,10 @@ func waitHPACondition(e *testenv.Env, name string, cond autoscalingv2.Horizontal
 // next sleep is still elasti's.
 func TestHPAOwnsTheTargetAboveZero(t *testing.T) {
 	t.Parallel()
-	// Long enough for the HPA's raise and the second request to come
-	// before elasti's next sleep.
+	// Between the wake and the HPA's raise the triggers read busy, so
+	// the raise never races elasti's next sleep: on a loaded machine the
+	// HPA controller took longer than a 10 s cooldown (CI, 3 Dec 2026),
+	// the target was asleep again and the HPA, at zero, never raised it.
 	const cooldownSeconds = 10
 	e := testenv.New(t)
 	prom := testenv.NewFakePrometheus(t)
@@ -139,6 +141,7 @@ func TestHPAOwnsTheTargetAboveZero(t *testing.T) {
 
 	// A request wakes it to the HPA's minimum, 2, not minTargetReplicas 1:
 	// the scale write that answered the request already has it.
+	prom.Set("10", "1", testenv.PrometheusHealthy) // busy until the HPA has decided
 	code, body := testenv.Post(t, scaleURL, testenv.WakeBody("web", e.NS))
 	if code != http.StatusOK || !strings.Contains(body, string(outcome.WakeScaled)) || !strings.Contains(body, "to 2 replicas") {
 		t.Fatalf("wake: %d %s; want it scaled to the HPA's minimum 2", code, body)
@@ -163,6 +166,7 @@ func TestHPAOwnsTheTargetAboveZero(t *testing.T) {
 
 	// The cooldown passes with the triggers idle: elasti sleeps it again,
 	// whatever the HPA's minimum, and the HPA leaves it at zero.
+	prom.Set("0", "1", testenv.PrometheusHealthy)
 	e.WaitReplicas(elastiv1alpha1.KindDeployment, "web", 0)
 	e.WaitMode("web", elastiv1alpha1.ModeProxy)
 	e.HoldsReplicas(elastiv1alpha1.KindDeployment, "web", 0, hpaPasses)
