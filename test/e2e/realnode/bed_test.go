@@ -82,7 +82,17 @@ func (b *bed) baselineResolver(tb testing.TB) realnode.Image {
 // the test loudly; nothing skips.
 func testBed(t testing.TB) *bed {
 	t.Helper()
-	return theBed.Get(t, "real-node test bed", startBed)
+	b := theBed.Get(t, "real-node test bed", startBed)
+	// A failed test keeps what elasti was doing when it failed in its own
+	// output: the kept logs of a run are replaced by the next run's, and
+	// a warm .ci/run's realnode failure (3 Dec 2026: web never reconciled
+	// in 60 s, not seen again in two runs) left nothing else.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("elasti's pods as %s failed:%s", t.Name(), b.diagnose())
+		}
+	})
+	return b
 }
 
 func startBed(t testing.TB) (b *bed, err error) {
