@@ -31,11 +31,17 @@ type memPodView struct {
 	// the names it was asked for.
 	readable  map[string]*corev1.Pod
 	readNames []string
+	// refusing makes Join start no view, as past the bounds or within
+	// a refusal's pause.
+	refusing bool
+	// ended counts each Service's views ended under their holds (end):
+	// a leave of an ended view does nothing, as InformerPodView's.
+	ended map[clusterview.ServiceRef]int
 }
 
 func newMemPodView() *memPodView {
 	return &memPodView{pods: map[clusterview.ServiceRef][]*corev1.Pod{}, whole: map[clusterview.ServiceRef]bool{}, joined: map[clusterview.ServiceRef]int{}, b: clusterview.NewBroadcaster[clusterview.ServiceRef](),
-		readable: map[string]*corev1.Pod{}}
+		readable: map[string]*corev1.Pod{}, ended: map[clusterview.ServiceRef]int{}}
 }
 
 // readableAs makes p what Read finds of its name.
@@ -68,17 +74,38 @@ func (m *memPodView) set(svc clusterview.ServiceRef, whole bool, pods ...*corev1
 func (m *memPodView) Join(svc clusterview.ServiceRef) (func(), <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.refusing {
+		return func() {}, listed
+	}
 	m.joined[svc]++
+	gen := m.ended[svc]
 	return sync.OnceFunc(func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		m.joined[svc]--
+		if m.ended[svc] == gen {
+			m.joined[svc]--
+		}
 	}), listed
+}
+
+// end ends svc's view under its holds, as a refusal or a take-back does.
+func (m *memPodView) end(svc clusterview.ServiceRef) {
+	m.mu.Lock()
+	m.joined[svc] = 0
+	m.ended[svc]++
+	m.mu.Unlock()
+	m.b.Broadcast(svc)
 }
 
 // listed is Join's channel for a view that has listed: closed from the
 // start.
 var listed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (m *memPodView) HasView(svc clusterview.ServiceRef) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.joined[svc] > 0
+}
 
 func (m *memPodView) Pods(svc clusterview.ServiceRef) ([]*corev1.Pod, bool) {
 	m.mu.Lock()
@@ -107,6 +134,17 @@ func viewEnv(t *testing.T, probe bool, pods *resolvertest.FakePods) (*testEnv, *
 	return e, view
 }
 
+// viewEnvWithReadyApp is viewEnv without direct probing, and an app at
+// 127.0.0.2 that answers Ready, routed.
+func viewEnvWithReadyApp(t *testing.T) (*testEnv, *memPodView, *clusterviewtest.StartingApp) {
+	resolvertest.CheckNoLeaks(t)
+	e, view := viewEnv(t, false, resolvertest.NewFakePods())
+	app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
+	app.Ready.Store(true)
+	e.net.route(app.Addr(), app.Addr())
+	return e, view, app
+}
+
 // The tail's mechanism (issue 39): the EndpointSlice controller's slice
 // cache trails its writes and it backs off, so the slice lists a pod the
 // kubelet wrote Ready long after. Here the slices never list it at all:
@@ -114,11 +152,7 @@ func viewEnv(t *testing.T, probe bool, pods *resolvertest.FakePods) (*testEnv, *
 // not before, to the pod's address on the container port the Service's
 // targetPort names.
 func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
-	resolvertest.CheckNoLeaks(t)
-	e, view := viewEnv(t, false, resolvertest.NewFakePods())
-	app := clusterviewtest.NewStartingApp(t, "127.0.0.2")
-	app.Ready.Store(true)
-	e.net.route(app.Addr(), app.Addr())
+	e, view, app := viewEnvWithReadyApp(t)
 	pod := app.Pod("web-1", "u1")
 	pod.Status.Phase = corev1.PodRunning
 	view.set(testSvc, true, pod) // Running, not Ready yet
@@ -132,6 +166,44 @@ func TestHoldIsReleasedByThePodsReadyWhenTheSliceNeverIs(t *testing.T) {
 	ready := pod.DeepCopy()
 	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	view.set(testSvc, true, ready)
+	wantAnswer(t, done, "200 pod", 5*time.Second, "the hold was not released by the pod's Ready")
+	if got := releasedBy(t, e, hold.ReleasedByPodReady); got != 1 {
+		t.Errorf("releases by pod_ready = %v, want 1", got)
+	}
+	resolvertest.Eventually(t, 5*time.Second, "the view left with the hold", func() bool { return view.joins(testSvc) == 0 })
+}
+
+// A hold whose first Join got no view (the views full, or paused after
+// the apiserver refused one while it restarted) joins again once one can
+// start, and again when its view ends under it, and is released by the
+// pod's Ready through it: the slices never list the pod. Before, it
+// stayed without a view for the rest of the hold.
+func TestHoldJoinsThePodViewOnceOneCanStart(t *testing.T) {
+	e, view, app := viewEnvWithReadyApp(t)
+	view.mu.Lock()
+	view.refusing = true
+	view.mu.Unlock()
+
+	done := fetchAsync(t, e)
+	resolvertest.Eventually(t, 5*time.Second, "held", func() bool { return e.r.holds.Held(testSvc) == 1 })
+	time.Sleep(hold.ViewRejoin + 200*time.Millisecond) // a rejoin refused too
+	if n := view.joins(testSvc); n != 0 {
+		t.Fatalf("%d joins while the view refuses them", n)
+	}
+	view.mu.Lock()
+	view.refusing = false
+	view.mu.Unlock()
+	resolvertest.Eventually(t, 3*hold.ViewRejoin, "the hold joined the view once it could", func() bool { return view.joins(testSvc) == 1 })
+	notAnsweredYet(t, done, "before the pod was Ready")
+	// The view ends under the hold: it joins a new one.
+	view.end(testSvc)
+	resolvertest.Eventually(t, 3*hold.ViewRejoin, "the hold joined a view again after its own ended", func() bool { return view.joins(testSvc) == 1 })
+	notAnsweredYet(t, done, "before the pod was Ready")
+
+	pod := app.Pod("web-1", "u1")
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	view.set(testSvc, true, pod)
 	wantAnswer(t, done, "200 pod", 5*time.Second, "the hold was not released by the pod's Ready")
 	if got := releasedBy(t, e, hold.ReleasedByPodReady); got != 1 {
 		t.Errorf("releases by pod_ready = %v, want 1", got)

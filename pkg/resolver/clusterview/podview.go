@@ -49,6 +49,11 @@ type PodView interface {
 	// hold are vouched for by it too. listed is closed once the watch has
 	// listed, or will not (no view for svc, or the list was refused).
 	Join(svc ServiceRef) (leave func(), listed <-chan struct{})
+	// HasView reports whether a view of svc's pods runs now. A Join past
+	// the bounds or within a refusal's pause starts none, and a view can
+	// end under its holds (refused, or given back to a namespace within
+	// its share): a hold without one joins again (hold.joinView).
+	HasView(svc ServiceRef) bool
 	// Pods returns the pods svc selects, as last written, and whether
 	// that is all of them: the watch has listed, no pod was left out for
 	// a bound, and the Service still selects what the watch does. The
@@ -335,6 +340,13 @@ func (v *InformerPodView) Read(svc ServiceRef, names []string) ([]*corev1.Pod, b
 
 // Watch implements PodView.
 func (v *InformerPodView) Watch(svc ServiceRef) (<-chan struct{}, func()) { return v.b.Watch(svc) }
+
+// HasView implements PodView.
+func (v *InformerPodView) HasView(svc ServiceRef) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.views[svc] != nil
+}
 
 // Viewing returns the Services whose pods are watched now.
 func (v *InformerPodView) Viewing() int {

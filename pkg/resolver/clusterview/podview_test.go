@@ -132,14 +132,17 @@ func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
 		t.Fatal("no change said after the refusal: the holds would not look again")
 	}
 	resolvertest.Eventually(t, 5*time.Second, "the refused view gone", func() bool { return v.Viewing() == 0 })
+	if v.HasView(testSvc) {
+		t.Fatal("HasView after the refusal: the holds would not join again")
+	}
 	if pods, whole := v.Pods(testSvc); whole || pods != nil {
 		t.Fatalf("after the refusal: %d pods, whole %v; want no view", len(pods), whole)
 	}
 	again, listedAgain := v.Join(testSvc) // within the pause: no view
 	<-listedAgain
 	again()
-	if n := v.Viewing(); n != 0 {
-		t.Fatalf("%d views started within the pause", n)
+	if n := v.Viewing(); n != 0 || v.HasView(testSvc) {
+		t.Fatalf("%d views started within the pause (HasView %v)", n, v.HasView(testSvc))
 	}
 
 	api.SetErrors(nil, nil)
@@ -148,6 +151,9 @@ func TestInformerPodViewRefusedAfterItListedLeaves(t *testing.T) {
 	back, listedBack := v.Join(testSvc)
 	defer back()
 	<-listedBack
+	if !v.HasView(testSvc) {
+		t.Fatal("no HasView after a Join past the pause")
+	}
 	resolvertest.Eventually(t, 5*time.Second, "a new view, whole", func() bool {
 		pods, whole := v.Pods(testSvc)
 		return whole && len(pods) == 1 && podReady(pods[0])

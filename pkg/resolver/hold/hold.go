@@ -204,10 +204,12 @@ func (hd *hold) missed() {
 // ErrClosed, or a lookup error.
 func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, error) {
 	h := hd.h
-	if h.view != nil {
-		leave, _ := h.view.Join(hd.svc)
-		defer leave()
-	}
+	var leaveView func() // the pod view the hold joined, if any
+	defer func() {
+		if leaveView != nil {
+			leaveView()
+		}
+	}()
 	if h.direct != nil {
 		leave := h.direct.Join(hd.svc)
 		defer leave()
@@ -218,6 +220,7 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 		// channels (a slice, a pod of the view, a pod passing its direct
 		// check). The watches end with each turn, so nothing stays behind
 		// once the hold does.
+		viewless := hd.joinView(&leaveView)
 		w := hd.watch()
 		b, err := h.eps.Lookup(hd.svc, port)
 		if err != nil || len(b.Addrs) > 0 {
@@ -244,11 +247,21 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 			t := time.NewTimer(unreadRetry)
 			retry, stopRetry, unreadRetry = t.C, t.Stop, min(2*unreadRetry, UnreadRetryMax)
 		}
+		// Without a pod view, join again in a while: the views may have
+		// room by then, or the pause after a refusal (an apiserver that
+		// restarted refuses while its authorizer starts) has ended.
+		var rejoin <-chan time.Time
+		stopRejoin := func() bool { return false }
+		if viewless {
+			t := time.NewTimer(ViewRejoin)
+			rejoin, stopRejoin = t.C, t.Stop
+		}
 		var end error
 		select {
 		case <-w.slices:
 		case <-w.pods:
 		case <-w.passed:
+		case <-rejoin:
 		case <-retry:
 		case <-ctx.Done():
 			end = ctx.Err()
@@ -256,12 +269,43 @@ func (hd *hold) wait(ctx context.Context, port string) (clusterview.Backends, er
 			end = ErrClosed
 		}
 		stopRetry()
+		stopRejoin()
 		w.stop()
 		if end != nil {
 			return clusterview.Backends{}, end
 		}
 	}
 }
+
+// joinView gives the hold a view of its Service's pods unless it has
+// one, and reports whether it goes on without: a Join is refused past
+// the views' bounds and within the pause after the apiserver refused a
+// list or watch, and a view ends under its holds when it is refused or
+// given back to a namespace within its share. *leave is the view joined,
+// left here when that view ended. No holder view: nothing to join.
+func (hd *hold) joinView(leave *func()) (viewless bool) {
+	v := hd.h.view
+	if v == nil {
+		return false
+	}
+	if *leave != nil {
+		if v.HasView(hd.svc) {
+			return false
+		}
+		(*leave)()
+		*leave = nil
+	}
+	l, _ := v.Join(hd.svc)
+	if !v.HasView(hd.svc) {
+		l()
+		return true
+	}
+	*leave = l
+	return false
+}
+
+// ViewRejoin is how soon a hold without a pod view joins again.
+const ViewRejoin = time.Second
 
 // unreadRetryInitial and UnreadRetryMax bound how soon, and how seldom, a
 // hold looks again at Ready addresses no read has vouched for yet: the
