@@ -57,7 +57,12 @@ const (
 	DefaultClusterDomain = "cluster.local"
 
 	queueName = "procnode-kubelet"
-	workers   = 4
+	// workers sync that many pods at once. A pod's termination holds its
+	// worker for up to its grace period (a resolver's drain, seconds),
+	// and a kubelet gives each pod a worker of its own: with a few, the
+	// pods of a rollout wait on the ones it stops (as podnet's fake
+	// kubelet's 100 starts waited on one worker, docs/development/ci.md).
+	workers = 16
 	// tokenTTL is the lifetime of a pod's ServiceAccount token; no test
 	// runs long enough to need the rotation a real kubelet does.
 	tokenTTL = 24 * time.Hour
