@@ -160,6 +160,9 @@ func makeCgroupRoot() error {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("realnode: create cgroup %s: %w", d, err)
 		}
+		if err := weighNode(d); err != nil {
+			return err
+		}
 		// A new cpuset cgroup starts with no CPUs or memory nodes, and no
 		// process could join it.
 		if filepath.Base(h) == "cpuset" {
@@ -172,6 +175,35 @@ func makeCgroupRoot() error {
 					return fmt.Errorf("realnode: %s: %w", filepath.Join(d, f), err)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// NodeCPUShares is the node's weight against the host's other processes
+// (cgroup v1 cpu.shares; a process of its own weighs 1024). A real node's
+// pods have its CPUs; here the node shares two cores with the other
+// beds of a make test, dozens of busy processes each weighing as much as
+// the whole node did, and at load average 25 its pods got about a
+// twenty-fifth of the machine: probes timed out, a pod took 48 s to
+// start, and the operator fell so far behind its watch of a deleted
+// namespace's 999 ElastiServices that the apiserver cut it 45 times and
+// a new ElastiService went unseen for a minute (docs/development/ci.md).
+// Eight processes' worth gives it about a quarter of the machine at that
+// load, and all of it when the machine is quiet.
+const NodeCPUShares = 8 * 1024
+
+// weighNode gives the node's cgroup d its weight, in the hierarchy that
+// has the cpu controller (v1 cpu.shares, or v2 cpu.weight where that
+// controller is enabled); other hierarchies have neither file.
+func weighNode(d string) error {
+	for file, value := range map[string]int{"cpu.shares": NodeCPUShares, "cpu.weight": NodeCPUShares * 100 / 1024} {
+		f := filepath.Join(d, file)
+		if _, err := os.Stat(f); err != nil {
+			continue
+		}
+		if err := os.WriteFile(f, []byte(strconv.Itoa(value)), 0o644); err != nil {
+			return fmt.Errorf("realnode: %s: %w", f, err)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,6 +282,19 @@ func TestResolverImageRunsOnRealNode(t *testing.T) {
 		t.Fatalf("no process in %s: %v", cg, err)
 	}
 	pid := strings.Fields(string(procs))[0]
+	// Its CPU is weighed as the node's against the host's other
+	// processes: it runs under the node's cgroup, which weighs
+	// NodeCPUShares.
+	cgroups, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(strings.Split(string(cgroups), "\n"), func(l string) bool { return strings.Contains(l, ":cpu:/elasti-realnode/") }) {
+		t.Errorf("container process %s is not in the node's cpu cgroup: %s", pid, cgroups)
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpu/elasti-realnode/cpu.shares"); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(realnode.NodeCPUShares) {
+		t.Errorf("the node's cpu.shares = %q (%v), want %d", b, err, realnode.NodeCPUShares)
+	}
 	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
 	if err != nil {
 		t.Fatal(err)
