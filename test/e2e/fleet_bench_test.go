@@ -612,11 +612,10 @@ func startFleetOperator(e *testenv.Env, name string, prom *testenv.FakePrometheu
 	}
 	addr := l.Addr().String()
 	l.Close()
-	p := e.StartOperatorProcess(name, "--watch-namespace=", "--metrics-bind-address="+addr,
-		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
+	p := e.StartOperatorProcess(name, append(slices.Clone(testenv.DefaultLease), "--watch-namespace=", "--metrics-bind-address="+addr,
 		"--prometheus-server-address="+prom.URL,
 		// The product's default; testenv's own keeps the poller out of tests.
-		"--polling-interval="+operator.DefaultOptions().PollingInterval.String())
+		"--polling-interval="+operator.DefaultOptions().PollingInterval.String())...)
 	return fleetOperator{OperatorProcess: p, metrics: "http://" + addr + "/metrics"}
 }
 
