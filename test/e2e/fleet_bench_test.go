@@ -600,7 +600,7 @@ type fleetOperator struct {
 
 // startFleetOperator runs an operator process named name over all
 // namespaces, as a cluster-wide install runs, serving /metrics on loopback,
-// with the default lease timing: the tests' 2 s renew deadline is shorter
+// with a steady lease (testenv.SteadyLease): the tests' 2 s renew deadline is shorter
 // than the apiserver's answers under a fleet's load on this machine, and
 // the operator would lose its lease in the middle of a measurement. Its
 // triggers ask prom, at the operator's default polling interval.
@@ -612,7 +612,7 @@ func startFleetOperator(e *testenv.Env, name string, prom *testenv.FakePrometheu
 	}
 	addr := l.Addr().String()
 	l.Close()
-	p := e.StartOperatorProcess(name, append(slices.Clone(testenv.DefaultLease), "--watch-namespace=", "--metrics-bind-address="+addr,
+	p := e.StartOperatorProcess(name, append(slices.Clone(testenv.SteadyLease), "--watch-namespace=", "--metrics-bind-address="+addr,
 		"--prometheus-server-address="+prom.URL,
 		// The product's default; testenv's own keeps the poller out of tests.
 		"--polling-interval="+operator.DefaultOptions().PollingInterval.String())...)

@@ -85,14 +85,14 @@ func TestTwoReplicasOnlyTheLeaderActsAndFailoverConverges(t *testing.T) {
 
 // SIGTERM in the middle of a burst of mode switches: the operator drains,
 // releases its lease, exits cleanly, and a restarted operator converges.
-// No leader fails over by a crash here: both run with the default lease.
+// No leader fails over by a crash here: both run with a steady lease.
 func TestSIGTERMDuringABurstConverges(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
 	e.Resolver(1)
 	const n = 60
 	e.Fleet("app", n, 1)
-	first := e.StartOperatorProcess("elasti-operator-first", testenv.DefaultLease...)
+	first := e.StartOperatorProcess("elasti-operator-first", testenv.SteadyLease...)
 	e.Eventually("every ElastiService serving", func() (bool, string) {
 		p, s := e.CountModes()
 		return s == n, fmt.Sprintf("%d proxy, %d serve", p, s)
@@ -124,7 +124,7 @@ func TestSIGTERMDuringABurstConverges(t *testing.T) {
 	p, _ := e.CountModes()
 	t.Logf("%d of %d switched to proxy before the shutdown", p, n)
 
-	second := e.StartOperatorProcess("elasti-operator-second", testenv.DefaultLease...)
+	second := e.StartOperatorProcess("elasti-operator-second", testenv.SteadyLease...)
 	start := time.Now()
 	e.Eventually("every ElastiService converged to proxy after the restart", func() (bool, string) {
 		p, s := e.CountModes()
