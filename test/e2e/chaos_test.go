@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -78,10 +79,17 @@ func newChaos(t *testing.T, n int) *chaos {
 	return c
 }
 
+// startOperator starts the next leader on a steady lease. Only the test
+// may end a leader here: with the short lease's 2 s renew deadline, a
+// leader lost its lease to the loaded apiserver in the middle of a wake
+// and exited, and the test then waited its minute with no operator at all
+// (CI, 3 Dec 2026, "Failed to renew lease" in elasti-operator-3's log).
+// The price is the wait for a killed leader's lease to run out, up to
+// 15 s a kill.
 func (c *chaos) startOperator() *testenv.OperatorProcess {
 	c.starts++
 	return c.e.StartOperatorProcess(fmt.Sprintf("elasti-operator-%d", c.starts),
-		"--polling-interval=250ms", "--prometheus-server-address="+c.prom.URL)
+		append(slices.Clone(testenv.SteadyLease), "--polling-interval=250ms", "--prometheus-server-address="+c.prom.URL)...)
 }
 
 // killDuring starts act, SIGKILLs the leader at a moment that differs each

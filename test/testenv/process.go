@@ -28,12 +28,13 @@ const (
 
 // SteadyLease are the lease flags (15 s, 10 s to renew, 2 s between
 // tries; the operator's own defaults are longer still, 60 s, 45 s and
-// 5 s) for a process whose test fails no leader over by a crash: the
-// short lease's 2 s renew deadline is shorter
-// than the apiserver's answers on a loaded machine, and such a process
-// loses its lease and exits in the middle of the test (CI, 3 Dec 2026:
-// TestSIGTERMDuringABurstConverges waited a minute on no operator). A
-// graceful exit releases the lease, so the next one leads at once anyway.
+// 5 s) for a process that only its test may end, by a signal: the short
+// lease's 2 s renew deadline is shorter than the apiserver's answers on a
+// loaded machine, and such a process loses its lease and exits in the
+// middle of the test (CI, 3 Dec 2026: TestSIGTERMDuringABurstConverges
+// waited a minute on no operator, and so did the chaos test). A graceful
+// exit releases the lease, so the next one leads at once; after a
+// SIGKILL the next one waits out the 15 s.
 var SteadyLease = []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"}
 
 var (
