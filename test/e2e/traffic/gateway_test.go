@@ -22,6 +22,7 @@ var httpRoutes = schema.GroupVersionResource{Group: "gateway.networking.k8s.io",
 // the request names the Service. KubeElasti #247 is this case with Envoy
 // Gateway.
 func TestGatewayRouteWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.waitResolverPorts(1)
 	// Its own host per test namespace, as for Ingresses: a hostname that

@@ -20,6 +20,7 @@ import (
 // the database wakes and is Ready, then the worker, then web, whose new
 // pod answers it.
 func TestOneRequestWakesAGroupInOrder(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.e.StatefulSet("db", 0)
 	s.e.Deployment("worker", 0, nil)

@@ -45,7 +45,7 @@ type holdAnswer struct {
 // past the API's hour is refused by the operator (InvalidSpec), with the
 // field named.
 func TestAServicesOwnHoldBoundsThroughKubeProxy(t *testing.T) {
-	parallelPrometheusScenario(t) // waits on its own Service only, restarts nothing
+	sideBySideScenario(t) // waits on its own Service only, restarts nothing
 	s := newScenario(t)
 	// Set before the sleep, so that the resolvers' caches have it by the
 	// time the Service sleeps: seconds, where their watches take
@@ -112,7 +112,7 @@ const longHoldAppStart = 75 * time.Second
 // the bed's paths cuts a request held that long. An API client behind one that does asks with
 // Prefer: wait=N instead (TestBrowserGetsTheWaitingPageUntilWebWakes).
 func TestAHeldRequestOutlastsTheIntermediaries(t *testing.T) {
-	parallelPrometheusScenario(t) // waits on its own Service only, restarts nothing
+	sideBySideScenario(t) // waits on its own Service only, restarts nothing
 	tcpPort := corev1.ServicePort{Name: "tcp", Port: tcpEchoPort, TargetPort: intstr.FromInt32(tcpEchoPort)}
 	s := newScenarioWithPorts(t, tcpPort, grpcEchoServicePort)
 	s.waitResolverPorts(3)

@@ -54,12 +54,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sideBySide is how many parallel tests (parallelPrometheusScenario's)
-// run at once unless -test.parallel says otherwise: all of them. They
-// wait on Prometheus's windows, cooldowns and polls, not on the CPU, so
-// Go's default (GOMAXPROCS, 2 on CI's machine) only made them wait for
-// one another: 200 s for the five of 29 Nov against 107 s for the longest.
-const sideBySide = 10
+// sideBySide is how many parallel tests (sideBySideScenario's) run at once
+// unless -test.parallel says otherwise: more than there are, so all of
+// them, whatever order Go releases them in. They wait on cooldowns, rate
+// windows, polls and wakes, not on the CPU, so Go's default (GOMAXPROCS,
+// 2 on CI's machine) only made them wait for one another: 200 s for the
+// five of 29 Nov against 107 s for the longest.
+const sideBySide = 32
 
 // scenariosSideBySide sets -test.parallel to sideBySide unless the
 // command line set it.

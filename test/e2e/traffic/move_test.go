@@ -39,6 +39,7 @@ const (
 // 404, no 502, no Service dark. At the end web's generated objects are
 // gone and no resolver listens for it any more.
 func TestMovingSpecServiceAtZeroServesBothServices(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.waitEveryResolverListens(1)
 	s.sleep()

@@ -190,6 +190,7 @@ func (s *scenario) expectLastHeld(resp realnet.Response) {
 // same-namespace short name, the bare ClusterIP, and an ingress with a
 // public hostname and no elasti-specific annotation.
 func TestEveryClientWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.waitResolverPorts(1)
 	// Its own host per test namespace: the ingress controller routes a
@@ -225,6 +226,7 @@ func TestEveryClientWakesAService(t *testing.T) {
 // Service's h2c port is held, wakes it and gets the new pod's answer with
 // status OK.
 func TestGRPCWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newProtocolScenario(t)
 	s.sleep()
 	resp := s.do(realnet.Request{
@@ -243,6 +245,7 @@ func TestGRPCWakesAService(t *testing.T) {
 // wakes it, and the client completes its handshake with the pod itself:
 // it sees the pod's certificate.
 func TestTLSPassthroughWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newProtocolScenario(t)
 	s.sleep()
 	resp := s.do(realnet.Request{URL: fmt.Sprintf("https://%s/", app), Timeout: wakeTimeout})
@@ -255,6 +258,7 @@ func TestTLSPassthroughWakesAService(t *testing.T) {
 // TestRawTCPWakesAService: a raw TCP client of a sleeping Service is held,
 // wakes it, and is spliced byte for byte to the new pod.
 func TestRawTCPWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newProtocolScenario(t)
 	s.sleep()
 	s.wakeByTCP()

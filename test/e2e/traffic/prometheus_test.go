@@ -133,16 +133,6 @@ func (s *scenario) appSeries() string {
 	return fmt.Sprintf(`%s{namespace=%q,job="kubernetes-pods"}`, appRequestsMetric, s.e.NS)
 }
 
-// parallelPrometheusScenario marks t as one of the Prometheus scenarios
-// that run side by side: each waits out cooldowns, rate windows or scrapes
-// of its own Service in its own namespace (or asks a Prometheus of its
-// own), and changes nothing the others read (no elasti restart, no change
-// to the bed's Prometheus). Go runs parallel tests once every serial test
-// of the package is over, so none of them meets a test that restarts the
-// resolver or the operator or stops Prometheus. TestMain lets all of them
-// run at once (scenariosSideBySide).
-func parallelPrometheusScenario(t *testing.T) { t.Parallel() }
-
 // promResult is the part of a Prometheus query answer the tests read:
 // Value for an instant vector, Values for a range vector.
 type promResult struct {
@@ -334,7 +324,7 @@ func one(query func(ns string) string, threshold string) func(ns string) []elast
 // above the threshold and web stays up past its cooldown; once they stop
 // and the minute's window empties, web is scaled to zero.
 func TestIngressRateTriggerWithOrVector0(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	const cooldown = 10 * time.Second
 	s := newPrometheusScenario(t, holdingCooldown, one(func(ns string) string { return ingressRate(ns, "1m", true) }, "0.5"))
 	query := ingressRate(s.e.NS, "1m", true)
@@ -361,7 +351,7 @@ func TestIngressRateTriggerWithOrVector0(t *testing.T) {
 // web stays up, and the ElastiService says why in a TriggerError event and
 // its TriggersEvaluated condition (False, EmptyResult).
 func TestIngressRateTriggerWithoutOrVector0(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	s := newPrometheusScenario(t, 2, one(func(ns string) string { return ingressRate(ns, "1m", false) }, "0.5"))
 	if r, resp := s.query(ingressRate(s.e.NS, "1m", false)); r.Status != "success" || len(r.Data.Result) != 0 {
 		t.Fatalf("want an empty result from Prometheus: %s", resp)
@@ -376,7 +366,7 @@ func TestIngressRateTriggerWithoutOrVector0(t *testing.T) {
 // still holds its traffic, well past the cooldown, and lets it go to zero
 // once Prometheus reads the rate below the threshold.
 func TestRateWindowLongerThanCooldown(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	const cooldown = 4 * time.Second
 	query := func(ns string) string { return appRate(ns, "30s") }
 	s := newPrometheusScenario(t, holdingCooldown, one(query, "0.2"))
@@ -456,7 +446,7 @@ func (s *scenario) samplesSince(series string, since time.Time) string {
 // Prometheus's status and error type), and clears the condition once the
 // query is fixed.
 func TestTriggerSyntaxErrorIsAConditionAndAnEvent(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	broken := func(ns string) string { return fmt.Sprintf(`sum(rate(%s{namespace=%q}[1m])`, appRequestsMetric, ns) }
 	s := newPrometheusScenario(t, 2, one(broken, "0.5"))
 	if r, resp := s.query(broken(s.e.NS)); resp.Status != http.StatusBadRequest || r.ErrorType != "bad_data" {
@@ -532,7 +522,7 @@ func badPrometheus(s *scenario, handler http.HandlerFunc) string {
 // answers after the operator's query timeout, never lets web go down; the
 // condition says BadStatus or Timeout.
 func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	for _, tc := range []struct {
 		name    string
 		handler http.HandlerFunc
@@ -552,7 +542,7 @@ func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
 		}, triggers.ReasonTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			parallelPrometheusScenario(t)
+			sideBySideScenario(t)
 			var addr string
 			s := newPrometheusScenario(t, 2, func(ns string) []elastiv1alpha1.ScaleTrigger { return nil })
 			addr = badPrometheus(s, tc.handler)
@@ -572,7 +562,7 @@ func TestSlowOr503PrometheusKeepsTargetUp(t *testing.T) {
 // web is at zero; one request wakes it; continued traffic keeps it up,
 // with no scale-down, for several cooldowns.
 func TestTrafficAloneDrivesTheLifecycle(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	const cooldown = 15 * time.Second
 	query := func(ns string) string { return appRate(ns, "20s") }
 	s := newPrometheusScenario(t, int32(cooldown/time.Second), one(query, "0.2"))
@@ -722,7 +712,7 @@ func (s *scenario) setOperatorEnv(env ...corev1.EnvVar) {
 // filter up{container="prometheus"} has its series), Traefik, elasti's
 // operator and resolver, and an app pod that asks for it.
 func TestPrometheusScrapesTheBed(t *testing.T) {
-	parallelPrometheusScenario(t)
+	sideBySideScenario(t)
 	s := newPrometheusScenario(t, 900, func(string) []elastiv1alpha1.ScaleTrigger { return nil })
 	for _, want := range []struct{ namespace, container string }{
 		{realnet.PrometheusNamespace, "prometheus"},

@@ -178,6 +178,7 @@ func (s *scenario) expectWokenOnce(writesBefore int) {
 // and then forwards it. At zero each exchange is the only request, so it
 // is surely the one held.
 func TestProtocolsPassIntact(t *testing.T) {
+	sideBySideScenario(t)
 	s := newProtocolsScenario(t)
 	ways := s.ways()
 	for _, w := range ways {

@@ -42,6 +42,7 @@ const frontDrain = clusterview.DefaultFrontDrain
 // serve, what still reaches the resolver gets the pod's answer; once the
 // drain is over, the same request gets 404.
 func TestResolverIsNoOpenProxy(t *testing.T) {
+	sideBySideScenario(t)
 	s := newProtocolScenario(t)
 	other := testenv.New(t)
 	attacker, err := s.bed.Client(s.ctx, other.NS)

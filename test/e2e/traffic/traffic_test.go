@@ -49,6 +49,18 @@ type scenario struct {
 	explained *atomic.Bool
 }
 
+// sideBySideScenario marks t as a scenario that runs beside the others
+// marked so: each works in its own namespace on a Service of its own (or
+// asks a Prometheus of its own), and changes nothing the others read: no
+// restart or scaling of elasti, kube-proxy, kube-controller-manager or
+// the bed's Prometheus, no read of a resolver-wide counter or gauge, no
+// fill of a resolver-wide budget. Go runs parallel tests once every serial
+// test of the package is over, so none of them meets a test that does
+// one of those. Most of their time is waits (cooldowns, rate windows,
+// scrapes, a wake), and TestMain lets all of them run at once
+// (scenariosSideBySide).
+func sideBySideScenario(t *testing.T) { t.Parallel() }
+
 func newScenario(t testing.TB) *scenario { t.Helper(); return newScenarioWithPorts(t) }
 
 // newScenarioWithPorts is newScenario with more ports on web's Service.
@@ -216,6 +228,7 @@ func (s *scenario) expectWoken(resp realnet.Response) echoReply {
 // pod. How long it was held reaches web's status.lastHeld, to the
 // millisecond of the header its client got.
 func TestFullDNSNameWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	// Awake, the same name goes straight to the pod.
 	s.expectWoken(s.do(realnet.Request{URL: "http://" + s.fqdn() + "/", Timeout: quickTimeout}))
@@ -229,6 +242,7 @@ func TestFullDNSNameWakesAService(t *testing.T) {
 // TestNamespaceQualifiedNameWakesAService: "web.<ns>" resolves through the
 // client pod's search path, and the resolver knows the Service by it.
 func TestNamespaceQualifiedNameWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.sleep()
 	s.expectWoken(s.do(realnet.Request{URL: fmt.Sprintf("http://%s.%s/", app, s.e.NS), Timeout: wakeTimeout}))
@@ -238,6 +252,7 @@ func TestNamespaceQualifiedNameWakesAService(t *testing.T) {
 // ClusterIP goes through kube-proxy to the resolver; the Host header names
 // the Service in full, as KubeElasti's routing contract needs today.
 func TestClusterIPWakesAServiceWhenHostNamesIt(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.sleep()
 	resp := s.do(realnet.Request{URL: "http://" + s.clusterIP() + "/", Host: s.fqdn(), Timeout: wakeTimeout})
@@ -253,6 +268,7 @@ func TestClusterIPWakesAServiceWhenHostNamesIt(t *testing.T) {
 // namespace is at its Service quota, so that create is refused all along;
 // a request by short name at zero is still held and answered by a new pod.
 func TestWakeNeedsNoPrivateService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	// The operator's first sync may have found no pod listed yet and made
 	// one already.
@@ -307,6 +323,7 @@ func (s *scenario) fillServiceQuota() {
 // DNS name at once; every one is answered by the new pod, with its own
 // request, and the target is scaled up exactly once.
 func TestBurstAtZeroIsHeldAndWakesOnce(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.sleep()
 	before := testenv.CountScaleWrites(t, s.e.NS, "deployments", app) // the hand scale-down's
@@ -335,6 +352,7 @@ func TestBurstAtZeroIsHeldAndWakesOnce(t *testing.T) {
 // connects to the resolver directly while web sleeps; the request wakes web
 // and the new pod answers.
 func TestIngressWakesAService(t *testing.T) {
+	sideBySideScenario(t)
 	s := newScenario(t)
 	s.ingress("by-service-name", s.fqdn())
 	viaIngress := realnet.Request{URL: "http://" + ingressAddr + "/", Host: s.fqdn()}

@@ -25,6 +25,7 @@ import (
 // yet), and an API client that asks for the wake status with Prefer, by
 // web's ClusterIP, gets it at once as JSON, with the same stages.
 func TestBrowserGetsTheWaitingPageUntilWebWakes(t *testing.T) {
+	sideBySideScenario(t)
 	const (
 		lateAppDelay = 5 * time.Second
 		maxReloads   = 60
