@@ -268,7 +268,8 @@ func TestClusterIPWakesAServiceWhenHostNamesIt(t *testing.T) {
 // namespace is at its Service quota, so that create is refused all along;
 // a request by short name at zero is still held and answered by a new pod.
 func TestWakeNeedsNoPrivateService(t *testing.T) {
-	sideBySideScenario(t)
+	// Serial: side by side, in the warm CI run of 9478938, the private
+	// Service was created past the hand-filled quota (not explained yet).
 	s := newScenario(t)
 	// The operator's first sync may have found no pod listed yet and made
 	// one already.
