@@ -79,13 +79,9 @@ func newChaos(t *testing.T, n int) *chaos {
 	return c
 }
 
-// startOperator starts the next leader on a steady lease. Only the test
-// may end a leader here: with the short lease's 2 s renew deadline, a
-// leader lost its lease to the loaded apiserver in the middle of a wake
-// and exited, and the test then waited its minute with no operator at all
-// (CI, 3 Dec 2026, "Failed to renew lease" in elasti-operator-3's log).
-// The price is the wait for a killed leader's lease to run out, up to
-// 15 s a kill.
+// startOperator starts the next leader on testenv.SteadyLease: only the
+// test ends a leader here, and no standby runs to take over a lease lost
+// to a loaded apiserver. Each kill then waits out the killed lease.
 func (c *chaos) startOperator() *testenv.OperatorProcess {
 	c.starts++
 	return c.e.StartOperatorProcess(fmt.Sprintf("elasti-operator-%d", c.starts),
