@@ -65,6 +65,8 @@ type fleetWatch struct {
 	ready   map[string]bool   // Deployment → has a ready replica
 	serving map[string]bool   // Service → its own slices list a ready endpoint
 	fronted map[string]bool   // Service → the resolver slice lists a ready endpoint
+	// frontedAt is when each Service was last seen fronted, from not.
+	frontedAt map[string]time.Time
 	// endpoints counts each Service's ready endpoints per slice, its own
 	// and the resolver's: what kube-proxy routes to.
 	endpoints map[string]map[string]int
@@ -84,7 +86,7 @@ type fleetWatch struct {
 }
 
 func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fleetWatch {
-	w := &fleetWatch{namespaces: map[string]bool{}, modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{}, fronted: map[string]bool{},
+	w := &fleetWatch{namespaces: map[string]bool{}, modes: map[string]string{}, ready: map[string]bool{}, serving: map[string]bool{}, fronted: map[string]bool{}, frontedAt: map[string]time.Time{},
 		endpoints: map[string]map[string]int{}, dark: map[string]bool{}, darkFrom: map[string]time.Time{}, changed: make(chan struct{}, 1), limit: 10 * time.Minute}
 	for _, ns := range namespaces {
 		w.namespaces[ns] = true
@@ -142,6 +144,9 @@ func newFleetWatch(ctx context.Context, e *testenv.Env, namespaces []string) *fl
 		case "endpointslice-controller.k8s.io":
 			w.serving[svc] = readyEP > 0
 		case controller.ManagedByValue:
+			if readyEP > 0 && !w.fronted[svc] {
+				w.frontedAt[svc] = time.Now()
+			}
 			w.fronted[svc] = readyEP > 0
 		}
 		if w.endpoints[svc] == nil {
@@ -243,6 +248,25 @@ func (d darkSpells) printWorst(phase string, since map[string]time.Time) {
 		}
 		fmt.Fprintf(os.Stderr, "  %s: %s dark from %s, for %s\n", phase, s.svc, at, s.length().Round(time.Millisecond))
 	}
+}
+
+// frontedLag is the distribution of each Service's time from its
+// scale-down's write to the resolver's slice fronting it.
+func (w *fleetWatch) frontedLag(written map[string]time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var lags []time.Duration
+	for svc, at := range written {
+		if f, ok := w.frontedAt[svc]; ok && f.After(at) {
+			lags = append(lags, f.Sub(at))
+		}
+	}
+	if len(lags) == 0 {
+		return "none seen"
+	}
+	slices.Sort(lags)
+	q := func(p float64) time.Duration { return lags[int(p*float64(len(lags)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s (%d of %d)", q(0.5), q(0.9), q(0.99), q(1), len(lags), len(written))
 }
 
 func (w *fleetWatch) notify() {
@@ -478,8 +502,10 @@ func runFleet(b *testing.B, n int) {
 		// The operator's own scale-down: every trigger goes idle and its
 		// poller puts the resolver in front of each Service, then scales.
 		idleStart := time.Now()
+		stop := sampleFleetLoad(b, op, "idle scale-down")
 		prom.Set("0", "1", testenv.PrometheusHealthy)
 		idle = w.measureScaleDown(b, n, idleStart)
+		stop()
 		progress("idle scale-down by the operator: all fronted %s, all in proxy %s (the cluster's endpoints gone: %s); %s Services seen dark",
 			idle.fronted, idle.proxy, idle.clusterStop, idle.dark)
 		idle.dark.printWorst("idle scale-down", nil)
@@ -487,10 +513,12 @@ func runFleet(b *testing.B, n int) {
 		// Busy again first, so the poller leaves the woken targets up.
 		prom.Set("5", "1", testenv.PrometheusHealthy)
 		wakeStart := time.Now()
+		stop = sampleFleetLoad(b, op, "wake")
 		wakeFleet(b, op, fleet)
 		up := w.waitAll(b,
 			fleetWait{"the cluster starting the pods again", func(_ map[string]int, ready int) bool { return ready == n }},
 			fleetWait{"all in serve", func(m map[string]int, _ int) bool { return m[elastiv1alpha1.ModeServe] == n }})
+		stop()
 		clusterStart = up[0].Sub(wakeStart)
 		toServe = up[1].Sub(wakeStart)
 		darkUp = w.darkSince()
@@ -501,6 +529,7 @@ func runFleet(b *testing.B, n int) {
 	// Someone else scales every target to zero at once, as a script or
 	// another autoscaler might: the operator can only follow.
 	written := make([]time.Time, n) // each by its own worker, read after parallel
+	stop := sampleFleetLoad(b, op, "foreign scale-down")
 	if err := testenv.Parallel(n, 64, func(i int) error {
 		_, err := e.Kube.AppsV1().Deployments(fleet[i].ns).Patch(ctx, fleet[i].name, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}, "scale")
 		written[i] = time.Now()
@@ -509,6 +538,7 @@ func runFleet(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	foreign := w.measureScaleDown(b, n, slices.MaxFunc(written, time.Time.Compare))
+	stop()
 	progress("foreign scale-down: all fronted %s, all in proxy %s after the last write (the cluster's endpoints gone: %s); %s Services seen dark",
 		foreign.fronted, foreign.proxy, foreign.clusterStop, foreign.dark)
 	writtenAt := make(map[string]time.Time, n)
@@ -516,6 +546,7 @@ func runFleet(b *testing.B, n int) {
 		writtenAt[m.key()] = written[i]
 	}
 	foreign.dark.printWorst("foreign scale-down", writtenAt)
+	progress("foreign scale-down: each Service fronted after its own write: %s", w.frontedLag(writtenAt))
 
 	rss, peak, cpu, err := procStats(op.Pid())
 	if err != nil {
