@@ -49,6 +49,9 @@ func pointsOf(f *benchresults.File, nameX *regexp.Regexp, metric string) plotter
 func drawFromResults(f *benchresults.File, nameX *regexp.Regexp, lines []series, title, xLabel, yLabel string, logX bool, out string) error {
 	p := plot.New()
 	p.Title.Text = title
+	// The legend sits at the top of the plot area: room under the title
+	// keeps the two apart.
+	p.Title.Padding = vg.Points(10)
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	if logX {
