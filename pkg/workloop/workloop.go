@@ -79,11 +79,12 @@ func (l *Loop[T]) Name() string { return l.name }
 // Add queues key for the workers.
 func (l *Loop[T]) Add(key T) { l.queue.Add(key) }
 
-// AddUrgent queues key ahead of every key of its tenant queued without it,
-// or moves it there if it already waits: for a sync that keeps traffic
-// from being dropped, which must not wait behind status updates. A
-// tenant's keys added urgently are synced in the order they were added;
-// other tenants still take their turns (see lanes).
+// AddUrgent queues key in the urgent lane, or moves it there if it already
+// waits: for a sync that keeps traffic from being dropped, which must not
+// wait behind status updates, its own tenant's or another's. Urgent keys go
+// first, up to urgentPerPlain for each plain key while both wait; the
+// tenants take turns in each lane, and a tenant's keys added urgently are
+// synced in the order they were added (see lanes).
 func (l *Loop[T]) AddUrgent(key T) {
 	l.lanes.mark(key)
 	l.queue.Add(key)
