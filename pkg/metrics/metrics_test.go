@@ -162,8 +162,45 @@ func TestClientGoMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(m.clientGo.results.WithLabelValues("GET", "200")); got < 1 {
 		t.Errorf("rest_client_requests_total{method=GET,code=200} = %v, want >= 1", got)
 	}
+	if n := testutil.CollectAndCount(m.clientGo.latency); n != 1 {
+		t.Errorf("rest_client_request_duration_seconds has %d series, want 1", n)
+	}
+	if got := histogramCount(t, m, `rest_client_request_duration_seconds`); got < 1 {
+		t.Errorf("rest_client_request_duration_seconds counted %d, want >= 1", got)
+	}
 	problems, err := testutil.GatherAndLint(m.Registry, "rest_client_requests_total", "rest_client_request_duration_seconds")
 	if err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", err, problems)
+	}
+}
+
+// The resource label is the path's resource when the operator's role names
+// it, and "other" for everything else, so a path never makes a series of
+// its own.
+func TestResourceOfARequestPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/namespaces/t-1/services/web":                "services",
+		"/api/v1/namespaces/t-1/services":                    "services",
+		"/api/v1/services":                                   "services",
+		"/api/v1/namespaces":                                 "other",
+		"/api/v1/namespaces/t-1":                             "other",
+		"/apis/apps/v1/namespaces/t-1/deployments/web/scale": "deployments/scale",
+		"/apis/apps/v1/namespaces/t-1/deployments/web":       "deployments",
+		"/apis/elasti.truefoundry.com/v1alpha1/namespaces/t-1/elastiservices/a/status": "elastiservices/status",
+		"/apis/discovery.k8s.io/v1/namespaces/t-1/endpointslices":                      "endpointslices",
+		"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io": "customresourcedefinitions",
+		"/apis/coordination.k8s.io/v1/namespaces/elasti/leases/elasti-operator":        "leases",
+		"/api/v1/namespaces/t-1/secrets/s":                                             "other",
+		"/api/v1/namespaces/t-1/services/web/proxy":                                    "other",
+		"/api/v1/namespaces/t-1/Services/web":                                          "other",
+		"/apis/apps/v1/namespaces/t-1/deployments/web%2Fscale":                         "deployments", // a name, not a subresource
+		"/apis":    "other",
+		"/version": "other",
+		"":         "other",
+		"/api/v1/namespaces/t-1/services/web/status/extra": "other",
+	} {
+		if got := resourceOf(path); got != want {
+			t.Errorf("resourceOf(%q) = %q, want %q", path, got, want)
+		}
 	}
 }

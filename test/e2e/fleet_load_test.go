@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -104,11 +105,37 @@ func describeLoad(prev, cur loadSample) string {
 			continue
 		}
 		sum := metricSum(cur.operator["rest_client_request_duration_seconds"], only) - metricSum(prev.operator["rest_client_request_duration_seconds"], only)
-		verbs = append(verbs, fmt.Sprintf("%s %.0f/s %.0f ms", verb, n/secs, 1000*sum/n))
+		verbs = append(verbs, fmt.Sprintf("%s %.0f/s %.0f ms (%s)", verb, n/secs, 1000*sum/n, byResource(prev.operator, cur.operator, verb, secs)))
 	}
 	parts = append(parts, "operator requests: "+cmp.Or(strings.Join(verbs, ", "), "none"))
 	parts = append(parts, "apiserver: "+busiest(prev.api, cur.api, secs))
 	return strings.Join(parts, "; ")
+}
+
+// byResource names the operator's three busiest resources for one verb
+// between two scrapes, with their rates.
+func byResource(prev, cur map[string]*dto.MetricFamily, verb string, secs float64) string {
+	family := "rest_client_request_duration_seconds"
+	rates := map[string]float64{}
+	for _, m := range cur[family].GetMetric() {
+		if l := labels(m); l["verb"] == verb {
+			rates[l["resource"]] += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	for _, m := range prev[family].GetMetric() {
+		if l := labels(m); l["verb"] == verb {
+			rates[l["resource"]] -= float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	names := slices.Collect(maps.Keys(rates))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(rates[b], rates[a]), cmp.Compare(a, b)) })
+	var top []string
+	for _, name := range names[:min(3, len(names))] {
+		if rates[name] > 0 {
+			top = append(top, fmt.Sprintf("%s %.0f/s", name, rates[name]/secs))
+		}
+	}
+	return strings.Join(top, ", ")
 }
 
 // busiest names the apiserver's five busiest resource/verb pairs between
