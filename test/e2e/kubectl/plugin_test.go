@@ -211,7 +211,7 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 		t.Errorf("after wake: %d replicas, want minTargetReplicas 2", got)
 	}
 	// The watch follows the wake: a serve row after the proxy one.
-	watching.until(t, 30*time.Second, func(out string) bool { return hasRow(out, "web", "serve") })
+	watching.waitFor(t, 30*time.Second, func(out string) bool { return hasRow(out, "web", "serve") })
 
 	// Just woken, with a cooldown of an hour: that is what holds it.
 	e.Eventually("lastScaledUpTime recorded", func() (bool, string) {
@@ -295,10 +295,9 @@ func TestPluginStatusWakeSleepExplain(t *testing.T) {
 
 // running is a plugin process still running, its stdout so far.
 type running struct {
-	cmd    *exec.Cmd
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	out    bytes.Buffer
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out bytes.Buffer
 }
 
 func (r *running) Write(p []byte) (int, error) {
@@ -317,7 +316,7 @@ func (r *running) stdout() string {
 func startPlugin(t *testing.T, kubeconfig string, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	r := &running{cancel: cancel}
+	r := &running{}
 	r.cmd = exec.CommandContext(ctx, plugin(t), args...)
 	r.cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 	r.cmd.Stdout = r
@@ -334,26 +333,18 @@ func startPlugin(t *testing.T, kubeconfig string, args ...string) *running {
 	return r
 }
 
-// waitFor waits at most timeout for r's stdout to satisfy done and
-// returns the stdout; r keeps running.
-func (r *running) waitFor(t *testing.T, timeout time.Duration, done func(string) bool) string {
+// waitFor waits at most timeout for r's stdout to satisfy done; r keeps
+// running (the test's end stops it and logs all it printed).
+func (r *running) waitFor(t *testing.T, timeout time.Duration, done func(string) bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !done(r.stdout()) {
 		if time.Now().After(deadline) {
 			t.Errorf("timed out after %s waiting for the output of %s:\n%s", timeout, strings.Join(r.cmd.Args, " "), r.stdout())
-			return r.stdout()
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return r.stdout()
-}
-
-// until is waitFor, then stops r.
-func (r *running) until(t *testing.T, timeout time.Duration, done func(string) bool) string {
-	t.Helper()
-	defer r.cancel()
-	return r.waitFor(t, timeout, done)
 }
 
 // hasLines reports whether out has each of lines, a line's text up to a
